@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages uct-tm builds, tests and benchmarks with.
+# Idempotent: apt runs only when something is missing. Needs root (or sudo).
+set -euo pipefail
+
+PACKAGES=(
+    build-essential autoconf automake libtool pkg-config python3
+    libucx-dev ucx-utils          # libucs/libuct and the UCT headers, ucx_info
+    libhwloc-dev                  # topology
+    libibverbs-dev                # rdma-core (optional transports)
+    libgtest-dev libgmock-dev     # unit and conformance tests
+    libbenchmark-dev              # Google Benchmark
+    clang libclang-rt-14-dev      # libFuzzer targets, clang warning build
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+SUDO=""
+[[ $(id -u) -eq 0 ]] || SUDO="sudo"
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, runs the whole suite.
+#   contrib/test.sh            build + make check
+#   CI=true contrib/test.sh    also: clang -Werror build, make distcheck
+# Ends with one line "uct-tm tests: N passed, M failed".
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$src/build}
+cd "$src"
+
+contrib/deps.sh
+contrib/build.sh "$build"
+
+cd "$build"
+check_rc=0
+make -j"$(nproc)" check || check_rc=$?
+
+# Count individual tests: gtest cases from each gtest log, other harness
+# tests (fuzz runs, scripts) one each.
+passed=0 failed=0
+while IFS= read -r -d '' trs; do
+    log=${trs%.trs}.log
+    if grep -q '^\[==========\]' "$log" 2>/dev/null; then
+        p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+        f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+        passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+        if grep -q ':test-result: FAIL\|:test-result: ERROR' "$trs" && [[ -z "$f" ]]; then
+            failed=$((failed + 1))   # crashed before gtest's summary
+        fi
+    else
+        if grep -q ':test-result: PASS' "$trs"; then passed=$((passed + 1))
+        elif grep -q ':test-result: SKIP' "$trs"; then :
+        else failed=$((failed + 1)); fi
+    fi
+done < <(find "$build/tests" -name '*.trs' -print0)
+if [[ $check_rc -ne 0 ]]; then
+    find "$build/tests" -name '*.log' -newer "$build/config.status" -exec grep -l 'FAIL\|ERROR' {} + 2>/dev/null |
+        while read -r l; do echo "---- $l"; tail -40 "$l"; done
+fi
+
+extra_rc=0
+if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
+    echo "== clang++ -Werror build"
+    contrib/build.sh "$build-clang" CXX=clang++ || extra_rc=1
+    echo "== make distcheck"
+    make -C "$build" -j"$(nproc)" distcheck >"$build/distcheck.log" 2>&1 || { tail -60 "$build/distcheck.log"; extra_rc=1; }
+    grep -E 'archives ready for distribution|uct-tm-.*\.tar\.gz' "$build/distcheck.log" | head -3 || true
+fi
+
+echo "uct-tm tests: $passed passed, $failed failed"
+[[ $check_rc -eq 0 && $extra_rc -eq 0 && $failed -eq 0 ]]
