@@ -393,7 +393,11 @@ class MatcherOpStream {
         real_  = match::TagMatcher(match::MatcherOptions());
         model_ = Model(SIZE_MAX, SIZE_MAX, cfg_.model_faults);
         opts_  = match::MatcherOptions();
-        pin_post_limit_ = pin_arrive_limit_ = pin_cancel_view_ = -1;
+        /* The header fixes these corners: a post()/arrive() that matches is
+         * never refused at the limit, and Receive::tag / cancel_matching()
+         * use the tag as posted. (-1 would let the first observation decide.) */
+        pin_post_limit_ = pin_arrive_limit_ = pin_cancel_view_ = 0;
+        max_index_seen_ = 0;
         clear_handles();
         ctx_serial_ = cookie_serial_ = 0;
         op_index_                    = 0;
@@ -415,6 +419,7 @@ class MatcherOpStream {
         stale_recv_.clear();
         stale_msg_.clear();
         stale_recv_pos_ = stale_msg_pos_ = 0;
+        max_index_seen_ = 0;
     }
 
     Result run(OpSource &src, uint64_t max_ops) {
@@ -757,6 +762,7 @@ class MatcherOpStream {
     }
 
     bool register_handle(bool recv, uint64_t id, match::Handle h) {
+        max_index_seen_ = std::max(max_index_seen_, h.index);
         if (h.is_null()) {
             return diverge(strprintf("%s queued but its handle is null",
                                      recv ? "receive" : "message"));
@@ -822,9 +828,14 @@ class MatcherOpStream {
             *id = Model::kNullId;
             return;
         }
-        /* An index far beyond anything a test ever allocates. */
-        h->index      = 0xffffffffu - (op.pick & 7);
-        h->generation = 1 + (op.pick >> 3);
+        /* An index no handle ever carried: just past the largest seen (any
+         * kind), or far beyond anything a test allocates. */
+        if (op.pick & 1) {
+            h->index = max_index_seen_ + 1 + ((op.pick >> 1) & 3);
+        } else {
+            h->index = 0xffffffffu - ((op.pick >> 1) & 7);
+        }
+        h->generation = 1 + ((op.pick >> 4) & 3);
         *id           = Model::kNeverIssuedId;
     }
 
@@ -840,9 +851,9 @@ class MatcherOpStream {
         return op.tag;
     }
 
-    /* MatcherStats against what the model saw since the matcher was created.
-     * unexpected_matches counts posts and claims; whether take() counts is
-     * left open, so it is bounded. mask_classes_in_use cannot exceed the
+    /* MatcherStats against what the model saw since the matcher was created:
+     * posted_matches = arrive()/match_posted() hits, unexpected_matches =
+     * post()/claim()/take() removals; mask_classes_in_use cannot exceed the
      * class budget nor the distinct non-exact masks posted. */
     bool check_stats() {
         match::MatcherStats st = real_.stats();
@@ -851,8 +862,7 @@ class MatcherOpStream {
                                      " arrivals that matched",
                                      st.posted_matches, inst_posted_matches_));
         }
-        if (st.unexpected_matches < inst_unexpected_min_ ||
-            st.unexpected_matches > inst_unexpected_min_ + inst_takes_) {
+        if (st.unexpected_matches != inst_unexpected_min_ + inst_takes_) {
             return diverge(strprintf("stats().unexpected_matches = %" PRIu64 ", model counts %" PRIu64
                                      " posts/claims that took a message (+%" PRIu64 " takes)",
                                      st.unexpected_matches, inst_unexpected_min_, inst_takes_));
@@ -1058,9 +1068,9 @@ class MatcherOpStream {
         if (mo.matched) {
             ++(match_only ? result_.cov.match_posted_hits : result_.cov.arrive_matched);
             ++inst_posted_matches_;
-            /* Receive "as stored": bits outside the mask may or may not be kept. */
+            /* Receive "as stored": the tag as posted, bits outside mask included. */
             if (rr.recv.ctx != mo.recv.ctx || rr.recv.mask != mo.recv.mask ||
-                (rr.recv.tag & rr.recv.mask) != (mo.recv.tag & mo.recv.mask)) {
+                rr.recv.tag != mo.recv.tag) {
                 diverge(strprintf("%s(tag=0x%" PRIx64 ") matched recv{tag=0x%" PRIx64
                                   ", mask=0x%" PRIx64 ", %s}, model: earliest-posted match is "
                                   "recv{tag=0x%" PRIx64 ", mask=0x%" PRIx64 ", %s}",
@@ -1442,6 +1452,7 @@ class MatcherOpStream {
     uint64_t                               ctx_serial_ = 0, cookie_serial_ = 0;
     uint64_t                               op_index_   = 0;
     uint64_t inst_posted_matches_ = 0, inst_unexpected_min_ = 0, inst_takes_ = 0;
+    uint32_t max_index_seen_ = 0; /* largest handle index observed, either kind */
     bool                                   failed_     = false;
     int                                    nest_       = 0;
     Result                                 result_;

@@ -16,12 +16,13 @@
  * Entries are identified by ids (never reused, 0 = null); the op-stream
  * interpreter maps real TagMatcher handles to these ids.
  *
- * Two corners the contract leaves open are selectable (Semantics) so that the
- * interpreter can pin them to whatever the implementation does, consistently:
- *  - post() at max_posted when an unexpected message matches (match first, or
- *    fail with EXCEEDS_LIMIT first); same for arrive() at max_unexpected;
- *  - whether cancel_matching() compares a receive's tag as posted or with the
- *    bits outside the receive's own mask cleared.
+ * Two corners are selectable (Semantics); the defaults are what the header
+ * specifies and what the op-stream interpreter enforces:
+ *  - post() at max_posted when an unexpected message matches: the match wins
+ *    (a receive that takes a message is never refused); same for arrive() at
+ *    max_unexpected;
+ *  - cancel_matching() compares a receive's tag as posted (bits outside the
+ *    receive's own mask included), not masked by the receive's mask.
  *
  * `faults` injects known bugs; used only to prove the differential checker is
  * able to notice a wrong answer.
