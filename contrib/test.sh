@@ -41,7 +41,7 @@ fi
 extra_rc=0
 if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     echo "== clang++ -Werror build"
-    contrib/build.sh "$build-clang" CXX=clang++ || extra_rc=1
+    "$src/contrib/build.sh" "$build-clang" CXX=clang++ || extra_rc=1
     echo "== make distcheck"
     make -C "$build" -j"$(nproc)" distcheck >"$build/distcheck.log" 2>&1 || { tail -60 "$build/distcheck.log"; extra_rc=1; }
     grep -E 'archives ready for distribution|uct-tm-.*\.tar\.gz' "$build/distcheck.log" | head -3 || true
