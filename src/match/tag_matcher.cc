@@ -33,6 +33,8 @@ constexpr uint16_t kOverflowClass        = UINT16_MAX;
 /* An unexpected-side index unused for this many masked searches may be
  * recycled for another mask. */
 constexpr uint64_t kStaleIndexQueries = 256;
+/* Masked classes whose table lines an arrival prefetches together. */
+constexpr size_t kPrefetchClasses = 8;
 
 struct Links {
     uint32_t next = kNoIndex;
@@ -93,12 +95,12 @@ template <typename LinksOf> uint32_t ring_remove(uint32_t head, uint32_t idx, co
 /* Appends `idx` to the FIFO ring of `key`; the table has room (reserve_one). */
 template <typename KeyOf, typename LinksOf>
 void keyed_push(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of, const LinksOf &links) {
-    bool               inserted;
-    BucketTable::Slot *slot = table.find_or_insert(key, key_of, idx, &inserted);
+    bool             inserted;
+    BucketTable::Ref head = table.find_or_insert(key, key_of, idx, &inserted);
     if (inserted) {
         links(idx) = Links{idx, idx};
     } else {
-        ring_push_back(slot->head, idx, links);
+        ring_push_back(*head, idx, links);
     }
 }
 
@@ -107,7 +109,7 @@ void keyed_push(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of, 
  * then does the table need a lookup. `slot`, if known, is key's table slot. */
 template <typename KeyOf, typename LinksOf, typename SeqOf>
 void keyed_remove(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of,
-                  const LinksOf &links, const SeqOf &seq_of, BucketTable::Slot *slot = nullptr) {
+                  const LinksOf &links, const SeqOf &seq_of, BucketTable::Ref slot = nullptr) {
     const Links l = links(idx);
     if (l.next == idx) {
         table.erase(slot ? slot : table.find(key, key_of));
@@ -117,7 +119,7 @@ void keyed_remove(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of
     links(l.prev).next = l.next;
     links(l.next).prev = l.prev;
     if (is_head) {
-        (slot ? slot : table.find(key, key_of))->head = l.next;
+        *(slot ? slot : table.find(key, key_of)) = l.next;
     }
 }
 
@@ -138,7 +140,7 @@ struct TagMatcher::Impl {
         uint32_t    count      = 0;
         int32_t     active_pos = -1;
 
-        explicit MaskClass(Tag m) : mask(m) {}
+        explicit MaskClass(Tag m) : mask(m) { table.set_key_mask(m); }
     };
 
     struct UnexpectedIndex {
@@ -192,6 +194,7 @@ struct TagMatcher::Impl {
         if (idle != kOverflowClass) {
             classes[idle].mask = mask;
             classes[idle].table.clear();
+            classes[idle].table.set_key_mask(mask);
         }
         return idle;
     }
@@ -221,7 +224,7 @@ struct TagMatcher::Impl {
         try {
             cls = class_for(mask);
             if (cls != kOverflowClass) {
-                classes[cls].table.reserve_one();
+                classes[cls].table.reserve_one(posted_key(classes[cls].mask));
             }
             idx = posted.allocate();
         } catch (const std::bad_alloc &) {
@@ -260,7 +263,7 @@ struct TagMatcher::Impl {
         return result;
     }
 
-    [[gnu::always_inline]] void remove_posted(uint32_t idx, BucketTable::Slot *slot = nullptr) {
+    [[gnu::always_inline]] void remove_posted(uint32_t idx, BucketTable::Ref slot = nullptr) {
         PostedEntry &e = posted[idx];
         if (e.cls == kOverflowClass) {
             overflow_head = ring_remove(overflow_head, idx, posted_links());
@@ -282,11 +285,11 @@ struct TagMatcher::Impl {
     [[gnu::always_inline]] bool take_posted(Tag tag, Receive *recv) {
         uint32_t           best      = kNoIndex;
         uint64_t           best_seq  = UINT64_MAX;
-        BucketTable::Slot *best_slot = nullptr;
+        BucketTable::Ref best_slot = nullptr;
         if (classes[0].count != 0) {
             best_slot = classes[0].table.find(tag, posted_key(kExactMask));
             if (best_slot != nullptr) {
-                best     = best_slot->head;
+                best     = *best_slot;
                 best_seq = posted[best].seq;
                 if (active.empty() && (overflow_head == kNoIndex)) {
                     /* exact-only traffic: nothing else to compare with */
@@ -298,11 +301,22 @@ struct TagMatcher::Impl {
                 }
             }
         }
-        for (uint16_t cls : active) {
-            MaskClass         &c    = classes[cls];
-            BucketTable::Slot *slot = c.table.find(tag & c.mask, posted_key(c.mask));
-            if ((slot != nullptr) && (posted[slot->head].seq < best_seq)) {
-                best      = slot->head;
+        /* One lookup per masked class: start every home-line load first so
+         * the misses overlap instead of queueing behind each other. */
+        uint64_t     hashes[kPrefetchClasses];
+        const size_t nprefetch = std::min(active.size(), kPrefetchClasses);
+        for (size_t i = 0; i < nprefetch; ++i) {
+            const MaskClass &c = classes[active[i]];
+            hashes[i]          = c.table.hash(tag & c.mask);
+            c.table.prefetch(hashes[i]);
+        }
+        for (size_t i = 0; i < active.size(); ++i) {
+            MaskClass       &c    = classes[active[i]];
+            const Tag        key  = tag & c.mask;
+            const uint64_t   h    = (i < nprefetch) ? hashes[i] : c.table.hash(key);
+            BucketTable::Ref slot = c.table.find(key, h, posted_key(c.mask));
+            if ((slot != nullptr) && (posted[*slot].seq < best_seq)) {
+                best      = *slot;
                 best_seq  = posted[best].seq;
                 best_slot = slot;
             }
@@ -367,7 +381,7 @@ struct TagMatcher::Impl {
         try {
             for (uint32_t s = 0; s < index_slots(); ++s) {
                 if (unexpected_index[s].active) {
-                    unexpected_index[s].table.reserve_one();
+                    unexpected_index[s].table.reserve_one(unexpected_key(unexpected_index[s].mask));
                 }
             }
             idx = unexpected.allocate();
@@ -414,10 +428,11 @@ struct TagMatcher::Impl {
         ui.active           = false;
         ui.mask             = mask;
         ui.table.clear();
+        ui.table.set_key_mask(mask);
         try {
             uint32_t i = order_head;
             do {
-                ui.table.reserve_one();
+                ui.table.reserve_one(unexpected_key(mask));
                 keyed_push(ui.table, unexpected[i].tag & mask, i, unexpected_key(mask),
                            unexpected_links(s));
                 i = unexpected[i].order.next;
@@ -486,8 +501,8 @@ struct TagMatcher::Impl {
     uint32_t lookup_index(uint32_t s, Tag tag) {
         UnexpectedIndex &ui = unexpected_index[s];
         ui.last_used        = query_clock;
-        BucketTable::Slot *slot = ui.table.find(tag & ui.mask, unexpected_key(ui.mask));
-        return slot ? slot->head : kNoIndex;
+        BucketTable::Ref slot = ui.table.find(tag & ui.mask, unexpected_key(ui.mask));
+        return slot ? *slot : kNoIndex;
     }
 
     Message message_of(uint32_t idx) const {
