@@ -69,7 +69,8 @@ struct UnexpectedEntry {
 uint32_t next_generation(uint32_t gen) { return (gen + 1 == 0) ? 1 : gen + 1; }
 
 /* Appends `idx` at the tail of the circular list starting at `head`. */
-template <typename LinksOf> void ring_push_back(uint32_t &head, uint32_t idx, const LinksOf &links) {
+template <typename LinksOf>
+[[gnu::always_inline]] inline void ring_push_back(uint32_t &head, uint32_t idx, const LinksOf &links) {
     if (head == kNoIndex) {
         links(idx) = Links{idx, idx};
         head       = idx;
@@ -82,7 +83,8 @@ template <typename LinksOf> void ring_push_back(uint32_t &head, uint32_t idx, co
 }
 
 /* Unlinks `idx` from the circular list starting at `head`; returns the new head. */
-template <typename LinksOf> uint32_t ring_remove(uint32_t head, uint32_t idx, const LinksOf &links) {
+template <typename LinksOf>
+[[gnu::always_inline]] inline uint32_t ring_remove(uint32_t head, uint32_t idx, const LinksOf &links) {
     const Links l = links(idx);
     if (l.next == idx) {
         return kNoIndex;
@@ -94,7 +96,7 @@ template <typename LinksOf> uint32_t ring_remove(uint32_t head, uint32_t idx, co
 
 /* Appends `idx` to the FIFO ring of `key`; the table has room (reserve_one). */
 template <typename KeyOf, typename LinksOf>
-void keyed_push(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of, const LinksOf &links) {
+[[gnu::always_inline]] inline void keyed_push(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of, const LinksOf &links) {
     bool             inserted;
     BucketTable::Ref head = table.find_or_insert(key, key_of, idx, &inserted);
     if (inserted) {
@@ -108,7 +110,7 @@ void keyed_push(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of, 
  * entry, so `idx` is the head iff its predecessor (the tail) is newer: only
  * then does the table need a lookup. `slot`, if known, is key's table slot. */
 template <typename KeyOf, typename LinksOf, typename SeqOf>
-void keyed_remove(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of,
+[[gnu::always_inline]] inline void keyed_remove(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of,
                   const LinksOf &links, const SeqOf &seq_of, BucketTable::Ref slot = nullptr) {
     const Links l = links(idx);
     if (l.next == idx) {
@@ -280,25 +282,40 @@ struct TagMatcher::Impl {
         posted.release(idx);
     }
 
-    /* Earliest-posted receive matching `tag`, removed; false if none. The
-     * exact class is looked up directly; `active` lists masked classes. */
+    /* Earliest-posted receive matching `tag`, removed; false if none. With
+     * only exact receives posted (the common case) this is one lookup;
+     * anything else takes the general path, kept out of line so the exact
+     * path stays small. */
     [[gnu::always_inline]] bool take_posted(Tag tag, Receive *recv) {
-        uint32_t           best      = kNoIndex;
-        uint64_t           best_seq  = UINT64_MAX;
+        if (__builtin_expect(!active.empty() || (overflow_head != kNoIndex), 0)) {
+            return take_posted_any(tag, recv);
+        }
+        if (classes[0].count == 0) {
+            return false;
+        }
+        BucketTable::Ref slot = classes[0].table.find(tag, posted_key(kExactMask));
+        if (slot == nullptr) {
+            return false;
+        }
+        const uint32_t     idx = *slot;
+        const PostedEntry &e   = posted[idx];
+        *recv                  = Receive{e.tag, kExactMask, e.ctx};
+        remove_posted(idx, slot);
+        ++stats.posted_matches;
+        return true;
+    }
+
+    /* take_posted() with masked classes or the overflow ring in use: the
+     * heads of every class are merged by posting sequence. */
+    [[gnu::noinline]] bool take_posted_any(Tag tag, Receive *recv) {
+        uint32_t         best      = kNoIndex;
+        uint64_t         best_seq  = UINT64_MAX;
         BucketTable::Ref best_slot = nullptr;
         if (classes[0].count != 0) {
             best_slot = classes[0].table.find(tag, posted_key(kExactMask));
             if (best_slot != nullptr) {
                 best     = *best_slot;
                 best_seq = posted[best].seq;
-                if (active.empty() && (overflow_head == kNoIndex)) {
-                    /* exact-only traffic: nothing else to compare with */
-                    const PostedEntry &e = posted[best];
-                    *recv                = Receive{e.tag, kExactMask, e.ctx};
-                    remove_posted(best, best_slot);
-                    ++stats.posted_matches;
-                    return true;
-                }
             }
         }
         /* One lookup per masked class: start every home-line load first so
