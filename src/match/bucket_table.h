@@ -21,6 +21,7 @@
 #define UCT_TM_MATCH_BUCKET_TABLE_H_
 
 #include "slot_pool.h"
+#include "table_allocator.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -157,8 +158,8 @@ class BucketTable {
 
     /* Forgets every key and returns to the minimum capacity. */
     void reset() {
-        std::vector<int8_t>(kGroup, kEmpty).swap(ctrl_);
-        std::vector<uint32_t>(kGroup, kNoIndex).swap(heads_);
+        std::vector<int8_t, TableAllocator<int8_t>>(kGroup, kEmpty).swap(ctrl_);
+        std::vector<uint32_t, TableAllocator<uint32_t>>(kGroup, kNoIndex).swap(heads_);
         group_mask_ = 0;
         size_       = 0;
         deleted_    = 0;
@@ -216,8 +217,8 @@ class BucketTable {
 #endif
 
     template <typename KeyOf> void rehash(size_t capacity, const KeyOf &key_of) {
-        std::vector<int8_t>   ctrl(capacity, kEmpty);
-        std::vector<uint32_t> heads(capacity, kNoIndex);
+        std::vector<int8_t, TableAllocator<int8_t>>   ctrl(capacity, kEmpty);
+        std::vector<uint32_t, TableAllocator<uint32_t>> heads(capacity, kNoIndex);
         const size_t          group_mask = capacity / kGroup - 1;
         for (size_t i = 0; i < ctrl_.size(); ++i) {
             if (ctrl_[i] < 0) {
@@ -240,8 +241,8 @@ class BucketTable {
         deleted_    = 0;
     }
 
-    std::vector<int8_t>   ctrl_;
-    std::vector<uint32_t> heads_;
+    std::vector<int8_t, TableAllocator<int8_t>>   ctrl_;
+    std::vector<uint32_t, TableAllocator<uint32_t>> heads_;
     size_t                group_mask_ = 0;
     size_t                size_       = 0;
     size_t                deleted_    = 0;

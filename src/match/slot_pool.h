@@ -19,7 +19,7 @@ namespace match {
 
 inline constexpr uint32_t kNoIndex = UINT32_MAX;
 
-template <typename Entry, unsigned kChunkShift = 10> class SlotPool {
+template <typename Entry, unsigned kChunkShift = 7> class SlotPool {
   public:
     static constexpr uint32_t kChunkSize = 1u << kChunkShift;
 

@@ -12,6 +12,9 @@
  * Cases (named after what one iteration does):
  *   exact_oldest      N exact receives; arrive the OLDEST receive's tag, then
  *                     post a fresh exact receive at the tail (FIFO rotation).
+ *                     Random 64-bit tags.
+ *   exact_oldest_seq  the same with sequential tags (a counter under a fixed
+ *                     high field, like message numbers or a run of ranks).
  *   exact_newest      N exact receives that never match; post a fresh exact
  *                     receive, then arrive its tag (matches the NEWEST).
  *   mask4_oldest      N receives round-robin over four mask classes (~0,
@@ -196,15 +199,21 @@ bool setup_failed(benchmark::State &state, ucs_status_t status, const char *what
 }
 
 /* ---------------------------------------------------------------------------
- * a. exact tags, match oldest (FIFO rotation).
+ * a. exact tags, match oldest (FIFO rotation). Two tag distributions:
+ *    random 64-bit tags (worst case for caches: every lookup lands on an
+ *    unrelated line) and sequential tags (a message sequence number, or a
+ *    run of source ranks: the MPI-like case).
  */
-void BM_exact_oldest(benchmark::State &state) {
+enum class TagKind { kRandom, kSequential };
+
+template <TagKind kKind> void BM_exact_oldest_impl(benchmark::State &state) {
     const size_t   n  = static_cast<size_t>(state.range(0));
     const size_t   r  = ring_size(n);
     const uint64_t rm = r - 1;
     std::vector<Tag> tags(r);
     for (size_t i = 0; i < r; ++i) {
-        tags[i] = mix64(i);
+        /* sequential: a context id in the high bits, a counter below */
+        tags[i] = (kKind == TagKind::kRandom) ? mix64(i) : ((uint64_t{0x2a} << 40) | i);
     }
 
     TagMatcher m;
@@ -506,7 +515,11 @@ void depths(benchmark::internal::Benchmark *b) {
 
 }  // namespace
 
+void BM_exact_oldest(benchmark::State &state) { BM_exact_oldest_impl<TagKind::kRandom>(state); }
+void BM_exact_oldest_seq(benchmark::State &state) { BM_exact_oldest_impl<TagKind::kSequential>(state); }
+
 BENCHMARK(BM_exact_oldest)->Apply(depths);
+BENCHMARK(BM_exact_oldest_seq)->Apply(depths);
 BENCHMARK(BM_exact_newest)->Apply(depths);
 BENCHMARK(BM_mask4_oldest)->Apply(depths);
 BENCHMARK(BM_unexp_post_oldest)->Apply(depths);
