@@ -130,8 +130,13 @@ class BucketTable {
      * Call before mutating anything else, so an insert cannot fail midway. */
     template <typename KeyOf> void reserve_one(const KeyOf &key_of) {
         if (__builtin_expect((size_ + deleted_ + 1) * 8 > capacity() * 7, 0)) {
-            /* Mostly tombstones: rebuild in place; otherwise double. */
-            rehash((size_ + 1) * 16 <= capacity() * 7 ? capacity() : capacity() * 2, key_of);
+            /* Mostly tombstones: clean them in place (no allocation, so a
+             * steady workload never allocates); otherwise double. */
+            if ((size_ + 1) * 16 <= capacity() * 7) {
+                drop_deleted(key_of);
+            } else {
+                rehash(capacity() * 2, key_of);
+            }
         }
     }
 
@@ -215,6 +220,43 @@ class BucketTable {
         return m;
     }
 #endif
+
+    /* Removes every tombstone without reallocating: full slots are marked
+     * "to place" (as deleted) and each is moved to the first free slot of its
+     * probe sequence, swapping with a not-yet-placed element when needed. */
+    template <typename KeyOf> [[gnu::noinline]] void drop_deleted(const KeyOf &key_of) {
+        int8_t *const ctrl = ctrl_.data();
+        for (size_t i = 0; i < capacity(); ++i) {
+            ctrl[i] = (ctrl[i] < 0) ? kEmpty : kDeleted;
+        }
+        for (size_t i = 0; i < capacity(); ++i) {
+            while (ctrl[i] == kDeleted) {
+                const uint64_t h    = hash(key_of(heads_[i]));
+                const size_t   home = home_group(h);
+                size_t         g    = home;
+                uint32_t       free;
+                while ((free = match_free(&ctrl[g * kGroup])) == 0) {
+                    g = (g + 1) & group_mask_;
+                }
+                const size_t j = g * kGroup + __builtin_ctz(free);
+                /* Already in the first group of its probe with room: stay. */
+                if ((((i / kGroup) - home) & group_mask_) == ((g - home) & group_mask_)) {
+                    ctrl[i] = control_of(h);
+                    break;
+                }
+                if (ctrl[j] == kEmpty) {
+                    ctrl[j]   = control_of(h);
+                    heads_[j] = heads_[i];
+                    ctrl[i]   = kEmpty;
+                    break;
+                }
+                /* j holds an element not placed yet: swap, then place it. */
+                ctrl[j] = control_of(h);
+                std::swap(heads_[i], heads_[j]);
+            }
+        }
+        deleted_ = 0;
+    }
 
     template <typename KeyOf> void rehash(size_t capacity, const KeyOf &key_of) {
         std::vector<int8_t, TableAllocator<int8_t>>   ctrl(capacity, kEmpty);

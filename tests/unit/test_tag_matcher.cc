@@ -2284,3 +2284,33 @@ TEST(TagMatcherOptions, FourUnexpectedIndexesServeFourMasks) {
 }
 
 }  // namespace
+
+/* Long FIFO rotations at a fixed depth: the key index fills groups, leaves
+ * tombstones and must clean them up in place; every arrival must still take
+ * exactly the oldest receive, with sequential (runs of 8 share a group) and
+ * with random tags. */
+TEST(TagMatcherDeepRotation, FifoStaysExactThroughTableCleanups) {
+    for (bool sequential : {true, false}) {
+        for (size_t depth : {size_t{7}, size_t{100}, size_t{1000}, size_t{5000}}) {
+            TagMatcher m;
+            auto tag_of = [&](uint64_t i) {
+                return sequential ? (uint64_t{0x15} << 40) | i : (i * 0x9e3779b97f4a7c15ull) ^ (i >> 7);
+            };
+            for (uint64_t i = 0; i < depth; ++i) post_queued(m, tag_of(i), kExactMask, ctx(i));
+            /* The first cleanup after the initial fill may double the index
+             * once; after that the footprint must stay put. */
+            size_t mem_steady = 0;
+            for (uint64_t head = 0; head < 200000; ++head) {
+                if (head == 50000) mem_steady = m.memory_bytes();
+                ArriveResult a = m.arrive(tag_of(head), head);
+                ASSERT_TRUE(a.matched) << "depth " << depth << " step " << head;
+                ASSERT_EQ(ctx(head), a.recv.ctx) << "depth " << depth << " step " << head;
+                PostResult p = m.post(tag_of(head + depth), kExactMask, ctx(head + depth));
+                ASSERT_EQ(UCS_OK, p.status);
+                ASSERT_FALSE(p.matched);
+            }
+            EXPECT_EQ(depth, m.posted_count());
+            EXPECT_EQ(mem_steady, m.memory_bytes()) << "depth " << depth << " grew while cycling";
+        }
+    }
+}
