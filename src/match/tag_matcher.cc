@@ -261,9 +261,6 @@ struct TagMatcher::Impl {
             if ((c.count++ == 0) && (cls != 0)) {
                 activate(cls);
             }
-            if (cls == 0) {
-                prefetch_next_run(tag);
-            }
         }
         result.handle = Handle{idx, e.gen};
         return result;
@@ -286,17 +283,6 @@ struct TagMatcher::Impl {
         posted.release(idx);
     }
 
-    /* Sequential tags (message numbers, runs of ranks) put 8 consecutive
-     * keys in one table group; the key after a run's last one lives in an
-     * unrelated group. Start loading that group now: with sequential tags the
-     * next operation wants it, and otherwise it costs one spare prefetch per
-     * 8 operations. */
-    void prefetch_next_run(Tag tag) const {
-        if ((tag & 7) == 7) {
-            classes[0].table.prefetch(classes[0].table.hash(tag + 1));
-        }
-    }
-
     /* Earliest-posted receive matching `tag`, removed; false if none. With
      * only exact receives posted (the common case) this is one lookup;
      * anything else takes the general path, kept out of line so the exact
@@ -317,7 +303,6 @@ struct TagMatcher::Impl {
         *recv                  = Receive{e.tag, kExactMask, e.ctx};
         remove_posted(idx, slot);
         ++stats.posted_matches;
-        prefetch_next_run(tag);
         return true;
     }
 
