@@ -312,21 +312,26 @@ struct TagMatcher::Impl {
         uint32_t         best      = kNoIndex;
         uint64_t         best_seq  = UINT64_MAX;
         BucketTable::Ref best_slot = nullptr;
-        if (classes[0].count != 0) {
-            best_slot = classes[0].table.find(tag, posted_key(kExactMask));
-            if (best_slot != nullptr) {
-                best     = *best_slot;
-                best_seq = posted[best].seq;
-            }
-        }
-        /* One lookup per masked class: start every home-line load first so
+        /* One lookup per class in use: start every home-group load first so
          * the misses overlap instead of queueing behind each other. */
+        const bool     exact      = classes[0].count != 0;
+        const uint64_t exact_hash = classes[0].table.hash(tag);
+        if (exact) {
+            classes[0].table.prefetch(exact_hash);
+        }
         uint64_t     hashes[kPrefetchClasses];
         const size_t nprefetch = std::min(active.size(), kPrefetchClasses);
         for (size_t i = 0; i < nprefetch; ++i) {
             const MaskClass &c = classes[active[i]];
             hashes[i]          = c.table.hash(tag & c.mask);
             c.table.prefetch(hashes[i]);
+        }
+        if (exact) {
+            best_slot = classes[0].table.find(tag, exact_hash, posted_key(kExactMask));
+            if (best_slot != nullptr) {
+                best     = *best_slot;
+                best_seq = posted[best].seq;
+            }
         }
         for (size_t i = 0; i < active.size(); ++i) {
             MaskClass       &c    = classes[active[i]];
