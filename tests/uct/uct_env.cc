@@ -1,0 +1,109 @@
+#include "uct_env.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace uct_tm_test {
+
+uct_component_h find_tm_component() {
+    uct_component_h *components;
+    unsigned         count;
+    if (uct_query_components(&components, &count) != UCS_OK) {
+        return nullptr;
+    }
+    uct_component_h found = nullptr;
+    for (unsigned i = 0; i < count; ++i) {
+        uct_component_attr_t attr = {};
+        attr.field_mask           = UCT_COMPONENT_ATTR_FIELD_NAME;
+        if ((uct_component_query(components[i], &attr) == UCS_OK) &&
+            (strcmp(attr.name, "tm") == 0)) {
+            found = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    return found;
+}
+
+UctEnv::UctEnv() {
+    component_ = find_tm_component();
+    if (component_ == nullptr) {
+        throw std::runtime_error("component \"tm\" is not registered");
+    }
+    if (ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async_) != UCS_OK) {
+        throw std::runtime_error("ucs_async_context_create failed");
+    }
+    if (uct_worker_create(async_, UCS_THREAD_MODE_SINGLE, &worker_) != UCS_OK) {
+        throw std::runtime_error("uct_worker_create failed");
+    }
+    uct_md_config_t *config;
+    if (uct_md_config_read(component_, nullptr, nullptr, &config) != UCS_OK) {
+        throw std::runtime_error("uct_md_config_read failed");
+    }
+    const ucs_status_t status = uct_md_open(component_, "tm", config, &md_);
+    uct_config_release(config);
+    if (status != UCS_OK) {
+        throw std::runtime_error("uct_md_open failed");
+    }
+}
+
+UctEnv::~UctEnv() {
+    uct_md_close(md_);
+    uct_worker_destroy(worker_);
+    ucs_async_context_destroy(async_);
+}
+
+ucs_status_t UctEnv::open_iface(const std::string &tl, uct_iface_params_t params,
+                                uct_iface_h *iface,
+                                const std::vector<std::pair<std::string, std::string>> &settings) {
+    uct_iface_config_t *config;
+    ucs_status_t status = uct_md_iface_config_read(md_, tl.c_str(), nullptr, nullptr, &config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    for (const auto &kv : settings) {
+        status = uct_config_modify(config, kv.first.c_str(), kv.second.c_str());
+        if (status != UCS_OK) {
+            uct_config_release(config);
+            return status;
+        }
+    }
+    uct_tl_resource_desc_t *resources;
+    unsigned                count;
+    status = uct_md_query_tl_resources(md_, &resources, &count);
+    std::string device;
+    for (unsigned i = 0; (status == UCS_OK) && (i < count); ++i) {
+        if (tl == resources[i].tl_name) {
+            device = resources[i].dev_name;
+        }
+    }
+    if (status == UCS_OK) {
+        uct_release_tl_resource_list(resources);
+    }
+    params.field_mask |= UCT_IFACE_PARAM_FIELD_OPEN_MODE;
+    params.open_mode                   = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name         = tl.c_str();
+    params.mode.device.dev_name        = device.c_str();
+    status = uct_iface_open(md_, worker_, &params, config, iface);
+    uct_config_release(config);
+    if (status == UCS_OK) {
+        /* uct_worker_progress() only drives ifaces that asked for it. */
+        uct_iface_progress_enable(*iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    }
+    return status;
+}
+
+std::vector<std::string> tm_transports() {
+    std::vector<std::string> names;
+    UctEnv                   env;
+    uct_tl_resource_desc_t  *resources;
+    unsigned                 count;
+    if (uct_md_query_tl_resources(env.md(), &resources, &count) == UCS_OK) {
+        for (unsigned i = 0; i < count; ++i) {
+            names.emplace_back(resources[i].tl_name);
+        }
+        uct_release_tl_resource_list(resources);
+    }
+    return names;
+}
+
+}  // namespace uct_tm_test

@@ -1,0 +1,29 @@
+/*
+ * Loading libuct_tm registers component "tm" and its transports with libuct,
+ * from an ELF constructor, before main() or right after dlopen(). The library
+ * is linked -z nodelete: libuct 1.13 cannot forget a component once listed.
+ */
+#include "tm_md.h"
+
+#include "sm/sm_ops.h"
+
+#include <ucs/debug/log_def.h>
+
+namespace uct_tm {
+namespace {
+
+__attribute__((constructor)) void register_everything() {
+    ucs_status_t status = register_tm_component();
+    if (status != UCS_OK) {
+        ucs_error("uct-tm: registering component \"tm\" with libuct failed: %s",
+                  ucs_status_string(status));
+        return;
+    }
+    status = sm::register_sm_transport();
+    if (status != UCS_OK) {
+        ucs_error("uct-tm: registering transport tm_sm failed: %s", ucs_status_string(status));
+    }
+}
+
+}  // namespace
+}  // namespace uct_tm

@@ -1,0 +1,260 @@
+#include "tag_engine.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace uct_tm {
+
+struct TagEngine::Priv {
+    const TagEngine *owner;
+    uint32_t         index;
+    uint32_t         gen;
+};
+
+namespace {
+
+match::MatcherOptions matcher_options() {
+    match::MatcherOptions options;
+    options.max_unexpected = 0; /* UCT never queues unexpected messages here */
+    return options;
+}
+
+}  // namespace
+
+TagEngine::TagEngine(const TagEngineLimits &limits) : limits_(limits), matcher_(matcher_options()) {
+    limits_.max_iov = std::min(std::max<size_t>(limits_.max_iov, 1), kMaxRecvIov);
+}
+
+TagEngine::~TagEngine() {
+    /* Receives still posted at close are dropped without callbacks, as UCX
+     * transports do when the iface is destroyed. */
+    if (posted_ + in_flight_ > 0) {
+        ucs_debug("tm: closing tag list with %zu posted and %zu in-flight receives", posted_,
+                  in_flight_);
+    }
+}
+
+ucs_status_t TagEngine::post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov, size_t iovcnt,
+                             uct_tag_context_t *ctx) {
+    if ((ctx == nullptr) || ((iov == nullptr) && (iovcnt > 0))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (iovcnt > limits_.max_iov) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    size_t capacity = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        if ((iov[i].count != 1) || ((iov[i].buffer == nullptr) && (iov[i].length > 0)) ||
+            (iov[i].length > SIZE_MAX - capacity)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        capacity += iov[i].length;
+    }
+    if (posted_ >= limits_.list_size) {
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    const uintptr_t key = (iovcnt > 0) ? reinterpret_cast<uintptr_t>(iov[0].buffer) : 0;
+    uint32_t        index;
+    try {
+        if ((key > 1) && !buffers_.insert(key)) {
+            return UCS_ERR_ALREADY_EXISTS;
+        }
+        index = recvs_.allocate();
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    Recv &recv = recvs_[index];
+    const match::PostResult result = matcher_.post_expected_only(tag, mask, &recv);
+    if (result.status != UCS_OK) {
+        recvs_.release(index);
+        if (key > 1) {
+            buffers_.erase(key);
+        }
+        return result.status;
+    }
+    recv.ctx          = ctx;
+    recv.tag          = tag;
+    recv.capacity     = capacity;
+    recv.iovcnt       = static_cast<uint32_t>(iovcnt);
+    recv.handle       = result.handle;
+    recv.index        = index;
+    recv.state        = kPosted;
+    recv.holds_buffer = (key > 1);
+    for (size_t i = 0; i < iovcnt; ++i) {
+        recv.iov[i].iov_base = iov[i].buffer;
+        recv.iov[i].iov_len  = iov[i].length;
+    }
+    static_assert(sizeof(Priv) <= UCT_TAG_PRIV_LEN, "tag context private area");
+    Priv priv{this, index, recv.gen};
+    memcpy(ctx->priv, &priv, sizeof(priv));
+    ++posted_;
+    return UCS_OK;
+}
+
+TagEngine::Recv *TagEngine::lookup(uct_tag_context_t *ctx) {
+    if (ctx == nullptr) {
+        return nullptr;
+    }
+    Priv priv;
+    memcpy(&priv, ctx->priv, sizeof(priv));
+    if ((priv.owner != this) || (priv.index >= recvs_.issued())) {
+        return nullptr;
+    }
+    Recv &recv = recvs_[priv.index];
+    if ((recv.gen != priv.gen) || (recv.ctx != ctx) || (recv.state == kFree) ||
+        (recv.state == kOrphaned)) {
+        return nullptr;
+    }
+    return &recv;
+}
+
+ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {
+    Recv *recv = lookup(ctx);
+    if (recv == nullptr) {
+        return UCS_ERR_NO_ELEM;
+    }
+    switch (recv->state) {
+    case kPosted:
+        matcher_.cancel(recv->handle);
+        --posted_;
+        if (force) {
+            release(recv);
+            return UCS_OK;
+        }
+        try {
+            cancelled_.push_back(Pending{recv, recv->gen});
+        } catch (const std::bad_alloc &) {
+            /* Cannot defer: report now rather than lose the completion. */
+            uct_tag_context_t *c   = recv->ctx;
+            const uct_tag_t    tag = recv->tag;
+            release(recv);
+            c->completed_cb(c, tag, 0, 0, nullptr, UCS_ERR_CANCELED);
+            return UCS_OK;
+        }
+        recv->state = kCancelled;
+        return UCS_OK;
+    case kMatched:
+        if (force) {
+            /* The transport finishes the transfer but must not touch the
+             * buffers or the context again: both are the user's now. */
+            recv->state = kOrphaned;
+            recv->ctx   = nullptr;
+            if (recv->holds_buffer) {
+                buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base));
+                recv->holds_buffer = false;
+            }
+        }
+        return UCS_OK; /* not forced: completes normally */
+    case kCancelled:
+        if (force) {
+            release(recv); /* its pending entry is skipped by the generation check */
+        }
+        return UCS_OK;
+    default:
+        return UCS_ERR_NO_ELEM;
+    }
+}
+
+TagEngine::Recv *TagEngine::match_posted(uct_tag_t tag) {
+    const match::ArriveResult result = matcher_.match_posted(tag);
+    if (!result.matched) {
+        return nullptr;
+    }
+    Recv *recv  = static_cast<Recv *>(result.recv.ctx);
+    recv->state = kMatched;
+    --posted_;
+    ++in_flight_;
+    recv->ctx->tag_consumed_cb(recv->ctx);
+    return recv;
+}
+
+size_t TagEngine::scatter(Recv *recv, size_t offset, const void *data, size_t length) const {
+    const char *src     = static_cast<const char *>(data);
+    size_t      written = 0;
+    size_t      base    = 0;
+    for (uint32_t i = 0; (i < recv->iovcnt) && (written < length); ++i) {
+        const size_t len = recv->iov[i].iov_len;
+        if (offset + written < base + len) {
+            const size_t at = offset + written - base;
+            const size_t n  = std::min(len - at, length - written);
+            memcpy(static_cast<char *>(recv->iov[i].iov_base) + at, src + written, n);
+            written += n;
+        }
+        base += len;
+    }
+    return written;
+}
+
+size_t TagEngine::iovecs(const Recv *recv, size_t length, struct iovec *out) const {
+    size_t n = 0;
+    for (uint32_t i = 0; (i < recv->iovcnt) && (length > 0); ++i) {
+        if (recv->iov[i].iov_len == 0) {
+            continue;
+        }
+        out[n].iov_base = recv->iov[i].iov_base;
+        out[n].iov_len  = std::min(recv->iov[i].iov_len, length);
+        length -= out[n].iov_len;
+        ++n;
+    }
+    return n;
+}
+
+void TagEngine::release(Recv *recv) {
+    if (recv->holds_buffer) {
+        buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base));
+        recv->holds_buffer = false;
+    }
+    if ((recv->state == kMatched) || (recv->state == kOrphaned)) {
+        --in_flight_;
+    }
+    recv->state = kFree;
+    recv->ctx   = nullptr;
+    ++recv->gen;
+    recvs_.release(recv->index);
+}
+
+void TagEngine::complete(Recv *recv, uct_tag_t stag, uint64_t imm, size_t length,
+                         ucs_status_t status) {
+    uct_tag_context_t *ctx = recv->ctx;
+    if ((status == UCS_OK) && (length > recv->capacity)) {
+        status = UCS_ERR_MESSAGE_TRUNCATED;
+    }
+    const bool notify = (recv->state == kMatched);
+    release(recv); /* first: the callback may post the same buffer again */
+    if (notify) {
+        ctx->completed_cb(ctx, stag, imm, length, nullptr, status);
+    }
+}
+
+void TagEngine::complete_rndv(Recv *recv, uct_tag_t stag, const void *header,
+                              unsigned header_length) {
+    uct_tag_context_t *ctx    = recv->ctx;
+    const bool         notify = (recv->state == kMatched);
+    release(recv);
+    if (notify) {
+        ctx->rndv_cb(ctx, stag, header, header_length, UCS_OK, UCT_TAG_RECV_CB_INLINE_DATA);
+    }
+}
+
+unsigned TagEngine::deliver_cancelled() {
+    delivering_.swap(cancelled_);
+    unsigned count = 0;
+    for (size_t i = 0; i < delivering_.size(); ++i) {
+        Recv *recv = delivering_[i].recv;
+        if ((recv->gen != delivering_[i].gen) || (recv->state != kCancelled)) {
+            continue; /* force-cancelled meanwhile */
+        }
+        uct_tag_context_t *ctx = recv->ctx;
+        const uct_tag_t    tag = recv->tag;
+        release(recv);
+        ctx->completed_cb(ctx, tag, 0, 0, nullptr, UCS_ERR_CANCELED);
+        ++count;
+    }
+    delivering_.clear();
+    return count;
+}
+
+}  // namespace uct_tm

@@ -1,0 +1,206 @@
+#include "tm_md.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <climits>
+#include <cstring>
+#include <new>
+#include <unistd.h>
+
+namespace uct_tm {
+namespace {
+
+struct TmMdConfig {
+    char unused; /* the MD has no settings; libuct needs a table */
+};
+
+ucs_config_field_t md_config_table[] = {{}};
+
+struct TmMd {
+    abi::MdHeader header;
+};
+
+MemHandle *handle_of(uct_mem_h memh) { return static_cast<MemHandle *>(memh); }
+
+void md_close(abi::MdHeader *md) { delete reinterpret_cast<TmMd *>(md); }
+
+ucs_status_t md_query(abi::MdHeader *, uct_md_attr_t *attr) {
+    memset(attr, 0, sizeof(*attr));
+    attr->cap.max_alloc        = ULONG_MAX;
+    attr->cap.max_reg          = ULONG_MAX;
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_NEED_RKEY;
+    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.detect_mem_types = 0;
+    /* Registration only records the range. */
+    attr->reg_cost.c       = 20e-9;
+    attr->reg_cost.m       = 0;
+    attr->rkey_packed_size = sizeof(PackedRkey);
+    UCS_CPU_ZERO(&attr->local_cpus);
+    const long ncpus = sysconf(_SC_NPROCESSORS_CONF);
+    for (long cpu = 0; (cpu < ncpus) && (cpu < UCS_CPU_SETSIZE); ++cpu) {
+        UCS_CPU_SET(cpu, &attr->local_cpus);
+    }
+    return UCS_OK;
+}
+
+ucs_status_t md_mem_alloc(abi::MdHeader *, size_t *length, void **address, unsigned flags,
+                          const char *, uct_mem_h *memh) {
+    if ((length == nullptr) || (address == nullptr) || (memh == nullptr) || (*length == 0)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (flags & UCT_MD_MEM_FLAG_FIXED) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    auto *handle = new (std::nothrow) MemHandle;
+    if (handle == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    ucs_status_t status = ShmSegment::create(*length, ShmBacking::kMemfd, true, &handle->shm);
+    if (status != UCS_OK) {
+        delete handle;
+        return status;
+    }
+    handle->address = handle->shm.address();
+    handle->length  = handle->shm.size();
+    *length         = handle->length;
+    *address        = handle->address;
+    *memh           = handle;
+    return UCS_OK;
+}
+
+ucs_status_t md_mem_free(abi::MdHeader *, uct_mem_h memh) {
+    if ((memh == nullptr) || !handle_of(memh)->shm.valid()) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    delete handle_of(memh);
+    return UCS_OK;
+}
+
+ucs_status_t md_mem_reg(abi::MdHeader *, void *address, size_t length, unsigned,
+                        uct_mem_h *memh) {
+    if ((address == nullptr) || (length == 0) || (memh == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    auto *handle = new (std::nothrow) MemHandle;
+    if (handle == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    handle->address = address;
+    handle->length  = length;
+    *memh           = handle;
+    return UCS_OK;
+}
+
+ucs_status_t md_mem_dereg(abi::MdHeader *, uct_mem_h memh) {
+    if ((memh == nullptr) || handle_of(memh)->shm.valid()) {
+        return UCS_ERR_INVALID_PARAM; /* allocated memory is released by mem_free */
+    }
+    delete handle_of(memh);
+    return UCS_OK;
+}
+
+ucs_status_t md_mkey_pack(abi::MdHeader *, uct_mem_h memh, void *rkey_buffer) {
+    if ((memh == nullptr) || (rkey_buffer == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const MemHandle &h = *handle_of(memh);
+    PackedRkey       packed{};
+    packed.magic   = kRkeyMagic;
+    packed.address = reinterpret_cast<uintptr_t>(h.address);
+    packed.length  = h.length;
+    packed.pid     = getpid();
+    if (h.shm.valid()) {
+        packed.flags      = kRkeyHasShm;
+        packed.shm        = h.shm.id();
+        packed.shm_offset = 0;
+    }
+    memcpy(rkey_buffer, &packed, sizeof(packed));
+    return UCS_OK;
+}
+
+const abi::MdCallbacks md_callbacks = {
+    md_close, md_query, md_mem_alloc, md_mem_free, md_mem_reg, md_mem_dereg, md_mkey_pack,
+};
+
+ucs_status_t md_open(const char *, const uct_md_config_t *, uct_md_h *md_p) {
+    auto *md = new (std::nothrow) TmMd;
+    if (md == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    abi::init_md_header(&md->header, &md_callbacks);
+    *md_p = abi::to_uct(&md->header);
+    return UCS_OK;
+}
+
+ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handle) {
+    if ((rkey_buffer == nullptr) || (rkey == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    PackedRkey packed;
+    memcpy(&packed, rkey_buffer, sizeof(packed));
+    if ((packed.magic != kRkeyMagic) || (packed.pid <= 0) ||
+        (packed.address + packed.length < packed.address)) {
+        ucs_error("tm: malformed rkey (magic 0x%x pid %d)", packed.magic, packed.pid);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    auto *key = new (std::nothrow) RemoteKey;
+    if (key == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    key->address = packed.address;
+    key->length  = packed.length;
+    key->pid     = packed.pid;
+    key->has_shm = (packed.flags & kRkeyHasShm) && (packed.shm.pid == packed.pid) &&
+                   (packed.shm_offset + packed.length <= packed.shm.size);
+    if (key->has_shm) {
+        key->shm        = packed.shm;
+        key->shm_offset = packed.shm_offset;
+    }
+    key->has_rndv   = (packed.flags & kRkeyRndv) != 0;
+    key->rndv_token = packed.rndv_token;
+    *rkey = reinterpret_cast<uct_rkey_t>(key);
+    if (handle != nullptr) {
+        *handle = nullptr;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t rkey_ptr(uct_rkey_t rkey, void *, uint64_t raddr, void **laddr) {
+    return remote_key_address(remote_key(rkey), raddr, laddr);
+}
+
+ucs_status_t rkey_release(uct_rkey_t rkey, void *) {
+    delete remote_key(rkey);
+    return UCS_OK;
+}
+
+const abi::ComponentDesc component_desc = {
+    "tm",           md_open,  rkey_unpack,     rkey_ptr, rkey_release,
+    "TM memory domain", "TM_", md_config_table, sizeof(TmMdConfig),
+};
+
+}  // namespace
+
+ucs_status_t remote_key_address(RemoteKey *key, uint64_t raddr, void **laddr) {
+    if ((key == nullptr) || (laddr == nullptr) || !key->covers(raddr, 0)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!key->has_shm) {
+        return UCS_ERR_UNREACHABLE; /* ordinary memory: reachable by CMA only */
+    }
+    if (!key->mapping.valid()) {
+        ucs_status_t status = ShmSegment::attach(key->shm, key->shm.size, &key->mapping);
+        if (status != UCS_OK) {
+            return UCS_ERR_UNREACHABLE;
+        }
+    }
+    *laddr = static_cast<char *>(key->mapping.address()) + key->shm_offset +
+             (raddr - key->address);
+    return UCS_OK;
+}
+
+ucs_status_t register_tm_component() { return abi::register_component(component_desc); }
+
+}  // namespace uct_tm

@@ -1,0 +1,79 @@
+/*
+ * The "tm" memory domain, shared by the transports of component "tm".
+ *
+ * Registration records a host address range (shared-memory transports read
+ * peer memory with CMA, so nothing needs pinning); allocation hands out
+ * shared memory that peers can map directly (rkey_ptr). A packed rkey names
+ * the owning process and range, and for allocated memory the segment.
+ */
+#ifndef UCT_TM_BASE_TM_MD_H_
+#define UCT_TM_BASE_TM_MD_H_
+
+#include "shm_segment.h"
+#include "ucx_abi.h"
+
+#include <uct/api/uct.h>
+
+#include <cstdint>
+#include <sys/types.h>
+
+namespace uct_tm {
+
+/* Wire format of an rkey buffer (mkey_pack / rkey_unpack). */
+struct PackedRkey {
+    uint32_t magic;
+    uint32_t flags; /* kRkeyHasShm */
+    uint64_t address;
+    uint64_t length;
+    int32_t  pid;
+    uint32_t reserved;
+    ShmId    shm;        /* valid with kRkeyHasShm */
+    uint64_t shm_offset; /* of `address` inside the segment */
+    uint64_t rndv_token; /* valid with kRkeyRndv: the sender's rendezvous slot */
+};
+static_assert(sizeof(PackedRkey) == 72, "packed rkey layout");
+
+inline constexpr uint32_t kRkeyMagic  = 0x746d726bu; /* "tmrk" */
+inline constexpr uint32_t kRkeyHasShm = 1u << 0;
+/* The range is a pending rendezvous send of a tm_sm iface: readers lock its
+ * slot so that a concurrent cancel never lets them read released memory. */
+inline constexpr uint32_t kRkeyRndv = 1u << 1;
+
+/* A registered or allocated range. */
+struct MemHandle {
+    void      *address = nullptr;
+    size_t     length  = 0;
+    ShmSegment shm; /* valid when allocated by the MD */
+};
+
+/* An unpacked rkey: what a peer needs to reach the owner's memory. */
+struct RemoteKey {
+    uint64_t   address = 0;
+    uint64_t   length  = 0;
+    pid_t      pid     = 0;
+    bool       has_shm = false;
+    ShmId      shm;
+    uint64_t   shm_offset = 0;
+    bool       has_rndv   = false;
+    uint64_t   rndv_token = 0;
+    ShmSegment mapping; /* attached on first use */
+
+    /* True iff [addr, addr + len) lies inside the registered range. */
+    bool covers(uint64_t addr, uint64_t len) const {
+        return (addr >= address) && (len <= length) && (addr - address <= length - len);
+    }
+};
+
+inline RemoteKey *remote_key(uct_rkey_t rkey) { return reinterpret_cast<RemoteKey *>(rkey); }
+
+/* Local address of remote `raddr` for an rkey of MD-allocated shared memory,
+ * mapping the owner's segment on first use (uct_rkey_ptr). UCS_ERR_UNREACHABLE
+ * for ordinary memory, which only CMA reaches. */
+ucs_status_t remote_key_address(RemoteKey *key, uint64_t raddr, void **laddr);
+
+/* Registers component "tm" (MD "tm") with libuct. */
+ucs_status_t register_tm_component();
+
+}  // namespace uct_tm
+
+#endif

@@ -1,0 +1,23 @@
+/*
+ * Machine topology through hwloc, loaded once per process: the NUMA nodes
+ * near the calling thread (where a receiver places its shared memory).
+ */
+#ifndef UCT_TM_BASE_TOPOLOGY_H_
+#define UCT_TM_BASE_TOPOLOGY_H_
+
+#include <cstddef>
+
+namespace uct_tm {
+
+/* Binds [address, address + length) to the NUMA node(s) of the CPUs the
+ * calling thread may run on, before the pages are first touched. Returns the
+ * first such node, or -1 when hwloc cannot tell (the memory is then left to
+ * the kernel's default policy). */
+int bind_to_local_numa(void *address, size_t length);
+
+/* NUMA node of the calling thread's CPU binding, or -1 if unknown. */
+int local_numa_node();
+
+}  // namespace uct_tm
+
+#endif

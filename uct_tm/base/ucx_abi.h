@@ -1,0 +1,135 @@
+/*
+ * The seam between uct-tm and UCX's private structures.
+ *
+ * Everything that depends on a layout UCX does not install a header for goes
+ * through this interface; ucx_abi.cc is the only file that includes the
+ * versioned mirror (uct_tm/compat/ucx_<range>.h). Here are only storage sizes
+ * (checked against the mirror by static assertions there) and plain
+ * descriptors in uct-tm's own terms.
+ */
+#ifndef UCT_TM_BASE_UCX_ABI_H_
+#define UCT_TM_BASE_UCX_ABI_H_
+
+#include <uct/api/uct.h>
+#include <uct/api/uct.h>
+#include <ucs/config/parser.h>
+
+#include <cstddef>
+#include <cstdint>
+
+/* libuct's base iface configuration table (exported, not declared by UCX's
+ * installed headers); transports embed it at offset 0 of their config. */
+extern "C" ucs_config_field_t uct_iface_config_table[];
+
+namespace uct_tm {
+namespace abi {
+
+#if UCT_TM_UCX_ABI == 113
+inline constexpr size_t kBaseIfaceSize   = 1280;
+inline constexpr size_t kIfaceConfigSize = 32;
+#else
+#error "unsupported UCX ABI range: configure selects UCT_TM_UCX_ABI"
+#endif
+
+/* Room for UCX's uct_base_iface_t; every iface object starts with one. */
+struct alignas(16) BaseIface {
+    unsigned char bytes[kBaseIfaceSize];
+};
+
+/* Room for UCX's uct_iface_config_t; every transport config starts with one
+ * (filled by the embedded uct_iface_config_table). */
+struct alignas(8) IfaceConfig {
+    unsigned char bytes[kIfaceConfigSize];
+};
+
+/* ---- memory domains ------------------------------------------------------ */
+
+struct MdHeader;
+
+/* What an MD does, in uct-tm's terms; ucx_abi.cc adapts UCX's md ops to it. */
+struct MdCallbacks {
+    void (*close)(MdHeader *md);
+    ucs_status_t (*query)(MdHeader *md, uct_md_attr_t *attr);
+    ucs_status_t (*mem_alloc)(MdHeader *md, size_t *length, void **address, unsigned flags,
+                              const char *name, uct_mem_h *memh);
+    ucs_status_t (*mem_free)(MdHeader *md, uct_mem_h memh);
+    ucs_status_t (*mem_reg)(MdHeader *md, void *address, size_t length, unsigned flags,
+                            uct_mem_h *memh);
+    ucs_status_t (*mem_dereg)(MdHeader *md, uct_mem_h memh);
+    ucs_status_t (*mkey_pack)(MdHeader *md, uct_mem_h memh, void *rkey_buffer);
+};
+
+/* First bytes of every uct-tm MD: UCX's struct uct_md {ops, component},
+ * then our callbacks. */
+struct MdHeader {
+    const void        *ucx_ops;
+    void              *ucx_component;
+    const MdCallbacks *callbacks;
+};
+
+/* Makes `md` a valid uct_md_h of component "tm". */
+void init_md_header(MdHeader *md, const MdCallbacks *callbacks);
+
+inline uct_md_h to_uct(MdHeader *md) { return reinterpret_cast<uct_md_h>(md); }
+inline MdHeader *from_uct(uct_md_h md) { return reinterpret_cast<MdHeader *>(md); }
+
+/* ---- the component --------------------------------------------------------- */
+
+struct ComponentDesc {
+    const char *name; /* component and its single MD */
+    ucs_status_t (*md_open)(const char *md_name, const uct_md_config_t *config, uct_md_h *md);
+    ucs_status_t (*rkey_unpack)(const void *rkey_buffer, uct_rkey_t *rkey, void **handle);
+    ucs_status_t (*rkey_ptr)(uct_rkey_t rkey, void *handle, uint64_t raddr, void **laddr);
+    ucs_status_t (*rkey_release)(uct_rkey_t rkey, void *handle);
+    const char         *md_config_name;
+    const char         *md_config_prefix;
+    ucs_config_field_t *md_config_table;
+    size_t              md_config_size;
+};
+
+/* Registers the component with libuct (once per process). */
+ucs_status_t register_component(const ComponentDesc &desc);
+
+/* ---- transports -------------------------------------------------------------- */
+
+struct TransportDesc {
+    const char        *name;        /* at most UCT_TL_NAME_MAX - 1 characters */
+    const char        *device_name; /* the transport's single device */
+    uct_device_type_t  device_type;
+    ucs_sys_device_t (*sys_device)(); /* the device's locality, asked at query time */
+    ucs_status_t (*iface_open)(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                               const uct_iface_config_t *config, uct_iface_h *iface);
+    const char         *config_name;
+    const char         *config_prefix;
+    ucs_config_field_t *config_table;
+    size_t              config_size;
+};
+
+/* Adds a transport to the registered component. `desc` must outlive the process. */
+ucs_status_t register_transport(const TransportDesc &desc);
+
+/* ---- ifaces ------------------------------------------------------------------- */
+
+/* Initializes UCX's part of an iface through libuct's own constructor (AM
+ * stubs, error handler, allocation methods, progress bookkeeping). */
+ucs_status_t init_base_iface(BaseIface *base, const uct_iface_ops_t &ops, uct_md_h md,
+                             uct_worker_h worker, const uct_iface_params_t *params,
+                             const uct_iface_config_t *config);
+void cleanup_base_iface(BaseIface *base);
+
+/* Calls the active-message handler registered for `id` (< UCT_AM_ID_MAX). */
+ucs_status_t invoke_am(BaseIface *base, uint8_t id, void *data, unsigned length, unsigned flags);
+
+/* Reports an endpoint failure to the iface's error handler (or logs it). */
+ucs_status_t handle_ep_error(BaseIface *base, uct_ep_h ep, ucs_status_t status);
+
+/* libuct's progress registration for ifaces, usable as ops. */
+void progress_enable(uct_iface_h iface, unsigned flags);
+void progress_disable(uct_iface_h iface, unsigned flags);
+
+inline uct_iface_h to_uct(BaseIface *base) { return reinterpret_cast<uct_iface_h>(base); }
+
+}  // namespace abi
+}  // namespace uct_tm
+
+#endif

@@ -1,0 +1,79 @@
+#include "sm_config.h"
+
+#include <ucs/config/parser.h>
+
+#include <cstddef>
+
+namespace uct_tm {
+namespace sm {
+
+ucs_config_field_t sm_config_table[] = {
+    {"", "", nullptr, offsetof(SmConfig, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"FIFO_SIZE", "256",
+     "Elements in the receive FIFO of each tm_sm interface (a power of two). Senders get\n"
+     "UCS_ERR_NO_RESOURCE while it is full.",
+     offsetof(SmConfig, fifo_size), UCS_CONFIG_TYPE_UINT},
+
+    {"FIFO_ELEM_SIZE", "128",
+     "Size of one FIFO element (a multiple of 64). Payloads that fit after its 40-byte header\n"
+     "travel inline; this bounds tag_eager_short and am_short.",
+     offsetof(SmConfig, fifo_elem_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"SEG_SIZE", "8k",
+     "Payload size of a receive descriptor: the largest bcopy message, and the fragment size\n"
+     "of larger eager zcopy messages.",
+     offsetof(SmConfig, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"SPARE_DESCS", "128",
+     "Receive descriptors beyond one per FIFO element: how many descriptors the layer above\n"
+     "may keep (UCT_CB_PARAM_FLAG_DESC) before messages are delivered for copying instead.",
+     offsetof(SmConfig, spare_descs), UCS_CONFIG_TYPE_UINT},
+
+    {"EAGER_MAX", "64k",
+     "Largest tag_eager_zcopy message; larger ones are split into SEG_SIZE fragments that\n"
+     "occupy consecutive FIFO elements.",
+     offsetof(SmConfig, eager_max), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TAG_LIST_SIZE", "1048576",
+     "Receives that may be posted with uct_iface_tag_recv_zcopy at once; the next one gets\n"
+     "UCS_ERR_EXCEEDS_LIMIT.",
+     offsetof(SmConfig, tag_list_size), UCS_CONFIG_TYPE_UINT},
+
+    {"RECV_MAX_IOV", "8", "Largest iovcnt of uct_iface_tag_recv_zcopy (1..8).",
+     offsetof(SmConfig, recv_max_iov), UCS_CONFIG_TYPE_UINT},
+
+    {"RNDV_SLOTS", "1024",
+     "Rendezvous sends (tag_rndv_zcopy) outstanding at once per interface.",
+     offsetof(SmConfig, rndv_slots), UCS_CONFIG_TYPE_UINT},
+
+    {"MAX_PEERS", "1024",
+     "Interfaces that may send to one tm_sm interface at the same time.",
+     offsetof(SmConfig, max_peers), UCS_CONFIG_TYPE_UINT},
+
+    {"PEER_CHECK_INTERVAL", "100ms",
+     "How often progress checks that peer processes are alive; a dead peer fails its\n"
+     "endpoints through the error handler.",
+     offsetof(SmConfig, peer_check_interval), UCS_CONFIG_TYPE_TIME},
+
+    {"STALL_TIMEOUT", "1s",
+     "How long a FIFO element claimed by a sender may stay unwritten, after some peer died,\n"
+     "before the receiver skips it.",
+     offsetof(SmConfig, stall_timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"NUMA_BIND", "y",
+     "Place the receive FIFO and descriptors on the receiving thread's NUMA node (hwloc).",
+     offsetof(SmConfig, numa_bind), UCS_CONFIG_TYPE_BOOL},
+
+    {"NAMED_SEGMENTS", "n",
+     "Back segments with named POSIX shared memory (/dev/shm/uct_tm.*) instead of memfd\n"
+     "reached through /proc/<pid>/fd, for systems where /proc links are not usable.",
+     offsetof(SmConfig, named_segments), UCS_CONFIG_TYPE_BOOL},
+
+    {"PROGRESS_BUDGET", "32", "FIFO elements handled per progress call at most.",
+     offsetof(SmConfig, progress_budget), UCS_CONFIG_TYPE_UINT},
+
+    {}};
+
+}  // namespace sm
+}  // namespace uct_tm

@@ -1,0 +1,40 @@
+/*
+ * tm_sm configuration (UCX_TM_SM_*), parsed by UCX's config parser and
+ * listed by `ucx_info -c -f`.
+ */
+#ifndef UCT_TM_SM_SM_CONFIG_H_
+#define UCT_TM_SM_SM_CONFIG_H_
+
+#include "base/ucx_abi.h"
+
+#include <ucs/config/types.h>
+
+#include <cstddef>
+
+namespace uct_tm {
+namespace sm {
+
+struct SmConfig {
+    abi::IfaceConfig super; /* UCX's base iface settings (UCX_TM_SM_ALLOC, ...) */
+    unsigned         fifo_size;
+    size_t           fifo_elem_size;
+    size_t           seg_size;
+    unsigned         spare_descs;
+    size_t           eager_max;
+    unsigned         tag_list_size;
+    unsigned         recv_max_iov;
+    unsigned         rndv_slots;
+    unsigned         max_peers;
+    double           peer_check_interval;
+    double           stall_timeout;
+    int              numa_bind;
+    int              named_segments;
+    unsigned         progress_budget;
+};
+
+extern ucs_config_field_t sm_config_table[];
+
+}  // namespace sm
+}  // namespace uct_tm
+
+#endif

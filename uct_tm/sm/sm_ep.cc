@@ -1,0 +1,543 @@
+/*
+ * tm_sm endpoints: connection, the send paths, pending requests and flush.
+ */
+#include "sm_iface.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <unistd.h>
+
+namespace uct_tm {
+namespace sm {
+namespace {
+
+/* Total bytes of an iov list; false on a malformed entry or overflow. */
+bool iov_total(const uct_iov_t *iov, size_t iovcnt, size_t *total) {
+    if ((iov == nullptr) && (iovcnt > 0)) {
+        return false;
+    }
+    size_t sum = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        if ((iov[i].count != 1) || ((iov[i].buffer == nullptr) && (iov[i].length > 0)) ||
+            (iov[i].length > SIZE_MAX - sum)) {
+            return false;
+        }
+        sum += iov[i].length;
+    }
+    *total = sum;
+    return true;
+}
+
+/* Copies message bytes [offset, offset + length) gathered from `prefix`
+ * followed by the iov list into `dst`. */
+void gather(char *dst, size_t offset, size_t length, const void *prefix, size_t prefix_length,
+            const uct_iov_t *iov, size_t iovcnt) {
+    if (offset < prefix_length) {
+        const size_t n = std::min(length, prefix_length - offset);
+        memcpy(dst, static_cast<const char *>(prefix) + offset, n);
+        dst += n;
+        length -= n;
+        offset = prefix_length;
+    }
+    size_t base = prefix_length;
+    for (size_t i = 0; (i < iovcnt) && (length > 0); ++i) {
+        const size_t len = iov[i].length;
+        if (offset < base + len) {
+            const size_t at = offset - base;
+            const size_t n  = std::min(len - at, length);
+            memcpy(dst, static_cast<const char *>(iov[i].buffer) + at, n);
+            dst += n;
+            length -= n;
+            offset += n;
+        }
+        base += len;
+    }
+}
+
+uct_pending_req_t *&next_of(uct_pending_req_t *req) {
+    return *reinterpret_cast<uct_pending_req_t **>(req->priv);
+}
+
+}  // namespace
+
+/* ---- lifetime ------------------------------------------------------------------- */
+
+ucs_status_t SmIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
+    if ((params == nullptr) || (ep_p == nullptr) ||
+        !(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) || (params->iface_addr == nullptr)) {
+        ucs_error("tm_sm: ep_create needs the remote iface address (CONNECT_TO_IFACE)");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) && (params->dev_addr != nullptr) &&
+        !is_reachable(params->dev_addr, nullptr)) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    IfaceAddress remote;
+    memcpy(&remote, params->iface_addr, sizeof(remote));
+    if ((remote.segment.pid <= 0) || (remote.segment.uid != getuid()) ||
+        (remote.segment.size < sizeof(SegmentHeader)) || (remote.iface_serial == 0)) {
+        ucs_error("tm_sm: ep_create: malformed iface address (pid %d uid %u size %lu)",
+                  remote.segment.pid, remote.segment.uid,
+                  static_cast<unsigned long>(remote.segment.size));
+        return UCS_ERR_INVALID_PARAM;
+    }
+    SmEp *ep = new (std::nothrow) SmEp;
+    if (ep == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    RemotePeer  *peer;
+    ucs_status_t status = find_or_attach(remote, &peer);
+    if (status != UCS_OK) {
+        delete ep;
+        return status;
+    }
+    try {
+        peer->eps.push_back(ep);
+    } catch (const std::bad_alloc &) {
+        put_peer(peer);
+        delete ep;
+        return UCS_ERR_NO_MEMORY;
+    }
+    ep->super.iface = abi::to_uct(&base);
+    ep->iface       = this;
+    ep->peer        = peer;
+    ++num_eps_;
+    *ep_p = &ep->super;
+    return UCS_OK;
+}
+
+void SmIface::ep_destroy(SmEp *ep) {
+    RemotePeer *peer = ep->peer;
+    peer->eps.erase(std::remove(peer->eps.begin(), peer->eps.end(), ep), peer->eps.end());
+    pending_eps_.erase(std::remove(pending_eps_.begin(), pending_eps_.end(), ep),
+                       pending_eps_.end());
+    /* Operations still outstanding complete silently: their completions
+     * belong to an endpoint the user gave up. */
+    for (RndvOp &op : rndv_ops_) {
+        if (op.active && (op.ep == ep)) {
+            op.ep   = nullptr;
+            op.comp = nullptr;
+        }
+    }
+    flush_waiters_.erase(std::remove_if(flush_waiters_.begin(), flush_waiters_.end(),
+                                        [ep](const FlushWaiter &w) { return w.ep == ep; }),
+                         flush_waiters_.end());
+    --num_eps_;
+    delete ep;
+    put_peer(peer);
+}
+
+/* ---- sending ----------------------------------------------------------------------- */
+
+ucs_status_t SmIface::tx_ready(SmEp *ep) const {
+    if (ucs_unlikely(ep->failed || ep->peer->dead())) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    /* Keep order behind requests already waiting for room. */
+    if (ucs_unlikely((ep->pending_head != nullptr) && !dispatching_)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
+template <typename Fill>
+ucs_status_t SmIface::send_inline(SmEp *ep, Kind kind, uint32_t length, const Fill &fill) {
+    const ucs_status_t status = tx_ready(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+    FifoWriter &fifo = ep->peer->fifo();
+    uint64_t    seq;
+    if (ucs_unlikely(!fifo.claim(1, &seq))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ElemHeader *e = fifo.elem(seq);
+    e->kind       = kind;
+    e->flags      = kFlagFirst;
+    e->peer       = ep->peer->slot();
+    e->length     = length;
+    fill(e);
+    return FifoWriter::publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
+}
+
+ucs_status_t SmIface::send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t tag, uint64_t imm,
+                                  const void *prefix, size_t prefix_length, const uct_iov_t *iov,
+                                  size_t iovcnt, size_t total, size_t max_fragments) {
+    ucs_status_t status = tx_ready(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+    FifoWriter &fifo = ep->peer->fifo();
+    uint64_t    seq;
+    if (total <= inline_cap_) {
+        if (ucs_unlikely(!fifo.claim(1, &seq))) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        ElemHeader *e = fifo.elem(seq);
+        e->kind       = kind;
+        e->flags      = kFlagFirst;
+        e->peer       = ep->peer->slot();
+        e->length     = static_cast<uint32_t>(total);
+        e->aux        = am_id;
+        e->tag        = tag;
+        e->imm        = imm;
+        gather(static_cast<char *>(inline_payload(e)), 0, total, prefix, prefix_length, iov, iovcnt);
+        return FifoWriter::publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
+    }
+    const size_t seg     = ep->peer->geometry().seg_size;
+    const size_t nfrags  = (total + seg - 1) / seg;
+    if (nfrags > max_fragments) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (ucs_unlikely(!fifo.claim(static_cast<uint32_t>(nfrags), &seq))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    status = UCS_OK;
+    for (size_t i = 0; i < nfrags; ++i) {
+        ElemHeader  *e       = fifo.elem(seq + i);
+        char        *payload = fifo.desc_payload(e);
+        const size_t offset  = i * seg;
+        const size_t length  = std::min(seg, total - offset);
+        e->peer              = ep->peer->slot();
+        if (ucs_unlikely(payload == nullptr)) {
+            status   = UCS_ERR_IO_ERROR; /* the peer's segment is corrupt */
+            e->kind  = Kind::kDropped;
+            e->flags = 0;
+            continue;
+        }
+        gather(payload, offset, length, prefix, prefix_length, iov, iovcnt);
+        e->kind   = kind;
+        e->flags  = kFlagDesc | ((i == 0) ? kFlagFirst : 0) | ((i + 1 < nfrags) ? kFlagMore : 0);
+        e->length = static_cast<uint32_t>(length);
+        e->aux    = am_id;
+        e->tag    = tag;
+        e->imm    = (i + 1 == nfrags) ? imm : 0;
+    }
+    if (status != UCS_OK) {
+        for (size_t i = 0; i < nfrags; ++i) {
+            fifo.elem(seq + i)->kind = Kind::kDropped;
+        }
+    }
+    /* Last fragment first: the receiver starts on the first one only when
+     * the whole message is there. If the receiver skipped one of ours (it
+     * thought we were dead), turn the rest into drops so it can move on. */
+    for (size_t i = nfrags; i-- > 0;) {
+        ElemHeader *e = fifo.elem(seq + i);
+        if (!FifoWriter::publish(e, seq + i)) {
+            for (size_t j = 0; j < i; ++j) {
+                fifo.elem(seq + j)->kind = Kind::kDropped;
+            }
+            status = UCS_ERR_NO_RESOURCE;
+        }
+    }
+    return status;
+}
+
+ucs_status_t SmIface::send_control_now(RemotePeer *peer, const ControlMsg &msg) {
+    FifoWriter &fifo = peer->fifo();
+    uint64_t    seq;
+    if (!fifo.claim(1, &seq)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ElemHeader *e = fifo.elem(seq);
+    e->kind       = msg.kind;
+    e->flags      = kFlagFirst;
+    e->peer       = peer->slot();
+    e->length     = 0;
+    e->aux        = msg.aux;
+    e->tag        = 0;
+    e->imm        = msg.imm;
+    return FifoWriter::publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
+}
+
+void SmIface::send_control(RemotePeer *peer, const ControlMsg &msg) {
+    if (peer->dead()) {
+        return;
+    }
+    if (peer->outbox.empty() && (send_control_now(peer, msg) == UCS_OK)) {
+        return;
+    }
+    try {
+        peer->outbox.push_back(msg);
+        has_outbox_ = true;
+    } catch (const std::bad_alloc &) {
+        ucs_error("tm_sm: out of memory queueing a control message to process %d", peer->pid());
+    }
+}
+
+ucs_status_t SmIface::am_short(SmEp *ep, uint8_t id, uint64_t header, const void *payload,
+                               unsigned length) {
+    if (ucs_unlikely((id >= UCT_AM_ID_MAX) || (length + sizeof(header) > inline_cap_) ||
+                     ((payload == nullptr) && (length > 0)))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return send_inline(ep, Kind::kAm, static_cast<uint32_t>(length + sizeof(header)),
+                       [&](ElemHeader *e) {
+                           e->aux  = id;
+                           char *p = static_cast<char *>(inline_payload(e));
+                           memcpy(p, &header, sizeof(header));
+                           memcpy(p + sizeof(header), payload, length);
+                       });
+}
+
+/* bcopy: pack straight into the receiver's descriptor (one copy). */
+template <typename Fill>
+ssize_t SmIface::send_bcopy(SmEp *ep, Kind kind, uct_pack_callback_t pack_cb, void *arg,
+                            const Fill &fill) {
+    if (ucs_unlikely(pack_cb == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const ucs_status_t status = tx_ready(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+    FifoWriter &fifo = ep->peer->fifo();
+    uint64_t    seq;
+    if (ucs_unlikely(!fifo.claim(1, &seq))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ElemHeader *e       = fifo.elem(seq);
+    char       *payload = fifo.desc_payload(e);
+    e->peer             = ep->peer->slot();
+    if (ucs_unlikely(payload == nullptr)) {
+        e->kind = Kind::kDropped;
+        FifoWriter::publish(e, seq);
+        return UCS_ERR_IO_ERROR;
+    }
+    const size_t length = pack_cb(payload, arg);
+    if (ucs_unlikely(length > ep->peer->geometry().seg_size)) {
+        ucs_error("tm_sm: pack callback wrote %zu bytes, more than max_bcopy %u", length,
+                  ep->peer->geometry().seg_size);
+        e->kind = Kind::kDropped;
+        FifoWriter::publish(e, seq);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    e->kind   = kind;
+    e->flags  = kFlagFirst | kFlagDesc;
+    e->length = static_cast<uint32_t>(length);
+    fill(e);
+    if (!FifoWriter::publish(e, seq)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return static_cast<ssize_t>(length);
+}
+
+ssize_t SmIface::am_bcopy(SmEp *ep, uint8_t id, uct_pack_callback_t pack_cb, void *arg) {
+    if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return send_bcopy(ep, Kind::kAm, pack_cb, arg, [id](ElemHeader *e) { e->aux = id; });
+}
+
+ucs_status_t SmIface::am_zcopy(SmEp *ep, uint8_t id, const void *header, unsigned header_length,
+                               const uct_iov_t *iov, size_t iovcnt) {
+    size_t total;
+    if (ucs_unlikely((id >= UCT_AM_ID_MAX) || (iovcnt > kMaxSendIov) ||
+                     (header_length > inline_cap_) || ((header == nullptr) && header_length) ||
+                     !iov_total(iov, iovcnt, &total) ||
+                     (total > geometry_seg_max() - header_length))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return send_gather(ep, Kind::kAm, id, 0, 0, header, header_length, iov, iovcnt,
+                       total + header_length, 1);
+}
+
+ucs_status_t SmIface::tag_eager_short(SmEp *ep, uct_tag_t tag, const void *data, size_t length) {
+    if (ucs_unlikely((length > inline_cap_) || ((data == nullptr) && (length > 0)))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return send_inline(ep, Kind::kTagEager, static_cast<uint32_t>(length), [&](ElemHeader *e) {
+        e->tag = tag;
+        e->imm = 0;
+        memcpy(inline_payload(e), data, length);
+    });
+}
+
+ssize_t SmIface::tag_eager_bcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, uct_pack_callback_t pack_cb,
+                                 void *arg) {
+    return send_bcopy(ep, Kind::kTagEager, pack_cb, arg, [&](ElemHeader *e) {
+        e->tag = tag;
+        e->imm = imm;
+    });
+}
+
+ucs_status_t SmIface::tag_eager_zcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, const uct_iov_t *iov,
+                                      size_t iovcnt) {
+    size_t total;
+    if (ucs_unlikely((iovcnt > kMaxSendIov) || !iov_total(iov, iovcnt, &total) ||
+                     (total > eager_max_))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return send_gather(ep, Kind::kTagEager, 0, tag, imm, nullptr, 0, iov, iovcnt, total,
+                       SIZE_MAX);
+}
+
+ucs_status_t SmIface::tag_rndv_request(SmEp *ep, uct_tag_t tag, const void *header,
+                                       unsigned header_length) {
+    if (ucs_unlikely(((header == nullptr) && header_length) ||
+                     (header_length > geometry_seg_max()))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const uct_iov_t iov = {const_cast<void *>(header), header_length, nullptr, 0, 1};
+    return send_gather(ep, Kind::kTagRndvReq, 0, tag, 0, nullptr, 0, &iov, 1, header_length, 1);
+}
+
+/* ---- pending and flush ---------------------------------------------------------------- */
+
+ucs_status_t SmIface::pending_add(SmEp *ep, uct_pending_req_t *req) {
+    if (req == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (ep->failed || ep->peer->dead() ||
+        ((ep->pending_head == nullptr) && ep->peer->fifo().has_room(1))) {
+        return UCS_ERR_BUSY; /* resources are there (or never will be): retry the send */
+    }
+    next_of(req) = nullptr;
+    if (ep->pending_tail != nullptr) {
+        next_of(ep->pending_tail) = req;
+    } else {
+        ep->pending_head = req;
+    }
+    ep->pending_tail = req;
+    if (!ep->in_pending_list) {
+        try {
+            pending_eps_.push_back(ep);
+        } catch (const std::bad_alloc &) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        ep->in_pending_list = true;
+    }
+    return UCS_OK;
+}
+
+void SmIface::pending_purge(SmEp *ep, uct_pending_purge_callback_t cb, void *arg) {
+    while (uct_pending_req_t *req = ep->pending_head) {
+        ep->pending_head = next_of(req);
+        if (ep->pending_head == nullptr) {
+            ep->pending_tail = nullptr;
+        }
+        if (cb != nullptr) {
+            cb(req, arg);
+        }
+    }
+}
+
+unsigned SmIface::dispatch_pending() {
+    unsigned count = 0;
+    /* Requests may add or remove endpoints from the list: index it. */
+    for (size_t i = 0; i < pending_eps_.size();) {
+        SmEp *ep = pending_eps_[i];
+        while ((ep->pending_head != nullptr) && !ep->failed && ep->peer->fifo().has_room(1)) {
+            uct_pending_req_t *req = ep->pending_head;
+            ep->pending_head       = next_of(req);
+            if (ep->pending_head == nullptr) {
+                ep->pending_tail = nullptr;
+            }
+            dispatching_              = true;
+            const ucs_status_t status = req->func(req);
+            dispatching_              = false;
+            if (status == UCS_OK) {
+                ++count;
+                continue;
+            }
+            /* Not done (UCS_INPROGRESS or out of resources): back in front. */
+            next_of(req)     = ep->pending_head;
+            ep->pending_head = req;
+            if (ep->pending_tail == nullptr) {
+                ep->pending_tail = req;
+            }
+            break;
+        }
+        if ((i < pending_eps_.size()) && (pending_eps_[i] == ep) && (ep->pending_head == nullptr)) {
+            ep->in_pending_list = false;
+            pending_eps_.erase(pending_eps_.begin() + static_cast<ptrdiff_t>(i));
+        } else {
+            ++i;
+        }
+    }
+    return count;
+}
+
+bool SmIface::flush_done(const SmEp *ep) const {
+    if (ep != nullptr) {
+        return (ep->rndv_outstanding == 0) && ep->peer->outbox.empty();
+    }
+    return (rndv_active_ == 0) && !has_outbox_;
+}
+
+ucs_status_t SmIface::flush(unsigned flags, uct_completion_t *comp) {
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        return UCS_ERR_UNSUPPORTED; /* UCT defines cancel for endpoints only */
+    }
+    if (flush_done(nullptr)) {
+        return UCS_OK;
+    }
+    if (comp != nullptr) {
+        try {
+            flush_waiters_.push_back(FlushWaiter{nullptr, comp});
+        } catch (const std::bad_alloc &) {
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t SmIface::ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp) {
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        /* Best effort: withdraw our rendezvous sends, then the endpoint is
+         * in error state and only good for destruction. */
+        for (uint32_t i = 0; i < rndv_ops_.size(); ++i) {
+            if (rndv_ops_[i].active && (rndv_ops_[i].ep == ep)) {
+                cancel_rndv_slot(i);
+                finish_rndv_op(i, UCS_ERR_CANCELED);
+            }
+        }
+        ep->failed = true;
+        return UCS_OK;
+    }
+    if (ep->pending_head != nullptr) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (flush_done(ep)) {
+        return UCS_OK;
+    }
+    if (comp != nullptr) {
+        try {
+            flush_waiters_.push_back(FlushWaiter{ep, comp});
+        } catch (const std::bad_alloc &) {
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
+    return UCS_INPROGRESS;
+}
+
+void SmIface::complete_flushes() {
+    for (size_t i = 0; i < flush_waiters_.size();) {
+        const FlushWaiter w = flush_waiters_[i];
+        if (!flush_done(w.ep)) {
+            ++i;
+            continue;
+        }
+        flush_waiters_.erase(flush_waiters_.begin() + static_cast<ptrdiff_t>(i));
+        uct_completion_update_status(w.comp, UCS_OK);
+        if (--w.comp->count == 0) {
+            w.comp->func(w.comp);
+        }
+        i = 0; /* the callback may have changed the list */
+    }
+}
+
+ucs_status_t SmIface::ep_check(SmEp *ep) {
+    /* Like a keepalive round: a dead peer is reported through the error
+     * handler from the next progress call, not from inside this call. */
+    if (!ep->peer->reported() && !ep->peer->check_alive()) {
+        next_check_ = 0;
+    }
+    return UCS_OK;
+}
+
+}  // namespace sm
+}  // namespace uct_tm

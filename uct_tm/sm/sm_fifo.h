@@ -1,0 +1,176 @@
+/*
+ * The receive FIFO of a tm_sm iface: many senders, one reader, lock-free.
+ *
+ * Senders claim consecutive sequence numbers with a CAS on the shared tail
+ * (refusing when the ring is full, judged from a cached copy of the reader's
+ * head), write their elements, then publish each one by a CAS of its state
+ * from `seq` to `seq | kStateReady`. The reader consumes in sequence order and
+ * frees an element by storing `seq + fifo_elems` into its state (the value the
+ * sender of the next lap expects), then publishes its head.
+ *
+ * Why publish by CAS and not a store: if a sender dies between claiming and
+ * publishing, the reader would wait forever on that element. Once it knows a
+ * peer died it may mark a long-stalled element skipped (CAS `seq` ->
+ * `seq | kStateReady | kStateSkipped`); a sender that was merely slow then
+ * fails its publish and reports the send as not done, instead of corrupting
+ * the next lap.
+ */
+#ifndef UCT_TM_SM_SM_FIFO_H_
+#define UCT_TM_SM_SM_FIFO_H_
+
+#include "sm_layout.h"
+
+#include <ucs/sys/compiler_def.h>
+
+namespace uct_tm {
+namespace sm {
+
+/* A sender's view of a peer's FIFO (geometry already validated). */
+class FifoWriter {
+  public:
+    void init(SegmentHeader *header, const Geometry &g) {
+        char *base    = reinterpret_cast<char *>(header);
+        tail_         = &header->tail;
+        head_         = &header->head;
+        head_cache_   = head_->load(std::memory_order_acquire);
+        elems_        = base + g.fifo_offset;
+        descs_        = base + g.descs_offset;
+        mask_         = g.fifo_elems - 1;
+        elem_size_    = g.elem_size;
+        num_descs_    = g.num_descs;
+        desc_stride_  = g.desc_stride;
+        desc_payload_ = g.desc_payload;
+    }
+
+    /* Claims `count` consecutive elements; false when the ring has no room. */
+    bool claim(uint32_t count, uint64_t *seq) {
+        uint64_t tail = tail_->load(std::memory_order_relaxed);
+        do {
+            if (ucs_unlikely(tail + count - head_cache_ > mask_ + 1)) {
+                head_cache_ = head_->load(std::memory_order_acquire);
+                if (tail + count - head_cache_ > mask_ + 1) {
+                    return false;
+                }
+            }
+        } while (!tail_->compare_exchange_weak(tail, tail + count, std::memory_order_acquire,
+                                               std::memory_order_relaxed));
+        *seq = tail;
+        return true;
+    }
+
+    /* True if `count` elements could be claimed now. */
+    bool has_room(uint32_t count) {
+        const uint64_t tail = tail_->load(std::memory_order_relaxed);
+        if (tail + count - head_cache_ <= mask_ + 1) {
+            return true;
+        }
+        head_cache_ = head_->load(std::memory_order_acquire);
+        return tail + count - head_cache_ <= mask_ + 1;
+    }
+
+    ElemHeader *elem(uint64_t seq) const {
+        return reinterpret_cast<ElemHeader *>(elems_ + (seq & mask_) * size_t{elem_size_});
+    }
+
+    /* Payload area of the descriptor the owner attached to `e`; null if the
+     * owner's index is out of range (a corrupt segment). */
+    char *desc_payload(const ElemHeader *e) const {
+        const uint32_t d = e->desc;
+        if (ucs_unlikely(d >= num_descs_)) {
+            return nullptr;
+        }
+        return descs_ + size_t{d} * desc_stride_ + desc_payload_;
+    }
+
+    /* Makes a written element visible; false if the owner skipped it. */
+    static bool publish(ElemHeader *e, uint64_t seq) {
+        uint64_t expected = seq;
+        return e->state.compare_exchange_strong(expected, seq | kStateReady,
+                                                std::memory_order_release,
+                                                std::memory_order_relaxed);
+    }
+
+    uint32_t inline_capacity() const { return elem_size_ - sizeof(ElemHeader); }
+
+  private:
+    std::atomic<uint64_t> *tail_       = nullptr;
+    std::atomic<uint64_t> *head_       = nullptr;
+    uint64_t               head_cache_ = 0;
+    char                  *elems_      = nullptr;
+    char                  *descs_      = nullptr;
+    uint32_t               mask_       = 0;
+    uint32_t               elem_size_  = 0;
+    uint32_t               num_descs_  = 0;
+    uint32_t               desc_stride_  = 0;
+    uint32_t               desc_payload_ = 0;
+};
+
+/* The owner's view of its own FIFO. */
+class FifoReader {
+  public:
+    void init(SegmentHeader *header, const Geometry &g) {
+        header_    = header;
+        elems_     = reinterpret_cast<char *>(header) + g.fifo_offset;
+        mask_      = g.fifo_elems - 1;
+        elem_size_ = g.elem_size;
+        head_      = 0;
+        for (uint64_t i = 0; i <= mask_; ++i) {
+            elem(i)->state.store(i, std::memory_order_relaxed);
+        }
+        header->tail.store(0, std::memory_order_relaxed);
+        header->head.store(0, std::memory_order_release);
+    }
+
+    /* The next element if it is published (possibly as skipped), else null. */
+    ElemHeader *poll() const {
+        ElemHeader    *e     = elem(head_);
+        const uint64_t state = e->state.load(std::memory_order_acquire);
+        return ((state & ~kStateSkipped) == (head_ | kStateReady)) ? e : nullptr;
+    }
+
+    static bool skipped(const ElemHeader *e) {
+        return e->state.load(std::memory_order_relaxed) & kStateSkipped;
+    }
+
+    /* Frees the element poll() returned. */
+    void release(ElemHeader *e) {
+        e->state.store(head_ + mask_ + 1, std::memory_order_release);
+        ++head_;
+        header_->head.store(head_, std::memory_order_release);
+    }
+
+    /* A sender claimed the next element but has not published it. */
+    bool stalled() const {
+        return (header_->tail.load(std::memory_order_relaxed) > head_) && (poll() == nullptr);
+    }
+
+    /* Gives up on the stalled next element (its sender died). */
+    bool skip_stalled() {
+        uint64_t expected = head_;
+        return elem(head_)->state.compare_exchange_strong(
+            expected, head_ | kStateReady | kStateSkipped, std::memory_order_acq_rel);
+    }
+
+    uint64_t head() const { return head_; }
+    uint32_t inline_capacity() const { return elem_size_ - sizeof(ElemHeader); }
+    uint32_t index(const ElemHeader *e) const {
+        return static_cast<uint32_t>((reinterpret_cast<const char *>(e) - elems_) / elem_size_);
+    }
+    ElemHeader *elem(uint64_t seq) const {
+        return reinterpret_cast<ElemHeader *>(elems_ + (seq & mask_) * size_t{elem_size_});
+    }
+
+  private:
+    SegmentHeader *header_    = nullptr;
+    char          *elems_     = nullptr;
+    uint64_t       head_      = 0;
+    uint64_t       mask_      = 0;
+    uint32_t       elem_size_ = 0;
+};
+
+inline void *inline_payload(ElemHeader *e) { return e + 1; }
+
+}  // namespace sm
+}  // namespace uct_tm
+
+#endif

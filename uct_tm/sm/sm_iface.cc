@@ -1,0 +1,729 @@
+/*
+ * tm_sm iface: lifetime, capabilities, addresses, progress and the receive
+ * side. Sending is in sm_ep.cc, rendezvous and CMA in sm_rndv.cc.
+ */
+#include "sm_iface.h"
+
+#include "sm_ops.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace uct_tm {
+namespace sm {
+namespace {
+
+std::atomic<uint32_t> iface_serials{0};
+
+/* Host identity shared by peers that can reach each other: same boot, same
+ * PID namespace (CMA and /proc/<pid>/fd name processes by PID). */
+uint64_t host_id() {
+    static const uint64_t id = [] {
+        struct stat st;
+        const uint64_t ns = (stat("/proc/self/ns/pid", &st) == 0) ? st.st_ino : 0;
+        return boot_id() ^ (ns * 0x9e3779b97f4a7c15ull);
+    }();
+    return id;
+}
+
+extern "C" void sm_release_desc(uct_recv_desc_t *self, void *desc);
+
+}  // namespace
+
+/* ---- lifetime ---------------------------------------------------------------- */
+
+SmIface::SmIface(const SmConfig &config)
+    : tags_(TagEngineLimits{config.tag_list_size, config.recv_max_iov}) {}
+
+ucs_status_t SmIface::open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config, uct_iface_h *iface_p) {
+    if ((params == nullptr) || (tl_config == nullptr) || (iface_p == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE) ||
+        !(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("tm_sm: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+    const auto &config = *reinterpret_cast<const SmConfig *>(tl_config);
+    SmIface    *iface;
+    try {
+        iface = new SmIface(config);
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    /* libuct reads the iface as its base iface: it must sit at offset 0. */
+    if (static_cast<void *>(&iface->base) != static_cast<void *>(iface)) {
+        ucs_error("tm_sm: base iface is not at offset 0 (compiler layout)");
+        delete iface;
+        return UCS_ERR_UNSUPPORTED;
+    }
+    const ucs_status_t status = iface->init(md, worker, params, tl_config);
+    if (status != UCS_OK) {
+        delete iface;
+        return status;
+    }
+    *iface_p = abi::to_uct(&iface->base);
+    return UCS_OK;
+}
+
+ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config) {
+    const auto &config = *reinterpret_cast<const SmConfig *>(tl_config);
+    rx_headroom_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ? params->rx_headroom : 0;
+    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB) {
+        eager_cb_ = params->eager_cb;
+    }
+    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG) {
+        eager_arg_ = params->eager_arg;
+    }
+    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB) {
+        rndv_cb_ = params->rndv_cb;
+    }
+    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG) {
+        rndv_arg_ = params->rndv_arg;
+    }
+    /* Tag offload is on when asked for with its unexpected-message callbacks
+     * (as rc_mlx5 requires), and also when features were not given at all, so
+     * that capability listings (ucx_info -d) show it; unexpected tagged
+     * messages to an iface without callbacks are then dropped with an error. */
+    const bool have_cbs = (eager_cb_ != nullptr) && (rndv_cb_ != nullptr);
+    tag_enabled_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_FEATURES)
+                       ? ((params->features & UCT_IFACE_FEATURE_TAG) && have_cbs)
+                       : true;
+
+    if ((config.recv_max_iov < 1) || (config.recv_max_iov > kMaxRecvIov) ||
+        (config.fifo_elem_size > 4096) || (config.seg_size > (64u << 20)) ||
+        (config.eager_max < config.seg_size) || (config.progress_budget == 0)) {
+        ucs_error("tm_sm: invalid configuration (RECV_MAX_IOV %u, FIFO_ELEM_SIZE %zu, SEG_SIZE "
+                  "%zu, EAGER_MAX %zu)", config.recv_max_iov, config.fifo_elem_size,
+                  config.seg_size, config.eager_max);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!make_geometry(config.fifo_size, static_cast<uint32_t>(config.fifo_elem_size),
+                       config.spare_descs, static_cast<uint32_t>(config.seg_size), rx_headroom_,
+                       config.max_peers, config.rndv_slots, &geometry_)) {
+        ucs_error("tm_sm: FIFO_SIZE %u (power of two, >= 2), FIFO_ELEM_SIZE %zu (multiple of 64, "
+                  ">= 128), SEG_SIZE %zu, MAX_PEERS %u or RNDV_SLOTS %u out of range",
+                  config.fifo_size, config.fifo_elem_size, config.seg_size, config.max_peers,
+                  config.rndv_slots);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    inline_cap_     = geometry_.elem_size - sizeof(ElemHeader);
+    eager_max_      = std::min<size_t>(config.eager_max, size_t{geometry_.seg_size} * (geometry_.fifo_elems / 2));
+    budget_         = config.progress_budget;
+    check_interval_ = seconds_to_ns(config.peer_check_interval);
+    stall_timeout_  = seconds_to_ns(config.stall_timeout);
+    iface_serial_   = iface_serials.fetch_add(1) + 1;
+
+    const ShmBacking backing = config.named_segments ? ShmBacking::kNamed : ShmBacking::kMemfd;
+    if (backing == ShmBacking::kNamed) {
+        ShmSegment::reap_stale_named();
+    }
+    ucs_status_t status = ShmSegment::create(geometry_.total_size, backing, config.numa_bind,
+                                             &segment_);
+    if (status != UCS_OK) {
+        return status;
+    }
+    char *seg = static_cast<char *>(segment_.address());
+    header_   = new (seg) SegmentHeader();
+    descs_       = seg + geometry_.descs_offset;
+    peer_slots_  = reinterpret_cast<PeerSlot *>(seg + geometry_.peers_offset);
+    rndv_slots_  = reinterpret_cast<RndvSlot *>(seg + geometry_.rndv_offset);
+    fifo_.init(header_, geometry_);
+    try {
+        elem_desc_.resize(geometry_.fifo_elems);
+        spare_descs_.reserve(geometry_.num_descs);
+        peer_views_.resize(geometry_.max_peers);
+        rndv_ops_.resize(geometry_.rndv_slots);
+        free_rndv_ops_.reserve(geometry_.rndv_slots);
+        pending_eps_.reserve(16);
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < geometry_.fifo_elems; ++i) {
+        elem_desc_[i]        = i;
+        fifo_.elem(i)->desc  = i;
+    }
+    for (uint32_t d = geometry_.num_descs; d-- > geometry_.fifo_elems;) {
+        spare_descs_.push_back(d);
+    }
+    for (uint32_t i = geometry_.rndv_slots; i-- > 0;) {
+        free_rndv_ops_.push_back(i);
+    }
+    desc_owner_.desc.cb = sm_release_desc;
+    desc_owner_.iface   = this;
+    recv_desc_ptr_      = &desc_owner_.desc;
+
+    /* Publish the geometry last: peers validate the header before use. */
+    header_->pid          = getpid();
+    header_->uid          = getuid();
+    header_->iface_serial = iface_serial_;
+    header_->boot_id      = boot_id();
+    header_->geometry     = geometry_;
+    header_->version      = kLayoutVersion;
+    header_->closed.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    header_->magic = kSegmentMagic;
+
+    status = abi::init_base_iface(&base, sm_iface_ops(), md, worker, params, tl_config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    base_initialized_ = true;
+    next_check_       = monotonic_ns() + check_interval_;
+    ucs_debug("tm_sm: iface %u of process %d: %u x %u B FIFO, %u descriptors of %u B, %s",
+              iface_serial_, getpid(), geometry_.fifo_elems, geometry_.elem_size,
+              geometry_.num_descs, geometry_.seg_size, tag_enabled_ ? "tag offload" : "no tags");
+    return UCS_OK;
+}
+
+SmIface::~SmIface() {
+    if (header_ != nullptr) {
+        header_->closed.store(1, std::memory_order_release);
+    }
+    if (num_eps_ > 0) {
+        ucs_warn("tm_sm: iface %u closed with %zu endpoints still open", iface_serial_, num_eps_);
+    }
+    for (PeerView &view : peer_views_) {
+        view.peer = nullptr;
+    }
+    peers_.clear(); /* frees our slots in the peers' tables */
+    if (base_initialized_) {
+        abi::cleanup_base_iface(&base);
+    }
+}
+
+/* ---- capabilities and addresses ------------------------------------------------ */
+
+ucs_status_t SmIface::query(uct_iface_attr_t *attr) const {
+    if (attr == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    memset(attr, 0, sizeof(*attr));
+    attr->cap.put.max_zcopy       = SIZE_MAX;
+    attr->cap.put.max_iov         = kMaxSendIov;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+    attr->cap.get.max_zcopy       = SIZE_MAX;
+    attr->cap.get.max_iov         = kMaxSendIov;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+
+    attr->cap.am.max_short       = inline_cap_;
+    attr->cap.am.max_bcopy       = geometry_.seg_size;
+    attr->cap.am.max_zcopy       = geometry_.seg_size;
+    attr->cap.am.max_hdr         = inline_cap_;
+    attr->cap.am.max_iov         = kMaxSendIov;
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu       = 1;
+
+    attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
+                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                      UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_CB_SYNC |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK;
+    if (tag_enabled_) {
+        attr->cap.flags |= UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
+                           UCT_IFACE_FLAG_TAG_EAGER_ZCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
+        attr->cap.tag.recv.min_recv        = 0;
+        attr->cap.tag.recv.max_zcopy       = SIZE_MAX;
+        attr->cap.tag.recv.max_iov         = tags_.limits().max_iov;
+        attr->cap.tag.recv.max_outstanding = tags_.limits().list_size;
+        attr->cap.tag.eager.max_short      = inline_cap_;
+        attr->cap.tag.eager.max_bcopy      = geometry_.seg_size;
+        attr->cap.tag.eager.max_zcopy      = eager_max_;
+        attr->cap.tag.eager.max_iov        = kMaxSendIov;
+        attr->cap.tag.rndv.max_zcopy       = SIZE_MAX;
+        attr->cap.tag.rndv.max_hdr         = geometry_.seg_size - sizeof(RndvInfo);
+        attr->cap.tag.rndv.max_iov         = 1;
+    }
+    attr->device_addr_len = sizeof(DeviceAddress);
+    attr->iface_addr_len  = sizeof(IfaceAddress);
+    attr->ep_addr_len     = 0;
+    attr->max_conn_priv   = 0;
+    /* Measured on the reference machine (docs/perf.md): one FIFO element
+     * crosses in 60-200 ns depending on where the host places the vCPUs. */
+    attr->latency.c             = 80e-9;
+    attr->latency.m             = 0;
+    attr->bandwidth.dedicated   = 0;
+    attr->bandwidth.shared      = 12e9;
+    attr->overhead              = 10e-9;
+    attr->priority              = 0;
+    attr->max_num_eps           = SIZE_MAX;
+    attr->dev_num_paths         = 1;
+    return UCS_OK;
+}
+
+ucs_status_t SmIface::get_device_address(uct_device_addr_t *addr) const {
+    if (addr == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const DeviceAddress device{host_id()};
+    memcpy(addr, &device, sizeof(device));
+    return UCS_OK;
+}
+
+ucs_status_t SmIface::get_address(uct_iface_addr_t *addr) const {
+    if (addr == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const IfaceAddress self = self_address();
+    memcpy(addr, &self, sizeof(self));
+    return UCS_OK;
+}
+
+int SmIface::is_reachable(const uct_device_addr_t *dev_addr, const uct_iface_addr_t *iface_addr) const {
+    if (dev_addr != nullptr) {
+        DeviceAddress device;
+        memcpy(&device, dev_addr, sizeof(device));
+        if (device.host_id != host_id()) {
+            return 0;
+        }
+    }
+    if (iface_addr != nullptr) {
+        IfaceAddress remote;
+        memcpy(&remote, iface_addr, sizeof(remote));
+        if ((remote.segment.uid != getuid()) || (remote.segment.pid <= 0)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), iface_serial_, 0}; }
+
+/* ---- progress ------------------------------------------------------------------- */
+
+unsigned SmIface::progress() {
+    unsigned count = 0;
+    while (count < budget_) {
+        ElemHeader *e = fifo_.poll();
+        if (e == nullptr) {
+            break;
+        }
+        dispatch(e);
+        fifo_.release(e);
+        ++count;
+    }
+    count += tags_.progress();
+    if (ucs_unlikely(has_deferred_work() || (--slow_countdown_ == 0))) {
+        count += slow_progress();
+    }
+    return count;
+}
+
+bool SmIface::has_deferred_work() const {
+    return has_outbox_ || !pending_eps_.empty() || !flush_waiters_.empty();
+}
+
+unsigned SmIface::slow_progress() {
+    slow_countdown_ = kSlowProgressPeriod;
+    unsigned count  = 0;
+    if (has_outbox_) {
+        has_outbox_ = false;
+        for (const auto &peer : peers_) {
+            while (!peer->outbox.empty() && !peer->dead()) {
+                if (send_control_now(peer.get(), peer->outbox.front()) != UCS_OK) {
+                    has_outbox_ = true;
+                    break;
+                }
+                peer->outbox.erase(peer->outbox.begin());
+                ++count;
+            }
+        }
+    }
+    if (!pending_eps_.empty()) {
+        count += dispatch_pending();
+    }
+    const uint64_t now = monotonic_ns();
+    if (now >= next_check_) {
+        next_check_ = now + check_interval_;
+        check_peers();
+        recover_stall(now);
+    }
+    if (!flush_waiters_.empty()) {
+        complete_flushes();
+    }
+    return count;
+}
+
+void SmIface::check_peers() {
+    /* fail_peer() runs callbacks that may destroy endpoints and peers. */
+    for (size_t i = 0; i < peers_.size(); ++i) {
+        RemotePeer *peer = peers_[i].get();
+        if (!peer->reported() && !peer->check_alive()) {
+            peer->set_reported();
+            fail_peer(peer);
+            i = static_cast<size_t>(-1); /* the list may have changed: rescan */
+        }
+    }
+}
+
+/* A sender that died between claiming an element and publishing it would
+ * stop the FIFO forever: after STALL_TIMEOUT, if a process in our peer table
+ * is gone, give up on that element and free the dead process's slot. */
+void SmIface::recover_stall(uint64_t now) {
+    if (!fifo_.stalled()) {
+        stall_since_ = 0;
+        return;
+    }
+    if (stall_since_ == 0) {
+        stall_since_ = now;
+        return;
+    }
+    if (now - stall_since_ < stall_timeout_) {
+        return;
+    }
+    bool someone_died = false;
+    for (uint32_t i = 0; i < geometry_.max_peers; ++i) {
+        uint32_t word = peer_slots_[i].state.load(std::memory_order_acquire);
+        if ((word & 3) != kPeerUsed) {
+            continue;
+        }
+        const int32_t pid = peer_slots_[i].segment.pid;
+        if ((pid > 0) && (kill(pid, 0) != 0) && (errno == ESRCH)) {
+            someone_died = true;
+            peer_slots_[i].state.compare_exchange_strong(word, (word & ~3u) + 4,
+                                                         std::memory_order_release);
+        }
+    }
+    if (someone_died && fifo_.skip_stalled()) {
+        ucs_warn("tm_sm: skipped FIFO element %lu claimed by a process that died",
+                 static_cast<unsigned long>(fifo_.head()));
+    }
+    stall_since_ = 0;
+}
+
+/* ---- receiving -------------------------------------------------------------------- */
+
+void SmIface::dispatch(ElemHeader *e) {
+    if (ucs_unlikely(FifoReader::skipped(e))) {
+        abort_assembly(UCS_ERR_CONNECTION_RESET);
+        return;
+    }
+    /* Read every field once: the sender could still scribble on them. */
+    Message m;
+    m.kind   = e->kind;
+    m.flags  = e->flags;
+    m.peer   = e->peer;
+    m.length = e->length;
+    m.aux    = e->aux;
+    m.tag    = e->tag;
+    m.imm    = e->imm;
+    m.elem   = e;
+    m.desc   = (m.flags & kFlagDesc) != 0;
+    if (m.desc) {
+        if (ucs_unlikely(m.length > geometry_.seg_size)) {
+            drop(m, "descriptor payload too long");
+            return;
+        }
+        m.payload = desc_payload(elem_desc_[fifo_.index(e)]);
+    } else {
+        if (ucs_unlikely(m.length > inline_cap_)) {
+            drop(m, "inline payload too long");
+            return;
+        }
+        m.payload = inline_payload(e);
+    }
+    switch (m.kind) {
+    case Kind::kTagEager:
+        receive_eager(m);
+        break;
+    case Kind::kAm:
+        receive_am(m);
+        break;
+    case Kind::kTagRndv:
+        receive_rndv(m);
+        break;
+    case Kind::kTagRndvReq:
+        receive_rndv_request(m);
+        break;
+    case Kind::kRndvFin:
+        receive_fin(m);
+        break;
+    case Kind::kDropped:
+        break; /* a sender gave up on a claimed element */
+    default:
+        drop(m, "unknown kind");
+        break;
+    }
+}
+
+void SmIface::drop(const Message &m, const char *why) {
+    ++dropped_;
+    /* Rate-limit: a misbehaving peer must not flood the log. */
+    if ((dropped_ & (dropped_ - 1)) == 0) {
+        ucs_error("tm_sm: iface %u dropped a malformed message from peer slot %u (kind %u, "
+                  "flags 0x%x, length %u): %s [%lu dropped so far]", iface_serial_, m.peer,
+                  static_cast<unsigned>(m.kind), m.flags, m.length, why,
+                  static_cast<unsigned long>(dropped_));
+    }
+}
+
+template <typename Invoke>
+void SmIface::deliver(const Message &m, const Invoke &invoke) {
+    unsigned flags = 0;
+    if (m.desc && !spare_descs_.empty()) {
+        flags = UCT_CB_PARAM_FLAG_DESC;
+        /* uct_iface_release_desc() finds us through this pointer. */
+        char *desc = static_cast<char *>(m.payload) - rx_headroom_;
+        memcpy(desc - sizeof(uct_recv_desc_t *), &recv_desc_ptr_, sizeof(recv_desc_ptr_));
+    }
+    const ucs_status_t status = invoke(m.payload, flags);
+    if (status == UCS_INPROGRESS) {
+        if (flags & UCT_CB_PARAM_FLAG_DESC) {
+            /* The layer above keeps the descriptor: give the element another. */
+            const uint32_t spare = spare_descs_.back();
+            spare_descs_.pop_back();
+            const uint32_t index = fifo_.index(m.elem);
+            elem_desc_[index]    = spare;
+            m.elem->desc         = spare;
+        } else {
+            ucs_error("tm_sm: callback kept data delivered without UCT_CB_PARAM_FLAG_DESC");
+        }
+    }
+}
+
+void SmIface::release_desc(void *desc) {
+    const char  *payload = static_cast<char *>(desc) + rx_headroom_;
+    const size_t offset  = static_cast<size_t>(payload - descs_) - geometry_.desc_payload;
+    const uint32_t d     = static_cast<uint32_t>(offset / geometry_.desc_stride);
+    if ((payload < descs_) || (offset % geometry_.desc_stride != 0) || (d >= geometry_.num_descs)) {
+        ucs_error("tm_sm: uct_iface_release_desc(%p) is not a descriptor of iface %u", desc,
+                  iface_serial_);
+        return;
+    }
+    spare_descs_.push_back(d);
+}
+
+void SmIface::receive_am(const Message &m) {
+    if (m.aux >= UCT_AM_ID_MAX) {
+        drop(m, "active message id out of range");
+        return;
+    }
+    const uint8_t id = static_cast<uint8_t>(m.aux);
+    deliver(m, [&](void *data, unsigned flags) {
+        return abi::invoke_am(&base, id, data, m.length, flags);
+    });
+}
+
+void SmIface::receive_eager(const Message &m) {
+    const bool more = (m.flags & kFlagMore) != 0;
+    if (m.flags & kFlagFirst) {
+        if (ucs_unlikely(assembly_.active)) {
+            abort_assembly(UCS_ERR_CONNECTION_RESET);
+        }
+        if (ucs_unlikely(!tag_enabled_)) {
+            drop(m, "tagged message but tag offload is off");
+            return;
+        }
+        TagEngine::Recv *recv = tags_.match(m.tag);
+        if (recv != nullptr) {
+            tags_.scatter(recv, 0, m.payload, m.length);
+            if (!more) {
+                tags_.complete(recv, m.tag, m.imm, m.length, UCS_OK);
+                return;
+            }
+            assembly_ = Assembly{true, m.peer, recv, nullptr, m.tag, m.length};
+            return;
+        }
+        if (ucs_unlikely(eager_cb_ == nullptr)) {
+            drop(m, "unexpected tagged message but no eager callback");
+            return;
+        }
+        void *context = nullptr;
+        const unsigned first = UCT_CB_PARAM_FLAG_FIRST | (more ? UCT_CB_PARAM_FLAG_MORE : 0);
+        deliver(m, [&](void *data, unsigned flags) {
+            return eager_cb_(eager_arg_, data, m.length, flags | first, m.tag, more ? 0 : m.imm,
+                             &context);
+        });
+        if (more) {
+            assembly_ = Assembly{true, m.peer, nullptr, context, m.tag, m.length};
+        }
+        return;
+    }
+    if (!assembly_.active || (assembly_.peer != m.peer)) {
+        drop(m, "fragment outside a message");
+        return;
+    }
+    if (assembly_.recv != nullptr) {
+        if (tags_.wanted(assembly_.recv)) {
+            tags_.scatter(assembly_.recv, assembly_.offset, m.payload, m.length);
+        }
+        assembly_.offset += m.length;
+        if (!more) {
+            assembly_.active = false;
+            tags_.complete(assembly_.recv, assembly_.tag, m.imm, assembly_.offset, UCS_OK);
+        }
+        return;
+    }
+    assembly_.offset += m.length;
+    if (!more) {
+        assembly_.active = false;
+    }
+    deliver(m, [&](void *data, unsigned flags) {
+        return eager_cb_(eager_arg_, data, m.length, flags | (more ? UCT_CB_PARAM_FLAG_MORE : 0),
+                         assembly_.tag, more ? 0 : m.imm, &assembly_.context);
+    });
+}
+
+void SmIface::abort_assembly(ucs_status_t status) {
+    if (!assembly_.active) {
+        return;
+    }
+    assembly_.active = false;
+    if (assembly_.recv != nullptr) {
+        tags_.complete(assembly_.recv, assembly_.tag, 0, assembly_.offset, status);
+    } else {
+        ucs_error("tm_sm: unexpected message with tag 0x%lx lost its last fragments (sender "
+                  "failed)", static_cast<unsigned long>(assembly_.tag));
+    }
+}
+
+void SmIface::receive_rndv_request(const Message &m) {
+    if (ucs_unlikely(!tag_enabled_)) {
+        drop(m, "tagged message but tag offload is off");
+        return;
+    }
+    TagEngine::Recv *recv = tags_.match(m.tag);
+    if (recv != nullptr) {
+        tags_.complete_rndv(recv, m.tag, m.payload, m.length);
+        return;
+    }
+    if (ucs_unlikely(rndv_cb_ == nullptr)) {
+        drop(m, "unexpected rendezvous request but no rndv callback");
+        return;
+    }
+    rndv_cb_(rndv_arg_, 0, m.tag, m.payload, m.length, 0, 0, nullptr);
+}
+
+/* ---- peers --------------------------------------------------------------------------- */
+
+RemotePeer *SmIface::peer_of(uint16_t slot) {
+    if (slot >= geometry_.max_peers) {
+        return nullptr;
+    }
+    PeerView      &view = peer_views_[slot];
+    const uint32_t word = peer_slots_[slot].state.load(std::memory_order_acquire);
+    if ((word == view.word) && (view.peer != nullptr)) {
+        return view.peer;
+    }
+    if ((word & 3) != kPeerUsed) {
+        return nullptr;
+    }
+    IfaceAddress remote{peer_slots_[slot].segment, peer_slots_[slot].iface_serial, 0};
+    if (peer_slots_[slot].state.load(std::memory_order_acquire) != word) {
+        return nullptr; /* changed while we read it */
+    }
+    RemotePeer *peer;
+    if (find_or_attach(remote, &peer) != UCS_OK) {
+        return nullptr;
+    }
+    if (view.peer != nullptr) {
+        put_peer(view.peer);
+    }
+    view = PeerView{word, peer};
+    return peer;
+}
+
+ucs_status_t SmIface::find_or_attach(const IfaceAddress &remote, RemotePeer **out) {
+    for (const auto &peer : peers_) {
+        if (!peer->dead() && same_iface(peer->address(), remote)) {
+            ++peer->refs;
+            *out = peer.get();
+            return UCS_OK;
+        }
+    }
+    RemotePeer  *peer;
+    ucs_status_t status = RemotePeer::attach(remote, self_address(), &peer);
+    if (status != UCS_OK) {
+        return status;
+    }
+    try {
+        peers_.emplace_back(peer);
+    } catch (const std::bad_alloc &) {
+        delete peer;
+        return UCS_ERR_NO_MEMORY;
+    }
+    peer->refs = 1;
+    *out       = peer;
+    return UCS_OK;
+}
+
+void SmIface::put_peer(RemotePeer *peer) {
+    if (--peer->refs > 0) {
+        return;
+    }
+    for (PeerView &view : peer_views_) {
+        if (view.peer == peer) {
+            view = PeerView{};
+        }
+    }
+    auto it = std::find_if(peers_.begin(), peers_.end(),
+                           [peer](const std::unique_ptr<RemotePeer> &p) { return p.get() == peer; });
+    if (it != peers_.end()) {
+        peers_.erase(it);
+    }
+}
+
+void SmIface::fail_peer(RemotePeer *peer) {
+    ++peer->refs; /* keep it while callbacks destroy endpoints */
+    peer->outbox.clear();
+    for (SmEp *ep : peer->eps) {
+        ep->failed = true;
+    }
+    for (uint32_t i = 0; i < rndv_ops_.size(); ++i) {
+        if (rndv_ops_[i].active && (rndv_ops_[i].ep != nullptr) && (rndv_ops_[i].ep->peer == peer)) {
+            finish_rndv_op(i, UCS_ERR_CONNECTION_RESET);
+        }
+    }
+    if (assembly_.active && (peer_views_[assembly_.peer].peer == peer)) {
+        abort_assembly(UCS_ERR_CONNECTION_RESET);
+    }
+    /* The error handler may destroy any endpoint: rescan after each call. */
+    for (;;) {
+        auto it = std::find_if(peer->eps.begin(), peer->eps.end(),
+                               [](const SmEp *ep) { return !ep->notified; });
+        if (it == peer->eps.end()) {
+            break;
+        }
+        SmEp *ep     = *it;
+        ep->notified = true;
+        abi::handle_ep_error(&base, &ep->super, UCS_ERR_CONNECTION_RESET);
+    }
+    put_peer(peer);
+}
+
+ucs_status_t SmIface::tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
+                                     size_t iovcnt, uct_tag_context_t *ctx) {
+    if (ucs_unlikely(!tag_enabled_)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return tags_.post(tag, mask, iov, iovcnt, ctx);
+}
+
+ucs_status_t SmIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
+    if (ucs_unlikely(!tag_enabled_)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return tags_.cancel(ctx, force);
+}
+
+namespace {
+
+extern "C" void sm_release_desc(uct_recv_desc_t *self, void *desc) {
+    SmIface::from_recv_desc(self)->release_desc(desc);
+}
+
+}  // namespace
+
+}  // namespace sm
+}  // namespace uct_tm

@@ -1,0 +1,287 @@
+/*
+ * tm_sm: the shared-memory UCT transport of component "tm".
+ *
+ * Each iface owns one segment (sm_layout.h) holding its receive FIFO. An
+ * endpoint maps the destination iface's segment (RemotePeer) and writes
+ * elements into its FIFO; the destination's progress reads them:
+ *  - AM and tagged eager data travel inline in the element or in the
+ *    receive descriptor attached to it; tagged messages are matched against
+ *    posted receives by the TagEngine (software matcher) and copied once into
+ *    the posted buffer, or handed to the unexpected callbacks;
+ *  - tag_rndv_zcopy sends a descriptor of the sender's buffer; a matched
+ *    receiver reads it with one CMA copy (process_vm_readv) and answers with a
+ *    FIN that completes the sender's operation;
+ *  - get/put zcopy use CMA, or the mapping of MD-allocated shared memory.
+ */
+#ifndef UCT_TM_SM_SM_IFACE_H_
+#define UCT_TM_SM_SM_IFACE_H_
+
+#include "sm_config.h"
+#include "sm_fifo.h"
+#include "sm_layout.h"
+#include "sm_peer.h"
+
+#include "base/tag_engine.h"
+#include "base/ucx_abi.h"
+
+#include "base/clock.h"
+#include <uct/api/uct.h>
+
+#include <memory>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <vector>
+
+namespace uct_tm {
+namespace sm {
+
+class SmIface;
+
+/* An endpoint: a connection to one remote iface. */
+struct SmEp {
+    uct_ep_t    super;  /* UCX's view: {iface}; must stay first */
+    SmIface    *iface   = nullptr;
+    RemotePeer *peer    = nullptr;
+    /* Pending requests, linked through their priv area. */
+    uct_pending_req_t *pending_head = nullptr;
+    uct_pending_req_t *pending_tail = nullptr;
+    bool               in_pending_list = false;
+    bool               failed   = false; /* peer died: every operation fails */
+    bool               notified = false; /* error handler already called */
+    uint32_t           rndv_outstanding = 0;
+};
+
+/* A rendezvous send of this iface, waiting for the receiver's FIN. */
+struct RndvOp {
+    uct_completion_t *comp   = nullptr;
+    SmEp             *ep     = nullptr;
+    uint32_t          gen    = 1;
+    bool              active = false;
+};
+
+/* Tagged eager message being received fragment by fragment. */
+struct Assembly {
+    bool             active   = false;
+    uint16_t         peer     = 0;
+    TagEngine::Recv *recv     = nullptr; /* expected: the receive it fills */
+    void            *context  = nullptr; /* unexpected: the layer above's per-message context */
+    uct_tag_t        tag      = 0;
+    size_t           offset   = 0;
+};
+
+/* What the iface remembers of a peer-table entry. */
+struct PeerView {
+    uint32_t    word = 0; /* the slot state this view was built from */
+    RemotePeer *peer = nullptr;
+};
+
+/* Most iov entries a send, get or put takes. */
+inline constexpr size_t kMaxSendIov = 16;
+
+/* A FIFO element as read by the owner: every field copied once. */
+struct Message {
+    Kind        kind;
+    uint8_t     flags;
+    uint16_t    peer;
+    uint32_t    length;
+    uint32_t    aux;
+    uint64_t    tag;
+    uint64_t    imm;
+    bool        desc;
+    void       *payload;
+    ElemHeader *elem;
+};
+
+class SmIface {
+  public:
+    abi::BaseIface base; /* UCX's base iface; must stay the first member */
+
+    static ucs_status_t open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                             const uct_iface_config_t *config, uct_iface_h *iface_p);
+    static SmIface *from(uct_iface_h iface) { return reinterpret_cast<SmIface *>(iface); }
+    static SmEp    *ep_of(uct_ep_h ep) { return reinterpret_cast<SmEp *>(ep); }
+    static SmIface *from_recv_desc(uct_recv_desc_t *desc) {
+        return reinterpret_cast<DescOwner *>(desc)->iface;
+    }
+
+    ~SmIface();
+    SmIface(const SmIface &)            = delete;
+    SmIface &operator=(const SmIface &) = delete;
+
+    /* ---- iface operations ---- */
+    ucs_status_t query(uct_iface_attr_t *attr) const;
+    ucs_status_t get_device_address(uct_device_addr_t *addr) const;
+    ucs_status_t get_address(uct_iface_addr_t *addr) const;
+    int          is_reachable(const uct_device_addr_t *dev_addr,
+                              const uct_iface_addr_t *iface_addr) const;
+    unsigned     progress();
+    ucs_status_t flush(unsigned flags, uct_completion_t *comp);
+    ucs_status_t tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
+                                size_t iovcnt, uct_tag_context_t *ctx);
+    ucs_status_t tag_recv_cancel(uct_tag_context_t *ctx, int force);
+
+    /* ---- endpoint lifetime ---- */
+    ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
+    void         ep_destroy(SmEp *ep);
+
+    /* ---- endpoint operations ---- */
+    ucs_status_t am_short(SmEp *ep, uint8_t id, uint64_t header, const void *payload,
+                          unsigned length);
+    ssize_t      am_bcopy(SmEp *ep, uint8_t id, uct_pack_callback_t pack_cb, void *arg);
+    ucs_status_t am_zcopy(SmEp *ep, uint8_t id, const void *header, unsigned header_length,
+                          const uct_iov_t *iov, size_t iovcnt);
+    ucs_status_t tag_eager_short(SmEp *ep, uct_tag_t tag, const void *data, size_t length);
+    ssize_t      tag_eager_bcopy(SmEp *ep, uct_tag_t tag, uint64_t imm,
+                                 uct_pack_callback_t pack_cb, void *arg);
+    ucs_status_t tag_eager_zcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, const uct_iov_t *iov,
+                                 size_t iovcnt);
+    ucs_status_ptr_t tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *header,
+                                    unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
+                                    uct_completion_t *comp);
+    ucs_status_t tag_rndv_cancel(SmEp *ep, void *op);
+    ucs_status_t tag_rndv_request(SmEp *ep, uct_tag_t tag, const void *header,
+                                  unsigned header_length);
+    ucs_status_t get_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                           uct_rkey_t rkey);
+    ucs_status_t put_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                           uct_rkey_t rkey);
+    ucs_status_t pending_add(SmEp *ep, uct_pending_req_t *req);
+    void         pending_purge(SmEp *ep, uct_pending_purge_callback_t cb, void *arg);
+    ucs_status_t ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp);
+    ucs_status_t ep_check(SmEp *ep);
+
+    /* uct_iface_release_desc() of a descriptor kept by a callback. */
+    void release_desc(void *desc);
+
+    const TagEngine &tags() const { return tags_; }
+
+  private:
+    /* The uct_recv_desc_t UCX finds in front of delivered descriptors. */
+    struct DescOwner {
+        uct_recv_desc_t desc;
+        SmIface        *iface;
+    };
+
+    struct FlushWaiter {
+        SmEp             *ep; /* null: iface flush */
+        uct_completion_t *comp;
+    };
+
+    /* Progress calls between checks of the clock (peer liveness, stalls). */
+    static constexpr uint32_t kSlowProgressPeriod = 256;
+
+    explicit SmIface(const SmConfig &config);
+    ucs_status_t init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                      const uct_iface_config_t *config);
+    IfaceAddress self_address() const;
+    uint32_t     geometry_seg_max() const { return geometry_.seg_size; }
+
+    /* ---- sending (sm_ep.cc) ---- */
+    ucs_status_t tx_ready(SmEp *ep) const;
+    template <typename Fill>
+    ucs_status_t send_inline(SmEp *ep, Kind kind, uint32_t length, const Fill &fill);
+    template <typename Fill>
+    ssize_t send_bcopy(SmEp *ep, Kind kind, uct_pack_callback_t pack_cb, void *arg,
+                       const Fill &fill);
+    /* One message of `total` bytes: `prefix` then the iov list; inline, in
+     * one descriptor, or in up to `max_fragments` descriptor fragments. */
+    ucs_status_t send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t tag, uint64_t imm,
+                             const void *prefix, size_t prefix_length, const uct_iov_t *iov,
+                             size_t iovcnt, size_t total, size_t max_fragments);
+    ucs_status_t send_control_now(RemotePeer *peer, const ControlMsg &msg);
+    void         send_control(RemotePeer *peer, const ControlMsg &msg);
+    unsigned     dispatch_pending();
+    bool         flush_done(const SmEp *ep) const;
+    void         complete_flushes();
+
+    /* ---- receiving (sm_iface.cc) ---- */
+    void dispatch(ElemHeader *e);
+    void drop(const Message &m, const char *why);
+    template <typename Invoke> void deliver(const Message &m, const Invoke &invoke);
+    void receive_am(const Message &m);
+    void receive_eager(const Message &m);
+    void receive_rndv_request(const Message &m);
+    void abort_assembly(ucs_status_t status);
+
+    /* ---- peers (sm_iface.cc) ---- */
+    RemotePeer  *peer_of(uint16_t slot);
+    ucs_status_t find_or_attach(const IfaceAddress &remote, RemotePeer **peer);
+    void         put_peer(RemotePeer *peer);
+    void         fail_peer(RemotePeer *peer);
+    void         check_peers();
+    void         recover_stall(uint64_t now);
+    bool         has_deferred_work() const;
+    unsigned     slow_progress();
+
+    /* ---- rendezvous and one-sided copies (sm_rndv.cc) ---- */
+    void         receive_rndv(const Message &m);
+    void         receive_fin(const Message &m);
+    void         cancel_rndv_slot(uint32_t index);
+    void         finish_rndv_op(uint32_t index, ucs_status_t status);
+    ucs_status_t cma_copy(pid_t pid, struct iovec *local, size_t count, uint64_t remote,
+                          size_t length, bool write);
+    ucs_status_t zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                       uct_rkey_t rkey, bool write);
+
+    char *desc_payload(uint32_t d) const {
+        return descs_ + size_t{d} * geometry_.desc_stride + geometry_.desc_payload;
+    }
+
+    /* settings */
+    Geometry   geometry_{};
+    uint32_t   inline_cap_     = 0;
+    size_t     eager_max_      = 0;
+    size_t     rx_headroom_    = 0;
+    unsigned   budget_         = 32;
+    uint32_t   iface_serial_   = 0;
+    bool       tag_enabled_    = false;
+    bool       base_initialized_ = false;
+    uint64_t check_interval_ = 0;
+    uint64_t stall_timeout_  = 0;
+
+    /* own segment */
+    ShmSegment            segment_;
+    SegmentHeader        *header_     = nullptr;
+    FifoReader            fifo_;
+    char                 *descs_      = nullptr;
+    PeerSlot             *peer_slots_ = nullptr;
+    RndvSlot             *rndv_slots_ = nullptr;
+    std::vector<uint32_t> elem_desc_;   /* descriptor attached to each element (our truth) */
+    std::vector<uint32_t> spare_descs_; /* neither attached nor held by the layer above */
+    DescOwner             desc_owner_{};
+    uct_recv_desc_t      *recv_desc_ptr_ = nullptr;
+
+    /* tag matching */
+    TagEngine                tags_;
+    uct_tag_unexp_eager_cb_t eager_cb_  = nullptr;
+    void                    *eager_arg_ = nullptr;
+    uct_tag_unexp_rndv_cb_t  rndv_cb_   = nullptr;
+    void                    *rndv_arg_  = nullptr;
+    Assembly                 assembly_;
+
+    /* peers */
+    std::vector<PeerView>                    peer_views_; /* by slot of our peer table */
+    std::vector<std::unique_ptr<RemotePeer>> peers_;
+    size_t                                   num_eps_ = 0;
+
+    /* outgoing rendezvous */
+    std::vector<RndvOp>   rndv_ops_;
+    std::vector<uint32_t> free_rndv_ops_;
+    size_t                rndv_active_ = 0;
+
+    /* deferred work */
+    std::vector<SmEp *>      pending_eps_;
+    std::vector<FlushWaiter> flush_waiters_;
+    bool                     dispatching_    = false;
+    bool                     has_outbox_     = false;
+    bool                     cma_warned_     = false;
+    uint64_t               next_check_     = 0;
+    uint64_t               stall_since_    = 0;
+    uint32_t                 slow_countdown_ = kSlowProgressPeriod;
+    uint64_t                 dropped_        = 0;
+};
+
+}  // namespace sm
+}  // namespace uct_tm
+
+#endif

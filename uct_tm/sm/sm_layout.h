@@ -1,0 +1,147 @@
+/*
+ * Layout of a tm_sm iface's shared-memory segment. Every field a peer can
+ * write is re-validated by whoever reads it; geometry is copied out once,
+ * after validation, and never re-read from shared memory.
+ *
+ *   +----------------------+  0
+ *   | SegmentHeader        |  geometry (immutable once published), FIFO tail/head
+ *   +----------------------+  fifo_offset
+ *   | FIFO elements        |  fifo_elems x elem_size, receive queue of the owner
+ *   +----------------------+  descs_offset
+ *   | receive descriptors  |  num_descs x desc_stride: payloads larger than an
+ *   |                      |  element; one is attached to each FIFO element
+ *   +----------------------+  peers_offset
+ *   | PeerSlot[max_peers]  |  senders announce their own segment here
+ *   +----------------------+  rndv_offset
+ *   | RndvSlot[rndv_slots] |  state of the owner's outgoing rendezvous sends
+ *   +----------------------+
+ */
+#ifndef UCT_TM_SM_SM_LAYOUT_H_
+#define UCT_TM_SM_SM_LAYOUT_H_
+
+#include "base/shm_segment.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace uct_tm {
+namespace sm {
+
+inline constexpr uint64_t kSegmentMagic   = 0x6d735f6d745f7375ull; /* "us_tm_sm" */
+inline constexpr uint32_t kLayoutVersion  = 1;
+inline constexpr size_t   kCacheLine      = 64;
+inline constexpr uint64_t kStateReady     = 1ull << 63;
+inline constexpr uint64_t kStateSkipped   = 1ull << 62;
+inline constexpr uint64_t kStateSeqMask   = kStateSkipped - 1;
+
+/* Immutable geometry, as published by the owner and checked by peers. */
+struct Geometry {
+    uint32_t fifo_elems;      /* power of two */
+    uint32_t elem_size;       /* multiple of the cache line */
+    uint64_t fifo_offset;
+    uint32_t num_descs;
+    uint32_t desc_stride;     /* multiple of the cache line */
+    uint64_t descs_offset;
+    uint32_t desc_payload;    /* payload offset inside a descriptor */
+    uint32_t seg_size;        /* payload bytes of a descriptor */
+    uint32_t max_peers;
+    uint32_t rndv_slots;
+    uint64_t peers_offset;
+    uint64_t rndv_offset;
+    uint64_t total_size;
+};
+
+struct SegmentHeader {
+    uint64_t magic;
+    uint32_t version;
+    int32_t  pid;
+    uint32_t uid;
+    uint32_t iface_serial;
+    uint64_t boot_id;
+    Geometry geometry;
+
+    alignas(kCacheLine) std::atomic<uint64_t> tail; /* next sequence senders claim */
+    alignas(kCacheLine) std::atomic<uint64_t> head; /* next sequence the owner reads */
+    alignas(kCacheLine) std::atomic<uint32_t> closed; /* owner is going away */
+};
+
+/* Kinds of FIFO elements. */
+enum class Kind : uint8_t {
+    kDropped = 0,  /* claimed, then given up by its sender: skip */
+    kAm = 1,       /* active message: aux = am id */
+    kTagEager,     /* tagged eager fragment: tag, imm (last fragment only) */
+    kTagRndv,      /* tagged rendezvous (tag_rndv_zcopy): RndvInfo + header */
+    kTagRndvReq,   /* software rendezvous request (tag_rndv_request): header */
+    kRndvFin,      /* receiver finished reading a rendezvous send: imm = op token, aux = status */
+    kLast
+};
+
+/* Element flags. */
+enum : uint8_t {
+    kFlagDesc  = 1u << 0, /* payload is in the attached descriptor, not inline */
+    kFlagFirst = 1u << 1, /* first fragment of a message */
+    kFlagMore  = 1u << 2, /* more fragments follow in the next elements */
+};
+
+struct alignas(8) ElemHeader {
+    std::atomic<uint64_t> state;  /* sequence | kStateReady */
+    Kind                  kind;
+    uint8_t               flags;
+    uint16_t              peer;   /* sender's slot in the owner's peer table */
+    uint32_t              length; /* payload bytes of this element */
+    uint32_t              desc;   /* attached descriptor (owner writes, senders read) */
+    uint32_t              aux;
+    uint64_t              tag;
+    uint64_t              imm;
+};
+static_assert(sizeof(ElemHeader) == 40, "FIFO element header");
+
+/* Payload prefix of a kTagRndv element. */
+struct RndvInfo {
+    uint64_t op_token; /* RndvSlot index | generation << 32 */
+    uint64_t address;  /* sender's buffer */
+    uint64_t length;
+    uint32_t header_length;
+    uint32_t reserved;
+};
+static_assert(sizeof(RndvInfo) == 32, "rendezvous info");
+
+/* A sender's entry in the owner's peer table. */
+struct alignas(kCacheLine) PeerSlot {
+    std::atomic<uint32_t> state; /* kPeerFree, or generation << 2 | kPeerUsed */
+    uint32_t              iface_serial;
+    ShmId                 segment; /* the sender's own segment */
+};
+inline constexpr uint32_t kPeerFree    = 0;
+inline constexpr uint32_t kPeerClaimed = 1; /* being filled */
+inline constexpr uint32_t kPeerUsed    = 2;
+
+/* State of one outgoing rendezvous send, readable by its receiver so that a
+ * cancel and the receiver's read never overlap:
+ *   POSTED -> READING (receiver, CAS) -> DONE (receiver) ; POSTED -> FREE (cancel)
+ * Packed as generation << 4 | state. */
+struct RndvSlot {
+    std::atomic<uint32_t> word;
+};
+enum : uint32_t { kRndvFree = 0, kRndvPosted = 1, kRndvReading = 2, kRndvDone = 3 };
+
+inline uint32_t rndv_word(uint32_t gen, uint32_t state) { return (gen << 4) | state; }
+
+inline size_t align_up(size_t value, size_t align) { return (value + align - 1) & ~(align - 1); }
+
+/* Lays out a segment; false if the parameters do not fit. */
+bool make_geometry(uint32_t fifo_elems, uint32_t elem_size, uint32_t spare_descs,
+                   uint32_t seg_size, size_t rx_headroom, uint32_t max_peers,
+                   uint32_t rndv_slots, Geometry *out);
+
+/* Checks a geometry read from a peer's segment of `segment_size` bytes. */
+bool valid_geometry(const Geometry &g, uint64_t segment_size);
+
+/* This host's boot identity: peers with another one are not reachable. */
+uint64_t boot_id();
+
+}  // namespace sm
+}  // namespace uct_tm
+
+#endif

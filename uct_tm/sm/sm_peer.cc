@@ -1,0 +1,120 @@
+#include "sm_peer.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace uct_tm {
+namespace sm {
+namespace {
+
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+    return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+    (void)pid;
+    return -1;
+#endif
+}
+
+}  // namespace
+
+ucs_status_t RemotePeer::attach(const IfaceAddress &remote, const IfaceAddress &self,
+                                RemotePeer **out) {
+    RemotePeer *peer = new (std::nothrow) RemotePeer;
+    if (peer == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    ucs_status_t status = ShmSegment::attach(remote.segment, sizeof(SegmentHeader), &peer->segment_);
+    if (status != UCS_OK) {
+        delete peer;
+        return status;
+    }
+    peer->address_ = remote;
+    auto *header   = static_cast<SegmentHeader *>(peer->segment_.address());
+    /* Copy, then check: the peer cannot change what we validated. */
+    SegmentHeader snapshot;
+    memcpy(static_cast<void *>(&snapshot), header, offsetof(SegmentHeader, tail));
+    if ((snapshot.magic != kSegmentMagic) || (snapshot.version != kLayoutVersion) ||
+        (snapshot.pid != remote.segment.pid) || (snapshot.uid != remote.segment.uid) ||
+        (snapshot.iface_serial != remote.iface_serial) || (snapshot.boot_id != boot_id()) ||
+        !valid_geometry(snapshot.geometry, peer->segment_.size())) {
+        ucs_error("tm_sm: segment of process %d is not a compatible tm_sm iface (magic 0x%lx "
+                  "version %u)", remote.segment.pid, static_cast<unsigned long>(snapshot.magic),
+                  snapshot.version);
+        delete peer;
+        return UCS_ERR_UNREACHABLE;
+    }
+    peer->header_   = header;
+    peer->geometry_ = snapshot.geometry;
+    peer->fifo_.init(header, peer->geometry_);
+    char *base        = static_cast<char *>(peer->segment_.address());
+    peer->rndv_slots_ = reinterpret_cast<RndvSlot *>(base + peer->geometry_.rndv_offset);
+
+    /* Claim a slot in its peer table: FREE -> CLAIMED, fill, -> USED. */
+    auto    *slots = reinterpret_cast<PeerSlot *>(base + peer->geometry_.peers_offset);
+    uint32_t i     = 0;
+    for (; i < peer->geometry_.max_peers; ++i) {
+        uint32_t word = slots[i].state.load(std::memory_order_relaxed);
+        if (((word & 3) == kPeerFree) &&
+            slots[i].state.compare_exchange_strong(word, (word & ~3u) | kPeerClaimed,
+                                                   std::memory_order_acquire)) {
+            slots[i].iface_serial = self.iface_serial;
+            slots[i].segment      = self.segment;
+            peer->slot_word_      = ((word & ~3u) + 4) | kPeerUsed;
+            slots[i].state.store(peer->slot_word_, std::memory_order_release);
+            break;
+        }
+    }
+    if (i == peer->geometry_.max_peers) {
+        ucs_error("tm_sm: peer table of process %d is full (%u entries): raise "
+                  "UCX_TM_SM_MAX_PEERS there", remote.segment.pid, peer->geometry_.max_peers);
+        delete peer;
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    peer->slot_  = static_cast<uint16_t>(i);
+    peer->pidfd_ = open_pidfd(remote.segment.pid);
+    *out         = peer;
+    return UCS_OK;
+}
+
+RemotePeer::~RemotePeer() {
+    if (header_ != nullptr && slot_word_ != 0) {
+        auto *slots = reinterpret_cast<PeerSlot *>(static_cast<char *>(segment_.address()) +
+                                                   geometry_.peers_offset);
+        /* Free our slot unless the owner already recycled it. */
+        uint32_t expected = slot_word_;
+        slots[slot_].state.compare_exchange_strong(expected, slot_word_ & ~3u,
+                                                   std::memory_order_release);
+    }
+    if (pidfd_ >= 0) {
+        close(pidfd_);
+    }
+}
+
+bool RemotePeer::check_alive() {
+    if (dead_) {
+        return false;
+    }
+    if (header_->closed.load(std::memory_order_acquire)) {
+        dead_ = true;
+    } else if (pidfd_ >= 0) {
+        struct pollfd pfd = {pidfd_, POLLIN, 0};
+        dead_ = (poll(&pfd, 1, 0) > 0);
+    } else {
+        dead_ = (kill(pid(), 0) != 0) && (errno == ESRCH);
+    }
+    if (dead_) {
+        ucs_debug("tm_sm: peer process %d is gone", pid());
+    }
+    return !dead_;
+}
+
+}  // namespace sm
+}  // namespace uct_tm

@@ -1,0 +1,352 @@
+/*
+ * tm_sm rendezvous and one-sided copies.
+ *
+ * tag_rndv_zcopy publishes the sender's buffer in a RndvSlot of its own
+ * segment and sends an RTS element. A receiver with a matching posted receive
+ * locks the slot (POSTED -> READING), reads the data with one
+ * process_vm_readv straight into the posted buffer, marks it DONE and sends a
+ * FIN that completes the sender's operation. tag_rndv_cancel withdraws the
+ * slot (POSTED -> FREE), waiting out a read already in progress, so a
+ * receiver never reads memory the sender got back. An unexpected RTS goes to
+ * the iface's rndv_cb with an rkey that carries the slot, so that a later
+ * get_zcopy takes the same lock.
+ */
+#include "sm_iface.h"
+
+#include "base/tm_md.h"
+
+#include "base/clock.h"
+#include <ucs/debug/log_def.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace uct_tm {
+namespace sm {
+namespace {
+
+constexpr uint32_t kGenMask = 0x0fffffffu;
+
+uint64_t make_token(uint32_t index, uint32_t gen) { return (uint64_t{gen} << 32) | index; }
+uint32_t token_index(uint64_t token) { return static_cast<uint32_t>(token); }
+uint32_t token_gen(uint64_t token) { return static_cast<uint32_t>(token >> 32) & kGenMask; }
+
+ucs_status_t errno_status(int err) {
+    switch (err) {
+    case EPERM:
+    case EACCES:
+        return UCS_ERR_UNREACHABLE;
+    case ESRCH:
+        return UCS_ERR_CONNECTION_RESET;
+    case EFAULT:
+        return UCS_ERR_INVALID_ADDR;
+    case ENOMEM:
+        return UCS_ERR_NO_MEMORY;
+    default:
+        return UCS_ERR_IO_ERROR;
+    }
+}
+
+/* Drops `n` bytes from the front of an iovec array; returns the new count. */
+size_t advance(struct iovec *&iov, size_t count, size_t n) {
+    while ((count > 0) && (n >= iov->iov_len)) {
+        n -= iov->iov_len;
+        ++iov;
+        --count;
+    }
+    if (count > 0) {
+        iov->iov_base = static_cast<char *>(iov->iov_base) + n;
+        iov->iov_len -= n;
+    }
+    return count;
+}
+
+}  // namespace
+
+/* Copies `length` bytes at `remote` in process `pid` into `local`. Handles
+ * partial transfers (the kernel stops at page boundaries it cannot map). */
+ucs_status_t SmIface::cma_copy(pid_t pid, struct iovec *local, size_t count, uint64_t remote,
+                               size_t length, bool write) {
+    if (pid == getpid()) {
+        /* Loopback: no system call needed. */
+        const char *src = reinterpret_cast<const char *>(remote);
+        for (size_t i = 0; (i < count) && (length > 0); ++i) {
+            const size_t n = std::min(local[i].iov_len, length);
+            if (write) {
+                memcpy(const_cast<char *>(src), local[i].iov_base, n);
+            } else {
+                memcpy(local[i].iov_base, src, n);
+            }
+            src += n;
+            length -= n;
+        }
+        return UCS_OK;
+    }
+    while (length > 0) {
+        struct iovec  r = {reinterpret_cast<void *>(remote), length};
+        const ssize_t n = write ? process_vm_writev(pid, local, count, &r, 1, 0)
+                                : process_vm_readv(pid, local, count, &r, 1, 0);
+        if (n <= 0) {
+            const int err = (n == 0) ? EFAULT : errno;
+            if (!cma_warned_ && ((err == EPERM) || (err == EACCES))) {
+                cma_warned_ = true;
+                ucs_error("tm_sm: cross-memory attach to process %d denied (%s): check "
+                          "/proc/sys/kernel/yama/ptrace_scope", pid, strerror(err));
+            }
+            return errno_status(err);
+        }
+        remote += static_cast<size_t>(n);
+        length -= static_cast<size_t>(n);
+        count = advance(local, count, static_cast<size_t>(n));
+        if ((count == 0) && (length > 0)) {
+            return UCS_ERR_INVALID_PARAM; /* local buffers smaller than the copy */
+        }
+    }
+    return UCS_OK;
+}
+
+/* ---- sender --------------------------------------------------------------------------- */
+
+ucs_status_ptr_t SmIface::tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *header,
+                                         unsigned header_length, const uct_iov_t *iov,
+                                         size_t iovcnt, uct_completion_t *comp) {
+    if (ucs_unlikely((iovcnt != 1) || (iov == nullptr) || (iov->count != 1) ||
+                     ((iov->buffer == nullptr) && (iov->length > 0)) ||
+                     ((header == nullptr) && header_length) ||
+                     (header_length > geometry_.seg_size - sizeof(RndvInfo)))) {
+        return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
+    }
+    ucs_status_t status = tx_ready(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return UCS_STATUS_PTR(status);
+    }
+    if (ucs_unlikely(free_rndv_ops_.empty())) {
+        return UCS_STATUS_PTR(UCS_ERR_NO_RESOURCE);
+    }
+    const uint32_t index = free_rndv_ops_.back();
+    RndvOp        &op    = rndv_ops_[index];
+    const RndvInfo info  = {make_token(index, op.gen), reinterpret_cast<uintptr_t>(iov->buffer),
+                            iov->length, header_length, 0};
+    rndv_slots_[index].word.store(rndv_word(op.gen, kRndvPosted), std::memory_order_release);
+    const uct_iov_t hdr = {const_cast<void *>(header), header_length, nullptr, 0, 1};
+    status = send_gather(ep, Kind::kTagRndv, 0, tag, 0, &info, sizeof(info), &hdr, 1,
+                         sizeof(info) + header_length, 1);
+    if (status != UCS_OK) {
+        rndv_slots_[index].word.store(rndv_word(op.gen, kRndvFree), std::memory_order_release);
+        return UCS_STATUS_PTR(status);
+    }
+    free_rndv_ops_.pop_back();
+    op.active = true;
+    op.comp   = comp;
+    op.ep     = ep;
+    ++ep->rndv_outstanding;
+    ++rndv_active_;
+    return reinterpret_cast<void *>(static_cast<uintptr_t>(info.op_token));
+}
+
+/* Withdraws slot `index` from receivers: afterwards none reads its buffer. */
+void SmIface::cancel_rndv_slot(uint32_t index) {
+    RndvSlot      &slot = rndv_slots_[index];
+    const uint32_t gen  = rndv_ops_[index].gen;
+    uint32_t       word = rndv_word(gen, kRndvPosted);
+    while (!slot.word.compare_exchange_weak(word, rndv_word(gen, kRndvFree),
+                                            std::memory_order_acq_rel)) {
+        if (word == rndv_word(gen, kRndvReading)) {
+            /* A receiver is copying right now; it is bounded by one copy of
+             * the message, unless the receiver died mid-copy. */
+            RemotePeer *peer = (rndv_ops_[index].ep != nullptr) ? rndv_ops_[index].ep->peer : nullptr;
+            if ((peer != nullptr) && !peer->check_alive()) {
+                break;
+            }
+            cpu_relax();
+            word = rndv_word(gen, kRndvPosted);
+            continue;
+        }
+        break; /* DONE (FIN in flight) or already free */
+    }
+}
+
+ucs_status_t SmIface::tag_rndv_cancel(SmEp *ep, void *op_handle) {
+    const uint64_t token = reinterpret_cast<uintptr_t>(op_handle);
+    const uint32_t index = token_index(token);
+    if ((index >= rndv_ops_.size()) || !rndv_ops_[index].active ||
+        (rndv_ops_[index].gen != token_gen(token)) || (rndv_ops_[index].ep != ep)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    cancel_rndv_slot(index);
+    rndv_ops_[index].comp = nullptr; /* UCT: the completion is not called */
+    finish_rndv_op(index, UCS_ERR_CANCELED);
+    return UCS_OK;
+}
+
+void SmIface::finish_rndv_op(uint32_t index, ucs_status_t status) {
+    RndvOp &op = rndv_ops_[index];
+    if (!op.active) {
+        return;
+    }
+    uct_completion_t *comp = op.comp;
+    if (op.ep != nullptr) {
+        --op.ep->rndv_outstanding;
+    }
+    op.active = false;
+    op.comp   = nullptr;
+    op.ep     = nullptr;
+    op.gen    = (op.gen + 1) & kGenMask;
+    rndv_slots_[index].word.store(rndv_word(op.gen, kRndvFree), std::memory_order_release);
+    free_rndv_ops_.push_back(index);
+    --rndv_active_;
+    if (comp != nullptr) {
+        uct_completion_update_status(comp, status);
+        if (--comp->count == 0) {
+            comp->func(comp);
+        }
+    }
+}
+
+void SmIface::receive_fin(const Message &m) {
+    const uint32_t index = token_index(m.imm);
+    if ((index >= rndv_ops_.size()) || !rndv_ops_[index].active ||
+        (rndv_ops_[index].gen != token_gen(m.imm))) {
+        return; /* cancelled meanwhile, or stale */
+    }
+    finish_rndv_op(index, static_cast<ucs_status_t>(static_cast<int32_t>(m.aux)));
+}
+
+/* ---- receiver ------------------------------------------------------------------------- */
+
+void SmIface::receive_rndv(const Message &m) {
+    if (ucs_unlikely(!tag_enabled_)) {
+        drop(m, "tagged message but tag offload is off");
+        return;
+    }
+    RndvInfo info;
+    if (ucs_unlikely(m.length < sizeof(info))) {
+        drop(m, "rendezvous without its descriptor");
+        return;
+    }
+    memcpy(&info, m.payload, sizeof(info));
+    if (ucs_unlikely((info.header_length != m.length - sizeof(info)) ||
+                     (info.address + info.length < info.address))) {
+        drop(m, "inconsistent rendezvous descriptor");
+        return;
+    }
+    const void     *header = static_cast<const char *>(m.payload) + sizeof(info);
+    RemotePeer     *sender = peer_of(m.peer);
+    TagEngine::Recv *recv  = tags_.match(m.tag);
+    if (recv == nullptr) {
+        if ((sender == nullptr) || (rndv_cb_ == nullptr)) {
+            drop(m, (sender == nullptr) ? "rendezvous from an unknown peer"
+                                        : "unexpected rendezvous but no rndv callback");
+            return;
+        }
+        PackedRkey rkey{};
+        rkey.magic      = kRkeyMagic;
+        rkey.flags      = kRkeyRndv;
+        rkey.address    = info.address;
+        rkey.length     = info.length;
+        rkey.pid        = sender->pid();
+        rkey.rndv_token = info.op_token;
+        rndv_cb_(rndv_arg_, 0, m.tag, header, info.header_length, info.address, info.length,
+                 &rkey);
+        return;
+    }
+    if (sender == nullptr) {
+        tags_.complete(recv, m.tag, 0, info.length, UCS_ERR_UNREACHABLE);
+        return;
+    }
+    RndvSlot *slot = sender->rndv_slot(token_index(info.op_token));
+    if (slot == nullptr) {
+        tags_.complete(recv, m.tag, 0, info.length, UCS_ERR_INVALID_PARAM);
+        return;
+    }
+    const uint32_t gen    = token_gen(info.op_token);
+    uint32_t       posted = rndv_word(gen, kRndvPosted);
+    if (!slot->word.compare_exchange_strong(posted, rndv_word(gen, kRndvReading),
+                                            std::memory_order_acquire)) {
+        /* The sender cancelled before we got to it. */
+        tags_.complete(recv, m.tag, 0, info.length, UCS_ERR_CANCELED);
+        return;
+    }
+    ucs_status_t status = UCS_OK;
+    if (tags_.wanted(recv)) {
+        struct iovec local[kMaxRecvIov];
+        const size_t want  = std::min(info.length, recv->capacity);
+        const size_t count = tags_.iovecs(recv, want, local);
+        status = cma_copy(sender->pid(), local, count, info.address, want, false);
+    }
+    slot->word.store(rndv_word(gen, kRndvDone), std::memory_order_release);
+    /* The sender's buffer is free to go even when the read failed. */
+    send_control(sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), info.op_token});
+    tags_.complete(recv, m.tag, 0, info.length, status);
+}
+
+/* ---- one-sided ------------------------------------------------------------------------- */
+
+ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                            uct_rkey_t rkey, bool write) {
+    RemoteKey *key = remote_key(rkey);
+    if (ucs_unlikely((key == nullptr) || (iovcnt > kMaxSendIov) || (iov == nullptr && iovcnt))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    struct iovec local[kMaxSendIov];
+    size_t       count = 0, total = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        if ((iov[i].count != 1) || ((iov[i].buffer == nullptr) && iov[i].length) ||
+            (iov[i].length > SIZE_MAX - total)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        if (iov[i].length > 0) {
+            local[count++] = {iov[i].buffer, iov[i].length};
+            total += iov[i].length;
+        }
+    }
+    if (!key->covers(remote_addr, total)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (ucs_unlikely(ep->failed || ep->peer->dead())) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    if (total == 0) {
+        return UCS_OK;
+    }
+    if (key->has_shm) {
+        /* MD-allocated shared memory: map it and copy directly. */
+        void *mapped;
+        if (remote_key_address(key, remote_addr, &mapped) == UCS_OK) {
+            return cma_copy(getpid(), local, count, reinterpret_cast<uintptr_t>(mapped), total,
+                            write);
+        }
+    }
+    RndvSlot *slot = nullptr;
+    uint32_t  gen  = 0;
+    if (key->has_rndv && (ep->peer->pid() == key->pid)) {
+        slot = ep->peer->rndv_slot(token_index(key->rndv_token));
+        gen  = token_gen(key->rndv_token);
+        uint32_t posted = rndv_word(gen, kRndvPosted);
+        if ((slot == nullptr) ||
+            !slot->word.compare_exchange_strong(posted, rndv_word(gen, kRndvReading),
+                                                std::memory_order_acquire)) {
+            return UCS_ERR_CANCELED; /* the sender withdrew the buffer */
+        }
+    }
+    const ucs_status_t status = cma_copy(key->pid, local, count, remote_addr, total, write);
+    if (slot != nullptr) {
+        slot->word.store(rndv_word(gen, kRndvPosted), std::memory_order_release);
+    }
+    return status;
+}
+
+ucs_status_t SmIface::get_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
+                                uint64_t remote_addr, uct_rkey_t rkey) {
+    return zcopy(ep, iov, iovcnt, remote_addr, rkey, false);
+}
+
+ucs_status_t SmIface::put_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
+                                uint64_t remote_addr, uct_rkey_t rkey) {
+    return zcopy(ep, iov, iovcnt, remote_addr, rkey, true);
+}
+
+}  // namespace sm
+}  // namespace uct_tm
