@@ -160,7 +160,7 @@ ucs_status_t SmIface::send_inline(SmEp *ep, Kind kind, uint32_t length, const Fi
     e->peer       = ep->peer->slot();
     e->length     = length;
     fill(e);
-    return FifoWriter::publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
+    return fifo.publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
 }
 
 ucs_status_t SmIface::send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t tag, uint64_t imm,
@@ -185,7 +185,7 @@ ucs_status_t SmIface::send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t 
         e->tag        = tag;
         e->imm        = imm;
         gather(static_cast<char *>(inline_payload(e)), 0, total, prefix, prefix_length, iov, iovcnt);
-        return FifoWriter::publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
+        return fifo.publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
     }
     const size_t seg     = ep->peer->geometry().seg_size;
     const size_t nfrags  = (total + seg - 1) / seg;
@@ -226,7 +226,7 @@ ucs_status_t SmIface::send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t 
      * thought we were dead), turn the rest into drops so it can move on. */
     for (size_t i = nfrags; i-- > 0;) {
         ElemHeader *e = fifo.elem(seq + i);
-        if (!FifoWriter::publish(e, seq + i)) {
+        if (!fifo.publish(e, seq + i)) {
             for (size_t j = 0; j < i; ++j) {
                 fifo.elem(seq + j)->kind = Kind::kDropped;
             }
@@ -250,7 +250,7 @@ ucs_status_t SmIface::send_control_now(RemotePeer *peer, const ControlMsg &msg) 
     e->aux        = msg.aux;
     e->tag        = 0;
     e->imm        = msg.imm;
-    return FifoWriter::publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
+    return fifo.publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
 }
 
 void SmIface::send_control(RemotePeer *peer, const ControlMsg &msg) {
@@ -304,7 +304,7 @@ ssize_t SmIface::send_bcopy(SmEp *ep, Kind kind, uct_pack_callback_t pack_cb, vo
     e->peer             = ep->peer->slot();
     if (ucs_unlikely(payload == nullptr)) {
         e->kind = Kind::kDropped;
-        FifoWriter::publish(e, seq);
+        fifo.publish(e, seq);
         return UCS_ERR_IO_ERROR;
     }
     const size_t length = pack_cb(payload, arg);
@@ -312,14 +312,14 @@ ssize_t SmIface::send_bcopy(SmEp *ep, Kind kind, uct_pack_callback_t pack_cb, vo
         ucs_error("tm_sm: pack callback wrote %zu bytes, more than max_bcopy %u", length,
                   ep->peer->geometry().seg_size);
         e->kind = Kind::kDropped;
-        FifoWriter::publish(e, seq);
+        fifo.publish(e, seq);
         return UCS_ERR_INVALID_PARAM;
     }
     e->kind   = kind;
     e->flags  = kFlagFirst | kFlagDesc;
     e->length = static_cast<uint32_t>(length);
     fill(e);
-    if (!FifoWriter::publish(e, seq)) {
+    if (!fifo.publish(e, seq)) {
         return UCS_ERR_NO_RESOURCE;
     }
     return static_cast<ssize_t>(length);

@@ -1,17 +1,19 @@
 /*
  * The receive FIFO of a tm_sm iface: many senders, one reader, lock-free.
  *
- * Senders claim consecutive sequence numbers with a CAS on the shared tail
- * (refusing when the ring is full, judged from a cached copy of the reader's
- * head), write their elements, then publish each one by a CAS of its state
- * from `seq` to `seq | kStateReady`. The reader consumes in sequence order and
- * frees an element by storing `seq + fifo_elems` into its state (the value the
- * sender of the next lap expects), then publishes its head.
+ * Sequence numbers start at fifo_elems (N). Senders claim consecutive
+ * sequences with a CAS on the shared tail (refusing when the ring is full,
+ * judged from a cached copy of the reader's head), write their elements, then
+ * publish each one by a CAS of its state from the previous lap's value
+ * `(seq - N) | kStateReady` to `seq | kStateReady`. The reader consumes in
+ * sequence order and never writes an element back: it only advances and
+ * publishes its head, so an element's cache line travels from sender to reader
+ * and nowhere else (a reader write would make the next sender pull it back).
  *
  * Why publish by CAS and not a store: if a sender dies between claiming and
  * publishing, the reader would wait forever on that element. Once it knows a
- * peer died it may mark a long-stalled element skipped (CAS `seq` ->
- * `seq | kStateReady | kStateSkipped`); a sender that was merely slow then
+ * peer died it may mark a long-stalled element skipped (CAS previous-lap value
+ * -> `seq | kStateReady | kStateSkipped`); a sender that was merely slow then
  * fails its publish and reports the send as not done, instead of corrupting
  * the next lap.
  */
@@ -83,9 +85,17 @@ class FifoWriter {
     }
 
     /* Makes a written element visible; false if the owner skipped it. */
-    static bool publish(ElemHeader *e, uint64_t seq) {
-        uint64_t expected = seq;
-        return e->state.compare_exchange_strong(expected, seq | kStateReady,
+    bool publish(ElemHeader *e, uint64_t seq) const {
+        const uint64_t prev     = (seq - (mask_ + 1)) | kStateReady;
+        uint64_t       expected = prev;
+        if (ucs_likely(e->state.compare_exchange_strong(expected, seq | kStateReady,
+                                                        std::memory_order_release,
+                                                        std::memory_order_relaxed))) {
+            return true;
+        }
+        /* The previous lap's element was itself skipped: still ours to take. */
+        return (expected == (prev | kStateSkipped)) &&
+               e->state.compare_exchange_strong(expected, seq | kStateReady,
                                                 std::memory_order_release,
                                                 std::memory_order_relaxed);
     }
@@ -113,12 +123,13 @@ class FifoReader {
         elems_     = reinterpret_cast<char *>(header) + g.fifo_offset;
         mask_      = g.fifo_elems - 1;
         elem_size_ = g.elem_size;
-        head_      = 0;
+        head_      = mask_ + 1;
+        /* Lap 0 "was" published: element i waits for sequence N + i. */
         for (uint64_t i = 0; i <= mask_; ++i) {
-            elem(i)->state.store(i, std::memory_order_relaxed);
+            elem(i)->state.store(i | kStateReady, std::memory_order_relaxed);
         }
-        header->tail.store(0, std::memory_order_relaxed);
-        header->head.store(0, std::memory_order_release);
+        header->tail.store(head_, std::memory_order_relaxed);
+        header->head.store(head_, std::memory_order_release);
     }
 
     /* The next element if it is published (possibly as skipped), else null. */
@@ -132,9 +143,8 @@ class FifoReader {
         return e->state.load(std::memory_order_relaxed) & kStateSkipped;
     }
 
-    /* Frees the element poll() returned. */
-    void release(ElemHeader *e) {
-        e->state.store(head_ + mask_ + 1, std::memory_order_release);
+    /* Frees the element poll() returned (for the sender of the next lap). */
+    void release() {
         ++head_;
         header_->head.store(head_, std::memory_order_release);
     }
@@ -146,7 +156,11 @@ class FifoReader {
 
     /* Gives up on the stalled next element (its sender died). */
     bool skip_stalled() {
-        uint64_t expected = head_;
+        const uint64_t prev     = (head_ - (mask_ + 1)) | kStateReady;
+        uint64_t       expected = elem(head_)->state.load(std::memory_order_acquire);
+        if ((expected & ~kStateSkipped) != prev) {
+            return false; /* published meanwhile */
+        }
         return elem(head_)->state.compare_exchange_strong(
             expected, head_ | kStateReady | kStateSkipped, std::memory_order_acq_rel);
     }

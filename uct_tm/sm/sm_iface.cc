@@ -198,6 +198,8 @@ SmIface::~SmIface() {
     }
     peers_.clear(); /* frees our slots in the peers' tables */
     if (base_initialized_) {
+        /* Leave the worker's progress queue before the iface goes away. */
+        abi::progress_disable(abi::to_uct(&base), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
         abi::cleanup_base_iface(&base);
     }
 }
@@ -310,7 +312,7 @@ unsigned SmIface::progress() {
             break;
         }
         dispatch(e);
-        fifo_.release(e);
+        fifo_.release();
         ++count;
     }
     count += tags_.progress();

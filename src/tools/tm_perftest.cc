@@ -1,0 +1,834 @@
+/*
+ * tm_perftest: two-process benchmark of UCT tagged messaging over any
+ * tag-capable UCT transport (tm_sm by default).
+ *
+ *   tag_lat   ping-pong; one-way latency = round trip / 2
+ *   tag_bw    streaming with a window of posted receives; message rate and
+ *             bandwidth at the sender
+ *
+ * The process forks: the child is the receiver ("server"), the parent the
+ * sender ("client"); addresses travel over a socketpair. Each message size
+ * picks the path a protocol layer would: eager short / bcopy / zcopy within
+ * the iface's eager limits, tag_rndv_zcopy above. Receives are posted before
+ * the message arrives (expected) unless --unexpected, where the receiver takes
+ * every message through the iface's unexpected callbacks (and answers an
+ * unexpected rendezvous with get_zcopy and an AM acknowledgement, as UCP does).
+ * --depth N keeps N extra non-matching receives posted all along, spread over
+ * --mask-classes mask patterns, to measure matching against deep queues.
+ *
+ * Output: one table row per size, and CSV with --csv FILE.
+ */
+#include <uct/api/uct.h>
+#include <ucs/async/async_fwd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <getopt.h>
+#include <sched.h>
+#include <signal.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+/* ---- options ------------------------------------------------------------------ */
+
+struct Options {
+    std::string         test      = "tag_lat";
+    std::string         transport = "tm_sm";
+    std::vector<size_t> sizes     = {8};
+    size_t              iters     = 0; /* 0: chosen per size */
+    size_t              warmup    = 0;
+    size_t              window    = 32;
+    size_t              depth     = 0;
+    unsigned            mask_classes = 1;
+    bool                unexpected   = false;
+    bool                md_memory    = false;
+    std::string         csv;
+    int                 cpu_client = -1, cpu_server = -1;
+    bool                header     = true;
+};
+
+void usage() {
+    printf("usage: tm_perftest [options]\n"
+           "  -t, --test tag_lat|tag_bw   benchmark (default tag_lat)\n"
+           "  -x, --transport NAME        UCT transport (default tm_sm)\n"
+           "  -s, --sizes LIST            message sizes, e.g. 8,1k,64k,1m (default 8)\n"
+           "  -n, --iters N               measured iterations per size (default: by size)\n"
+           "  -w, --window N              tag_bw: receives posted ahead (default 32)\n"
+           "  -D, --depth N               extra non-matching receives kept posted\n"
+           "      --mask-classes K        spread them over K mask patterns (default 1: exact)\n"
+           "  -U, --unexpected            receiver posts nothing: unexpected callbacks\n"
+           "      --md-memory             buffers from the MD (shared memory) instead of malloc\n"
+           "  -c, --cpus C,S              pin client (sender) and server to CPUs\n"
+           "      --csv FILE              append results as CSV\n"
+           "      --no-header             no table/CSV header\n");
+}
+
+size_t parse_size(const char *s) {
+    char        *end;
+    double       v    = strtod(s, &end);
+    const double mult = (*end == 'k' || *end == 'K') ? 1024.0
+                      : (*end == 'm' || *end == 'M') ? 1048576.0
+                      : (*end == 'g' || *end == 'G') ? 1073741824.0
+                                                     : 1.0;
+    return static_cast<size_t>(v * mult);
+}
+
+std::vector<size_t> parse_sizes(const char *s) {
+    std::vector<size_t> out;
+    std::string         list(s);
+    size_t              pos = 0;
+    while (pos <= list.size()) {
+        const size_t comma = list.find(',', pos);
+        const std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos
+                                                                             : comma - pos);
+        if (!item.empty()) {
+            out.push_back(parse_size(item.c_str()));
+        }
+        if (comma == std::string::npos) {
+            break;
+        }
+        pos = comma + 1;
+    }
+    return out;
+}
+
+bool parse(int argc, char **argv, Options *o) {
+    enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory };
+    static const struct option longopts[] = {
+        {"test", required_argument, nullptr, 't'},      {"transport", required_argument, nullptr, 'x'},
+        {"sizes", required_argument, nullptr, 's'},     {"iters", required_argument, nullptr, 'n'},
+        {"window", required_argument, nullptr, 'w'},    {"depth", required_argument, nullptr, 'D'},
+        {"mask-classes", required_argument, nullptr, kMaskClasses},
+        {"unexpected", no_argument, nullptr, 'U'},      {"md-memory", no_argument, nullptr, kMdMemory},
+        {"cpus", required_argument, nullptr, 'c'},      {"csv", required_argument, nullptr, kCsv},
+        {"no-header", no_argument, nullptr, kNoHeader}, {"help", no_argument, nullptr, 'h'},
+        {nullptr, 0, nullptr, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "t:x:s:n:w:D:Uc:h", longopts, nullptr)) != -1) {
+        switch (c) {
+        case 't': o->test = optarg; break;
+        case 'x': o->transport = optarg; break;
+        case 's': o->sizes = parse_sizes(optarg); break;
+        case 'n': o->iters = strtoull(optarg, nullptr, 0); break;
+        case 'w': o->window = std::max<size_t>(1, strtoull(optarg, nullptr, 0)); break;
+        case 'D': o->depth = strtoull(optarg, nullptr, 0); break;
+        case kMaskClasses: o->mask_classes = std::max(1u, unsigned(strtoul(optarg, nullptr, 0))); break;
+        case 'U': o->unexpected = true; break;
+        case kMdMemory: o->md_memory = true; break;
+        case 'c':
+            if (sscanf(optarg, "%d,%d", &o->cpu_client, &o->cpu_server) != 2) {
+                return false;
+            }
+            break;
+        case kCsv: o->csv = optarg; break;
+        case kNoHeader: o->header = false; break;
+        default: return false;
+        }
+    }
+    return ((o->test == "tag_lat") || (o->test == "tag_bw")) && !o->sizes.empty();
+}
+
+[[noreturn]] void die(const char *what, ucs_status_t status) {
+    fprintf(stderr, "tm_perftest: %s: %s\n", what, ucs_status_string(status));
+    exit(2);
+}
+
+#define CHECK(expr)                                           \
+    do {                                                      \
+        ucs_status_t _s = (expr);                             \
+        if (_s != UCS_OK) {                                   \
+            die(#expr, _s);                                   \
+        }                                                     \
+    } while (0)
+
+/* ---- control channel ------------------------------------------------------------ */
+
+void send_all(int fd, const void *buf, size_t len) {
+    const char *p = static_cast<const char *>(buf);
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n <= 0) {
+            if (errno == EINTR) continue;
+            perror("tm_perftest: control channel write");
+            exit(2);
+        }
+        p += n;
+        len -= static_cast<size_t>(n);
+    }
+}
+
+void recv_all(int fd, void *buf, size_t len) {
+    char *p = static_cast<char *>(buf);
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n <= 0) {
+            if ((n < 0) && (errno == EINTR)) continue;
+            fprintf(stderr, "tm_perftest: peer closed the control channel\n");
+            exit(2);
+        }
+        p += n;
+        len -= static_cast<size_t>(n);
+    }
+}
+
+void send_blob(int fd, const std::vector<char> &blob) {
+    const uint64_t n = blob.size();
+    send_all(fd, &n, sizeof(n));
+    send_all(fd, blob.data(), blob.size());
+}
+
+std::vector<char> recv_blob(int fd) {
+    uint64_t n;
+    recv_all(fd, &n, sizeof(n));
+    std::vector<char> blob(n);
+    recv_all(fd, blob.data(), n);
+    return blob;
+}
+
+void barrier(int fd) {
+    char c = 0;
+    send_all(fd, &c, 1);
+    recv_all(fd, &c, 1);
+}
+
+double now_sec() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/* ---- the UCT side ----------------------------------------------------------------- */
+
+constexpr uct_tag_t kDataTag    = 0x5aa5000000000001ull;
+constexpr uct_tag_t kReplyTag   = 0x5aa5000000000002ull;
+constexpr uint8_t   kAmCredit   = 1; /* tag_bw: the receiver returns credits */
+constexpr uint8_t   kAmRndvDone = 2; /* unexpected rndv fetched: the sender may release */
+
+struct Peer;
+
+struct Recv {
+    uct_tag_context_t ctx;
+    bool              done   = false;
+    ucs_status_t      status = UCS_OK;
+};
+
+/* One in-flight send that completes asynchronously (zcopy, rendezvous). */
+struct SendOp {
+    uct_completion_t comp;
+    Peer            *peer;
+};
+
+struct Peer {
+    const Options       *opt    = nullptr;
+    bool                 server = false;
+    ucs_async_context_t *async  = nullptr;
+    uct_worker_h         worker = nullptr;
+    uct_component_h      component = nullptr;
+    uct_md_h             md     = nullptr;
+    uct_md_attr_t        md_attr{};
+    uct_iface_h          iface  = nullptr;
+    uct_iface_attr_t     attr{};
+    uct_ep_h             ep     = nullptr;
+
+    /* send buffer, and the receive area: window slots 64 bytes apart (posted
+     * buffers must differ, and overlapping them keeps the working set of one
+     * message, like a protocol reusing one user buffer) */
+    struct Buffer {
+        char                  *ptr  = nullptr;
+        size_t                 len  = 0;
+        uct_mem_h              memh = UCT_MEM_HANDLE_NULL;
+        uct_allocated_memory_t alloc{};
+        bool                   from_md = false;
+    } sbuf, rbuf;
+
+    size_t unexpected_done = 0; /* messages received through the unexpected callbacks */
+    size_t credits         = 0; /* tag_bw: sends the receiver allows */
+    size_t sends_started   = 0; /* asynchronous sends issued */
+    size_t sends_done      = 0; /* ... and completed */
+    std::vector<SendOp> ops;    /* ring of completions, one per outstanding send */
+    std::vector<void *> rndv_pending; /* --unexpected: rndv ops awaiting the receiver's ack */
+
+    std::vector<Recv> deep;     /* --depth: receives that never match */
+    std::vector<char> deep_buf;
+};
+
+void progress(Peer &p) { uct_worker_progress(p.worker); }
+
+extern "C" void recv_consumed(uct_tag_context_t *) {}
+
+extern "C" void recv_completed(uct_tag_context_t *ctx, uct_tag_t, uint64_t, size_t, void *,
+                               ucs_status_t status) {
+    Recv *r   = reinterpret_cast<Recv *>(ctx);
+    r->done   = true;
+    r->status = status;
+}
+
+extern "C" void recv_rndv(uct_tag_context_t *ctx, uct_tag_t, const void *, unsigned,
+                          ucs_status_t status, unsigned) {
+    /* tm_perftest never sends software rendezvous requests. */
+    Recv *r   = reinterpret_cast<Recv *>(ctx);
+    r->done   = true;
+    r->status = (status == UCS_OK) ? UCS_ERR_UNSUPPORTED : status;
+}
+
+extern "C" void send_completed(uct_completion_t *comp) {
+    SendOp *op = reinterpret_cast<SendOp *>(comp);
+    if (comp->status != UCS_OK) die("send completion", comp->status);
+    ++op->peer->sends_done;
+}
+
+/* Unexpected eager: count whole messages (the last fragment has no MORE). */
+extern "C" ucs_status_t unexp_eager(void *arg, void *data, size_t length, unsigned flags,
+                                    uct_tag_t, uint64_t, void **context) {
+    Peer  *p      = static_cast<Peer *>(arg);
+    size_t offset = (flags & UCT_CB_PARAM_FLAG_FIRST) ? 0 : reinterpret_cast<uintptr_t>(*context);
+    /* Copy out, as a receiver matching it later would. */
+    if (offset < p->rbuf.len) {
+        memcpy(p->rbuf.ptr + offset, data, std::min(length, p->rbuf.len - offset));
+    }
+    *context = reinterpret_cast<void *>(offset + length);
+    if (!(flags & UCT_CB_PARAM_FLAG_MORE)) {
+        ++p->unexpected_done;
+    }
+    return UCS_OK;
+}
+
+/* Unexpected rendezvous: fetch with get_zcopy, then tell the sender. */
+extern "C" ucs_status_t unexp_rndv(void *arg, unsigned, uint64_t, const void *, unsigned,
+                                   uint64_t remote_addr, size_t length, const void *rkey_buf) {
+    Peer *p = static_cast<Peer *>(arg);
+    if (rkey_buf == nullptr) {
+        return UCS_OK;
+    }
+    uct_rkey_bundle_t rkey;
+    CHECK(uct_rkey_unpack(p->component, rkey_buf, &rkey));
+    uct_iov_t    iov = {p->rbuf.ptr, std::min(length, p->rbuf.len), p->rbuf.memh, 0, 1};
+    ucs_status_t status;
+    while ((status = uct_ep_get_zcopy(p->ep, &iov, 1, remote_addr, rkey.rkey, nullptr)) ==
+           UCS_ERR_NO_RESOURCE) {
+        progress(*p);
+    }
+    if (status != UCS_OK) die("get_zcopy (a transport completing it later is not supported)", status);
+    uct_rkey_release(p->component, &rkey);
+    while ((status = uct_ep_am_short(p->ep, kAmRndvDone, 0, nullptr, 0)) == UCS_ERR_NO_RESOURCE) {
+        progress(*p);
+    }
+    CHECK(status);
+    ++p->unexpected_done;
+    return UCS_OK;
+}
+
+extern "C" ucs_status_t am_credit(void *arg, void *data, size_t, unsigned) {
+    Peer    *p = static_cast<Peer *>(arg);
+    uint64_t n;
+    memcpy(&n, data, sizeof(n));
+    p->credits += n;
+    return UCS_OK;
+}
+
+extern "C" ucs_status_t am_rndv_done(void *arg, void *, size_t, unsigned) {
+    Peer *p = static_cast<Peer *>(arg);
+    if (p->rndv_pending.empty()) {
+        die("rendezvous acknowledgement without a pending send", UCS_ERR_INVALID_PARAM);
+    }
+    /* The receiver fetched the data itself: withdraw the transport's op. */
+    CHECK(uct_ep_tag_rndv_cancel(p->ep, p->rndv_pending.front()));
+    p->rndv_pending.erase(p->rndv_pending.begin());
+    ++p->sends_done;
+    return UCS_OK;
+}
+
+/* Finds `transport` in any component, opens its MD and iface, connects to
+ * the peer over the control channel. */
+void open_peer(Peer &p, int fd) {
+    CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &p.async));
+    CHECK(uct_worker_create(p.async, UCS_THREAD_MODE_SINGLE, &p.worker));
+    uct_component_h *components;
+    unsigned         ncomponents;
+    CHECK(uct_query_components(&components, &ncomponents));
+    std::string device;
+    for (unsigned c = 0; (c < ncomponents) && device.empty(); ++c) {
+        uct_component_attr_t cattr = {};
+        cattr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+        CHECK(uct_component_query(components[c], &cattr));
+        std::vector<uct_md_resource_desc_t> mds(cattr.md_resource_count);
+        cattr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        cattr.md_resources = mds.data();
+        CHECK(uct_component_query(components[c], &cattr));
+        for (const auto &mdr : mds) {
+            uct_md_config_t *mdc;
+            uct_md_h         md;
+            if (uct_md_config_read(components[c], nullptr, nullptr, &mdc) != UCS_OK) continue;
+            const ucs_status_t s = uct_md_open(components[c], mdr.md_name, mdc, &md);
+            uct_config_release(mdc);
+            if (s != UCS_OK) continue;
+            uct_tl_resource_desc_t *tls;
+            unsigned                ntls;
+            if (uct_md_query_tl_resources(md, &tls, &ntls) == UCS_OK) {
+                for (unsigned t = 0; t < ntls; ++t) {
+                    if (p.opt->transport == tls[t].tl_name) {
+                        device = tls[t].dev_name;
+                        break;
+                    }
+                }
+                uct_release_tl_resource_list(tls);
+            }
+            if (!device.empty()) {
+                p.md        = md;
+                p.component = components[c];
+                break;
+            }
+            uct_md_close(md);
+        }
+    }
+    uct_release_component_list(components);
+    if (p.md == nullptr) {
+        fprintf(stderr, "tm_perftest: transport %s not found\n", p.opt->transport.c_str());
+        exit(2);
+    }
+    CHECK(uct_md_query(p.md, &p.md_attr));
+    uct_iface_config_t *config;
+    CHECK(uct_md_iface_config_read(p.md, p.opt->transport.c_str(), nullptr, nullptr, &config));
+    uct_iface_params_t params = {};
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB |
+                        UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG | UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB |
+                        UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG | UCT_IFACE_PARAM_FIELD_FEATURES;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = p.opt->transport.c_str();
+    params.mode.device.dev_name = device.c_str();
+    params.eager_cb             = unexp_eager;
+    params.eager_arg            = &p;
+    params.rndv_cb              = unexp_rndv;
+    params.rndv_arg             = &p;
+    params.features = UCT_IFACE_FEATURE_TAG | UCT_IFACE_FEATURE_AM | UCT_IFACE_FEATURE_GET;
+    CHECK(uct_iface_open(p.md, p.worker, &params, config, &p.iface));
+    uct_config_release(config);
+    CHECK(uct_iface_query(p.iface, &p.attr));
+    const uint64_t need = UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
+                          UCT_IFACE_FLAG_TAG_EAGER_ZCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
+    if ((p.attr.cap.flags & need) != need) {
+        fprintf(stderr, "tm_perftest: %s has no tag offload\n", p.opt->transport.c_str());
+        exit(2);
+    }
+    uct_iface_progress_enable(p.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    CHECK(uct_iface_set_am_handler(p.iface, kAmCredit, am_credit, &p, 0));
+    CHECK(uct_iface_set_am_handler(p.iface, kAmRndvDone, am_rndv_done, &p, 0));
+
+    std::vector<char> dev(p.attr.device_addr_len), ifa(p.attr.iface_addr_len);
+    CHECK(uct_iface_get_device_address(p.iface, reinterpret_cast<uct_device_addr_t *>(dev.data())));
+    CHECK(uct_iface_get_address(p.iface, reinterpret_cast<uct_iface_addr_t *>(ifa.data())));
+    send_blob(fd, dev);
+    send_blob(fd, ifa);
+    std::vector<char> rdev = recv_blob(fd), rifa = recv_blob(fd);
+    if (!uct_iface_is_reachable(p.iface, reinterpret_cast<uct_device_addr_t *>(rdev.data()),
+                                reinterpret_cast<uct_iface_addr_t *>(rifa.data()))) {
+        fprintf(stderr, "tm_perftest: peer not reachable over %s\n", p.opt->transport.c_str());
+        exit(2);
+    }
+    uct_ep_params_t ep_params = {};
+    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep_params.iface      = p.iface;
+    ep_params.dev_addr   = reinterpret_cast<uct_device_addr_t *>(rdev.data());
+    ep_params.iface_addr = reinterpret_cast<uct_iface_addr_t *>(rifa.data());
+    CHECK(uct_ep_create(&ep_params, &p.ep));
+    p.ops.resize(std::max<size_t>(p.opt->window, 1) + 1);
+    barrier(fd);
+}
+
+void close_peer(Peer &p) {
+    uct_ep_destroy(p.ep);
+    uct_iface_close(p.iface);
+    uct_md_close(p.md);
+    uct_worker_destroy(p.worker);
+    ucs_async_context_destroy(p.async);
+}
+
+void alloc_buffer(Peer &p, Peer::Buffer &b, size_t len, int fill) {
+    len = std::max<size_t>(len, 64);
+    if (p.opt->md_memory && (p.md_attr.cap.flags & UCT_MD_FLAG_ALLOC)) {
+        uct_alloc_method_t     method = UCT_ALLOC_METHOD_MD;
+        uct_mem_alloc_params_t params = {};
+        params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MDS |
+                            UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE | UCT_MEM_ALLOC_PARAM_FIELD_NAME;
+        params.flags     = UCT_MD_MEM_ACCESS_ALL;
+        params.mds.mds   = &p.md;
+        params.mds.count = 1;
+        params.mem_type  = UCS_MEMORY_TYPE_HOST;
+        params.name      = "tm_perftest";
+        CHECK(uct_mem_alloc(len, &method, 1, &params, &b.alloc));
+        b.ptr     = static_cast<char *>(b.alloc.address);
+        b.memh    = b.alloc.memh;
+        b.from_md = true;
+    } else {
+        void *ptr;
+        if (posix_memalign(&ptr, 4096, len) != 0) die("posix_memalign", UCS_ERR_NO_MEMORY);
+        b.ptr = static_cast<char *>(ptr);
+        if (p.md_attr.cap.flags & UCT_MD_FLAG_REG) {
+            CHECK(uct_md_mem_reg(p.md, b.ptr, len, UCT_MD_MEM_ACCESS_ALL, &b.memh));
+        }
+    }
+    b.len = len;
+    memset(b.ptr, fill, len);
+}
+
+void free_buffer(Peer &p, Peer::Buffer &b) {
+    if (b.from_md) {
+        uct_mem_free(&b.alloc);
+    } else {
+        if (b.memh != UCT_MEM_HANDLE_NULL) uct_md_mem_dereg(p.md, b.memh);
+        free(b.ptr);
+    }
+    b = Peer::Buffer{};
+}
+
+/* --depth: receives that never match the data tags, round-robin over masks
+ * that all keep the data tags' distinguishing high bits. */
+void post_deep(Peer &p) {
+    static const uct_tag_t masks[] = {~0ull,
+                                      0xffffffff00000000ull,
+                                      0xffff0000ffffffffull,
+                                      0xffffffffffff0000ull,
+                                      0xff00ffffffffffffull,
+                                      0xffffff00ffffffffull,
+                                      0xfffffffffffff000ull,
+                                      0xf0ffffffffffffffull};
+    const size_t   n = p.opt->depth;
+    const unsigned k = std::min<unsigned>(p.opt->mask_classes, sizeof(masks) / sizeof(masks[0]));
+    p.deep.assign(n, Recv{});
+    p.deep_buf.resize(n * 8 + 8);
+    for (size_t i = 0; i < n; ++i) {
+        Recv &r              = p.deep[i];
+        r.ctx.tag_consumed_cb = recv_consumed;
+        r.ctx.completed_cb    = recv_completed;
+        r.ctx.rndv_cb         = recv_rndv;
+        const uct_tag_t tag   = 0x1000000000000000ull | (uint64_t{i} << 16) | (i & 0xffff);
+        uct_iov_t       iov   = {&p.deep_buf[i * 8], 8, UCT_MEM_HANDLE_NULL, 0, 1};
+        CHECK(uct_iface_tag_recv_zcopy(p.iface, tag, masks[i % k], &iov, 1, &r.ctx));
+    }
+}
+
+void cancel_deep(Peer &p) {
+    for (Recv &r : p.deep) {
+        CHECK(uct_iface_tag_recv_cancel(p.iface, &r.ctx, 1));
+    }
+    p.deep.clear();
+}
+
+void post_recv(Peer &p, Recv &r, uct_tag_t tag, size_t len, size_t slot) {
+    r.done                = false;
+    r.ctx.tag_consumed_cb = recv_consumed;
+    r.ctx.completed_cb    = recv_completed;
+    r.ctx.rndv_cb         = recv_rndv;
+    uct_iov_t    iov = {p.rbuf.ptr + slot * 64, len, p.rbuf.memh, 0, 1};
+    ucs_status_t s;
+    while ((s = uct_iface_tag_recv_zcopy(p.iface, tag, ~0ull, &iov, 1, &r.ctx)) ==
+           UCS_ERR_NO_RESOURCE) {
+        progress(p);
+    }
+    CHECK(s);
+}
+
+void wait_recv(Peer &p, Recv &r) {
+    while (!r.done) progress(p);
+    if (r.status != UCS_OK) die("receive", r.status);
+}
+
+SendOp *next_op(Peer &p) {
+    SendOp *op      = &p.ops[p.sends_started % p.ops.size()];
+    op->comp.func   = send_completed;
+    op->comp.count  = 1;
+    op->comp.status = UCS_OK;
+    op->peer        = &p;
+    return op;
+}
+
+/* Sends one tagged message of `len` bytes by the path a protocol would pick:
+ * eager short, bcopy, zcopy, or rendezvous. Asynchronous completions are
+ * counted in sends_done. */
+void send_msg(Peer &p, uct_tag_t tag, size_t len) {
+    const auto  &cap = p.attr.cap.tag;
+    uct_iov_t    iov = {p.sbuf.ptr, len, p.sbuf.memh, 0, 1};
+    ucs_status_t s;
+    for (;;) {
+        if (len <= cap.eager.max_short) {
+            s = uct_ep_tag_eager_short(p.ep, tag, p.sbuf.ptr, len);
+        } else if (len <= cap.eager.max_bcopy) {
+            struct Arg {
+                const char *src;
+                size_t      len;
+            } arg = {p.sbuf.ptr, len};
+            const ssize_t n = uct_ep_tag_eager_bcopy(
+                p.ep, tag, 0,
+                [](void *dest, void *a) -> size_t {
+                    const Arg *x = static_cast<const Arg *>(a);
+                    memcpy(dest, x->src, x->len);
+                    return x->len;
+                },
+                &arg, 0);
+            s = (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
+        } else if (len <= cap.eager.max_zcopy) {
+            SendOp *op = next_op(p);
+            s = uct_ep_tag_eager_zcopy(p.ep, tag, 0, &iov, 1, 0, &op->comp);
+            if (s == UCS_INPROGRESS) {
+                ++p.sends_started;
+                s = UCS_OK;
+            }
+        } else {
+            SendOp          *op  = next_op(p);
+            const uint64_t   hdr = len;
+            ucs_status_ptr_t h   = uct_ep_tag_rndv_zcopy(p.ep, tag, &hdr, sizeof(hdr), &iov, 1, 0,
+                                                         &op->comp);
+            if (!UCS_PTR_IS_ERR(h)) {
+                ++p.sends_started;
+                if (p.opt->unexpected) p.rndv_pending.push_back(h);
+                s = UCS_OK;
+            } else {
+                s = UCS_PTR_STATUS(h);
+            }
+        }
+        if (s != UCS_ERR_NO_RESOURCE) break;
+        progress(p);
+    }
+    CHECK(s);
+    /* Bound the sends in flight by the completion ring. */
+    while (p.sends_started - p.sends_done >= p.ops.size() - 1) progress(p);
+}
+
+void wait_sends(Peer &p) {
+    while (p.sends_done < p.sends_started) progress(p);
+}
+
+/* ---- benchmarks ---------------------------------------------------------------------- */
+
+struct Result {
+    double lat_us_median = 0, lat_us_avg = 0, msg_rate = 0, bw_mbs = 0;
+    size_t iters = 0;
+};
+
+size_t default_iters(const Options &o, size_t size) {
+    if (o.iters) return o.iters;
+    const size_t base  = (o.test == "tag_lat") ? 100000 : 1000000;
+    const size_t bytes = size_t{4} << 30; /* about 4 GiB moved per size */
+    return std::max<size_t>(500, std::min<size_t>(base, bytes / std::max<size_t>(size, 1)));
+}
+
+void wait_unexpected(Peer &p, size_t count) {
+    while (p.unexpected_done < count) progress(p);
+}
+
+Result run_lat(Peer &p, size_t size, int fd) {
+    const size_t iters  = default_iters(*p.opt, size);
+    const size_t warmup = p.opt->warmup ? p.opt->warmup : std::max<size_t>(iters / 10, 10);
+    const bool   unexp  = p.opt->unexpected;
+    const size_t batch  = std::max<size_t>(1, std::min<size_t>(100, iters / 50));
+    Recv         r;
+    std::vector<double> batches;
+    double       start = 0, t0 = 0;
+    size_t       got   = 0;
+    barrier(fd);
+    if (p.server && !unexp) post_recv(p, r, kDataTag, size, 0);
+    for (size_t i = 0; i < warmup + iters; ++i) {
+        if (p.server) {
+            if (unexp) {
+                wait_unexpected(p, ++got);
+            } else {
+                wait_recv(p, r);
+                if (i + 1 < warmup + iters) post_recv(p, r, kDataTag, size, 0);
+            }
+            send_msg(p, kReplyTag, size);
+            continue;
+        }
+        if (i == warmup) start = t0 = now_sec();
+        if (!unexp) post_recv(p, r, kReplyTag, size, 0);
+        send_msg(p, kDataTag, size);
+        if (unexp) {
+            wait_unexpected(p, ++got);
+        } else {
+            wait_recv(p, r);
+        }
+        if ((i >= warmup) && ((i - warmup + 1) % batch == 0)) {
+            const double t = now_sec();
+            batches.push_back((t - t0) / batch / 2 * 1e6);
+            t0 = t;
+        }
+    }
+    const double end = now_sec();
+    wait_sends(p);
+    Result res;
+    res.iters = iters;
+    if (!p.server) {
+        res.lat_us_avg = (end - start) / iters / 2 * 1e6;
+        std::sort(batches.begin(), batches.end());
+        res.lat_us_median = batches.empty() ? res.lat_us_avg : batches[batches.size() / 2];
+        res.msg_rate      = 1e6 / (2 * res.lat_us_avg);
+        res.bw_mbs        = size * res.msg_rate / 1e6;
+    }
+    barrier(fd);
+    return res;
+}
+
+Result run_bw(Peer &p, size_t size, int fd) {
+    const size_t iters  = default_iters(*p.opt, size);
+    const size_t window = std::min(p.opt->window, iters);
+    const bool   unexp  = p.opt->unexpected;
+    Result       res;
+    res.iters = iters;
+    barrier(fd);
+    auto return_credits = [&](size_t n) {
+        ucs_status_t s;
+        while ((s = uct_ep_am_short(p.ep, kAmCredit, n, nullptr, 0)) == UCS_ERR_NO_RESOURCE) {
+            progress(p);
+        }
+        CHECK(s);
+    };
+    if (p.server) {
+        /* Keep `window` receives posted; hand back credits every half window. */
+        std::vector<Recv> recvs(window);
+        size_t            posted = 0, done = 0, unreturned = 0;
+        if (!unexp) {
+            for (; posted < window; ++posted) post_recv(p, recvs[posted], kDataTag, size, posted);
+        }
+        return_credits(window);
+        while (done < iters) {
+            if (unexp) {
+                progress(p);
+                unreturned += p.unexpected_done - done;
+                done = p.unexpected_done;
+            } else {
+                Recv &r = recvs[done % window];
+                wait_recv(p, r);
+                ++done;
+                ++unreturned;
+                if (posted < iters) {
+                    post_recv(p, recvs[posted % window], kDataTag, size, posted % window);
+                    ++posted;
+                }
+            }
+            if ((unreturned > 0) && ((unreturned >= (window + 1) / 2) || (done == iters))) {
+                return_credits(unreturned);
+                unreturned = 0;
+            }
+        }
+        p.unexpected_done = 0;
+    } else {
+        while (p.credits == 0) progress(p);
+        const double start = now_sec();
+        for (size_t sent = 0; sent < iters; ++sent) {
+            while (p.credits == 0) progress(p);
+            send_msg(p, kDataTag, size);
+            --p.credits;
+        }
+        /* Done when the receiver has consumed everything: all credits back. */
+        while (p.credits < window) progress(p);
+        wait_sends(p);
+        const double total = now_sec() - start;
+        res.msg_rate       = iters / total;
+        res.bw_mbs         = size * res.msg_rate / 1e6;
+        res.lat_us_avg = res.lat_us_median = total / iters * 1e6;
+    }
+    p.credits = 0;
+    barrier(fd);
+    return res;
+}
+
+void pin(int cpu) {
+    if (cpu < 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) perror("tm_perftest: sched_setaffinity");
+}
+
+int run(const Options &opt, bool server, int fd) {
+    Peer p;
+    p.opt    = &opt;
+    p.server = server;
+    pin(server ? opt.cpu_server : opt.cpu_client);
+    open_peer(p, fd);
+    if (server) post_deep(p);
+    FILE *csv = nullptr;
+    if (!server && !opt.csv.empty()) {
+        csv = fopen(opt.csv.c_str(), "a");
+        if (csv == nullptr) {
+            perror("tm_perftest: --csv");
+            return 2;
+        }
+        if (opt.header && (ftell(csv) == 0)) {
+            fprintf(csv, "test,transport,mode,depth,mask_classes,size,iters,lat_us_median,"
+                         "lat_us_avg,msg_rate,bw_MBps\n");
+        }
+    }
+    if (!server && opt.header) {
+        printf("# tm_perftest %s over %s, %s receives, depth %zu (%u mask classes)\n",
+               opt.test.c_str(), opt.transport.c_str(), opt.unexpected ? "unexpected" : "posted",
+               opt.depth, opt.mask_classes);
+        printf("%10s %10s %14s %12s %14s %12s\n", "size", "iters",
+               opt.test == "tag_lat" ? "lat_us(med)" : "us/msg", "lat_us(avg)", "msg/s", "MB/s");
+    }
+    for (size_t size : opt.sizes) {
+        alloc_buffer(p, p.sbuf, size, server ? 0x5b : 0xa5);
+        alloc_buffer(p, p.rbuf, size + 64 * (opt.window + 1), 0);
+        const Result r = (opt.test == "tag_lat") ? run_lat(p, size, fd) : run_bw(p, size, fd);
+        if (!server) {
+            printf("%10zu %10zu %14.3f %12.3f %14.0f %12.1f\n", size, r.iters, r.lat_us_median,
+                   r.lat_us_avg, r.msg_rate, r.bw_mbs);
+            fflush(stdout);
+            if (csv != nullptr) {
+                fprintf(csv, "%s,%s,%s,%zu,%u,%zu,%zu,%.4f,%.4f,%.0f,%.1f\n", opt.test.c_str(),
+                        opt.transport.c_str(), opt.unexpected ? "unexpected" : "expected",
+                        opt.depth, opt.mask_classes, size, r.iters, r.lat_us_median, r.lat_us_avg,
+                        r.msg_rate, r.bw_mbs);
+            }
+        }
+        free_buffer(p, p.sbuf);
+        free_buffer(p, p.rbuf);
+    }
+    if (csv != nullptr) fclose(csv);
+    if (server) cancel_deep(p);
+    barrier(fd);
+    close_peer(p);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Options opt;
+    if (!parse(argc, argv, &opt)) {
+        usage();
+        return 1;
+    }
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
+        perror("tm_perftest: socketpair");
+        return 2;
+    }
+    fflush(stdout);
+    const pid_t child = fork();
+    if (child < 0) {
+        perror("tm_perftest: fork");
+        return 2;
+    }
+    if (child == 0) {
+        close(fds[0]);
+        _exit(run(opt, true, fds[1]));
+    }
+    close(fds[1]);
+    const int rc = run(opt, false, fds[0]);
+    int       status;
+    waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0)) {
+        fprintf(stderr, "tm_perftest: receiver process failed (status 0x%x)\n", status);
+        return 2;
+    }
+    return rc;
+}
