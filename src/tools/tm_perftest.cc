@@ -52,6 +52,7 @@ struct Options {
     unsigned            mask_classes = 1;
     bool                unexpected   = false;
     bool                md_memory    = false;
+    bool                check        = false;
     std::string         csv;
     int                 cpu_client = -1, cpu_server = -1;
     bool                header     = true;
@@ -68,6 +69,7 @@ void usage() {
            "      --mask-classes K        spread them over K mask patterns (default 1: exact)\n"
            "  -U, --unexpected            receiver posts nothing: unexpected callbacks\n"
            "      --md-memory             buffers from the MD (shared memory) instead of malloc\n"
+           "      --check                 tag_lat: fill and verify every payload byte (slow)\n"
            "  -c, --cpus C,S              pin client (sender) and server to CPUs\n"
            "      --csv FILE              append results as CSV\n"
            "      --no-header             no table/CSV header\n");
@@ -103,13 +105,14 @@ std::vector<size_t> parse_sizes(const char *s) {
 }
 
 bool parse(int argc, char **argv, Options *o) {
-    enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory };
+    enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory, kCheck };
     static const struct option longopts[] = {
         {"test", required_argument, nullptr, 't'},      {"transport", required_argument, nullptr, 'x'},
         {"sizes", required_argument, nullptr, 's'},     {"iters", required_argument, nullptr, 'n'},
         {"window", required_argument, nullptr, 'w'},    {"depth", required_argument, nullptr, 'D'},
         {"mask-classes", required_argument, nullptr, kMaskClasses},
         {"unexpected", no_argument, nullptr, 'U'},      {"md-memory", no_argument, nullptr, kMdMemory},
+        {"check", no_argument, nullptr, kCheck},
         {"cpus", required_argument, nullptr, 'c'},      {"csv", required_argument, nullptr, kCsv},
         {"no-header", no_argument, nullptr, kNoHeader}, {"help", no_argument, nullptr, 'h'},
         {nullptr, 0, nullptr, 0}};
@@ -125,6 +128,7 @@ bool parse(int argc, char **argv, Options *o) {
         case kMaskClasses: o->mask_classes = std::max(1u, unsigned(strtoul(optarg, nullptr, 0))); break;
         case 'U': o->unexpected = true; break;
         case kMdMemory: o->md_memory = true; break;
+        case kCheck: o->check = true; break;
         case 'c':
             if (sscanf(optarg, "%d,%d", &o->cpu_client, &o->cpu_server) != 2) {
                 return false;
@@ -625,6 +629,23 @@ void wait_unexpected(Peer &p, size_t count) {
     while (p.unexpected_done < count) progress(p);
 }
 
+/* --check: every message carries a pattern derived from its number. */
+void fill_pattern(char *buf, size_t len, uint64_t seq) {
+    for (size_t i = 0; i < len; ++i) {
+        buf[i] = static_cast<char>((seq * 131 + i * 7 + (i >> 12)) & 0xff);
+    }
+}
+
+void verify_pattern(const char *buf, size_t len, uint64_t seq, const char *who) {
+    for (size_t i = 0; i < len; ++i) {
+        if (buf[i] != static_cast<char>((seq * 131 + i * 7 + (i >> 12)) & 0xff)) {
+            fprintf(stderr, "tm_perftest: %s: message %" PRIu64 " of %zu bytes differs at byte %zu\n",
+                    who, seq, len, i);
+            exit(3);
+        }
+    }
+}
+
 Result run_lat(Peer &p, size_t size, int fd) {
     const size_t iters  = default_iters(*p.opt, size);
     const size_t warmup = p.opt->warmup ? p.opt->warmup : std::max<size_t>(iters / 10, 10);
@@ -634,6 +655,7 @@ Result run_lat(Peer &p, size_t size, int fd) {
     std::vector<double> batches;
     double       start = 0, t0 = 0;
     size_t       got   = 0;
+    p.unexpected_done  = 0;
     barrier(fd);
     if (p.server && !unexp) post_recv(p, r, kDataTag, size, 0);
     for (size_t i = 0; i < warmup + iters; ++i) {
@@ -642,19 +664,25 @@ Result run_lat(Peer &p, size_t size, int fd) {
                 wait_unexpected(p, ++got);
             } else {
                 wait_recv(p, r);
-                if (i + 1 < warmup + iters) post_recv(p, r, kDataTag, size, 0);
             }
+            if (p.opt->check) {
+                verify_pattern(p.rbuf.ptr, size, 2 * i, "receiver");
+                fill_pattern(p.sbuf.ptr, size, 2 * i + 1);
+            }
+            if (!unexp && (i + 1 < warmup + iters)) post_recv(p, r, kDataTag, size, 0);
             send_msg(p, kReplyTag, size);
             continue;
         }
         if (i == warmup) start = t0 = now_sec();
         if (!unexp) post_recv(p, r, kReplyTag, size, 0);
+        if (p.opt->check) fill_pattern(p.sbuf.ptr, size, 2 * i);
         send_msg(p, kDataTag, size);
         if (unexp) {
             wait_unexpected(p, ++got);
         } else {
             wait_recv(p, r);
         }
+        if (p.opt->check) verify_pattern(p.rbuf.ptr, size, 2 * i + 1, "sender");
         if ((i >= warmup) && ((i - warmup + 1) % batch == 0)) {
             const double t = now_sec();
             batches.push_back((t - t0) / batch / 2 * 1e6);

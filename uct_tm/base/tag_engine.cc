@@ -140,6 +140,9 @@ ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {
         if (force) {
             /* The transport finishes the transfer but must not touch the
              * buffers or the context again: both are the user's now. */
+            if (orphan_hook_ != nullptr) {
+                orphan_hook_(orphan_hook_arg_, recv);
+            }
             recv->state = kOrphaned;
             recv->ctx   = nullptr;
             if (recv->holds_buffer) {

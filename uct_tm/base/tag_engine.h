@@ -107,6 +107,15 @@ class TagEngine {
      * rndv_cb(stag, header, header_length, UCS_OK, UCT_TAG_RECV_CB_INLINE_DATA). */
     void complete_rndv(Recv *recv, uct_tag_t stag, const void *header, unsigned header_length);
 
+    /* Called when a receive is cancelled with force while in flight, before
+     * cancel() returns: the transport must make sure nothing writes into its
+     * buffers afterwards (they are the user's again). */
+    using OrphanHook = void (*)(void *arg, const Recv *recv);
+    void set_orphan_hook(OrphanHook hook, void *arg) {
+        orphan_hook_     = hook;
+        orphan_hook_arg_ = arg;
+    }
+
     /* Delivers deferred cancellations; returns how many. */
     unsigned progress() {
         return cancelled_.empty() ? 0 : deliver_cancelled();
@@ -138,6 +147,8 @@ class TagEngine {
     std::vector<Pending>      delivering_;
     size_t                    posted_    = 0;
     size_t                    in_flight_ = 0;
+    OrphanHook                orphan_hook_     = nullptr;
+    void                     *orphan_hook_arg_ = nullptr;
 };
 
 }  // namespace uct_tm

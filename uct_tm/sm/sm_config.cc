@@ -47,6 +47,16 @@ ucs_config_field_t sm_config_table[] = {
      "Rendezvous sends (tag_rndv_zcopy) outstanding at once per interface.",
      offsetof(SmConfig, rndv_slots), UCS_CONFIG_TYPE_UINT},
 
+    {"RNDV_SPLIT", "y",
+     "Let the sender write the front of a large rendezvous message (process_vm_writev) while\n"
+     "the receiver reads the back (process_vm_readv): both cores copy at once. When the sender\n"
+     "is busy the receiver simply takes every piece.",
+     offsetof(SmConfig, rndv_split), UCS_CONFIG_TYPE_BOOL},
+
+    {"RNDV_SPLIT_MIN", "64k",
+     "Smallest rendezvous message whose copy is split between sender and receiver.",
+     offsetof(SmConfig, rndv_split_min), UCS_CONFIG_TYPE_MEMUNITS},
+
     {"MAX_PEERS", "1024",
      "Interfaces that may send to one tm_sm interface at the same time.",
      offsetof(SmConfig, max_peers), UCS_CONFIG_TYPE_UINT},

@@ -24,6 +24,8 @@ struct SmConfig {
     unsigned         tag_list_size;
     unsigned         recv_max_iov;
     unsigned         rndv_slots;
+    int              rndv_split;
+    size_t           rndv_split_min;
     unsigned         max_peers;
     double           peer_check_interval;
     double           stall_timeout;

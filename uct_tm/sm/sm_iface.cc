@@ -120,6 +120,8 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     inline_cap_     = geometry_.elem_size - sizeof(ElemHeader);
     eager_max_      = std::min<size_t>(config.eager_max, size_t{geometry_.seg_size} * (geometry_.fifo_elems / 2));
     budget_         = config.progress_budget;
+    rndv_split_     = config.rndv_split;
+    rndv_split_min_ = config.rndv_split_min;
     check_interval_ = seconds_to_ns(config.peer_check_interval);
     stall_timeout_  = seconds_to_ns(config.stall_timeout);
     iface_serial_   = iface_serials.fetch_add(1) + 1;
@@ -159,6 +161,9 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     for (uint32_t i = geometry_.rndv_slots; i-- > 0;) {
         free_rndv_ops_.push_back(i);
     }
+    tags_.set_orphan_hook(
+        [](void *arg, const TagEngine::Recv *recv) { static_cast<SmIface *>(arg)->release_split(recv); },
+        this);
     desc_owner_.desc.cb = sm_release_desc;
     desc_owner_.iface   = this;
     recv_desc_ptr_      = &desc_owner_.desc;
@@ -316,6 +321,9 @@ unsigned SmIface::progress() {
         ++count;
     }
     count += tags_.progress();
+    if (ucs_unlikely(!splits_.empty())) {
+        count += progress_splits();
+    }
     if (ucs_unlikely(has_deferred_work() || (--slow_countdown_ == 0))) {
         count += slow_progress();
     }
@@ -450,6 +458,9 @@ void SmIface::dispatch(ElemHeader *e) {
         break;
     case Kind::kRndvFin:
         receive_fin(m);
+        break;
+    case Kind::kRndvRtr:
+        receive_rtr(m);
         break;
     case Kind::kDropped:
         break; /* a sender gave up on a claimed element */

@@ -53,10 +53,25 @@ struct SmEp {
 
 /* A rendezvous send of this iface, waiting for the receiver's FIN. */
 struct RndvOp {
-    uct_completion_t *comp   = nullptr;
-    SmEp             *ep     = nullptr;
-    uint32_t          gen    = 1;
-    bool              active = false;
+    uct_completion_t *comp    = nullptr;
+    SmEp             *ep      = nullptr;
+    uint64_t          address = 0; /* our buffer (never read back from shared memory) */
+    uint64_t          length  = 0;
+    uint32_t          gen     = 1;
+    bool              active  = false;
+};
+
+/* A matched rendezvous receive whose copy is shared with its sender: our
+ * pieces are done, the sender's are in flight. */
+struct SplitRecv {
+    TagEngine::Recv *recv;
+    RemotePeer      *sender;
+    RndvSlot        *slot;
+    uint64_t         token;
+    uct_tag_t        tag;
+    size_t           length;       /* the sender's full message length */
+    uint32_t         sender_pieces;/* pieces the sender claimed (final) */
+    ucs_status_t     status;       /* of our own pieces */
 };
 
 /* Tagged eager message being received fragment by fragment. */
@@ -215,7 +230,20 @@ class SmIface {
 
     /* ---- rendezvous and one-sided copies (sm_rndv.cc) ---- */
     void         receive_rndv(const Message &m);
+    void         receive_rtr(const Message &m);
     void         receive_fin(const Message &m);
+    /* Copies pieces of `piece` bytes claimed from one end of `slot->claim`
+     * until none is left, between our iov list and the peer's (process `pid`);
+     * `write` pushes ours into theirs. *claimed counts the pieces taken. */
+    ucs_status_t copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,
+                             const struct iovec *ours, size_t nours, const struct iovec *theirs,
+                             size_t ntheirs, size_t length, size_t piece, uint32_t *claimed);
+    bool         split_done(const SplitRecv &split) const;
+    void         finish_split(SplitRecv split, ucs_status_t status);
+    unsigned     progress_splits();
+    /* A receive force-cancelled while its sender may still write into it:
+     * take its remaining pieces and wait out the sender's current one. */
+    void         release_split(const TagEngine::Recv *recv);
     void         cancel_rndv_slot(uint32_t index);
     void         finish_rndv_op(uint32_t index, ucs_status_t status);
     ucs_status_t cma_copy(pid_t pid, struct iovec *local, size_t count, uint64_t remote,
@@ -264,7 +292,10 @@ class SmIface {
     std::vector<std::unique_ptr<RemotePeer>> peers_;
     size_t                                   num_eps_ = 0;
 
-    /* outgoing rendezvous */
+    /* rendezvous */
+    bool                   rndv_split_     = true;
+    size_t                 rndv_split_min_ = 0;
+    std::vector<SplitRecv> splits_; /* receives waiting for their sender's pieces */
     std::vector<RndvOp>   rndv_ops_;
     std::vector<uint32_t> free_rndv_ops_;
     size_t                rndv_active_ = 0;

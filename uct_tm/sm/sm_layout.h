@@ -74,6 +74,7 @@ enum class Kind : uint8_t {
     kTagRndv,      /* tagged rendezvous (tag_rndv_zcopy): RndvInfo + header */
     kTagRndvReq,   /* software rendezvous request (tag_rndv_request): header */
     kRndvFin,      /* receiver finished reading a rendezvous send: imm = op token, aux = status */
+    kRndvRtr,      /* receiver invites the sender to write pieces of a rendezvous: imm = op token */
     kLast
 };
 
@@ -117,12 +118,36 @@ inline constexpr uint32_t kPeerFree    = 0;
 inline constexpr uint32_t kPeerClaimed = 1; /* being filled */
 inline constexpr uint32_t kPeerUsed    = 2;
 
-/* State of one outgoing rendezvous send, readable by its receiver so that a
- * cancel and the receiver's read never overlap:
+/* State of one outgoing rendezvous send, in the sender's segment, shared
+ * with its receiver.
+ *
+ * `word` keeps a cancel and the receiver's copy from overlapping:
  *   POSTED -> READING (receiver, CAS) -> DONE (receiver) ; POSTED -> FREE (cancel)
- * Packed as generation << 4 | state. */
-struct RndvSlot {
+ * packed as generation << 4 | state.
+ *
+ * The copy itself is split between both processes when the message is big
+ * enough: the receiver describes its buffers here (RTR), then the receiver
+ * reads pieces from the back with process_vm_readv while the sender writes
+ * pieces from the front with process_vm_writev, each claiming one piece at a
+ * time from the two ends of `claim`. A sender that does not progress leaves
+ * every piece to the receiver: never slower than a plain CMA read. */
+inline constexpr uint32_t kRndvMaxIov = 8;
+
+struct RemoteIov {
+    uint64_t address;
+    uint64_t length;
+};
+
+struct alignas(kCacheLine) RndvSlot {
     std::atomic<uint32_t> word;
+    uint32_t              piece_size;   /* RTR: bytes per piece */
+    std::atomic<uint64_t> claim;        /* RTR: unclaimed pieces [lo, hi), lo | hi << 32 */
+    std::atomic<uint32_t> sender_done;  /* pieces the sender finished writing */
+    std::atomic<int32_t>  sender_status;/* first error the sender hit, or UCS_OK */
+    int32_t               receiver_pid; /* RTR */
+    uint32_t              iovcnt;       /* RTR: receiver buffers */
+    uint64_t              length;       /* RTR: bytes to move (min of message and buffers) */
+    RemoteIov             iov[kRndvMaxIov];
 };
 enum : uint32_t { kRndvFree = 0, kRndvPosted = 1, kRndvReading = 2, kRndvDone = 3 };
 

@@ -3,13 +3,16 @@
  *
  * tag_rndv_zcopy publishes the sender's buffer in a RndvSlot of its own
  * segment and sends an RTS element. A receiver with a matching posted receive
- * locks the slot (POSTED -> READING), reads the data with one
- * process_vm_readv straight into the posted buffer, marks it DONE and sends a
- * FIN that completes the sender's operation. tag_rndv_cancel withdraws the
- * slot (POSTED -> FREE), waiting out a read already in progress, so a
- * receiver never reads memory the sender got back. An unexpected RTS goes to
- * the iface's rndv_cb with an rkey that carries the slot, so that a later
- * get_zcopy takes the same lock.
+ * locks the slot (POSTED -> READING) and copies the data straight into the
+ * posted buffer, single copy, with CMA. Large messages split the copy between
+ * the two processes (see RndvSlot): the receiver describes its buffers in the
+ * slot and sends an RTR; then it reads pieces from the back while the sender,
+ * on the RTR, writes pieces from the front. When the last piece is in, the
+ * receiver marks the slot DONE and sends a FIN that completes the sender's
+ * operation. tag_rndv_cancel withdraws the slot (POSTED -> FREE), waiting out
+ * a copy already in progress, so a receiver never reads memory the sender got
+ * back. An unexpected RTS goes to the iface's rndv_cb with an rkey that
+ * carries the slot, so that a later get_zcopy takes the same lock.
  */
 #include "sm_iface.h"
 
@@ -62,6 +65,25 @@ size_t advance(struct iovec *&iov, size_t count, size_t n) {
     }
     return count;
 }
+
+/* The part [offset, offset + length) of an iov list; returns the entry count. */
+size_t slice(const struct iovec *iov, size_t count, size_t offset, size_t length,
+             struct iovec *out) {
+    size_t n = 0;
+    for (size_t i = 0; (i < count) && (length > 0); ++i) {
+        if (offset >= iov[i].iov_len) {
+            offset -= iov[i].iov_len;
+            continue;
+        }
+        const size_t take = std::min(iov[i].iov_len - offset, length);
+        out[n++]          = {static_cast<char *>(iov[i].iov_base) + offset, take};
+        length -= take;
+        offset = 0;
+    }
+    return n;
+}
+
+constexpr uint64_t kClaimLo = 0xffffffffull;
 
 }  // namespace
 
@@ -138,9 +160,11 @@ ucs_status_ptr_t SmIface::tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *he
         return UCS_STATUS_PTR(status);
     }
     free_rndv_ops_.pop_back();
-    op.active = true;
-    op.comp   = comp;
-    op.ep     = ep;
+    op.active  = true;
+    op.comp    = comp;
+    op.ep      = ep;
+    op.address = info.address;
+    op.length  = info.length;
     ++ep->rndv_outstanding;
     ++rndv_active_;
     return reinterpret_cast<void *>(static_cast<uintptr_t>(info.op_token));
@@ -269,17 +293,176 @@ void SmIface::receive_rndv(const Message &m) {
         tags_.complete(recv, m.tag, 0, info.length, UCS_ERR_CANCELED);
         return;
     }
-    ucs_status_t status = UCS_OK;
-    if (tags_.wanted(recv)) {
-        struct iovec local[kMaxRecvIov];
-        const size_t want  = std::min(info.length, recv->capacity);
-        const size_t count = tags_.iovecs(recv, want, local);
-        status = cma_copy(sender->pid(), local, count, info.address, want, false);
+    struct iovec local[kMaxRecvIov];
+    const size_t want  = tags_.wanted(recv) ? std::min<size_t>(info.length, recv->capacity) : 0;
+    const size_t count = tags_.iovecs(recv, want, local);
+    const size_t piece = std::min<size_t>(std::max<size_t>(want / 2, 32 << 10), 256 << 10) & ~size_t{4095};
+    const pid_t  pid   = sender->pid();
+    if (!rndv_split_ || (want < rndv_split_min_) || (pid == getpid()) ||
+        (count > kRndvMaxIov) || ((want + piece - 1) / piece < 2)) {
+        const ucs_status_t status = cma_copy(pid, local, count, info.address, want, false);
+        slot->word.store(rndv_word(gen, kRndvDone), std::memory_order_release);
+        send_control(sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), info.op_token});
+        tags_.complete(recv, m.tag, 0, info.length, status);
+        return;
     }
-    slot->word.store(rndv_word(gen, kRndvDone), std::memory_order_release);
-    /* The sender's buffer is free to go even when the read failed. */
-    send_control(sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), info.op_token});
-    tags_.complete(recv, m.tag, 0, info.length, status);
+    /* Split the copy: describe our buffers, invite the sender, start from the back. */
+    const uint32_t pieces = static_cast<uint32_t>((want + piece - 1) / piece);
+    slot->piece_size   = static_cast<uint32_t>(piece);
+    slot->receiver_pid = getpid();
+    slot->iovcnt       = static_cast<uint32_t>(count);
+    slot->length       = want;
+    for (size_t i = 0; i < count; ++i) {
+        slot->iov[i] = RemoteIov{reinterpret_cast<uintptr_t>(local[i].iov_base), local[i].iov_len};
+    }
+    slot->sender_done.store(0, std::memory_order_relaxed);
+    slot->sender_status.store(UCS_OK, std::memory_order_relaxed);
+    slot->claim.store(uint64_t{pieces} << 32, std::memory_order_release);
+    send_control(sender, ControlMsg{Kind::kRndvRtr, 0, info.op_token});
+
+    const struct iovec theirs = {reinterpret_cast<void *>(info.address), want};
+    uint32_t           mine   = 0;
+    const ucs_status_t status = copy_pieces(slot, true, pid, false, local, count, &theirs, 1, want,
+                                            piece, &mine);
+    SplitRecv split{recv, sender, slot, info.op_token, m.tag, info.length, pieces - mine, status};
+    if (split_done(split)) {
+        finish_split(split, status);
+        return;
+    }
+    try {
+        splits_.push_back(split);
+        ++sender->refs; /* keep its segment mapped while it writes */
+    } catch (const std::bad_alloc &) {
+        /* Cannot wait in the background: wait here, the sender is mid-piece. */
+        while (!split_done(split) && sender->check_alive()) {
+            cpu_relax();
+        }
+        finish_split(split, split_done(split) ? status : UCS_ERR_CONNECTION_RESET);
+    }
+}
+
+ucs_status_t SmIface::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,
+                                  const struct iovec *ours, size_t nours,
+                                  const struct iovec *theirs, size_t ntheirs, size_t length,
+                                  size_t piece, uint32_t *claimed) {
+    ucs_status_t status = UCS_OK;
+    uint64_t     claim  = slot->claim.load(std::memory_order_acquire);
+    for (;;) {
+        const uint32_t lo = static_cast<uint32_t>(claim & kClaimLo);
+        const uint32_t hi = static_cast<uint32_t>(claim >> 32);
+        if (lo >= hi) {
+            return status;
+        }
+        const uint64_t next  = from_back ? ((claim & kClaimLo) | (uint64_t{hi - 1} << 32))
+                                         : ((claim & ~kClaimLo) | (lo + 1));
+        if (!slot->claim.compare_exchange_weak(claim, next, std::memory_order_acq_rel,
+                                               std::memory_order_acquire)) {
+            continue;
+        }
+        claim = next;
+        ++*claimed;
+        const size_t index  = from_back ? hi - 1 : lo;
+        const size_t offset = index * piece;
+        if ((status != UCS_OK) || (offset >= length)) {
+            continue; /* keep claiming so the other side stops, but copy nothing */
+        }
+        const size_t bytes = std::min(piece, length - offset);
+        struct iovec a[kRndvMaxIov + 1], b[kRndvMaxIov + 1];
+        const size_t na = slice(ours, nours, offset, bytes, a);
+        const size_t nb = slice(theirs, ntheirs, offset, bytes, b);
+        const ssize_t n = write ? process_vm_writev(pid, a, na, b, nb, 0)
+                                : process_vm_readv(pid, a, na, b, nb, 0);
+        if (n != static_cast<ssize_t>(bytes)) {
+            status = errno_status((n < 0) ? errno : EFAULT);
+        }
+    }
+}
+
+bool SmIface::split_done(const SplitRecv &split) const {
+    return split.slot->sender_done.load(std::memory_order_acquire) == split.sender_pieces;
+}
+
+void SmIface::finish_split(SplitRecv split, ucs_status_t status) {
+    if (status == UCS_OK) {
+        status = static_cast<ucs_status_t>(split.slot->sender_status.load(std::memory_order_acquire));
+    }
+    split.slot->word.store(rndv_word(token_gen(split.token), kRndvDone), std::memory_order_release);
+    send_control(split.sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), split.token});
+    tags_.complete(split.recv, split.tag, 0, split.length, status);
+}
+
+unsigned SmIface::progress_splits() {
+    unsigned count = 0;
+    for (size_t i = 0; i < splits_.size();) {
+        SplitRecv   split  = splits_[i];
+        const bool  done   = split_done(split);
+        if (!done && !split.sender->dead()) {
+            ++i;
+            continue;
+        }
+        splits_.erase(splits_.begin() + static_cast<ptrdiff_t>(i));
+        finish_split(split, done ? split.status : UCS_ERR_CONNECTION_RESET);
+        put_peer(split.sender);
+        ++count;
+    }
+    return count;
+}
+
+void SmIface::release_split(const TagEngine::Recv *recv) {
+    for (const SplitRecv &split : splits_) {
+        if (split.recv != recv) {
+            continue;
+        }
+        /* Nothing is left to claim (we took our share already); the sender
+         * may be inside one process_vm_writev into the buffer: wait it out. */
+        while (!split_done(split) && split.sender->check_alive()) {
+            cpu_relax();
+        }
+    }
+}
+
+/* The sender's half of a split copy: write pieces from the front. */
+void SmIface::receive_rtr(const Message &m) {
+    const uint32_t index = token_index(m.imm);
+    if ((index >= rndv_ops_.size()) || !rndv_ops_[index].active ||
+        (rndv_ops_[index].gen != token_gen(m.imm))) {
+        return; /* cancelled or finished meanwhile */
+    }
+    const RndvOp &op   = rndv_ops_[index];
+    RndvSlot     *slot = &rndv_slots_[index];
+    RemotePeer   *peer = peer_of(m.peer);
+    if ((peer == nullptr) ||
+        (slot->word.load(std::memory_order_acquire) != rndv_word(op.gen, kRndvReading))) {
+        return;
+    }
+    /* The receiver wrote these into our segment: check before use. */
+    const uint32_t piece  = slot->piece_size;
+    const uint32_t iovcnt = slot->iovcnt;
+    const uint64_t length = slot->length;
+    if ((slot->receiver_pid != peer->pid()) || (iovcnt == 0) || (iovcnt > kRndvMaxIov) ||
+        (length > op.length) || (piece < 4096) || (piece > (64u << 20))) {
+        drop(m, "inconsistent rendezvous invitation");
+        return;
+    }
+    struct iovec theirs[kRndvMaxIov];
+    uint64_t     total = 0;
+    for (uint32_t i = 0; i < iovcnt; ++i) {
+        theirs[i] = {reinterpret_cast<void *>(slot->iov[i].address), slot->iov[i].length};
+        total += slot->iov[i].length;
+    }
+    if (total < length) {
+        drop(m, "rendezvous invitation with short buffers");
+        return;
+    }
+    const struct iovec ours    = {reinterpret_cast<void *>(op.address), length};
+    uint32_t           claimed = 0;
+    const ucs_status_t status  = copy_pieces(slot, false, peer->pid(), true, &ours, 1, theirs,
+                                             iovcnt, length, piece, &claimed);
+    if (status != UCS_OK) {
+        int32_t expected = UCS_OK;
+        slot->sender_status.compare_exchange_strong(expected, status, std::memory_order_relaxed);
+    }
+    slot->sender_done.fetch_add(claimed, std::memory_order_release);
 }
 
 /* ---- one-sided ------------------------------------------------------------------------- */
