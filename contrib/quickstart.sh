@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds uct-tm, and runs it.
-# Until the shared-memory transport lands, the main job is the software tag
-# matcher benchmark: cost per matched message against queue depth, for exact
-# tags, four mask classes mixed, unexpected-first and masked probes.
+# The main job: installs what is missing, builds uct-tm, and runs a real
+# two-process tagged exchange over the shared-memory transport tm_sm:
+#   1. tm_perftest tag_lat with every payload byte checked (eager short,
+#      bcopy, zcopy, multi-fragment, rendezvous), expected and unexpected;
+#   2. tm_perftest tag_lat and tag_bw figures from 8 B to 4 MiB;
+#   3. a short interleaved comparison with UCX's own ucx_perftest over
+#      posix,cma,self (ratios; full runs: contrib/bench_sm.sh, docs/perf.md).
 # Idempotent: a second run rebuilds only what changed.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,4 +14,23 @@ cd "$src"
 
 contrib/deps.sh
 contrib/build.sh "$build"
-BENCH_NO_BUILD=1 contrib/bench_matcher.sh "$build" "$@"
+perftest=$build/src/tools/tm_perftest
+
+echo
+echo "== tm_sm: two processes, every payload byte verified"
+for mode in "" "--unexpected"; do
+    "$perftest" -t tag_lat -s 8,200,6000,40000,300000,2000000 -n 200 --check $mode --no-header >/dev/null
+    echo "   tagged ping-pong 8 B .. 2 MB, ${mode:---posted receives}: all data correct"
+done
+
+echo
+echo "== tm_sm: latency (one-way) and bandwidth, malloc'd buffers"
+"$perftest" -t tag_lat -s 8,64,1k,8k,64k,1m
+echo
+"$perftest" -t tag_bw -s 8,64,1k,8k,64k,1m,4m
+
+if command -v ucx_perftest >/dev/null; then
+    echo
+    echo "== against UCX posix,cma,self, interleaved (quick: 2 rounds; see docs/perf.md)"
+    QUICK=1 ROUNDS=2 contrib/bench_sm.sh "$build" 2>/dev/null | sed -n '/^| case/,/^$/p;/^Targets/,$p'
+fi

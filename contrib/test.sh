@@ -42,6 +42,15 @@ extra_rc=0
 if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     echo "== clang++ -Werror build"
     "$src/contrib/build.sh" "$build-clang" CXX=clang++ || extra_rc=1
+    echo "== installed plugin seen by stock ucx_info"
+    rm -rf "$build/inst"
+    if make -C "$build" -j"$(nproc)" install DESTDIR="$build/inst" >"$build/install.log" 2>&1 &&
+       plugin=$(find "$build/inst" -name libuct_tm.so -path '*/ucx/*' | head -1) && [[ -n "$plugin" ]] &&
+       PLUGIN=$plugin "$src/tests/uct/test_ucx_info.sh" >"$build/installed_ucx_info.log" 2>&1; then
+        passed=$((passed + 1)); echo "PASS: installed $plugin"
+    else
+        failed=$((failed + 1)); echo "FAIL: installed plugin check"; tail -20 "$build/install.log" "$build/installed_ucx_info.log" 2>/dev/null
+    fi
     echo "== make distcheck"
     make -C "$build" -j"$(nproc)" distcheck >"$build/distcheck.log" 2>&1 || { tail -60 "$build/distcheck.log"; extra_rc=1; }
     grep -A1 'archives ready for distribution' "$build/distcheck.log" || true

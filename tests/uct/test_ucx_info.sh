@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Stock UCX tools see the plugin: `LD_PRELOAD=<plugin> ucx_info -d` lists
+# component "tm" with transport tm_sm, and `ucx_info -c -f` lists its
+# UCX_TM_SM_* variables with their defaults.
+# PLUGIN: the library to preload (default: the one just built; CI also runs
+# this against a `make install` copy).
+set -u
+plugin=${PLUGIN:?set PLUGIN to the libuct_tm.so to preload}
+if ! command -v ucx_info >/dev/null; then
+    echo "SKIP: ucx_info not installed (apt-get install ucx-utils)"
+    exit 77
+fi
+[ -e "$plugin" ] || { echo "FAIL: plugin $plugin not found"; exit 1; }
+fail=0
+expect() { # what, pattern, text
+    if grep -qE "$2" <<<"$3"; then
+        echo "ok: $1"
+    else
+        echo "FAIL: $1 (no line matching '$2')"
+        fail=1
+    fi
+}
+devices=$(LD_PRELOAD=$plugin ucx_info -d 2>&1)
+expect "ucx_info -d lists memory domain tm" '^# Memory domain: tm$' "$devices"
+expect "ucx_info -d lists component tm" '^#     Component: tm$' "$devices"
+expect "ucx_info -d lists transport tm_sm" '^#      Transport: tm_sm$' "$devices"
+expect "ucx_info -d lists device tm_shm" '^#         Device: tm_shm$' "$devices"
+expect "tm_sm reports peer-failure handling" 'error handling: .*peer failure' "$devices"
+config=$(LD_PRELOAD=$plugin ucx_info -c -f 2>&1)
+for var in FIFO_SIZE FIFO_ELEM_SIZE SEG_SIZE TAG_LIST_SIZE RNDV_SLOTS RNDV_SPLIT MAX_PEERS NUMA_BIND; do
+    expect "ucx_info -c -f shows UCX_TM_SM_$var" "^UCX_TM_SM_$var=" "$config"
+done
+expect "FIFO_SIZE default is 256" '^UCX_TM_SM_FIFO_SIZE=256$' "$config"
+without=$(ucx_info -d 2>&1)
+if grep -q 'Transport: tm_sm' <<<"$without"; then
+    echo "FAIL: tm_sm listed without the plugin loaded"
+    fail=1
+else
+    echo "ok: not listed without the plugin (the check above is not vacuous)"
+fi
+exit $fail
