@@ -30,6 +30,7 @@
 #include <cstring>
 #include <getopt.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <string>
 #include <sys/socket.h>
@@ -53,6 +54,7 @@ struct Options {
     bool                unexpected   = false;
     bool                md_memory    = false;
     bool                check        = false;
+    bool                no_ptrace    = false;
     std::string         csv;
     int                 cpu_client = -1, cpu_server = -1;
     bool                header     = true;
@@ -70,6 +72,9 @@ void usage() {
            "  -U, --unexpected            receiver posts nothing: unexpected callbacks\n"
            "      --md-memory             buffers from the MD (shared memory) instead of malloc\n"
            "      --check                 tag_lat: fill and verify every payload byte (slow)\n"
+           "      --no-ptrace             make both processes non-dumpable: the kernel then denies\n"
+           "                              CMA and /proc/<pid>/fd between them (tm_sm needs\n"
+           "                              UCX_TM_SM_NAMED_SEGMENTS=y and copies through staging)\n"
            "  -c, --cpus C,S              pin client (sender) and server to CPUs\n"
            "      --csv FILE              append results as CSV\n"
            "      --no-header             no table/CSV header\n");
@@ -105,7 +110,7 @@ std::vector<size_t> parse_sizes(const char *s) {
 }
 
 bool parse(int argc, char **argv, Options *o) {
-    enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory, kCheck };
+    enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory, kCheck, kNoPtrace };
     static const struct option longopts[] = {
         {"test", required_argument, nullptr, 't'},      {"transport", required_argument, nullptr, 'x'},
         {"sizes", required_argument, nullptr, 's'},     {"iters", required_argument, nullptr, 'n'},
@@ -113,6 +118,7 @@ bool parse(int argc, char **argv, Options *o) {
         {"mask-classes", required_argument, nullptr, kMaskClasses},
         {"unexpected", no_argument, nullptr, 'U'},      {"md-memory", no_argument, nullptr, kMdMemory},
         {"check", no_argument, nullptr, kCheck},
+        {"no-ptrace", no_argument, nullptr, kNoPtrace},
         {"cpus", required_argument, nullptr, 'c'},      {"csv", required_argument, nullptr, kCsv},
         {"no-header", no_argument, nullptr, kNoHeader}, {"help", no_argument, nullptr, 'h'},
         {nullptr, 0, nullptr, 0}};
@@ -129,6 +135,7 @@ bool parse(int argc, char **argv, Options *o) {
         case 'U': o->unexpected = true; break;
         case kMdMemory: o->md_memory = true; break;
         case kCheck: o->check = true; break;
+        case kNoPtrace: o->no_ptrace = true; break;
         case 'c':
             if (sscanf(optarg, "%d,%d", &o->cpu_client, &o->cpu_server) != 2) {
                 return false;
@@ -305,6 +312,30 @@ extern "C" ucs_status_t unexp_eager(void *arg, void *data, size_t length, unsign
     return UCS_OK;
 }
 
+/* An unexpected rendezvous fetched with get_zcopy, possibly asynchronously. */
+struct Fetch {
+    uct_completion_t  comp;
+    Peer             *peer;
+    uct_rkey_bundle_t rkey;
+};
+
+void fetched(Fetch *f) {
+    Peer *p = f->peer;
+    uct_rkey_release(p->component, &f->rkey);
+    ucs_status_t status;
+    while ((status = uct_ep_am_short(p->ep, kAmRndvDone, 0, nullptr, 0)) == UCS_ERR_NO_RESOURCE) {
+        progress(*p);
+    }
+    CHECK(status);
+    ++p->unexpected_done;
+    delete f;
+}
+
+extern "C" void fetch_completed(uct_completion_t *comp) {
+    if (comp->status != UCS_OK) die("get_zcopy completion", comp->status);
+    fetched(reinterpret_cast<Fetch *>(comp));
+}
+
 /* Unexpected rendezvous: fetch with get_zcopy, then tell the sender. */
 extern "C" ucs_status_t unexp_rndv(void *arg, unsigned, uint64_t, const void *, unsigned,
                                    uint64_t remote_addr, size_t length, const void *rkey_buf) {
@@ -312,21 +343,23 @@ extern "C" ucs_status_t unexp_rndv(void *arg, unsigned, uint64_t, const void *, 
     if (rkey_buf == nullptr) {
         return UCS_OK;
     }
-    uct_rkey_bundle_t rkey;
-    CHECK(uct_rkey_unpack(p->component, rkey_buf, &rkey));
+    Fetch *f       = new Fetch;
+    f->comp.func   = fetch_completed;
+    f->comp.count  = 1;
+    f->comp.status = UCS_OK;
+    f->peer        = p;
+    CHECK(uct_rkey_unpack(p->component, rkey_buf, &f->rkey));
     uct_iov_t    iov = {p->rbuf.ptr, std::min(length, p->rbuf.len), p->rbuf.memh, 0, 1};
     ucs_status_t status;
-    while ((status = uct_ep_get_zcopy(p->ep, &iov, 1, remote_addr, rkey.rkey, nullptr)) ==
+    while ((status = uct_ep_get_zcopy(p->ep, &iov, 1, remote_addr, f->rkey.rkey, &f->comp)) ==
            UCS_ERR_NO_RESOURCE) {
         progress(*p);
     }
-    if (status != UCS_OK) die("get_zcopy (a transport completing it later is not supported)", status);
-    uct_rkey_release(p->component, &rkey);
-    while ((status = uct_ep_am_short(p->ep, kAmRndvDone, 0, nullptr, 0)) == UCS_ERR_NO_RESOURCE) {
-        progress(*p);
+    if (status == UCS_OK) {
+        fetched(f);
+    } else if (status != UCS_INPROGRESS) {
+        die("get_zcopy", status);
     }
-    CHECK(status);
-    ++p->unexpected_done;
     return UCS_OK;
 }
 
@@ -781,6 +814,10 @@ int run(const Options &opt, bool server, int fd) {
     p.opt    = &opt;
     p.server = server;
     pin(server ? opt.cpu_server : opt.cpu_client);
+    if (opt.no_ptrace && (prctl(PR_SET_DUMPABLE, 0) != 0)) {
+        perror("tm_perftest: prctl(PR_SET_DUMPABLE)");
+        return 2;
+    }
     open_peer(p, fd);
     if (server) post_deep(p);
     FILE *csv = nullptr;

@@ -145,7 +145,13 @@ ucs_status_t ShmSegment::attach(const ShmId &id, size_t min_size, ShmSegment *ou
     }
     if (fd < 0) {
         const int err = errno;
-        ucs_debug("tm shm: cannot open peer segment %s: %s", path, strerror(err));
+        if ((err == EACCES) || (err == EPERM)) {
+            ucs_error("tm shm: no access to peer segment %s (%s): the kernel forbids opening "
+                      "another process's descriptors here; set UCX_TM_SM_NAMED_SEGMENTS=y in "
+                      "every process", path, strerror(err));
+        } else {
+            ucs_debug("tm shm: cannot open peer segment %s: %s", path, strerror(err));
+        }
         return (err == ENOENT || err == ESRCH) ? UCS_ERR_UNREACHABLE
              : (err == EACCES || err == EPERM) ? UCS_ERR_UNREACHABLE
                                                : UCS_ERR_IO_ERROR;

@@ -3,6 +3,8 @@
 #include <ucs/debug/log_def.h>
 
 #include <climits>
+#include <map>
+#include <mutex>
 #include <cstring>
 #include <new>
 #include <unistd.h>
@@ -17,12 +19,43 @@ struct TmMdConfig {
 ucs_config_field_t md_config_table[] = {{}};
 
 struct TmMd {
-    abi::MdHeader header;
+    abi::MdHeader header; /* first: libuct sees a struct uct_md */
+
+    /* Live registrations by start address, for md_range_registered(). An
+     * MD may be shared by several workers: guarded. */
+    std::mutex                          lock;
+    std::multimap<uintptr_t, size_t>    ranges;
+
+    void add(const MemHandle &h) {
+        std::lock_guard<std::mutex> guard(lock);
+        ranges.emplace(reinterpret_cast<uintptr_t>(h.address), h.length);
+    }
+    void remove(const MemHandle &h) {
+        std::lock_guard<std::mutex> guard(lock);
+        auto range = ranges.equal_range(reinterpret_cast<uintptr_t>(h.address));
+        for (auto it = range.first; it != range.second; ++it) {
+            if (it->second == h.length) {
+                ranges.erase(it);
+                return;
+            }
+        }
+    }
+    bool covers(uint64_t address, size_t length) {
+        std::lock_guard<std::mutex> guard(lock);
+        for (auto it = ranges.upper_bound(address); it != ranges.begin();) {
+            --it;
+            if ((address - it->first <= it->second) && (length <= it->second - (address - it->first))) {
+                return true;
+            }
+        }
+        return false;
+    }
 };
 
+TmMd      *md_of(abi::MdHeader *md) { return reinterpret_cast<TmMd *>(md); }
 MemHandle *handle_of(uct_mem_h memh) { return static_cast<MemHandle *>(memh); }
 
-void md_close(abi::MdHeader *md) { delete reinterpret_cast<TmMd *>(md); }
+void md_close(abi::MdHeader *md) { delete md_of(md); }
 
 ucs_status_t md_query(abi::MdHeader *, uct_md_attr_t *attr) {
     memset(attr, 0, sizeof(*attr));
@@ -45,7 +78,7 @@ ucs_status_t md_query(abi::MdHeader *, uct_md_attr_t *attr) {
     return UCS_OK;
 }
 
-ucs_status_t md_mem_alloc(abi::MdHeader *, size_t *length, void **address, unsigned flags,
+ucs_status_t md_mem_alloc(abi::MdHeader *md, size_t *length, void **address, unsigned flags,
                           const char *, uct_mem_h *memh) {
     if ((length == nullptr) || (address == nullptr) || (memh == nullptr) || (*length == 0)) {
         return UCS_ERR_INVALID_PARAM;
@@ -67,18 +100,26 @@ ucs_status_t md_mem_alloc(abi::MdHeader *, size_t *length, void **address, unsig
     *length         = handle->length;
     *address        = handle->address;
     *memh           = handle;
+    try {
+        md_of(md)->add(*handle);
+    } catch (const std::bad_alloc &) {
+        delete handle;
+        return UCS_ERR_NO_MEMORY;
+    }
     return UCS_OK;
 }
 
-ucs_status_t md_mem_free(abi::MdHeader *, uct_mem_h memh) {
-    if ((memh == nullptr) || !handle_of(memh)->shm.valid()) {
+ucs_status_t md_mem_free(abi::MdHeader *md, uct_mem_h memh) {
+    if ((mem_handle(memh) == nullptr) || !handle_of(memh)->shm.valid()) {
         return UCS_ERR_INVALID_PARAM;
     }
+    md_of(md)->remove(*handle_of(memh));
+    handle_of(memh)->magic = 0;
     delete handle_of(memh);
     return UCS_OK;
 }
 
-ucs_status_t md_mem_reg(abi::MdHeader *, void *address, size_t length, unsigned,
+ucs_status_t md_mem_reg(abi::MdHeader *md, void *address, size_t length, unsigned,
                         uct_mem_h *memh) {
     if ((address == nullptr) || (length == 0) || (memh == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
@@ -89,20 +130,28 @@ ucs_status_t md_mem_reg(abi::MdHeader *, void *address, size_t length, unsigned,
     }
     handle->address = address;
     handle->length  = length;
-    *memh           = handle;
+    try {
+        md_of(md)->add(*handle);
+    } catch (const std::bad_alloc &) {
+        delete handle;
+        return UCS_ERR_NO_MEMORY;
+    }
+    *memh = handle;
     return UCS_OK;
 }
 
-ucs_status_t md_mem_dereg(abi::MdHeader *, uct_mem_h memh) {
-    if ((memh == nullptr) || handle_of(memh)->shm.valid()) {
+ucs_status_t md_mem_dereg(abi::MdHeader *md, uct_mem_h memh) {
+    if ((mem_handle(memh) == nullptr) || handle_of(memh)->shm.valid()) {
         return UCS_ERR_INVALID_PARAM; /* allocated memory is released by mem_free */
     }
+    md_of(md)->remove(*handle_of(memh));
+    handle_of(memh)->magic = 0;
     delete handle_of(memh);
     return UCS_OK;
 }
 
 ucs_status_t md_mkey_pack(abi::MdHeader *, uct_mem_h memh, void *rkey_buffer) {
-    if ((memh == nullptr) || (rkey_buffer == nullptr)) {
+    if ((mem_handle(memh) == nullptr) || (rkey_buffer == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
     const MemHandle &h = *handle_of(memh);
@@ -125,7 +174,12 @@ const abi::MdCallbacks md_callbacks = {
 };
 
 ucs_status_t md_open(const char *, const uct_md_config_t *, uct_md_h *md_p) {
-    auto *md = new (std::nothrow) TmMd;
+    TmMd *md;
+    try {
+        md = new TmMd;
+    } catch (const std::bad_alloc &) {
+        md = nullptr;
+    }
     if (md == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -199,6 +253,10 @@ ucs_status_t remote_key_address(RemoteKey *key, uint64_t raddr, void **laddr) {
     *laddr = static_cast<char *>(key->mapping.address()) + key->shm_offset +
              (raddr - key->address);
     return UCS_OK;
+}
+
+bool md_range_registered(uct_md_h md, uint64_t address, size_t length) {
+    return (md != nullptr) && md_of(abi::from_uct(md))->covers(address, length);
 }
 
 ucs_status_t register_tm_component() { return abi::register_component(component_desc); }

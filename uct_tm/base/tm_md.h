@@ -41,10 +41,25 @@ inline constexpr uint32_t kRkeyRndv = 1u << 1;
 
 /* A registered or allocated range. */
 struct MemHandle {
+    uint32_t   magic   = kMemHandleMagic;
     void      *address = nullptr;
     size_t     length  = 0;
     ShmSegment shm; /* valid when allocated by the MD */
+
+    static constexpr uint32_t kMemHandleMagic = 0x6d656d68u; /* "memh" */
 };
+
+/* The MD handle behind a uct_mem_h of MD "tm", or null if it is not one. */
+inline const MemHandle *mem_handle(uct_mem_h memh) {
+    const auto *h = static_cast<const MemHandle *>(memh);
+    return ((h != nullptr) && (memh != UCT_MEM_HANDLE_NULL) && (h->magic == MemHandle::kMemHandleMagic))
+               ? h : nullptr;
+}
+
+/* True if [address, address + length) lies inside memory registered or
+ * allocated with `md` (an MD "tm") and not yet released: what a peer may ask
+ * this process to copy out for it when it cannot read it with CMA itself. */
+bool md_range_registered(uct_md_h md, uint64_t address, size_t length);
 
 /* An unpacked rkey: what a peer needs to reach the owner's memory. */
 struct RemoteKey {

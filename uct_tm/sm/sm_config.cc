@@ -57,6 +57,25 @@ ucs_config_field_t sm_config_table[] = {
      "Smallest rendezvous message whose copy is split between sender and receiver.",
      offsetof(SmConfig, rndv_split_min), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"SHM_DIRECT_MAX", "512k",
+     "Rendezvous messages from MD-allocated shared memory up to this size are copied directly\n"
+     "from the sender's mapping; larger ones use the split CMA copy when CMA is allowed.",
+     offsetof(SmConfig, shm_direct_max), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"CMA", "y",
+     "Use cross-memory attach (process_vm_readv/writev) for rendezvous and get/put. With n,\n"
+     "or where the kernel forbids it, large messages are copied through staging chunks.",
+     offsetof(SmConfig, cma), UCS_CONFIG_TYPE_BOOL},
+
+    {"STAGING_CHUNKS", "16",
+     "Staging chunks in each interface's segment, for pipelined copies through shared memory\n"
+     "when the kernel forbids cross-memory attach (CMA) between the processes. A copy uses\n"
+     "up to 4 chunks at a time.",
+     offsetof(SmConfig, staging_chunks), UCS_CONFIG_TYPE_UINT},
+
+    {"STAGING_CHUNK_SIZE", "64k", "Size of one staging chunk (a multiple of 4k).",
+     offsetof(SmConfig, staging_chunk_size), UCS_CONFIG_TYPE_MEMUNITS},
+
     {"MAX_PEERS", "1024",
      "Interfaces that may send to one tm_sm interface at the same time.",
      offsetof(SmConfig, max_peers), UCS_CONFIG_TYPE_UINT},

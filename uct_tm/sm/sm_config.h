@@ -26,6 +26,10 @@ struct SmConfig {
     unsigned         rndv_slots;
     int              rndv_split;
     size_t           rndv_split_min;
+    size_t           shm_direct_max;
+    int              cma;
+    unsigned         staging_chunks;
+    size_t           staging_chunk_size;
     unsigned         max_peers;
     double           peer_check_interval;
     double           stall_timeout;

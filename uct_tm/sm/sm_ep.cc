@@ -122,6 +122,12 @@ void SmIface::ep_destroy(SmEp *ep) {
             op.comp = nullptr;
         }
     }
+    for (Pull &pull : pulls_) {
+        if (pull.active && (pull.ep == ep)) {
+            pull.ep   = nullptr;
+            pull.comp = nullptr;
+        }
+    }
     flush_waiters_.erase(std::remove_if(flush_waiters_.begin(), flush_waiters_.end(),
                                         [ep](const FlushWaiter &w) { return w.ep == ep; }),
                          flush_waiters_.end());
@@ -246,10 +252,11 @@ ucs_status_t SmIface::send_control_now(RemotePeer *peer, const ControlMsg &msg) 
     e->kind       = msg.kind;
     e->flags      = kFlagFirst;
     e->peer       = peer->slot();
-    e->length     = 0;
+    e->length     = msg.length;
     e->aux        = msg.aux;
     e->tag        = 0;
     e->imm        = msg.imm;
+    memcpy(inline_payload(e), &msg.payload, msg.length);
     return fifo.publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
 }
 
@@ -463,9 +470,9 @@ unsigned SmIface::dispatch_pending() {
 
 bool SmIface::flush_done(const SmEp *ep) const {
     if (ep != nullptr) {
-        return (ep->rndv_outstanding == 0) && ep->peer->outbox.empty();
+        return (ep->rndv_outstanding == 0) && (ep->gets_outstanding == 0) && ep->peer->outbox.empty();
     }
-    return (rndv_active_ == 0) && !has_outbox_;
+    return (rndv_active_ == 0) && (pulls_active_ == 0) && !has_outbox_;
 }
 
 ucs_status_t SmIface::flush(unsigned flags, uct_completion_t *comp) {
@@ -493,6 +500,12 @@ ucs_status_t SmIface::ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp)
             if (rndv_ops_[i].active && (rndv_ops_[i].ep == ep)) {
                 cancel_rndv_slot(i);
                 finish_rndv_op(i, UCS_ERR_CANCELED);
+            }
+        }
+        /* Pipelined gets of this endpoint complete as cancelled. */
+        for (size_t i = 0; i < pulls_.size(); ++i) {
+            if (pulls_[i].active && (pulls_[i].purpose == Pull::Purpose::kGet) && (pulls_[i].ep == ep)) {
+                finish_pull(i, UCS_ERR_CANCELED);
             }
         }
         ep->failed = true;

@@ -108,13 +108,16 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
                   config.seg_size, config.eager_max);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (!make_geometry(config.fifo_size, static_cast<uint32_t>(config.fifo_elem_size),
+    if ((config.staging_chunk_size > (16u << 20)) ||
+        !make_geometry(config.fifo_size, static_cast<uint32_t>(config.fifo_elem_size),
                        config.spare_descs, static_cast<uint32_t>(config.seg_size), rx_headroom_,
-                       config.max_peers, config.rndv_slots, &geometry_)) {
+                       config.max_peers, config.rndv_slots, config.staging_chunks,
+                       static_cast<uint32_t>(config.staging_chunk_size), &geometry_)) {
         ucs_error("tm_sm: FIFO_SIZE %u (power of two, >= 2), FIFO_ELEM_SIZE %zu (multiple of 64, "
-                  ">= 128), SEG_SIZE %zu, MAX_PEERS %u or RNDV_SLOTS %u out of range",
+                  ">= 128), SEG_SIZE %zu, MAX_PEERS %u, RNDV_SLOTS %u, STAGING_CHUNKS %u or "
+                  "STAGING_CHUNK_SIZE %zu (multiple of 4k) out of range",
                   config.fifo_size, config.fifo_elem_size, config.seg_size, config.max_peers,
-                  config.rndv_slots);
+                  config.rndv_slots, config.staging_chunks, config.staging_chunk_size);
         return UCS_ERR_INVALID_PARAM;
     }
     inline_cap_     = geometry_.elem_size - sizeof(ElemHeader);
@@ -122,6 +125,9 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     budget_         = config.progress_budget;
     rndv_split_     = config.rndv_split;
     rndv_split_min_ = config.rndv_split_min;
+    shm_direct_max_ = config.shm_direct_max;
+    cma_enabled_    = config.cma;
+    md_             = md;
     check_interval_ = seconds_to_ns(config.peer_check_interval);
     stall_timeout_  = seconds_to_ns(config.stall_timeout);
     iface_serial_   = iface_serials.fetch_add(1) + 1;
@@ -160,6 +166,14 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     }
     for (uint32_t i = geometry_.rndv_slots; i-- > 0;) {
         free_rndv_ops_.push_back(i);
+    }
+    try {
+        free_chunks_.reserve(geometry_.staging_chunks);
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (uint32_t i = geometry_.staging_chunks; i-- > 0;) {
+        free_chunks_.push_back(static_cast<uint16_t>(i));
     }
     tags_.set_orphan_hook(
         [](void *arg, const TagEngine::Recv *recv) { static_cast<SmIface *>(arg)->release_split(recv); },
@@ -324,6 +338,9 @@ unsigned SmIface::progress() {
     if (ucs_unlikely(!splits_.empty())) {
         count += progress_splits();
     }
+    if (ucs_unlikely(has_transfers())) {
+        count += progress_transfers();
+    }
     if (ucs_unlikely(has_deferred_work() || (--slow_countdown_ == 0))) {
         count += slow_progress();
     }
@@ -461,6 +478,12 @@ void SmIface::dispatch(ElemHeader *e) {
         break;
     case Kind::kRndvRtr:
         receive_rtr(m);
+        break;
+    case Kind::kPullReq:
+        receive_pull_request(m);
+        break;
+    case Kind::kPullNack:
+        receive_pull_nack(m);
         break;
     case Kind::kDropped:
         break; /* a sender gave up on a claimed element */

@@ -49,6 +49,7 @@ struct SmEp {
     bool               failed   = false; /* peer died: every operation fails */
     bool               notified = false; /* error handler already called */
     uint32_t           rndv_outstanding = 0;
+    uint32_t           gets_outstanding = 0; /* pipelined get_zcopy */
 };
 
 /* A rendezvous send of this iface, waiting for the receiver's FIN. */
@@ -82,6 +83,49 @@ struct Assembly {
     void            *context  = nullptr; /* unexpected: the layer above's per-message context */
     uct_tag_t        tag      = 0;
     size_t           offset   = 0;
+};
+
+/* A pipelined copy this iface asked a peer for (CMA not allowed): the peer
+ * fills our staging chunks, we copy them out. */
+struct Pull {
+    enum class Purpose : uint8_t { kRndv, kGet };
+    bool         active = false;
+    Purpose      purpose = Purpose::kRndv;
+    uint32_t     gen    = 1;
+    RemotePeer  *owner  = nullptr;
+    struct iovec dest[kRndvMaxIov];
+    size_t       ndest  = 0;
+    size_t       length = 0; /* bytes to copy */
+    uint64_t     address    = 0; /* in the owner's memory */
+    uint64_t     rndv_token = 0; /* non-zero: the owner's rendezvous send */
+    uint32_t     pieces = 0;
+    uint32_t     next   = 0; /* next piece to copy out */
+    uint16_t     chunk[kPullMaxChunks];
+    uint16_t     nchunks = 0;
+    ucs_status_t status  = UCS_OK;
+    /* kRndv: finish the receive and FIN the sender */
+    TagEngine::Recv *recv = nullptr;
+    uct_tag_t        tag  = 0;
+    size_t           msg_length = 0;
+    RndvSlot        *slot  = nullptr;
+    uint64_t         token = 0;
+    /* kGet */
+    uct_completion_t *comp = nullptr;
+    SmEp             *ep   = nullptr;
+};
+
+/* The other side of a peer's Pull: we copy our memory into its chunks. */
+struct Push {
+    RemotePeer *puller;
+    uint64_t    pull_token;
+    const char *src;
+    size_t      length;
+    uint32_t    piece;
+    uint32_t    pieces;
+    uint32_t    next;
+    uint16_t    chunk[kPullMaxChunks];
+    uint16_t    nchunks;
+    uint64_t    rndv_token; /* non-zero: serves this rendezvous send of ours */
 };
 
 /* What the iface remembers of a peer-table entry. */
@@ -157,7 +201,7 @@ class SmIface {
     ucs_status_t tag_rndv_request(SmEp *ep, uct_tag_t tag, const void *header,
                                   unsigned header_length);
     ucs_status_t get_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
-                           uct_rkey_t rkey);
+                           uct_rkey_t rkey, uct_completion_t *comp);
     ucs_status_t put_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
                            uct_rkey_t rkey);
     ucs_status_t pending_add(SmEp *ep, uct_pending_req_t *req);
@@ -244,12 +288,35 @@ class SmIface {
     /* A receive force-cancelled while its sender may still write into it:
      * take its remaining pieces and wait out the sender's current one. */
     void         release_split(const TagEngine::Recv *recv);
+    /* True if CMA reaches `peer` (probed once on `address`, a buffer of its). */
+    bool         cma_allowed(RemotePeer *peer, uint64_t address);
+
+    /* ---- pipelined copies through staging chunks (sm_pull.cc) ---- */
+    /* Asks `owner` to copy [address, address + length) into `dest` through
+     * our staging chunks; `pull` carries the purpose and completion. */
+    ucs_status_t start_pull(Pull pull, uint64_t address, uint64_t rndv_token);
+    void         request_pull(size_t index, uint64_t address, uint64_t rndv_token);
+    void         receive_pull_request(const Message &m);
+    void         receive_pull_nack(const Message &m);
+    void         abort_pushes(uint64_t rndv_token, ucs_status_t status);
+    unsigned     progress_transfers();
+    void         finish_pull(size_t index, ucs_status_t status);
+    bool         has_transfers() const { return (pulls_active_ > 0) || !pushes_.empty(); }
     void         cancel_rndv_slot(uint32_t index);
     void         finish_rndv_op(uint32_t index, ucs_status_t status);
     ucs_status_t cma_copy(pid_t pid, struct iovec *local, size_t count, uint64_t remote,
                           size_t length, bool write);
     ucs_status_t zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
-                       uct_rkey_t rkey, bool write);
+                       uct_rkey_t rkey, uct_completion_t *comp, bool write);
+
+    StagingState *own_staging_state(uint32_t i) const {
+        return reinterpret_cast<StagingState *>(reinterpret_cast<char *>(header_) +
+                                                geometry_.staging_states_offset) + i;
+    }
+    char *own_staging_chunk(uint32_t i) const {
+        return reinterpret_cast<char *>(header_) + geometry_.staging_offset +
+               size_t{i} * geometry_.staging_chunk_size;
+    }
 
     char *desc_payload(uint32_t d) const {
         return descs_ + size_t{d} * geometry_.desc_stride + geometry_.desc_payload;
@@ -293,8 +360,16 @@ class SmIface {
     size_t                                   num_eps_ = 0;
 
     /* rendezvous */
+    uct_md_h               md_             = nullptr;
     bool                   rndv_split_     = true;
     size_t                 rndv_split_min_ = 0;
+    size_t                 shm_direct_max_ = 0;
+    std::vector<Pull>      pulls_;
+    size_t                 pulls_active_   = 0;
+    std::vector<uint16_t>  free_chunks_;  /* our staging chunks not lent to a pull */
+    std::vector<Push>      pushes_;
+    uint32_t               pull_serial_    = 0;
+    bool                   cma_enabled_    = true;
     std::vector<SplitRecv> splits_; /* receives waiting for their sender's pieces */
     std::vector<RndvOp>   rndv_ops_;
     std::vector<uint32_t> free_rndv_ops_;

@@ -8,12 +8,15 @@ namespace sm {
 
 bool make_geometry(uint32_t fifo_elems, uint32_t elem_size, uint32_t spare_descs,
                    uint32_t seg_size, size_t rx_headroom, uint32_t max_peers,
-                   uint32_t rndv_slots, Geometry *out) {
+                   uint32_t rndv_slots, uint32_t staging_chunks, uint32_t staging_chunk_size,
+                   Geometry *out) {
     if ((fifo_elems < 2) || (fifo_elems > (1u << 20)) || (fifo_elems & (fifo_elems - 1)) ||
         (elem_size < 2 * kCacheLine) || (elem_size > 4096) || (elem_size % kCacheLine) ||
         (seg_size < kCacheLine) || (seg_size > (64u << 20)) || (rx_headroom > 4096) ||
         (max_peers == 0) || (max_peers > UINT16_MAX) || (rndv_slots == 0) ||
-        (rndv_slots > (1u << 20)) || (spare_descs > (1u << 20))) {
+        (rndv_slots > (1u << 20)) || (spare_descs > (1u << 20)) || (staging_chunks > 4096) ||
+        (staging_chunk_size < 4096) || (staging_chunk_size > (16u << 20)) ||
+        (staging_chunk_size % 4096)) {
         return false;
     }
     Geometry g{};
@@ -31,7 +34,11 @@ bool make_geometry(uint32_t fifo_elems, uint32_t elem_size, uint32_t spare_descs
     g.peers_offset = align_up(g.descs_offset + uint64_t{g.num_descs} * g.desc_stride, kCacheLine);
     g.rndv_slots   = rndv_slots;
     g.rndv_offset  = align_up(g.peers_offset + uint64_t{max_peers} * sizeof(PeerSlot), kCacheLine);
-    g.total_size   = align_up(g.rndv_offset + uint64_t{rndv_slots} * sizeof(RndvSlot), 4096);
+    g.staging_chunks        = staging_chunks;
+    g.staging_chunk_size    = staging_chunk_size;
+    g.staging_states_offset = align_up(g.rndv_offset + uint64_t{rndv_slots} * sizeof(RndvSlot), kCacheLine);
+    g.staging_offset        = align_up(g.staging_states_offset + uint64_t{staging_chunks} * sizeof(StagingState), 4096);
+    g.total_size = align_up(g.staging_offset + uint64_t{staging_chunks} * staging_chunk_size, 4096);
     *out           = g;
     return true;
 }
@@ -52,7 +59,12 @@ bool valid_geometry(const Geometry &g, uint64_t segment_size) {
            (g.max_peers <= UINT16_MAX) && (g.peers_offset % alignof(PeerSlot) == 0) &&
            within(g.peers_offset, g.max_peers, sizeof(PeerSlot)) && (g.rndv_slots > 0) &&
            (g.rndv_offset % alignof(RndvSlot) == 0) &&
-           within(g.rndv_offset, g.rndv_slots, sizeof(RndvSlot)) && (g.total_size <= segment_size);
+           within(g.rndv_offset, g.rndv_slots, sizeof(RndvSlot)) &&
+           (g.staging_chunks <= 4096) && (g.staging_chunk_size >= 4096) &&
+           (g.staging_chunk_size % 4096 == 0) && (g.staging_states_offset % alignof(StagingState) == 0) &&
+           within(g.staging_states_offset, g.staging_chunks, sizeof(StagingState)) &&
+           within(g.staging_offset, g.staging_chunks, g.staging_chunk_size) &&
+           (g.total_size <= segment_size);
 }
 
 uint64_t boot_id() {

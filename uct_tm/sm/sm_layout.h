@@ -29,7 +29,7 @@ namespace uct_tm {
 namespace sm {
 
 inline constexpr uint64_t kSegmentMagic   = 0x6d735f6d745f7375ull; /* "us_tm_sm" */
-inline constexpr uint32_t kLayoutVersion  = 1;
+inline constexpr uint32_t kLayoutVersion  = 2;
 inline constexpr size_t   kCacheLine      = 64;
 inline constexpr uint64_t kStateReady     = 1ull << 63;
 inline constexpr uint64_t kStateSkipped   = 1ull << 62;
@@ -49,6 +49,10 @@ struct Geometry {
     uint32_t rndv_slots;
     uint64_t peers_offset;
     uint64_t rndv_offset;
+    uint32_t staging_chunks;     /* pipelined copies when CMA is not allowed */
+    uint32_t staging_chunk_size; /* multiple of the page size */
+    uint64_t staging_offset;     /* staging_chunks x staging_chunk_size */
+    uint64_t staging_states_offset; /* staging_chunks x StagingState */
     uint64_t total_size;
 };
 
@@ -75,6 +79,8 @@ enum class Kind : uint8_t {
     kTagRndvReq,   /* software rendezvous request (tag_rndv_request): header */
     kRndvFin,      /* receiver finished reading a rendezvous send: imm = op token, aux = status */
     kRndvRtr,      /* receiver invites the sender to write pieces of a rendezvous: imm = op token */
+    kPullReq,      /* "copy this range of your memory into my staging chunks": PullRequest */
+    kPullNack,     /* owner refuses or abandons a pull: imm = pull token, aux = status */
     kLast
 };
 
@@ -104,9 +110,39 @@ struct RndvInfo {
     uint64_t address;  /* sender's buffer */
     uint64_t length;
     uint32_t header_length;
-    uint32_t reserved;
+    uint32_t flags;      /* kRndvInShm */
+    ShmId    shm;        /* kRndvInShm: the buffer is MD-allocated shared memory */
+    uint64_t shm_offset; /* of `address` in that segment */
 };
-static_assert(sizeof(RndvInfo) == 32, "rendezvous info");
+static_assert(sizeof(RndvInfo) == 64, "rendezvous info");
+inline constexpr uint32_t kRndvInShm = 1u << 0;
+
+/* Payload of a kPullReq element: the owner of [address, address + length)
+ * copies it, piece by piece, into the requester's staging chunks. */
+inline constexpr uint32_t kPullMaxChunks = 4;
+struct PullRequest {
+    uint64_t pull_token; /* requester's pull index | generation << 32 */
+    uint64_t address;
+    uint64_t length;
+    uint64_t rndv_token; /* non-zero: the range is this rendezvous send of the owner's */
+    uint32_t piece_size; /* = the requester's staging chunk size */
+    uint16_t nchunks;
+    uint16_t chunk[kPullMaxChunks];
+    uint16_t reserved;
+};
+static_assert(sizeof(PullRequest) == 48, "pull request");
+
+/* One staging chunk's hand-over word, in the requester's segment:
+ *   (generation << 40) | (piece << 1)      chunk free to receive `piece`
+ *   (generation << 40) | (piece << 1) | 1  `piece` is in the chunk
+ * The generation is the pull's, so a stale owner never matches. */
+struct alignas(kCacheLine) StagingState {
+    std::atomic<uint64_t> word;
+};
+inline uint64_t staging_free(uint32_t gen, uint64_t piece) {
+    return (uint64_t{gen & 0xffffff} << 40) | (piece << 1);
+}
+inline uint64_t staging_ready(uint32_t gen, uint64_t piece) { return staging_free(gen, piece) | 1; }
 
 /* A sender's entry in the owner's peer table. */
 struct alignas(kCacheLine) PeerSlot {
@@ -140,6 +176,8 @@ struct RemoteIov {
 
 struct alignas(kCacheLine) RndvSlot {
     std::atomic<uint32_t> word;
+    std::atomic<uint32_t> mode;         /* receiver: kRndvModeCma, or kRndvModePull (no
+                                           reads of the sender's memory: cancel needs no wait) */
     uint32_t              piece_size;   /* RTR: bytes per piece */
     std::atomic<uint64_t> claim;        /* RTR: unclaimed pieces [lo, hi), lo | hi << 32 */
     std::atomic<uint32_t> sender_done;  /* pieces the sender finished writing */
@@ -150,6 +188,7 @@ struct alignas(kCacheLine) RndvSlot {
     RemoteIov             iov[kRndvMaxIov];
 };
 enum : uint32_t { kRndvFree = 0, kRndvPosted = 1, kRndvReading = 2, kRndvDone = 3 };
+enum : uint32_t { kRndvModeCma = 0, kRndvModePull = 1 };
 
 inline uint32_t rndv_word(uint32_t gen, uint32_t state) { return (gen << 4) | state; }
 
@@ -158,7 +197,8 @@ inline size_t align_up(size_t value, size_t align) { return (value + align - 1) 
 /* Lays out a segment; false if the parameters do not fit. */
 bool make_geometry(uint32_t fifo_elems, uint32_t elem_size, uint32_t spare_descs,
                    uint32_t seg_size, size_t rx_headroom, uint32_t max_peers,
-                   uint32_t rndv_slots, Geometry *out);
+                   uint32_t rndv_slots, uint32_t staging_chunks, uint32_t staging_chunk_size,
+                   Geometry *out);
 
 /* Checks a geometry read from a peer's segment of `segment_size` bytes. */
 bool valid_geometry(const Geometry &g, uint64_t segment_size);

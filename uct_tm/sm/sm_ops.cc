@@ -104,8 +104,8 @@ static ucs_status_t sm_ep_tag_rndv_request(uct_ep_h ep, uct_tag_t tag, const voi
     return owner(ep)->tag_rndv_request(ep_of(ep), tag, header, header_length);
 }
 static ucs_status_t sm_ep_get_zcopy(uct_ep_h ep, const uct_iov_t *iov, size_t iovcnt,
-                                    uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *) {
-    return owner(ep)->get_zcopy(ep_of(ep), iov, iovcnt, remote_addr, rkey);
+                                    uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp) {
+    return owner(ep)->get_zcopy(ep_of(ep), iov, iovcnt, remote_addr, rkey, comp);
 }
 static ucs_status_t sm_ep_put_zcopy(uct_ep_h ep, const uct_iov_t *iov, size_t iovcnt,
                                     uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *) {

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <utility>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -96,6 +97,33 @@ RemotePeer::~RemotePeer() {
     if (pidfd_ >= 0) {
         close(pidfd_);
     }
+}
+
+void *RemotePeer::map_shm(const ShmId &id, uint64_t offset, uint64_t length) {
+    if ((id.pid != pid()) || (offset > id.size) || (length > id.size - offset)) {
+        return nullptr;
+    }
+    for (size_t i = shm_maps_.size(); i-- > 0;) {
+        const ShmId &m = shm_maps_[i].id();
+        if ((m.fd == id.fd) && (m.serial == id.serial) && (m.size == id.size)) {
+            return static_cast<char *>(shm_maps_[i].address()) + offset;
+        }
+    }
+    /* Few buffers are live at once; keep the newest mappings. */
+    constexpr size_t kMaxMaps = 16;
+    ShmSegment       seg;
+    if (ShmSegment::attach(id, id.size, &seg) != UCS_OK) {
+        return nullptr;
+    }
+    try {
+        if (shm_maps_.size() == kMaxMaps) {
+            shm_maps_.erase(shm_maps_.begin());
+        }
+        shm_maps_.push_back(std::move(seg));
+    } catch (const std::bad_alloc &) {
+        return nullptr;
+    }
+    return static_cast<char *>(shm_maps_.back().address()) + offset;
 }
 
 bool RemotePeer::check_alive() {

@@ -36,11 +36,13 @@ inline bool same_iface(const IfaceAddress &a, const IfaceAddress &b) {
            (a.segment.serial == b.segment.serial) && (a.iface_serial == b.iface_serial);
 }
 
-/* A control message that could not be sent yet (peer FIFO full). */
+/* A control message: header fields and a small inline payload. */
 struct ControlMsg {
-    Kind     kind;
-    uint32_t aux;
-    uint64_t imm;
+    Kind        kind;
+    uint32_t    aux;
+    uint64_t    imm;
+    uint32_t    length = 0;
+    PullRequest payload{};
 };
 
 class SmEp;
@@ -70,6 +72,26 @@ class RemotePeer {
     void                set_reported() { reported_ = true; }
     const Geometry     &geometry() const { return geometry_; }
 
+    /* Whether process_vm_readv/writev reaches this peer: unknown until the
+     * first try (the kernel may forbid it: ptrace scope, non-dumpable). */
+    enum class Cma : uint8_t { kUnknown, kAllowed, kDenied };
+    Cma  cma() const { return cma_; }
+    void set_cma(Cma state) { cma_ = state; }
+
+    /* The peer's staging chunks (pipelined copies into its memory). */
+    char         *staging_chunk(uint32_t i) const {
+        return static_cast<char *>(segment_.address()) + geometry_.staging_offset +
+               size_t{i} * geometry_.staging_chunk_size;
+    }
+    StagingState *staging_state(uint32_t i) const {
+        return reinterpret_cast<StagingState *>(static_cast<char *>(segment_.address()) +
+                                                geometry_.staging_states_offset) + i;
+    }
+
+    /* Local address of `length` bytes at `offset` in the peer's MD-allocated
+     * segment `id` (mapped on first use), or null. */
+    void *map_shm(const ShmId &id, uint64_t offset, uint64_t length);
+
     /* The peer's rendezvous slot `index`, or null when out of range. */
     RndvSlot *rndv_slot(uint32_t index) const {
         return (index < geometry_.rndv_slots) ? &rndv_slots_[index] : nullptr;
@@ -94,6 +116,9 @@ class RemotePeer {
     int            pidfd_      = -1;
     bool           dead_       = false;
     bool           reported_   = false;
+    Cma            cma_        = Cma::kUnknown;
+    /* Mappings of the peer's MD-allocated buffers, most recent last. */
+    std::vector<ShmSegment> shm_maps_;
 };
 
 }  // namespace sm

@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sys/uio.h>
@@ -149,8 +150,21 @@ ucs_status_ptr_t SmIface::tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *he
     }
     const uint32_t index = free_rndv_ops_.back();
     RndvOp        &op    = rndv_ops_[index];
-    const RndvInfo info  = {make_token(index, op.gen), reinterpret_cast<uintptr_t>(iov->buffer),
-                            iov->length, header_length, 0};
+    RndvInfo       info{};
+    info.op_token      = make_token(index, op.gen);
+    info.address       = reinterpret_cast<uintptr_t>(iov->buffer);
+    info.length        = iov->length;
+    info.header_length = header_length;
+    const MemHandle *memh = mem_handle(iov->memh);
+    if ((memh != nullptr) && memh->shm.valid() && (iov->length > 0) &&
+        (info.address >= reinterpret_cast<uintptr_t>(memh->address)) &&
+        (info.address - reinterpret_cast<uintptr_t>(memh->address) + iov->length <= memh->length)) {
+        /* MD-allocated shared memory: the receiver may map it and copy directly. */
+        info.flags      = kRndvInShm;
+        info.shm        = memh->shm.id();
+        info.shm_offset = info.address - reinterpret_cast<uintptr_t>(memh->address);
+    }
+    rndv_slots_[index].mode.store(kRndvModeCma, std::memory_order_relaxed);
     rndv_slots_[index].word.store(rndv_word(op.gen, kRndvPosted), std::memory_order_release);
     const uct_iov_t hdr = {const_cast<void *>(header), header_length, nullptr, 0, 1};
     status = send_gather(ep, Kind::kTagRndv, 0, tag, 0, &info, sizeof(info), &hdr, 1,
@@ -178,6 +192,9 @@ void SmIface::cancel_rndv_slot(uint32_t index) {
     while (!slot.word.compare_exchange_weak(word, rndv_word(gen, kRndvFree),
                                             std::memory_order_acq_rel)) {
         if (word == rndv_word(gen, kRndvReading)) {
+            if (slot.mode.load(std::memory_order_acquire) == kRndvModePull) {
+                break; /* the receiver only gets what we push: stop pushing */
+            }
             /* A receiver is copying right now; it is bounded by one copy of
              * the message, unless the receiver died mid-copy. */
             RemotePeer *peer = (rndv_ops_[index].ep != nullptr) ? rndv_ops_[index].ep->peer : nullptr;
@@ -200,6 +217,7 @@ ucs_status_t SmIface::tag_rndv_cancel(SmEp *ep, void *op_handle) {
         return UCS_ERR_INVALID_PARAM;
     }
     cancel_rndv_slot(index);
+    abort_pushes(token, UCS_ERR_CANCELED);
     rndv_ops_[index].comp = nullptr; /* UCT: the completion is not called */
     finish_rndv_op(index, UCS_ERR_CANCELED);
     return UCS_OK;
@@ -298,12 +316,50 @@ void SmIface::receive_rndv(const Message &m) {
     const size_t count = tags_.iovecs(recv, want, local);
     const size_t piece = std::min<size_t>(std::max<size_t>(want / 2, 32 << 10), 256 << 10) & ~size_t{4095};
     const pid_t  pid   = sender->pid();
-    if (!rndv_split_ || (want < rndv_split_min_) || (pid == getpid()) ||
-        (count > kRndvMaxIov) || ((want + piece - 1) / piece < 2)) {
-        const ucs_status_t status = cma_copy(pid, local, count, info.address, want, false);
+    auto         finish = [&](ucs_status_t status) {
         slot->word.store(rndv_word(gen, kRndvDone), std::memory_order_release);
         send_control(sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), info.op_token});
         tags_.complete(recv, m.tag, 0, info.length, status);
+    };
+    const bool cma = cma_allowed(sender, info.address);
+    /* The sender's buffer is MD-allocated shared memory: for small enough
+     * messages (or without CMA) a plain copy from its mapping wins. */
+    if ((info.flags & kRndvInShm) && ((want <= shm_direct_max_) || !cma)) {
+        const char *src = static_cast<const char *>(sender->map_shm(info.shm, info.shm_offset, want));
+        if (src != nullptr) {
+            for (size_t i = 0; i < count; ++i) {
+                memcpy(local[i].iov_base, src, local[i].iov_len);
+                src += local[i].iov_len;
+            }
+            finish(UCS_OK);
+            return;
+        }
+    }
+    if (!cma) {
+        /* No CMA to this process: it copies the data through our staging chunks. */
+        slot->mode.store(kRndvModePull, std::memory_order_release);
+        Pull pull;
+        pull.purpose    = Pull::Purpose::kRndv;
+        pull.owner      = sender;
+        pull.ndest      = count;
+        std::copy(local, local + count, pull.dest);
+        pull.length     = want;
+        pull.recv       = recv;
+        pull.tag        = m.tag;
+        pull.msg_length = info.length;
+        pull.slot       = slot;
+        pull.token      = info.op_token;
+        ++sender->refs;
+        const ucs_status_t status = start_pull(pull, info.address, info.op_token);
+        if (status != UCS_OK) {
+            put_peer(sender);
+            finish(status);
+        }
+        return;
+    }
+    if (!rndv_split_ || (want < rndv_split_min_) || (pid == getpid()) ||
+        (count > kRndvMaxIov) || ((want + piece - 1) / piece < 2)) {
+        finish(cma_copy(pid, local, count, info.address, want, false));
         return;
     }
     /* Split the copy: describe our buffers, invite the sender, start from the back. */
@@ -465,10 +521,33 @@ void SmIface::receive_rtr(const Message &m) {
     slot->sender_done.fetch_add(claimed, std::memory_order_release);
 }
 
+bool SmIface::cma_allowed(RemotePeer *peer, uint64_t address) {
+    if (!cma_enabled_) {
+        return false;
+    }
+    if (peer->cma() == RemotePeer::Cma::kUnknown) {
+        if ((peer->pid() == getpid()) || (address == 0)) {
+            return true; /* nothing to probe with yet */
+        }
+        /* One byte tells whether the kernel lets us at this process. */
+        char          byte;
+        struct iovec  l = {&byte, 1}, r = {reinterpret_cast<void *>(address), 1};
+        const ssize_t n = process_vm_readv(peer->pid(), &l, 1, &r, 1, 0);
+        if ((n < 0) && ((errno == EPERM) || (errno == EACCES))) {
+            peer->set_cma(RemotePeer::Cma::kDenied);
+            ucs_diag("tm_sm: cross-memory attach to process %d is not permitted; large messages "
+                     "from it are copied through shared-memory staging chunks", peer->pid());
+        } else {
+            peer->set_cma(RemotePeer::Cma::kAllowed);
+        }
+    }
+    return peer->cma() == RemotePeer::Cma::kAllowed;
+}
+
 /* ---- one-sided ------------------------------------------------------------------------- */
 
 ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
-                            uct_rkey_t rkey, bool write) {
+                            uct_rkey_t rkey, uct_completion_t *comp, bool write) {
     RemoteKey *key = remote_key(rkey);
     if (ucs_unlikely((key == nullptr) || (iovcnt > kMaxSendIov) || (iov == nullptr && iovcnt))) {
         return UCS_ERR_INVALID_PARAM;
@@ -502,6 +581,35 @@ ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint6
                             write);
         }
     }
+    if ((key->pid != getpid()) && (ep->peer->pid() == key->pid) &&
+        !cma_allowed(ep->peer, remote_addr)) {
+        if (write) {
+            ucs_error("tm_sm: put_zcopy to process %d needs cross-memory attach, which is not "
+                      "permitted", key->pid);
+            return UCS_ERR_UNREACHABLE;
+        }
+        /* The owner copies it for us through our staging chunks. */
+        Pull pull;
+        pull.purpose = Pull::Purpose::kGet;
+        pull.owner   = ep->peer;
+        pull.ndest   = std::min(count, size_t{kRndvMaxIov});
+        if (count > kRndvMaxIov) {
+            return UCS_ERR_UNSUPPORTED;
+        }
+        std::copy(local, local + count, pull.dest);
+        pull.length = total;
+        pull.comp   = comp;
+        pull.ep     = ep;
+        ++ep->peer->refs;
+        ++ep->gets_outstanding;
+        const ucs_status_t status = start_pull(pull, remote_addr, key->has_rndv ? key->rndv_token : 0);
+        if (status != UCS_OK) {
+            --ep->gets_outstanding;
+            put_peer(ep->peer);
+            return status;
+        }
+        return UCS_INPROGRESS;
+    }
     RndvSlot *slot = nullptr;
     uint32_t  gen  = 0;
     if (key->has_rndv && (ep->peer->pid() == key->pid)) {
@@ -522,13 +630,13 @@ ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint6
 }
 
 ucs_status_t SmIface::get_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
-                                uint64_t remote_addr, uct_rkey_t rkey) {
-    return zcopy(ep, iov, iovcnt, remote_addr, rkey, false);
+                                uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp) {
+    return zcopy(ep, iov, iovcnt, remote_addr, rkey, comp, false);
 }
 
 ucs_status_t SmIface::put_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
                                 uint64_t remote_addr, uct_rkey_t rkey) {
-    return zcopy(ep, iov, iovcnt, remote_addr, rkey, true);
+    return zcopy(ep, iov, iovcnt, remote_addr, rkey, nullptr, true);
 }
 
 }  // namespace sm
