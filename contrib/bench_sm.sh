@@ -56,7 +56,8 @@ ucx_run() {
     wait "$server" 2>/dev/null || true
     [ -n "$line" ] || { echo "nan nan nan"; return; }
     # Final: iters  lat50  lat_avg  lat_overall  bw_avg  bw_overall  rate_avg  rate_overall
-    echo "$line" | awk '{print $3, $9, $7}'
+    # perftest reports MiB/s: convert to MB/s (10^6 B/s) like tm_perftest.
+    echo "$line" | awk '{printf "%s %s %.1f\n", $3, $9, $7 * 1.048576}'
 }
 
 # One tm_perftest run; same three figures.
