@@ -54,12 +54,14 @@ ucs_status_t TagEngine::post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov
         capacity += iov[i].length;
     }
     if (posted_ >= limits_.list_size) {
+        ++counters_.refused;
         return UCS_ERR_EXCEEDS_LIMIT;
     }
     const uintptr_t key = (iovcnt > 0) ? reinterpret_cast<uintptr_t>(iov[0].buffer) : 0;
     uint32_t        index;
     try {
         if ((key > 1) && !buffers_.insert(key)) {
+            ++counters_.refused;
             return UCS_ERR_ALREADY_EXISTS;
         }
         index = recvs_.allocate();
@@ -91,6 +93,7 @@ ucs_status_t TagEngine::post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov
     Priv priv{this, index, recv.gen};
     memcpy(ctx->priv, &priv, sizeof(priv));
     ++posted_;
+    ++counters_.posts;
     return UCS_OK;
 }
 
@@ -120,6 +123,7 @@ ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {
     case kPosted:
         matcher_.cancel(recv->handle);
         --posted_;
+        ++counters_.cancels;
         if (force) {
             release(recv);
             return UCS_OK;
@@ -170,6 +174,7 @@ TagEngine::Recv *TagEngine::match_posted(uct_tag_t tag) {
     recv->state = kMatched;
     --posted_;
     ++in_flight_;
+    ++counters_.matches;
     recv->ctx->tag_consumed_cb(recv->ctx);
     return recv;
 }

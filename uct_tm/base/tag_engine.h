@@ -121,6 +121,15 @@ class TagEngine {
         return cancelled_.empty() ? 0 : deliver_cancelled();
     }
 
+    /* Lifetime counters: what the layer above did with the tag list. */
+    struct Counters {
+        uint64_t posts     = 0; /* receives posted */
+        uint64_t matches   = 0; /* arrivals that matched a posted receive */
+        uint64_t cancels   = 0; /* receives cancelled (forced or not) before matching */
+        uint64_t refused   = 0; /* posts refused: list full or buffer already posted */
+    };
+    const Counters &counters() const { return counters_; }
+
     size_t posted() const { return posted_; }
     size_t in_flight() const { return in_flight_; }
     const TagEngineLimits &limits() const { return limits_; }
@@ -147,6 +156,7 @@ class TagEngine {
     std::vector<Pending>      delivering_;
     size_t                    posted_    = 0;
     size_t                    in_flight_ = 0;
+    Counters                  counters_;
     OrphanHook                orphan_hook_     = nullptr;
     void                     *orphan_hook_arg_ = nullptr;
 };

@@ -102,6 +102,12 @@ ucs_config_field_t sm_config_table[] = {
     {"PROGRESS_BUDGET", "32", "FIFO elements handled per progress call at most.",
      offsetof(SmConfig, progress_budget), UCS_CONFIG_TYPE_UINT},
 
+    {"PRINT_STATS", "n",
+     "Print each interface's counters to stderr when it closes: receives posted to the tag\n"
+     "list and matched there, unexpected messages, protocols used, drops. The same counters\n"
+     "are logged at debug level (UCX_LOG_LEVEL=debug) in any case.",
+     offsetof(SmConfig, print_stats), UCS_CONFIG_TYPE_BOOL},
+
     {}};
 
 }  // namespace sm

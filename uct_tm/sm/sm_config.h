@@ -36,6 +36,7 @@ struct SmConfig {
     int              numa_bind;
     int              named_segments;
     unsigned         progress_budget;
+    int              print_stats;
 };
 
 extern ucs_config_field_t sm_config_table[];

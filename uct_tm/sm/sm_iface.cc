@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <signal.h>
@@ -127,6 +128,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     rndv_split_min_ = config.rndv_split_min;
     shm_direct_max_ = config.shm_direct_max;
     cma_enabled_    = config.cma;
+    print_stats_    = config.print_stats;
     md_             = md;
     check_interval_ = seconds_to_ns(config.peer_check_interval);
     stall_timeout_  = seconds_to_ns(config.stall_timeout);
@@ -205,7 +207,37 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     return UCS_OK;
 }
 
+void SmIface::print_counters(FILE *stream) const {
+    const TagEngine::Counters &t = tags_.counters();
+    fprintf(stream,
+            "tm_sm iface %u (pid %d): %lu messages received; tag list: %lu posted, %lu matched, "
+            "%lu cancelled, %lu refused; %lu unexpected; rendezvous received: %lu direct, %lu cma, "
+            "%lu split, %lu pipelined; %lu dropped\n",
+            iface_serial_, static_cast<int>(getpid()), (unsigned long)counters_.received,
+            (unsigned long)t.posts, (unsigned long)t.matches, (unsigned long)t.cancels,
+            (unsigned long)t.refused, (unsigned long)counters_.unexpected,
+            (unsigned long)counters_.rndv_direct, (unsigned long)counters_.rndv_cma,
+            (unsigned long)counters_.rndv_split, (unsigned long)counters_.rndv_pipelined,
+            (unsigned long)dropped_);
+}
+
 SmIface::~SmIface() {
+    if (base_initialized_) {
+        if (print_stats_) {
+            print_counters(stderr);
+        }
+        if (ucs_log_is_enabled(UCS_LOG_LEVEL_DEBUG)) {
+            char  *text = nullptr;
+            size_t len  = 0;
+            FILE  *mem  = open_memstream(&text, &len);
+            if (mem != nullptr) {
+                print_counters(mem);
+                fclose(mem);
+                ucs_debug("%s", text);
+                free(text);
+            }
+        }
+    }
     if (header_ != nullptr) {
         header_->closed.store(1, std::memory_order_release);
     }
@@ -333,6 +365,7 @@ unsigned SmIface::progress() {
         dispatch(e);
         fifo_.release();
         ++count;
+        ++counters_.received;
     }
     count += tags_.progress();
     if (ucs_unlikely(!splits_.empty())) {
@@ -575,6 +608,7 @@ void SmIface::receive_eager(const Message &m) {
             drop(m, "unexpected tagged message but no eager callback");
             return;
         }
+        ++counters_.unexpected;
         void *context = nullptr;
         const unsigned first = UCT_CB_PARAM_FLAG_FIRST | (more ? UCT_CB_PARAM_FLAG_MORE : 0);
         deliver(m, [&](void *data, unsigned flags) {
@@ -638,6 +672,7 @@ void SmIface::receive_rndv_request(const Message &m) {
         drop(m, "unexpected rendezvous request but no rndv callback");
         return;
     }
+    ++counters_.unexpected;
     rndv_cb_(rndv_arg_, 0, m.tag, m.payload, m.length, 0, 0, nullptr);
 }
 

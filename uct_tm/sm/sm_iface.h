@@ -27,6 +27,7 @@
 #include "base/clock.h"
 #include <uct/api/uct.h>
 
+#include <cstdio>
 #include <memory>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -214,6 +215,17 @@ class SmIface {
 
     const TagEngine &tags() const { return tags_; }
 
+    /* What crossed this iface (PRINT_STATS). */
+    struct Counters {
+        uint64_t received        = 0; /* FIFO elements handled */
+        uint64_t unexpected      = 0; /* tagged messages handed to eager_cb / rndv_cb */
+        uint64_t rndv_direct     = 0; /* rendezvous receives: copied from MD shared memory */
+        uint64_t rndv_cma        = 0; /* ... one CMA read */
+        uint64_t rndv_split      = 0; /* ... split CMA copy */
+        uint64_t rndv_pipelined  = 0; /* ... through staging chunks */
+    };
+    void print_counters(FILE *stream) const;
+
   private:
     /* The uct_recv_desc_t UCX finds in front of delivered descriptors. */
     struct DescOwner {
@@ -385,6 +397,8 @@ class SmIface {
     uint64_t               stall_since_    = 0;
     uint32_t                 slow_countdown_ = kSlowProgressPeriod;
     uint64_t                 dropped_        = 0;
+    Counters                 counters_;
+    bool                     print_stats_    = false;
 };
 
 }  // namespace sm

@@ -290,6 +290,7 @@ void SmIface::receive_rndv(const Message &m) {
         rkey.length     = info.length;
         rkey.pid        = sender->pid();
         rkey.rndv_token = info.op_token;
+        ++counters_.unexpected;
         rndv_cb_(rndv_arg_, 0, m.tag, header, info.header_length, info.address, info.length,
                  &rkey);
         return;
@@ -331,6 +332,7 @@ void SmIface::receive_rndv(const Message &m) {
                 memcpy(local[i].iov_base, src, local[i].iov_len);
                 src += local[i].iov_len;
             }
+            ++counters_.rndv_direct;
             finish(UCS_OK);
             return;
         }
@@ -338,6 +340,7 @@ void SmIface::receive_rndv(const Message &m) {
     if (!cma) {
         /* No CMA to this process: it copies the data through our staging chunks. */
         slot->mode.store(kRndvModePull, std::memory_order_release);
+        ++counters_.rndv_pipelined;
         Pull pull;
         pull.purpose    = Pull::Purpose::kRndv;
         pull.owner      = sender;
@@ -359,9 +362,11 @@ void SmIface::receive_rndv(const Message &m) {
     }
     if (!rndv_split_ || (want < rndv_split_min_) || (pid == getpid()) ||
         (count > kRndvMaxIov) || ((want + piece - 1) / piece < 2)) {
+        ++counters_.rndv_cma;
         finish(cma_copy(pid, local, count, info.address, want, false));
         return;
     }
+    ++counters_.rndv_split;
     /* Split the copy: describe our buffers, invite the sender, start from the back. */
     const uint32_t pieces = static_cast<uint32_t>((want + piece - 1) / piece);
     slot->piece_size   = static_cast<uint32_t>(piece);
