@@ -86,27 +86,30 @@ size_t slice(const struct iovec *iov, size_t count, size_t offset, size_t length
 
 constexpr uint64_t kClaimLo = 0xffffffffull;
 
+/* Copies between `local` and our own mapping at `mapped` (MD-allocated
+ * shared memory, whose bounds the caller checked). */
+void copy_mapped(struct iovec *local, size_t count, char *mapped, size_t length, bool write) {
+    for (size_t i = 0; (i < count) && (length > 0); ++i) {
+        const size_t n = std::min(local[i].iov_len, length);
+        if (write) {
+            memcpy(mapped, local[i].iov_base, n);
+        } else {
+            memcpy(local[i].iov_base, mapped, n);
+        }
+        mapped += n;
+        length -= n;
+    }
+}
+
 }  // namespace
 
 /* Copies `length` bytes at `remote` in process `pid` into `local`. Handles
- * partial transfers (the kernel stops at page boundaries it cannot map). */
+ * partial transfers (the kernel stops at page boundaries it cannot map).
+ * Also when `pid` is our own: `remote` comes from a peer (FIFO element,
+ * rkey) and may point anywhere; the kernel reports a bad address as EFAULT
+ * where a memcpy would crash this process. */
 ucs_status_t SmIface::cma_copy(pid_t pid, struct iovec *local, size_t count, uint64_t remote,
                                size_t length, bool write) {
-    if (pid == getpid()) {
-        /* Loopback: no system call needed. */
-        const char *src = reinterpret_cast<const char *>(remote);
-        for (size_t i = 0; (i < count) && (length > 0); ++i) {
-            const size_t n = std::min(local[i].iov_len, length);
-            if (write) {
-                memcpy(const_cast<char *>(src), local[i].iov_base, n);
-            } else {
-                memcpy(local[i].iov_base, src, n);
-            }
-            src += n;
-            length -= n;
-        }
-        return UCS_OK;
-    }
     while (length > 0) {
         struct iovec  r = {reinterpret_cast<void *>(remote), length};
         const ssize_t n = write ? process_vm_writev(pid, local, count, &r, 1, 0)
@@ -582,8 +585,8 @@ ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint6
         /* MD-allocated shared memory: map it and copy directly. */
         void *mapped;
         if (remote_key_address(key, remote_addr, &mapped) == UCS_OK) {
-            return cma_copy(getpid(), local, count, reinterpret_cast<uintptr_t>(mapped), total,
-                            write);
+            copy_mapped(local, count, static_cast<char *>(mapped), total, write);
+            return UCS_OK;
         }
     }
     if ((key->pid != getpid()) && (ep->peer->pid() == key->pid) &&
