@@ -82,7 +82,9 @@ struct uct_md_mem_dereg_params_t {
     uct_mem_h         memh;
     uct_completion_t *comp;
 };
-enum { UCT_MD_MEM_DEREG_FIELD_MEMH = 1u << 1 };
+/* Bit 0: libuct 1.13.1's uct_md_mem_dereg() passes field_mask 1 with memh
+ * alone (seen in its code; tests/uct checks dereg through libuct). */
+enum { UCT_MD_MEM_DEREG_FIELD_MEMH = 1u << 0 };
 
 struct uct_md_mkey_pack_params_t {
     uint64_t field_mask;
