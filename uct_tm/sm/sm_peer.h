@@ -45,7 +45,7 @@ struct ControlMsg {
     PullRequest payload{};
 };
 
-class SmEp;
+struct SmEp;
 
 class RemotePeer {
   public:
