@@ -1,0 +1,1120 @@
+/*
+ * UCT tag API conformance, run for every tag-capable transport of component
+ * "tm" (see tag_transports()): the scenarios of UCX's own test_tag
+ * (../shared/reference/ucx-integration.md §E) plus truncation on every path,
+ * cancellation races, descriptor holding with rx_headroom and matching order
+ * against a model. Each test checks every callback (count, order, status,
+ * tag, imm, length) and every byte delivered, and that nothing beyond the
+ * posted buffers was written.
+ */
+#include "tag_fixture.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <memory>
+
+namespace uct_tm_test {
+namespace {
+
+const Path kEagerPaths[] = {Path::kShort, Path::kBcopy, Path::kZcopy, Path::kZcopyMulti};
+const Path kAllPaths[]   = {Path::kShort, Path::kBcopy, Path::kZcopy, Path::kZcopyMulti,
+                            Path::kRndv};
+
+constexpr uct_tag_t kFullMask = ~uct_tag_t{0};
+
+TEST(TagTransports, TmSmIsTagCapable) {
+    const auto names = tag_transports();
+    EXPECT_NE(std::find(names.begin(), names.end(), "tm_sm"), names.end())
+        << "tm_sm does not report UCT_IFACE_FLAG_TAG_* with tag offload requested";
+}
+
+TEST_P(TagTest, CapsAreConsistent) {
+    const Caps &c = rx_->caps;
+    EXPECT_TRUE(c.flags & (UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
+                           UCT_IFACE_FLAG_TAG_EAGER_ZCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY));
+    EXPECT_GE(c.recv_max_iov, 1u);
+    EXPECT_GE(c.recv_max_outstanding, 1u);
+    if (c.flags & UCT_IFACE_FLAG_TAG_EAGER_ZCOPY) {
+        EXPECT_GE(c.eager_max_iov, 1u);
+        EXPECT_GE(c.max_zcopy, c.max_short);
+    }
+    if (c.flags & UCT_IFACE_FLAG_TAG_RNDV_ZCOPY) {
+        /* UCP asserts max_hdr >= 17 (its {ep_id, req_id, md_index} header). */
+        EXPECT_GE(c.rndv_max_hdr, 17u);
+        EXPECT_GE(c.rndv_max_iov, 1u);
+        EXPECT_GT(c.rndv_max_zcopy, 0u);
+    }
+}
+
+/* ---- expected eager and rendezvous --------------------------------------------------- */
+
+/* Every path, every interesting size, several send and receive iov counts:
+ * consumed then completed, with the sender's tag, imm, length and bytes. */
+TEST_P(TagTest, ExpectedEveryPath) {
+    Rng rng(test_seed() ^ 1);
+    for (Path path : kAllPaths) {
+        if (lacks(path)) {
+            continue;
+        }
+        const size_t send_iovs[] = {1, 3, tx_->caps.eager_max_iov};
+        const size_t recv_iovs[] = {1, 3, rx_->caps.recv_max_iov};
+        for (size_t length : tx_->caps.sizes(path)) {
+            for (size_t si : send_iovs) {
+                if ((path == Path::kShort || path == Path::kBcopy || path == Path::kRndv) && si > 1) {
+                    continue;
+                }
+                for (size_t ri : recv_iovs) {
+                    if (ri > rx_->caps.recv_max_iov) {
+                        continue;
+                    }
+                    SCOPED_TRACE(std::string(path_name(path)) + " length " + std::to_string(length) +
+                                 " send iov " + std::to_string(si) + " recv iov " +
+                                 std::to_string(ri));
+                    const uct_tag_t tag = rng.next();
+                    Send            s(path, tag, rng.next() | 1, rng.next(), length, si);
+                    RecvCtx         r;
+                    RecvBuffers     b(length, ri);
+                    ASSERT_EQ(post(r, tag, kFullMask, b), UCS_OK);
+                    ASSERT_EQ(send(s), UCS_OK);
+                    ASSERT_TRUE(wait([&] {
+                        return r.done() && (!s.comp_pending || (s.comp->calls > 0));
+                    })) << "no completion; callbacks [" << r.sequence() << "]";
+                    EXPECT_EQ(check_delivery(r, b, s, UCS_OK), "");
+                    if (s.comp) {
+                        /* zcopy: called once if the send returned INPROGRESS, else never. */
+                        EXPECT_EQ(s.comp->calls, s.comp_pending ? 1 : 0);
+                        EXPECT_EQ(s.comp->status, UCS_OK);
+                    }
+                    EXPECT_TRUE(rx_->unexp.messages.empty());
+                    EXPECT_TRUE(rx_->unexp.rndvs.empty());
+                }
+            }
+        }
+    }
+}
+
+/* A receive larger than the message: only the message's bytes are written. */
+TEST_P(TagTest, ExpectedIntoLargerBuffer) {
+    Rng rng(test_seed() ^ 2);
+    for (Path path : kAllPaths) {
+        if (lacks(path)) {
+            continue;
+        }
+        const size_t length = tx_->caps.sizes(path)[1];
+        SCOPED_TRACE(path_name(path));
+        Send        s(path, rng.next(), 7, rng.next(), length);
+        RecvCtx     r;
+        RecvBuffers b(length + 1000, std::min<size_t>(2, rx_->caps.recv_max_iov));
+        ASSERT_EQ(post(r, s.tag, kFullMask, b), UCS_OK);
+        ASSERT_EQ(send(s), UCS_OK);
+        ASSERT_TRUE(wait([&] { return r.done(); }));
+        ASSERT_TRUE(finish(s));
+        EXPECT_EQ(check_delivery(r, b, s, UCS_OK), "");
+    }
+}
+
+/* ---- unexpected eager ------------------------------------------------------------------ */
+
+TEST_P(TagTest, UnexpectedEagerEveryPath) {
+    Rng rng(test_seed() ^ 3);
+    for (Path path : kEagerPaths) {
+        if (lacks(path)) {
+            continue;
+        }
+        for (size_t length : tx_->caps.sizes(path)) {
+            SCOPED_TRACE(std::string(path_name(path)) + " length " + std::to_string(length));
+            const size_t before = rx_->unexp.messages.size();
+            Send s(path, rng.next(), rng.next() | 1, rng.next(), length,
+                   std::min<size_t>(3, tx_->caps.eager_max_iov));
+            ASSERT_EQ(send(s), UCS_OK);
+            ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == before + 1; }));
+            ASSERT_EQ(rx_->unexp.messages.size(), before + 1);
+            const Unexpected::Message &m = rx_->unexp.messages.back();
+            EXPECT_EQ(m.tag, s.tag);
+            EXPECT_EQ(m.imm, s.imm);
+            ASSERT_EQ(m.data.size(), length);
+            EXPECT_EQ(pattern_mismatch(m.data.data(), length, s.seed), SIZE_MAX);
+            /* FIRST[|MORE], then MORE..., the last without MORE. */
+            ASSERT_FALSE(m.flags.empty());
+            for (size_t i = 0; i < m.flags.size(); ++i) {
+                const bool first = (m.flags[i] & UCT_CB_PARAM_FLAG_FIRST) != 0;
+                const bool more  = (m.flags[i] & UCT_CB_PARAM_FLAG_MORE) != 0;
+                EXPECT_EQ(first, i == 0) << "fragment " << i;
+                EXPECT_EQ(more, i + 1 < m.flags.size()) << "fragment " << i;
+            }
+            if (path == Path::kZcopyMulti) {
+                EXPECT_GT(m.flags.size(), 1u) << "a message above max_bcopy came in one piece";
+            }
+            if (s.comp_pending) {
+                EXPECT_TRUE(wait([&] { return s.comp->calls == 1; }));
+            }
+        }
+    }
+    EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
+}
+
+/* A receive posted after a message arrived does not match it (UCT: the
+ * message went to the unexpected callback). */
+TEST_P(TagTest, PostedAfterArrivalDoesNotMatch) {
+    Send s(Path::kBcopy, 0x77, 0, 9, 64);
+    if (lacks(s.path)) {
+        GTEST_SKIP();
+    }
+    ASSERT_EQ(send(s), UCS_OK);
+    ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == 1; }));
+    RecvCtx     r;
+    RecvBuffers b(64);
+    ASSERT_EQ(post(r, 0x77, kFullMask, b), UCS_OK);
+    drain();
+    EXPECT_TRUE(r.events.empty());
+    EXPECT_TRUE(b.untouched());
+    EXPECT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 1), UCS_OK);
+}
+
+/* DESC: the callback keeps the descriptor (UCS_INPROGRESS), writes into the
+ * rx_headroom in front of the data, and the data stays intact while more
+ * traffic flows, until uct_iface_release_desc(). */
+void hold_desc_scenario(TagTest *t, Node &rx, const std::function<ucs_status_t(Send &)> &send,
+                        const std::function<bool(const std::function<bool()> &)> &wait,
+                        const Caps &caps) {
+    Rng rng(test_seed() ^ 4);
+    rx.unexp.hold_descs(1);
+    Send first(Path::kBcopy, rng.next(), 3, rng.next(), caps.max_bcopy);
+    ASSERT_EQ(send(first), UCS_OK);
+    ASSERT_TRUE(wait([&] { return rx.unexp.complete_messages() == 1; }));
+    ASSERT_EQ(rx.unexp.held.size(), 1u) << "a bcopy message was not delivered with DESC";
+    /* Enough traffic to wrap the FIFO several times. */
+    for (int i = 0; i < 600; ++i) {
+        Send more(Path::kBcopy, rng.next(), 0, rng.next(), 1 + (i % 500));
+        ASSERT_EQ(send(more), UCS_OK);
+    }
+    ASSERT_TRUE(wait([&] { return rx.unexp.complete_messages() == 601; }));
+    EXPECT_EQ(rx.unexp.check_held(), "");
+    for (size_t i = 1; i < rx.unexp.messages.size(); ++i) {
+        ASSERT_EQ(rx.unexp.messages[i].data.size(), 1 + ((i - 1) % 500));
+    }
+    rx.unexp.release_held();
+    EXPECT_EQ(rx.unexp.violations, std::vector<std::string>{});
+    (void)t;
+}
+
+TEST_P(TagTest, UnexpectedDescHeldWithHeadroom) {
+    if (lacks(Path::kBcopy)) {
+        GTEST_SKIP();
+    }
+    hold_desc_scenario(
+        this, *rx_, [this](Send &s) { return send(s); },
+        [this](const std::function<bool()> &p) { return wait(p); }, tx_->caps);
+}
+
+/* UCX's tag_hold_uct_desc runs with rx_headroom 0. */
+TEST_P(TagTest, UnexpectedDescHeldWithoutHeadroom) {
+    reopen({}, {}, 0);
+    if (lacks(Path::kBcopy)) {
+        GTEST_SKIP();
+    }
+    hold_desc_scenario(
+        this, *rx_, [this](Send &s) { return send(s); },
+        [this](const std::function<bool()> &p) { return wait(p); }, tx_->caps);
+}
+
+/* Holding more descriptors than the transport has spare: the rest arrive
+ * without DESC (to be copied); after release, DESC comes back. Every held
+ * descriptor keeps its bytes and its headroom. */
+TEST_P(TagTest, UnexpectedDescHoldMany) {
+    if (lacks(Path::kBcopy)) {
+        GTEST_SKIP();
+    }
+    Rng rng(test_seed() ^ 5);
+    rx_->unexp.hold_descs(SIZE_MAX);
+    std::vector<uint64_t> seeds;
+    for (int round = 0; round < 2; ++round) {
+        const size_t base = rx_->unexp.messages.size();
+        for (int i = 0; i < 400; ++i) {
+            seeds.push_back(rng.next());
+            Send s(Path::kBcopy, i, 0, seeds.back(), 200 + i);
+            ASSERT_EQ(send(s), UCS_OK);
+        }
+        ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == base + 400; }));
+        EXPECT_GT(rx_->unexp.held.size(), 0u) << "round " << round;
+        EXPECT_EQ(rx_->unexp.check_held(), "") << "round " << round;
+        for (size_t i = base; i < base + 400; ++i) {
+            const auto &m = rx_->unexp.messages[i];
+            ASSERT_EQ(m.data.size(), 200 + (i - base));
+            EXPECT_EQ(pattern_mismatch(m.data.data(), m.data.size(), seeds[i]), SIZE_MAX);
+        }
+        rx_->unexp.release_held();
+    }
+    EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
+}
+
+/* ---- rendezvous ------------------------------------------------------------------------- */
+
+TEST_P(TagTest, RndvUnexpectedGetZcopy) {
+    if (lacks(Path::kRndv) || !(rx_->caps.flags & UCT_IFACE_FLAG_GET_ZCOPY)) {
+        GTEST_SKIP();
+    }
+    uct_ep_h back;
+    ASSERT_EQ(rx_->connect(tx_->address(), &back), UCS_OK);
+    Rng rng(test_seed() ^ 6);
+    for (size_t length : tx_->caps.sizes(Path::kRndv)) {
+        SCOPED_TRACE("length " + std::to_string(length));
+        Send s(Path::kRndv, rng.next(), 0, rng.next(), length);
+        ASSERT_EQ(send(s), UCS_OK);
+        ASSERT_TRUE(wait([&] { return !rx_->unexp.rndvs.empty(); }));
+        ASSERT_EQ(rx_->unexp.rndvs.size(), 1u);
+        const Unexpected::Rndv u = rx_->unexp.rndvs.back();
+        rx_->unexp.rndvs.clear();
+        EXPECT_EQ(u.tag, s.tag);
+        EXPECT_EQ(u.header, s.header);
+        EXPECT_EQ(u.remote_addr, reinterpret_cast<uintptr_t>(s.payload.data()));
+        EXPECT_EQ(u.length, length);
+        ASSERT_FALSE(u.rkey.empty()) << "no rkey buffer";
+
+        uct_rkey_bundle_t rkey;
+        ASSERT_EQ(uct_rkey_unpack(env_->component(), u.rkey.data(), &rkey), UCS_OK);
+        /* All of it, then a piece in the middle. */
+        const size_t offsets[][2] = {{0, length}, {length / 3, length / 2}};
+        for (const auto &o : offsets) {
+            GuardedBuffer   local(o[1]);
+            uct_iov_t       iov = {local.data(), o[1], nullptr, 0, 1};
+            Completion      c;
+            ucs_status_t status = uct_ep_get_zcopy(back, &iov, 1, u.remote_addr + o[0],
+                                                   rkey.rkey, &c.comp);
+            ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS))
+                << ucs_status_string(status);
+            if (status == UCS_INPROGRESS) {
+                ASSERT_TRUE(wait([&] { return c.calls == 1; }));
+                EXPECT_EQ(c.status, UCS_OK);
+            }
+            EXPECT_EQ(pattern_mismatch(local.data(), o[1], s.seed, o[0]), SIZE_MAX);
+            EXPECT_TRUE(local.guards_intact());
+        }
+        uct_rkey_release(env_->component(), &rkey);
+        /* The protocol above finished it: the sender withdraws the send and
+         * its completion is never called. */
+        EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
+        drain();
+        EXPECT_EQ(s.comp->calls, 0);
+    }
+    uct_ep_destroy(back);
+}
+
+/* tag_rndv_cancel before the receiver matched: the sender's completion is
+ * never called, a receive that matches afterwards completes with
+ * UCS_ERR_CANCELED without reading the (now released) memory. */
+TEST_P(TagTest, RndvCancelBeforeExpectedMatch) {
+    if (lacks(Path::kRndv)) {
+        GTEST_SKIP();
+    }
+    Send        s(Path::kRndv, 0x1234, 0, 11, 100000);
+    RecvCtx     r;
+    RecvBuffers b(100000);
+    ASSERT_EQ(post(r, s.tag, kFullMask, b), UCS_OK);
+    ASSERT_EQ(s.post(ep_), UCS_OK);
+    ASSERT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
+    /* The memory is the sender's again: scribble on it. */
+    memset(s.payload.data(), 0, s.payload.size());
+    ASSERT_TRUE(wait([&] { return r.done(); }));
+    EXPECT_EQ(r.sequence(), "consumed,completed");
+    EXPECT_EQ(r.status, UCS_ERR_CANCELED);
+    EXPECT_EQ(r.stag, s.tag);
+    EXPECT_TRUE(b.untouched()) << "the receiver read a cancelled rendezvous buffer";
+    drain();
+    EXPECT_EQ(s.comp->calls, 0);
+    /* A second cancel of the same operation is an error. */
+    EXPECT_NE(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
+}
+
+TEST_P(TagTest, RndvCancelAfterUnexpectedArrival) {
+    if (lacks(Path::kRndv) || !(rx_->caps.flags & UCT_IFACE_FLAG_GET_ZCOPY)) {
+        GTEST_SKIP();
+    }
+    uct_ep_h back;
+    ASSERT_EQ(rx_->connect(tx_->address(), &back), UCS_OK);
+    Send s(Path::kRndv, 0x4321, 0, 12, 5000);
+    ASSERT_EQ(send(s), UCS_OK);
+    ASSERT_TRUE(wait([&] { return rx_->unexp.rndvs.size() == 1; }));
+    ASSERT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
+    uct_rkey_bundle_t rkey;
+    ASSERT_EQ(uct_rkey_unpack(env_->component(), rx_->unexp.rndvs[0].rkey.data(), &rkey), UCS_OK);
+    GuardedBuffer local(5000);
+    uct_iov_t     iov = {local.data(), 5000, nullptr, 0, 1};
+    Completion    c;
+    ucs_status_t  status =
+        uct_ep_get_zcopy(back, &iov, 1, rx_->unexp.rndvs[0].remote_addr, rkey.rkey, &c.comp);
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait([&] { return c.calls == 1; }));
+        status = c.status;
+    }
+    EXPECT_NE(status, UCS_OK) << "get_zcopy read a cancelled rendezvous buffer";
+    EXPECT_TRUE(local.untouched(0, 5000));
+    uct_rkey_release(env_->component(), &rkey);
+    drain();
+    EXPECT_EQ(s.comp->calls, 0);
+    uct_ep_destroy(back);
+}
+
+TEST_P(TagTest, RndvRequestExpected) {
+    if (lacks(Path::kRndv)) {
+        GTEST_SKIP();
+    }
+    const size_t hdr_sizes[] = {0, 17, 1000, tx_->caps.rndv_max_hdr};
+    Rng          rng(test_seed() ^ 7);
+    for (size_t hdr_len : hdr_sizes) {
+        SCOPED_TRACE("header " + std::to_string(hdr_len));
+        std::string header(hdr_len, '\0');
+        fill_pattern(&header[0], hdr_len, hdr_len);
+        const uct_tag_t tag = rng.next();
+        RecvCtx         r;
+        RecvBuffers     b(4096);
+        ASSERT_EQ(post(r, tag, kFullMask, b), UCS_OK);
+        ucs_status_t status;
+        ASSERT_TRUE(wait([&] {
+            status = uct_ep_tag_rndv_request(ep_, tag, header.data(),
+                                             static_cast<unsigned>(hdr_len), 0);
+            return status != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(status, UCS_OK);
+        ASSERT_TRUE(wait([&] { return r.done(); }));
+        EXPECT_EQ(r.sequence(), "consumed,rndv");
+        EXPECT_EQ(r.status, UCS_OK);
+        EXPECT_EQ(r.stag, tag);
+        EXPECT_EQ(r.header, header);
+        EXPECT_TRUE(r.rndv_flags & UCT_TAG_RECV_CB_INLINE_DATA);
+        EXPECT_TRUE(b.untouched());
+    }
+}
+
+TEST_P(TagTest, RndvRequestUnexpected) {
+    if (lacks(Path::kRndv)) {
+        GTEST_SKIP();
+    }
+    const size_t hdr_sizes[] = {0, 17, 1000, tx_->caps.rndv_max_hdr};
+    for (size_t hdr_len : hdr_sizes) {
+        SCOPED_TRACE("header " + std::to_string(hdr_len));
+        std::string header(hdr_len, '\0');
+        fill_pattern(&header[0], hdr_len, hdr_len + 1);
+        rx_->unexp.rndvs.clear();
+        ucs_status_t status;
+        ASSERT_TRUE(wait([&] {
+            status = uct_ep_tag_rndv_request(ep_, 0xabc + hdr_len, header.data(),
+                                             static_cast<unsigned>(hdr_len), 0);
+            return status != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(status, UCS_OK);
+        ASSERT_TRUE(wait([&] { return rx_->unexp.rndvs.size() == 1; }));
+        const auto &u = rx_->unexp.rndvs[0];
+        EXPECT_EQ(u.tag, 0xabc + hdr_len);
+        EXPECT_EQ(u.header, header);
+        EXPECT_EQ(u.remote_addr, 0u) << "a software rendezvous request has no remote address";
+        EXPECT_EQ(u.length, 0u);
+        EXPECT_TRUE(u.rkey.empty()) << "a software rendezvous request has no rkey";
+    }
+}
+
+/* ---- matching ------------------------------------------------------------------------------ */
+
+TEST_P(TagTest, WrongTagGoesUnexpected) {
+    Rng rng(test_seed() ^ 8);
+    for (Path path : kAllPaths) {
+        if (lacks(path)) {
+            continue;
+        }
+        SCOPED_TRACE(path_name(path));
+        rx_->unexp.messages.clear();
+        rx_->unexp.rndvs.clear();
+        const uct_tag_t tag = rng.next();
+        RecvCtx         r;
+        RecvBuffers     b(256);
+        ASSERT_EQ(post(r, tag, kFullMask, b), UCS_OK);
+        const size_t length = std::min<size_t>(64, tx_->caps.sizes(path).back());
+        Send         wrong(path, tag ^ 1, 0, 1, length);
+        ASSERT_EQ(send(wrong), UCS_OK);
+        ASSERT_TRUE(wait([&] {
+            return (rx_->unexp.complete_messages() + rx_->unexp.rndvs.size()) == 1;
+        }));
+        EXPECT_TRUE(r.events.empty());
+        EXPECT_TRUE(b.untouched());
+        Send right(path, tag, 0, 2, length);
+        ASSERT_EQ(send(right), UCS_OK);
+        ASSERT_TRUE(wait([&] { return r.done(); }));
+        ASSERT_TRUE(finish(right));
+        EXPECT_EQ(check_delivery(r, b, right, UCS_OK), "");
+        if (path == Path::kRndv) {
+            /* The unexpected one is still outstanding on the sender. */
+            EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, wrong.rndv_op), UCS_OK);
+        }
+    }
+}
+
+TEST_P(TagTest, MaskPatterns) {
+    if (lacks(Path::kBcopy)) {
+        GTEST_SKIP();
+    }
+    struct Case {
+        uct_tag_t recv_tag, mask, msg_tag;
+        bool      match;
+    };
+    const Case cases[] = {
+        {0x1111, 0, 0xdeadbeefcafef00dull, true},                       /* wildcard */
+        {0x1111, kFullMask, 0x1111, true},                               /* exact */
+        {0x1111, kFullMask, 0x1110, false},
+        {0xaaaa0000ffff0000ull, 0xffffffff00000000ull, 0xaaab00001234abcdull, false},
+        {0xaaaa0000ffff0000ull, 0xffffffff00000000ull, 0xaaaa0000000000ffull, true},
+        {0x12345678ull, 0x00000000ffffffffull, 0xffffffff12345678ull, true}, /* low half */
+        {0x12345678ull, 0x00000000ffffffffull, 0x12345679ull, false},
+        {0xf0f0f0f0f0f0f0f0ull, 0xf0f0f0f0f0f0f0f0ull, 0xfafbfcfdfefff0f1ull, true},
+        {0xf0f0f0f0f0f0f0f0ull, 0xf0f0f0f0f0f0f0f0ull, 0xe0f0f0f0f0f0f0f0ull, false},
+        /* bits of the posted tag outside the mask do not matter */
+        {0xdeadbeefull, 0xffff0000ull, 0xdead0000ull, true},
+        {0x8000000000000000ull, 0x8000000000000000ull, 0x8000000000000001ull, true},
+        {0x8000000000000000ull, 0x8000000000000000ull, 0x7fffffffffffffffull, false},
+    };
+    uint64_t seed = 100;
+    for (const Case &c : cases) {
+        SCOPED_TRACE(::testing::Message() << std::hex << "recv 0x" << c.recv_tag << " mask 0x"
+                                          << c.mask << " msg 0x" << c.msg_tag);
+        rx_->unexp.messages.clear();
+        RecvCtx     r;
+        RecvBuffers b(64);
+        ASSERT_EQ(post(r, c.recv_tag, c.mask, b), UCS_OK);
+        Send s(Path::kBcopy, c.msg_tag, 5, ++seed, 64);
+        ASSERT_EQ(send(s), UCS_OK);
+        ASSERT_TRUE(wait([&] { return r.done() || (rx_->unexp.complete_messages() == 1); }));
+        if (c.match) {
+            EXPECT_EQ(check_delivery(r, b, s, UCS_OK), "");
+        } else {
+            EXPECT_TRUE(r.events.empty());
+            EXPECT_EQ(rx_->unexp.messages.at(0).tag, c.msg_tag);
+            EXPECT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 1), UCS_OK);
+        }
+    }
+}
+
+/* The earliest posted matching receive wins, exact and masked interleaved. */
+TEST_P(TagTest, EarliestPostedMatchingReceiveWins) {
+    if (lacks(Path::kShort)) {
+        GTEST_SKIP();
+    }
+    const uct_tag_t A = 0x0100000000000001ull, A2 = 0x0100000000000002ull;
+    const uct_tag_t B = 0x0200000000000001ull, hi = 0xff00000000000000ull;
+    struct Post {
+        uct_tag_t tag, mask;
+    };
+    const Post posts[] = {
+        {A, kFullMask},  /* 0 */
+        {A, hi},         /* 1: class of A */
+        {A, kFullMask},  /* 2 */
+        {0, 0},          /* 3: wildcard */
+        {B, kFullMask},  /* 4 */
+        {A2, kFullMask}, /* 5 */
+    };
+    /* message tag -> receive it must land in (-1: unexpected) */
+    const std::pair<uct_tag_t, int> msgs[] = {
+        {A, 0}, {A, 1}, {B, 3}, {A, 2}, {A2, 5}, {B, 4}, {A, -1}, {B, -1},
+    };
+    std::vector<std::unique_ptr<RecvCtx>>     ctxs;
+    std::vector<std::unique_ptr<RecvBuffers>> bufs;
+    for (const Post &p : posts) {
+        ctxs.emplace_back(new RecvCtx);
+        bufs.emplace_back(new RecvBuffers(8));
+        ASSERT_EQ(post(*ctxs.back(), p.tag, p.mask, *bufs.back()), UCS_OK);
+    }
+    std::vector<std::unique_ptr<Send>> sends;
+    for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); ++i) {
+        sends.emplace_back(new Send(Path::kShort, msgs[i].first, 0, 1000 + i, 8));
+        ASSERT_EQ(send(*sends.back()), UCS_OK);
+    }
+    ASSERT_TRUE(wait([&] {
+        return std::all_of(ctxs.begin(), ctxs.end(), [](const auto &c) { return c->done(); }) &&
+               rx_->unexp.complete_messages() == 2;
+    }));
+    for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); ++i) {
+        if (msgs[i].second < 0) {
+            continue;
+        }
+        SCOPED_TRACE("message " + std::to_string(i));
+        const size_t k = static_cast<size_t>(msgs[i].second);
+        EXPECT_EQ(check_delivery(*ctxs[k], *bufs[k], *sends[i], UCS_OK), "");
+    }
+    ASSERT_EQ(rx_->unexp.messages.size(), 2u);
+    EXPECT_EQ(rx_->unexp.messages[0].data, std::string(sends[6]->payload.begin(), sends[6]->payload.end()));
+    EXPECT_EQ(rx_->unexp.messages[1].data, std::string(sends[7]->payload.begin(), sends[7]->payload.end()));
+}
+
+/* Random exact / masked / wildcard receives against a linear model of UCT's
+ * rule: each arrival takes the earliest posted receive it matches. */
+TEST_P(TagTest, MatchingAgreesWithModel) {
+    if (lacks(Path::kShort)) {
+        GTEST_SKIP();
+    }
+    Rng             rng(test_seed() ^ 9);
+    const uct_tag_t masks[] = {kFullMask, kFullMask, 0xff00ull, 0xf0f0ull, 0x0fffull, 0};
+    struct Posted {
+        uct_tag_t                    tag, mask;
+        std::unique_ptr<RecvCtx>     ctx;
+        std::unique_ptr<RecvBuffers> buf;
+        long                         expect = -1; /* message index */
+    };
+    std::deque<Posted> posted;
+    std::vector<long>  unexpected_model;
+    long               sent = 0;
+    for (int round = 0; round < 12; ++round) {
+        const size_t nposts = rng.range(0, 25);
+        for (size_t i = 0; i < nposts; ++i) {
+            Posted p;
+            p.tag  = rng.range(0, 0xffff);
+            p.mask = masks[rng.range(0, 5)];
+            p.ctx.reset(new RecvCtx);
+            p.buf.reset(new RecvBuffers(8));
+            ASSERT_EQ(post(*p.ctx, p.tag, p.mask, *p.buf), UCS_OK);
+            posted.push_back(std::move(p));
+        }
+        const size_t nmsgs = rng.range(1, 30);
+        for (size_t i = 0; i < nmsgs; ++i, ++sent) {
+            const uct_tag_t tag = rng.range(0, 0xffff);
+            Send            s(Path::kShort, tag, 0, static_cast<uint64_t>(sent), 8);
+            ASSERT_EQ(send(s), UCS_OK);
+            auto it = std::find_if(posted.begin(), posted.end(), [&](const Posted &p) {
+                return (p.expect < 0) && ((tag & p.mask) == (p.tag & p.mask));
+            });
+            if (it != posted.end()) {
+                it->expect = sent;
+            } else {
+                unexpected_model.push_back(sent);
+            }
+        }
+        ASSERT_TRUE(wait([&] {
+            size_t done = 0;
+            for (const Posted &p : posted) {
+                done += p.ctx->done();
+            }
+            return done + rx_->unexp.complete_messages() == static_cast<size_t>(sent);
+        }));
+    }
+    for (Posted &p : posted) {
+        if (p.expect < 0) {
+            EXPECT_TRUE(p.ctx->events.empty());
+            EXPECT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &p.ctx->ctx, 1), UCS_OK);
+            continue;
+        }
+        EXPECT_EQ(p.ctx->sequence(), "consumed,completed");
+        EXPECT_EQ(p.buf->check(static_cast<uint64_t>(p.expect), 8), "")
+            << "receive (0x" << std::hex << p.tag << ", 0x" << p.mask << ") got the wrong message";
+    }
+    ASSERT_EQ(rx_->unexp.messages.size(), unexpected_model.size());
+    for (size_t i = 0; i < unexpected_model.size(); ++i) {
+        EXPECT_EQ(pattern_mismatch(rx_->unexp.messages[i].data.data(), 8,
+                                   static_cast<uint64_t>(unexpected_model[i])),
+                  SIZE_MAX)
+            << "unexpected message " << i;
+    }
+}
+
+/* Active messages and tagged messages on the same endpoint, interleaved. */
+TEST_P(TagTest, AmInterleavedWithTags) {
+    if (lacks(Path::kBcopy) || !(rx_->caps.flags & UCT_IFACE_FLAG_AM_SHORT)) {
+        GTEST_SKIP();
+    }
+    std::vector<std::string> am_log;
+    const uint8_t            id = 13;
+    ASSERT_EQ(rx_->set_am_log(id, &am_log), UCS_OK);
+    RecvCtx     r1, r2;
+    RecvBuffers b1(100), b2(3000);
+    ASSERT_EQ(post(r1, 1, kFullMask, b1), UCS_OK);
+    ASSERT_EQ(post(r2, 2, kFullMask, b2), UCS_OK);
+    const uint64_t am_header = 0x0102030405060708ull;
+    const char     am_payload[] = "payload";
+    std::string    zhdr(16, 'h');
+    std::string    zdata(1000, 'z');
+    Send           t1(Path::kBcopy, 1, 11, 21, 100);
+    Send           t3(Path::kShort, 3, 0, 23, 20);
+    Send           t2(Path::kBcopy, 2, 12, 22, 3000);
+    auto am_short = [&] { return uct_ep_am_short(ep_, id, am_header, am_payload, sizeof(am_payload)); };
+    auto am_zcopy = [&] {
+        uct_iov_t iov = {&zdata[0], zdata.size(), nullptr, 0, 1};
+        return uct_ep_am_zcopy(ep_, id, zhdr.data(), static_cast<unsigned>(zhdr.size()), &iov, 1,
+                               0, nullptr);
+    };
+    auto retry = [&](const std::function<ucs_status_t()> &op) {
+        ucs_status_t status;
+        wait([&] {
+            status = op();
+            return status != UCS_ERR_NO_RESOURCE;
+        });
+        return status;
+    };
+    ASSERT_EQ(retry(am_short), UCS_OK);
+    ASSERT_EQ(send(t1), UCS_OK);
+    ASSERT_EQ(send(t3), UCS_OK);
+    const ucs_status_t zs = retry(am_zcopy);
+    ASSERT_TRUE(zs == UCS_OK || zs == UCS_INPROGRESS) << ucs_status_string(zs);
+    ASSERT_EQ(send(t2), UCS_OK);
+    ASSERT_EQ(retry(am_short), UCS_OK);
+    ASSERT_TRUE(wait([&] {
+        return r1.done() && r2.done() && am_log.size() == 3 && rx_->unexp.complete_messages() == 1;
+    }));
+    EXPECT_EQ(check_delivery(r1, b1, t1, UCS_OK), "");
+    EXPECT_EQ(check_delivery(r2, b2, t2, UCS_OK), "");
+    std::string short_msg(reinterpret_cast<const char *>(&am_header), sizeof(am_header));
+    short_msg.append(am_payload, sizeof(am_payload));
+    EXPECT_EQ(am_log[0], short_msg);
+    EXPECT_EQ(am_log[1], zhdr + zdata);
+    EXPECT_EQ(am_log[2], short_msg);
+    EXPECT_EQ(rx_->unexp.messages[0].tag, 3u);
+}
+
+/* ---- cancellation ---------------------------------------------------------------------------- */
+
+TEST_P(TagTest, CancelForceHasNoCallbackAndCtxIsReusable) {
+    if (lacks(Path::kBcopy)) {
+        GTEST_SKIP();
+    }
+    RecvCtx     r;
+    RecvBuffers b(128);
+    ASSERT_EQ(post(r, 42, kFullMask, b), UCS_OK);
+    ASSERT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 1), UCS_OK);
+    drain();
+    EXPECT_TRUE(r.events.empty());
+    /* The tag no longer matches it. */
+    Send s1(Path::kBcopy, 42, 1, 31, 128);
+    ASSERT_EQ(send(s1), UCS_OK);
+    ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == 1; }));
+    EXPECT_TRUE(r.events.empty());
+    EXPECT_TRUE(b.untouched());
+    /* Same ctx, same buffer, posted again: works normally. */
+    r.reset();
+    ASSERT_EQ(post(r, 42, kFullMask, b), UCS_OK);
+    Send s2(Path::kBcopy, 42, 2, 32, 128);
+    ASSERT_EQ(send(s2), UCS_OK);
+    ASSERT_TRUE(wait([&] { return r.done(); }));
+    EXPECT_EQ(check_delivery(r, b, s2, UCS_OK), "");
+}
+
+TEST_P(TagTest, CancelNoForceCompletesCanceledFromProgress) {
+    RecvCtx     r;
+    RecvBuffers b(128);
+    ASSERT_EQ(post(r, 43, kFullMask, b), UCS_OK);
+    ASSERT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 0), UCS_OK);
+    EXPECT_TRUE(r.events.empty()) << "completed_cb called from inside tag_recv_cancel";
+    ASSERT_TRUE(wait([&] { return r.done(); }));
+    drain();
+    EXPECT_EQ(r.sequence(), "completed");
+    EXPECT_EQ(r.status, UCS_ERR_CANCELED);
+    EXPECT_TRUE(b.untouched());
+    /* Done: the ctx is unknown again. */
+    EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 0), UCS_OK);
+    EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 1), UCS_OK);
+}
+
+TEST_P(TagTest, CancelUnknownCtxIsAnError) {
+    RecvCtx never;
+    EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &never.ctx, 0), UCS_OK);
+    EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &never.ctx, 1), UCS_OK);
+    /* Garbage in the private area. */
+    Rng rng(test_seed() ^ 10);
+    for (int i = 0; i < 64; ++i) {
+        RecvCtx junk;
+        for (char &c : junk.ctx.priv) {
+            c = static_cast<char>(rng.next());
+        }
+        EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &junk.ctx, i & 1), UCS_OK);
+    }
+    /* Posted on another iface. */
+    RecvCtx     other;
+    RecvBuffers b(16);
+    ASSERT_EQ(uct_iface_tag_recv_zcopy(tx_->iface, 5, kFullMask, b.iov.data(), 1, &other.ctx),
+              UCS_OK);
+    EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &other.ctx, 1), UCS_OK);
+    EXPECT_EQ(uct_iface_tag_recv_cancel(tx_->iface, &other.ctx, 1), UCS_OK);
+    /* Already completed. */
+    RecvCtx     done;
+    RecvBuffers db(16);
+    ASSERT_EQ(post(done, 6, kFullMask, db), UCS_OK);
+    Send s(Path::kBcopy, 6, 0, 1, 16);
+    if (!lacks(s.path)) {
+        ASSERT_EQ(send(s), UCS_OK);
+        ASSERT_TRUE(wait([&] { return done.done(); }));
+        EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &done.ctx, 0), UCS_OK);
+        EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &done.ctx, 1), UCS_OK);
+        EXPECT_EQ(done.sequence(), "consumed,completed");
+    }
+}
+
+/* The message is in flight (sent, not yet progressed) when the receive is
+ * cancelled: cancel wins, the message goes to the unexpected callback, and
+ * the receive sees exactly one completion (UCS_ERR_CANCELED) or, forced,
+ * none at all. */
+TEST_P(TagTest, CancelRacingArrivalBeforeProgress) {
+    for (Path path : kAllPaths) {
+        if (lacks(path)) {
+            continue;
+        }
+        for (int force = 0; force < 2; ++force) {
+            SCOPED_TRACE(std::string(path_name(path)) + (force ? " force" : " no force"));
+            rx_->unexp.messages.clear();
+            rx_->unexp.rndvs.clear();
+            RecvCtx     r;
+            RecvBuffers b(tx_->caps.sizes(path)[1]);
+            ASSERT_EQ(post(r, 77, kFullMask, b), UCS_OK);
+            Send s(path, 77, 0, 41, b.capacity());
+            ASSERT_EQ(s.post(ep_), UCS_OK);
+            ASSERT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, force), UCS_OK);
+            ASSERT_TRUE(wait([&] {
+                return (force || r.done()) &&
+                       (rx_->unexp.complete_messages() + rx_->unexp.rndvs.size() == 1);
+            }));
+            drain();
+            EXPECT_EQ(r.sequence(), force ? "" : "completed");
+            if (!force) {
+                EXPECT_EQ(r.status, UCS_ERR_CANCELED);
+            }
+            EXPECT_TRUE(b.untouched());
+            if (path == Path::kRndv) {
+                EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
+            }
+        }
+    }
+}
+
+/* The message already completed the receive: cancel is an error and adds
+ * no callback. */
+TEST_P(TagTest, CancelAfterCompletionIsAnError) {
+    for (Path path : kAllPaths) {
+        if (lacks(path)) {
+            continue;
+        }
+        SCOPED_TRACE(path_name(path));
+        RecvCtx     r;
+        RecvBuffers b(tx_->caps.sizes(path)[1]);
+        ASSERT_EQ(post(r, 78, kFullMask, b), UCS_OK);
+        Send s(path, 78, 0, 42, b.capacity());
+        ASSERT_EQ(send(s), UCS_OK);
+        ASSERT_TRUE(wait([&] { return r.done(); }));
+        ASSERT_TRUE(finish(s));
+        EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 0), UCS_OK);
+        EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 1), UCS_OK);
+        drain();
+        EXPECT_EQ(check_delivery(r, b, s, UCS_OK), "");
+    }
+}
+
+/* Cancel while a multi-fragment message is half placed into the receive
+ * (consumed, not completed): without force it completes normally; with
+ * force there is no callback and nothing more is written into the buffer. */
+TEST_P(TagTest, CancelMidMessage) {
+    reopen({{"PROGRESS_BUDGET", "1"}});
+    if (::testing::Test::IsSkipped() || lacks(Path::kZcopyMulti)) {
+        GTEST_SKIP();
+    }
+    const size_t length = tx_->caps.max_zcopy;
+    for (int force = 0; force < 2; ++force) {
+        SCOPED_TRACE(force ? "force" : "no force");
+        RecvCtx     r;
+        RecvBuffers b(length);
+        ASSERT_EQ(post(r, 79, kFullMask, b), UCS_OK);
+        Send s(Path::kZcopyMulti, 79, 5, 43 + force, length, 2);
+        ASSERT_EQ(send(s), UCS_OK);
+        ASSERT_TRUE(wait([&] { return r.consumed(); }));
+        ASSERT_FALSE(r.done()) << "PROGRESS_BUDGET=1 did not split the message";
+        /* What was written so far: up to the last byte that changed (a
+         * written byte may happen to equal the fill value). */
+        size_t written = length;
+        while ((written > 0) && b.pieces[0].untouched(written - 1, written)) {
+            --written;
+        }
+        ASSERT_LT(written, length);
+        ASSERT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, force), UCS_OK);
+        if (!force) {
+            ASSERT_TRUE(wait([&] { return r.done(); }));
+            EXPECT_EQ(check_delivery(r, b, s, UCS_OK), "");
+        } else {
+            drain(2000);
+            EXPECT_EQ(r.sequence(), "consumed");
+            EXPECT_TRUE(b.pieces[0].untouched(written, length))
+                << "written into a receive after it was cancelled with force";
+            EXPECT_TRUE(b.pieces[0].guards_intact());
+        }
+        /* The iface goes on normally. */
+        RecvCtx     r2;
+        RecvBuffers b2(100);
+        ASSERT_EQ(post(r2, 80, kFullMask, b2), UCS_OK);
+        Send s2(Path::kBcopy, 80, 1, 50, 100);
+        ASSERT_EQ(send(s2), UCS_OK);
+        ASSERT_TRUE(wait([&] { return r2.done(); }));
+        EXPECT_EQ(check_delivery(r2, b2, s2, UCS_OK), "");
+        EXPECT_TRUE(rx_->unexp.messages.empty());
+    }
+}
+
+/* ---- limits ---------------------------------------------------------------------------------- */
+
+TEST_P(TagTest, ListLimitExceeded) {
+    reopen({{"TAG_LIST_SIZE", "4"}});
+    if (::testing::Test::IsSkipped()) {
+        return;
+    }
+    ASSERT_EQ(rx_->caps.recv_max_outstanding, 4u);
+    std::deque<RecvCtx>     ctxs(6);
+    std::deque<RecvBuffers> bufs;
+    for (int i = 0; i < 6; ++i) {
+        bufs.emplace_back(32);
+    }
+    for (int i = 0; i < 4; ++i) {
+        ASSERT_EQ(post(ctxs[i], 100 + i, kFullMask, bufs[i]), UCS_OK) << i;
+    }
+    EXPECT_EQ(post(ctxs[4], 104, kFullMask, bufs[4]), UCS_ERR_EXCEEDS_LIMIT);
+    EXPECT_EQ(post(ctxs[4], 104, kFullMask, bufs[4]), UCS_ERR_EXCEEDS_LIMIT);
+    EXPECT_TRUE(ctxs[4].events.empty());
+    /* A completed receive frees its place. */
+    if (!lacks(Path::kBcopy)) {
+        Send s(Path::kBcopy, 100, 0, 1, 32);
+        ASSERT_EQ(send(s), UCS_OK);
+        ASSERT_TRUE(wait([&] { return ctxs[0].done(); }));
+        ASSERT_EQ(post(ctxs[4], 104, kFullMask, bufs[4]), UCS_OK);
+        EXPECT_EQ(post(ctxs[5], 105, kFullMask, bufs[5]), UCS_ERR_EXCEEDS_LIMIT);
+    }
+    /* So does a cancelled one. */
+    ASSERT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &ctxs[1].ctx, 1), UCS_OK);
+    EXPECT_EQ(post(ctxs[5], 105, kFullMask, bufs[5]), UCS_OK);
+}
+
+TEST_P(TagTest, SameBufferPostedTwice) {
+    RecvCtx     a, b2;
+    RecvBuffers buf(64);
+    ASSERT_EQ(post(a, 200, kFullMask, buf), UCS_OK);
+    EXPECT_EQ(post(b2, 201, kFullMask, buf), UCS_ERR_ALREADY_EXISTS);
+    EXPECT_EQ(post(b2, 200, kFullMask, buf), UCS_ERR_ALREADY_EXISTS);
+    if (!lacks(Path::kBcopy)) {
+        Send s(Path::kBcopy, 200, 0, 3, 64);
+        ASSERT_EQ(send(s), UCS_OK);
+        ASSERT_TRUE(wait([&] { return a.done(); }));
+        EXPECT_EQ(check_delivery(a, buf, s, UCS_OK), "");
+        /* Free again once the first receive completed. */
+        ASSERT_EQ(post(b2, 201, kFullMask, buf), UCS_OK);
+        EXPECT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &b2.ctx, 1), UCS_OK);
+    } else {
+        EXPECT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &a.ctx, 1), UCS_OK);
+    }
+    /* And after a cancel. */
+    RecvCtx c;
+    ASSERT_EQ(post(c, 202, kFullMask, buf), UCS_OK);
+    EXPECT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &c.ctx, 1), UCS_OK);
+    EXPECT_TRUE(b2.events.empty());
+}
+
+/* ---- truncation ------------------------------------------------------------------------------- */
+
+/* A message longer than the posted buffers fills them and completes with
+ * UCS_ERR_MESSAGE_TRUNCATED and the sender's full length; nothing is written
+ * past the buffers. Every path, single and multi-entry receive iovs. */
+TEST_P(TagTest, TruncationEveryPath) {
+    Rng rng(test_seed() ^ 11);
+    for (Path path : kAllPaths) {
+        if (lacks(path)) {
+            continue;
+        }
+        for (size_t length : tx_->caps.sizes(path)) {
+            if (length == 0) {
+                continue;
+            }
+            const size_t capacities[] = {0, 1, length / 2, length - 1};
+            const size_t recv_iovs[]  = {1, std::min<size_t>(3, rx_->caps.recv_max_iov)};
+            for (size_t capacity : capacities) {
+                if (capacity >= length) {
+                    continue;
+                }
+                for (size_t ri : recv_iovs) {
+                    SCOPED_TRACE(std::string(path_name(path)) + " length " +
+                                 std::to_string(length) + " capacity " + std::to_string(capacity) +
+                                 " recv iov " + std::to_string(ri));
+                    Send        s(path, rng.next(), rng.next() | 1, rng.next(), length, 2);
+                    RecvCtx     r;
+                    RecvBuffers b(capacity, ri);
+                    ASSERT_EQ(post(r, s.tag, kFullMask, b), UCS_OK);
+                    ASSERT_EQ(send(s), UCS_OK);
+                    ASSERT_TRUE(wait([&] {
+                        return r.done() && (!s.comp_pending || s.comp->calls > 0);
+                    }));
+                    EXPECT_EQ(check_delivery(r, b, s, UCS_ERR_MESSAGE_TRUNCATED), "");
+                    if (path == Path::kRndv) {
+                        /* The sender's operation is over either way. */
+                        EXPECT_EQ(s.comp->calls, 1);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- ordering of callbacks under a mixed load ------------------------------------------------- */
+
+/* Random paths, posted and unposted, SW rendezvous requests included: every
+ * receive sees consumed then exactly one of completed/rndv, every message is
+ * delivered exactly once (to a receive or to the unexpected callbacks). */
+TEST_P(TagTest, MixedLoadCallbackOrdering) {
+    Rng rng(test_seed() ^ 12);
+    std::vector<Path> paths;
+    for (Path p : kAllPaths) {
+        if (!lacks(p)) {
+            paths.push_back(p);
+        }
+    }
+    struct Item {
+        std::unique_ptr<Send>        send;
+        std::unique_ptr<RecvCtx>     ctx;
+        std::unique_ptr<RecvBuffers> buf;
+        bool                         request = false; /* tag_rndv_request */
+        std::string                  header;
+    };
+    std::vector<Item> items;
+    const int         n = 300;
+    for (int i = 0; i < n; ++i) {
+        Item      it;
+        const Path path = paths[rng.range(0, paths.size() - 1)];
+        const auto sizes = tx_->caps.sizes(path);
+        const size_t len = sizes[rng.range(0, sizes.size() - 1)];
+        it.send.reset(new Send(path, (uint64_t{1} << 40) | static_cast<uint64_t>(i), rng.next(),
+                               rng.next(), len, rng.range(1, std::max<size_t>(1, tx_->caps.eager_max_iov))));
+        it.request = (path == Path::kRndv) && (rng.next() & 1);
+        if (rng.next() % 3 != 0) {
+            it.ctx.reset(new RecvCtx);
+            it.buf.reset(new RecvBuffers(len, rng.range(1, rx_->caps.recv_max_iov)));
+            ASSERT_EQ(post(*it.ctx, it.send->tag, kFullMask, *it.buf), UCS_OK);
+        }
+        items.push_back(std::move(it));
+    }
+    size_t expect_unexpected = 0, expect_rndv_unexp = 0;
+    for (Item &it : items) {
+        if (it.request) {
+            it.header = "req" + std::to_string(it.send->seed);
+            ucs_status_t status;
+            ASSERT_TRUE(wait([&] {
+                status = uct_ep_tag_rndv_request(ep_, it.send->tag, it.header.data(),
+                                                 static_cast<unsigned>(it.header.size()), 0);
+                return status != UCS_ERR_NO_RESOURCE;
+            }));
+            ASSERT_EQ(status, UCS_OK);
+        } else {
+            ASSERT_EQ(send(*it.send), UCS_OK);
+        }
+        if (!it.ctx) {
+            (it.send->path == Path::kRndv ? expect_rndv_unexp : expect_unexpected)++;
+        }
+    }
+    ASSERT_TRUE(wait([&] {
+        return std::all_of(items.begin(), items.end(),
+                           [](const Item &it) { return !it.ctx || it.ctx->done(); }) &&
+               rx_->unexp.complete_messages() == expect_unexpected &&
+               rx_->unexp.rndvs.size() == expect_rndv_unexp;
+    })) << rx_->unexp.complete_messages() << "/" << expect_unexpected << " unexpected eager, "
+        << rx_->unexp.rndvs.size() << "/" << expect_rndv_unexp << " unexpected rndv";
+    drain();
+    for (Item &it : items) {
+        SCOPED_TRACE(std::string(path_name(it.send->path)) + (it.request ? " request" : "") +
+                     " length " + std::to_string(it.send->payload.size()));
+        if (!it.ctx) {
+            if (it.send->path == Path::kRndv && !it.request) {
+                EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, it.send->rndv_op), UCS_OK);
+            }
+            continue;
+        }
+        if (it.request) {
+            EXPECT_EQ(it.ctx->sequence(), "consumed,rndv");
+            EXPECT_EQ(it.ctx->header, it.header);
+        } else {
+            EXPECT_EQ(check_delivery(*it.ctx, *it.buf, *it.send, UCS_OK), "");
+        }
+    }
+    /* Unexpected arrivals in send order, each once. */
+    size_t k = 0;
+    for (const Item &it : items) {
+        if (!it.ctx && it.send->path != Path::kRndv) {
+            ASSERT_LT(k, rx_->unexp.messages.size());
+            EXPECT_EQ(rx_->unexp.messages[k].tag, it.send->tag);
+            EXPECT_EQ(rx_->unexp.messages[k].data,
+                      std::string(it.send->payload.begin(), it.send->payload.end()));
+            ++k;
+        }
+    }
+    EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
+}
+
+/* ---- back-pressure ---------------------------------------------------------------------------- */
+
+struct PendingSend {
+    uct_pending_req_t req; /* must stay first */
+    uct_ep_h          ep;
+    Send             *send;
+    int               calls  = 0;
+    bool              purged = false;
+    static ucs_status_t run(uct_pending_req_t *self) {
+        auto *p = reinterpret_cast<PendingSend *>(self);
+        ++p->calls;
+        return p->send->post(p->ep);
+    }
+    static void purge(uct_pending_req_t *self, void *) {
+        reinterpret_cast<PendingSend *>(self)->purged = true;
+    }
+};
+
+TEST_P(TagTest, FifoFullPendingAdd) {
+    if (lacks(Path::kShort) || !(tx_->caps.flags & UCT_IFACE_FLAG_PENDING)) {
+        GTEST_SKIP();
+    }
+    /* With room, pending_add refuses (UCS_ERR_BUSY): retry the send. */
+    Send        probe(Path::kShort, 1, 0, 1, 8);
+    PendingSend p{};
+    p.req.func = PendingSend::run;
+    p.ep       = ep_;
+    p.send     = &probe;
+    EXPECT_EQ(uct_ep_pending_add(ep_, &p.req, 0), UCS_ERR_BUSY);
+
+    /* Fill the receiver's FIFO without letting it progress. */
+    std::vector<std::unique_ptr<Send>> sends;
+    ucs_status_t                        status = UCS_OK;
+    for (int i = 0; (i < 100000) && (status == UCS_OK); ++i) {
+        sends.emplace_back(new Send(Path::kShort, 1000 + i, 0, 1000 + i, 8));
+        status = sends.back()->post(ep_);
+    }
+    ASSERT_EQ(status, UCS_ERR_NO_RESOURCE) << "the FIFO never filled";
+    std::unique_ptr<Send> last = std::move(sends.back());
+    sends.pop_back();
+    ASSERT_EQ(uct_ep_pending_add(ep_, &p.req, 0), UCS_OK);
+    p.send = last.get();
+    /* A second one, purged before it runs. */
+    Send        extra(Path::kShort, 99, 0, 99, 8);
+    PendingSend q{};
+    q.req.func = PendingSend::run;
+    q.ep       = ep_;
+    q.send     = &extra;
+    ASSERT_EQ(uct_ep_pending_add(ep_, &q.req, 0), UCS_OK);
+    /* While requests are pending, new sends wait behind them. */
+    Send overtaker(Path::kShort, 98, 0, 98, 8);
+    EXPECT_EQ(overtaker.post(ep_), UCS_ERR_NO_RESOURCE);
+    /* Purge hands back both; p goes in again, q is dropped. */
+    uct_ep_pending_purge(ep_, PendingSend::purge, nullptr);
+    EXPECT_TRUE(p.purged);
+    EXPECT_TRUE(q.purged);
+    ASSERT_EQ(uct_ep_pending_add(ep_, &p.req, 0), UCS_OK);
+    ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == sends.size() + 1; }));
+    EXPECT_EQ(p.calls, 1);
+    EXPECT_EQ(q.calls, 0);
+    /* In send order, the pending one last. */
+    for (size_t i = 0; i < sends.size(); ++i) {
+        ASSERT_EQ(rx_->unexp.messages[i].tag, sends[i]->tag) << i;
+    }
+    EXPECT_EQ(rx_->unexp.messages.back().tag, last->tag);
+}
+
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(tm, TagTest, ::testing::ValuesIn(tag_transports()),
+                         transport_param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TagTest);
+
+}  // namespace uct_tm_test

@@ -1,0 +1,1013 @@
+/*
+ * Multi-process conformance, for every tag-capable transport of component
+ * "tm": fork()ed processes exchange iface addresses over socketpairs, then
+ * talk through the transport only.
+ *  - several senders, random tags, sizes and paths (all eager flavours,
+ *    rendezvous expected and unexpected with get_zcopy) to one receiver that
+ *    pre-posts exact and masked receives: every payload checked, every
+ *    message delivered exactly once, in each sender's order;
+ *  - a full FIFO: UCS_ERR_NO_RESOURCE, pending_add, delivery in order;
+ *  - a peer killed mid-transfer (sender, then receiver): the survivor gets
+ *    UCS_ERR_CONNECTION_RESET through the iface error handler and on later
+ *    sends, outstanding rendezvous sends complete with an error, nothing
+ *    hangs (every wait is bounded), and nothing is left in /dev/shm.
+ * Children report failures through their exit status; every wait on them
+ * is bounded and they are SIGKILLed if a test fails early.
+ */
+#include "tag_fixture.h"
+
+#include <gtest/gtest.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace uct_tm_test {
+namespace {
+
+constexpr uct_tag_t kFullMask  = ~uct_tag_t{0};
+constexpr uct_tag_t kClassMask = 0xff00000000000000ull;
+constexpr uint8_t   kAtsId     = 7; /* receiver -> sender: "I fetched rndv message i" */
+constexpr unsigned  kChildAlarm = 90;
+
+/* ---- processes and the side channel ------------------------------------------------- */
+
+bool write_msg(int fd, const std::string &msg) {
+    const uint32_t len = static_cast<uint32_t>(msg.size());
+    std::string    buf(reinterpret_cast<const char *>(&len), sizeof(len));
+    buf += msg;
+    size_t off = 0;
+    while (off < buf.size()) {
+        const ssize_t n = ::write(fd, buf.data() + off, buf.size() - off);
+        if (n <= 0) {
+            return false;
+        }
+        off += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+bool read_exact(int fd, char *p, size_t len) {
+    while (len > 0) {
+        const ssize_t n = ::read(fd, p, len);
+        if (n <= 0) {
+            return false;
+        }
+        p += n;
+        len -= static_cast<size_t>(n);
+    }
+    return true;
+}
+
+/* A message if one is readable now (without blocking). */
+bool poll_msg(int fd, std::string *msg) {
+    struct pollfd pfd = {fd, POLLIN, 0};
+    if ((poll(&pfd, 1, 0) <= 0) || !(pfd.revents & (POLLIN | POLLHUP))) {
+        return false;
+    }
+    uint32_t len;
+    if (!read_exact(fd, reinterpret_cast<char *>(&len), sizeof(len))) {
+        return false;
+    }
+    msg->resize(len);
+    return read_exact(fd, &(*msg)[0], len);
+}
+
+/* Waits for a message, calling `progress` meanwhile. */
+bool read_msg(int fd, std::string *msg, const std::function<void()> &progress,
+              double seconds = kWaitSeconds) {
+    return wait_for([&] { return poll_msg(fd, msg); }, progress, seconds);
+}
+
+void idle() { sched_yield(); }
+
+struct Child {
+    pid_t pid  = -1;
+    int   sock = -1;
+};
+
+/* Runs `body(sock)` in a child process; its return value is the exit status. */
+Child spawn(const std::function<int(int)> &body) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        return Child{};
+    }
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        alarm(kChildAlarm); /* never outlive a hung parent */
+        int rc = 99;
+        try {
+            rc = body(sv[1]);
+        } catch (const std::exception &e) {
+            fprintf(stderr, "child %d: exception: %s\n", getpid(), e.what());
+        }
+        fflush(stderr);
+        _exit(rc);
+    }
+    close(sv[1]);
+    if (pid < 0) {
+        close(sv[0]);
+        return Child{};
+    }
+    return Child{pid, sv[0]};
+}
+
+/* Failures inside a child: printed, counted into the exit status. */
+struct ChildCheck {
+    int  failures = 0;
+    void fail(const char *fmt, ...) __attribute__((format(printf, 2, 3))) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "child %d: ", getpid());
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\n");
+        va_end(ap);
+        ++failures;
+    }
+    int status() const { return std::min(failures, 50); }
+};
+
+/* A child's iface: its address goes to the parent, the parent's comes back
+ * and gets an endpoint. */
+struct ChildNode {
+    UctEnv   env;
+    Node     node;
+    uct_ep_h ep = nullptr;
+
+    explicit ChildNode(const std::string &tl, const Settings &settings = {})
+        : node(env, tl, settings) {}
+    void progress() {
+        if (uct_worker_progress(env.worker()) == 0) {
+            idle();
+        }
+    }
+    std::function<void()> progress_fn() {
+        return [this] { progress(); };
+    }
+    bool connect(int sock) {
+        if (node.status != UCS_OK) {
+            return false;
+        }
+        write_msg(sock, node.address());
+        std::string addr;
+        return read_msg(sock, &addr, progress_fn()) && (node.connect(addr, &ep) == UCS_OK);
+    }
+};
+
+/* ---- what senders send -------------------------------------------------------------------- */
+
+uint64_t mix(uint64_t a, uint64_t b) {
+    Rng r(a * 0x9e3779b97f4a7c15ull ^ b);
+    return r.next();
+}
+
+/* Message `index` of sender `sender`: both sides derive it from the seed. */
+struct Plan {
+    Path      path;
+    size_t    length;
+    uct_tag_t tag;
+    uint64_t  imm;
+    uint64_t  seed;
+    size_t    iovcnt;
+    int       post; /* 0: unexpected, 1: exact receive, 2: masked (sender class) receive */
+
+    static Plan of(uint64_t seed, int sender, int index, const Caps &caps) {
+        Rng               rng(mix(seed, (uint64_t(sender) << 32) | unsigned(index)));
+        std::vector<Path> paths;
+        for (Path p : {Path::kShort, Path::kBcopy, Path::kZcopy, Path::kZcopyMulti, Path::kRndv}) {
+            if (caps.has(p)) {
+                paths.push_back(p);
+            }
+        }
+        Plan p;
+        p.path = paths[rng.range(0, paths.size() - 1)];
+        switch (p.path) {
+        case Path::kShort: p.length = rng.range(0, caps.max_short); break;
+        case Path::kBcopy: p.length = rng.range(0, caps.max_bcopy); break;
+        case Path::kZcopy: p.length = rng.range(1, caps.zcopy_single); break;
+        case Path::kZcopyMulti: p.length = rng.range(caps.max_bcopy + 1, caps.max_zcopy); break;
+        case Path::kRndv: p.length = rng.range(1, 256 << 10); break;
+        }
+        /* class byte = sender + 1; the rest random but unique per message */
+        p.tag    = (uint64_t(sender + 1) << 56) | ((rng.next() & 0xffffffffffull) << 16) |
+                   static_cast<uint64_t>(index);
+        p.imm    = rng.next() | 1;
+        p.seed   = rng.next();
+        p.iovcnt = rng.range(1, std::max<size_t>(1, std::min<size_t>(caps.eager_max_iov, 4)));
+        const size_t r = rng.range(0, 99);
+        p.post   = (r < 45) ? 1 : (r < 60) ? 2 : 0;
+        return p;
+    }
+};
+
+/* Sends one message, using pending_add when the receiver's FIFO is full. */
+struct Sender {
+    uct_ep_h        ep;
+    std::function<void()> progress;
+    size_t          no_resource = 0;
+    size_t          pending_ran = 0;
+
+    struct Req {
+        uct_pending_req_t req;
+        Sender           *self;
+        Send             *send;
+        bool              done = false;
+        ucs_status_t      status = UCS_OK;
+    };
+    static ucs_status_t run(uct_pending_req_t *r) {
+        Req *req = reinterpret_cast<Req *>(r);
+        ++req->self->pending_ran;
+        const ucs_status_t status = req->send->post(req->self->ep);
+        if (status != UCS_ERR_NO_RESOURCE) {
+            req->done   = true;
+            req->status = status;
+        }
+        return status == UCS_ERR_NO_RESOURCE ? UCS_ERR_NO_RESOURCE : UCS_OK;
+    }
+
+    /* UCS_OK, or the error of the send. */
+    ucs_status_t send(Send &s, double seconds = kWaitSeconds) {
+        for (bool counted = false;; counted = true) {
+            ucs_status_t status = s.post(ep);
+            if (status != UCS_ERR_NO_RESOURCE) {
+                return status;
+            }
+            no_resource += !counted;
+            Req req{};
+            req.req.func = run;
+            req.self     = this;
+            req.send     = &s;
+            status       = uct_ep_pending_add(ep, &req.req, 0);
+            if (status == UCS_ERR_BUSY) {
+                continue; /* room appeared: send again */
+            }
+            if (status != UCS_OK) {
+                return status;
+            }
+            if (!wait_for([&] { return req.done; }, progress, seconds)) {
+                uct_ep_pending_purge(ep, nullptr, nullptr);
+                return UCS_ERR_TIMED_OUT;
+            }
+            return req.status;
+        }
+    }
+};
+
+std::string stats_msg(size_t a, size_t b) { return std::to_string(a) + " " + std::to_string(b); }
+
+/* ---- sender process ------------------------------------------------------------------------ */
+
+struct SenderConfig {
+    std::string tl;
+    int         index;
+    int         count;
+    uint64_t    seed;
+    Settings    settings;
+};
+
+ucs_status_t count_ats(void *arg, void *data, size_t length, unsigned) {
+    auto *ats = static_cast<std::set<uint32_t> *>(arg);
+    if (length == sizeof(uint32_t)) {
+        uint32_t i;
+        memcpy(&i, data, sizeof(i));
+        ats->insert(i);
+    }
+    return UCS_OK;
+}
+
+int sender_main(int sock, const SenderConfig &cfg) {
+    ChildCheck check;
+    ChildNode  child(cfg.tl, cfg.settings);
+    if (!child.connect(sock)) {
+        check.fail("iface open or connect failed: %s", ucs_status_string(child.node.status));
+        return check.status();
+    }
+    Node    &node     = child.node;
+    uct_ep_h ep       = child.ep;
+    auto     progress = child.progress_fn();
+    std::set<uint32_t> ats;
+    uct_iface_set_am_handler(node.iface, kAtsId, count_ats, &ats, 0 /* synchronous */);
+    std::string go;
+    write_msg(sock, "connected");
+    if (!read_msg(sock, &go, progress) || (go != "go")) {
+        check.fail("no go");
+        return check.status();
+    }
+    Sender sender{ep, progress};
+    std::vector<std::unique_ptr<Send>> sends;
+    for (int i = 0; i < cfg.count; ++i) {
+        const Plan p = Plan::of(cfg.seed, cfg.index, i, node.caps);
+        sends.emplace_back(new Send(p.path, p.tag, p.imm, p.seed, p.length, p.iovcnt));
+        const ucs_status_t status = sender.send(*sends.back());
+        if (status != UCS_OK) {
+            check.fail("message %d (%s, %zu B) not sent: %s", i, path_name(p.path), p.length,
+                       ucs_status_string(status));
+            break;
+        }
+    }
+    /* Every zero-copy send completes: FIN (expected rndv) or, for an
+     * unexpected one, the receiver's ATS after its get_zcopy. */
+    auto all_done = [&] {
+        for (size_t i = 0; i < sends.size(); ++i) {
+            Send &s = *sends[i];
+            if (s.path == Path::kRndv && s.comp->calls == 0 && ats.count(static_cast<uint32_t>(i))) {
+                if (uct_ep_tag_rndv_cancel(ep, s.rndv_op) != UCS_OK) {
+                    return false;
+                }
+                s.comp_pending = false;
+                ats.erase(static_cast<uint32_t>(i));
+            }
+            if (s.comp_pending && s.comp->calls == 0) {
+                return false;
+            }
+        }
+        return true;
+    };
+    if (!wait_for(all_done, progress, 60)) {
+        check.fail("sender completions missing");
+    }
+    for (const auto &s : sends) {
+        if (s->comp && s->comp->calls > 1) {
+            check.fail("completion called %d times", s->comp->calls);
+        }
+        if (s->comp && s->comp->calls == 1 && s->comp->status != UCS_OK) {
+            check.fail("completion status %s", ucs_status_string(s->comp->status));
+        }
+    }
+    if (!node.errors.entries.empty()) {
+        check.fail("error handler called %zu times", node.errors.entries.size());
+    }
+    write_msg(sock, stats_msg(sender.no_resource, sender.pending_ran));
+    std::string bye;
+    if (!read_msg(sock, &bye, progress, 60)) {
+        check.fail("no bye");
+    }
+    uct_ep_destroy(ep);
+    return check.status();
+}
+
+/* ---- fixture -------------------------------------------------------------------------------- */
+
+class TagMultiProc : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override {
+        test_seed();
+        shm_before_ = shm_leftovers();
+    }
+
+    void TearDown() override {
+        for (Child &c : children_) {
+            if (c.pid > 0) {
+                kill(c.pid, SIGKILL);
+                waitpid(c.pid, nullptr, 0);
+            }
+            if (c.sock >= 0) {
+                close(c.sock);
+            }
+        }
+        children_.clear();
+        env_.reset();
+        for (const std::string &name : shm_leftovers()) {
+            if (std::find(shm_before_.begin(), shm_before_.end(), name) == shm_before_.end()) {
+                ADD_FAILURE() << "left in /dev/shm: " << name;
+            }
+        }
+    }
+
+    Child &add_child(const std::function<int(int)> &body) {
+        children_.push_back(spawn(body));
+        EXPECT_GT(children_.back().pid, 0) << "fork failed";
+        return children_.back();
+    }
+
+    void progress() {
+        if (uct_worker_progress(env_->worker()) == 0) {
+            idle();
+        }
+    }
+    bool wait(const std::function<bool()> &done, double seconds = kWaitSeconds) {
+        return wait_for(done, [this] { progress(); }, seconds);
+    }
+
+    /* Waits for the child to exit (progressing meanwhile); its exit status,
+     * or -1 if it had to be killed. */
+    int reap(Child &c, double seconds = 30) {
+        int  status = 0;
+        bool exited = wait_for([&] { return waitpid(c.pid, &status, WNOHANG) == c.pid; },
+                               [this] {
+                                   if (env_) {
+                                       progress();
+                                   } else {
+                                       idle();
+                                   }
+                               },
+                               seconds);
+        if (!exited) {
+            kill(c.pid, SIGKILL);
+            waitpid(c.pid, &status, 0);
+            c.pid = -1;
+            return -1;
+        }
+        c.pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+
+    /* Opens this process's iface (`node`), reads the child's address and
+     * connects to it (`ep`); sends our address back if `reply`. */
+    void open_connected(Child &c, std::unique_ptr<Node> *node, uct_ep_h *ep, bool reply) {
+        const std::string tl = GetParam();
+        env_.reset(new UctEnv());
+        node->reset(new Node(*env_, tl, tl == "tm_sm" ? Settings{{"PEER_CHECK_INTERVAL", "10ms"}}
+                                                      : Settings{}));
+        ASSERT_EQ((*node)->status, UCS_OK);
+        std::string addr;
+        ASSERT_TRUE(read_msg(c.sock, &addr, idle));
+        ASSERT_EQ((*node)->connect(addr, ep), UCS_OK);
+        if (reply) {
+            ASSERT_TRUE(write_msg(c.sock, (*node)->address()));
+        }
+    }
+
+    void kill_child(Child &c) {
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, nullptr, 0);
+        c.pid = -1;
+    }
+
+    std::unique_ptr<UctEnv>  env_;
+    std::vector<Child>       children_;
+    std::vector<std::string> shm_before_;
+};
+
+/* ---- several senders, one receiver ------------------------------------------------------------ */
+
+TEST_P(TagMultiProc, SeveralSendersRandomTrafficExactlyOnce) {
+    const int      kSenders  = 3;
+    const int      kMessages = 250;
+    const uint64_t seed      = test_seed() ^ 0x100;
+    const Settings rx_settings = {{"FIFO_SIZE", "32"}};
+    if (GetParam() != "tm_sm") {
+        /* FIFO_SIZE is tm_sm's; others run with their defaults. */
+    }
+    std::vector<SenderConfig> cfgs;
+    for (int i = 0; i < kSenders; ++i) {
+        cfgs.push_back(SenderConfig{GetParam(), i, kMessages, seed, {}});
+        const SenderConfig cfg = cfgs.back();
+        add_child([cfg](int sock) { return sender_main(sock, cfg); });
+    }
+    env_.reset(new UctEnv());
+    Node rx(*env_, GetParam(), GetParam() == "tm_sm" ? rx_settings : Settings{});
+    ASSERT_EQ(rx.status, UCS_OK);
+    const Caps caps = rx.caps;
+
+    /* Addresses, then an endpoint back to each sender (ATS, get_zcopy). */
+    std::vector<uct_ep_h> back(kSenders, nullptr);
+    for (int i = 0; i < kSenders; ++i) {
+        std::string addr;
+        ASSERT_TRUE(read_msg(children_[i].sock, &addr, idle)) << "sender " << i;
+        ASSERT_EQ(rx.connect(addr, &back[i]), UCS_OK);
+        ASSERT_TRUE(write_msg(children_[i].sock, rx.address()));
+    }
+
+    /* What will arrive, and where. Exact receives first, then masked ones
+     * (one per sender class): a message takes its exact receive if it has
+     * one, else the earliest unused masked receive of its class. */
+    struct Expect {
+        Plan   plan;
+        int    sender, index;
+        bool   seen = false;
+    };
+    std::map<uct_tag_t, Expect>          by_tag;
+    std::vector<std::unique_ptr<RecvCtx>>     ctxs;
+    std::vector<std::unique_ptr<RecvBuffers>> bufs;
+    std::vector<int>                          masked_count(kSenders, 0);
+    /* (order of matching, sender, index): a rendezvous may complete after
+     * later messages, but it is matched (consumed) in its sender's order. */
+    std::vector<std::tuple<uint64_t, int, int>> arrivals;
+    uint64_t                                    order    = 0;
+    size_t                                      ctx_rndv = 0, exact = 0;
+    auto record_tag = [&](uct_tag_t tag, uint64_t seq) {
+        auto it = by_tag.find(tag);
+        if (it == by_tag.end()) {
+            ADD_FAILURE() << "unknown tag 0x" << std::hex << tag;
+            return static_cast<Expect *>(nullptr);
+        }
+        if (it->second.seen) {
+            ADD_FAILURE() << "message delivered twice: sender " << it->second.sender << " #"
+                          << it->second.index;
+        }
+        it->second.seen = true;
+        arrivals.emplace_back(seq, it->second.sender, it->second.index);
+        return &it->second;
+    };
+    std::vector<RecvBuffers *> ctx_buf;
+    for (int s = 0; s < kSenders; ++s) {
+        for (int i = 0; i < kMessages; ++i) {
+            const Plan p = Plan::of(seed, s, i, caps);
+            by_tag.emplace(p.tag, Expect{p, s, i});
+            if (p.post == 1) {
+                ctxs.emplace_back(new RecvCtx);
+                bufs.emplace_back(new RecvBuffers(p.length + (p.seed % 100),
+                                                  1 + p.seed % caps.recv_max_iov));
+                ASSERT_EQ(uct_iface_tag_recv_zcopy(rx.iface, p.tag, kFullMask,
+                                                   bufs.back()->iov.data(), bufs.back()->iov.size(),
+                                                   &ctxs.back()->ctx),
+                          UCS_OK);
+                ++exact;
+                ctx_rndv += (p.path == Path::kRndv);
+            } else if (p.post == 2) {
+                ++masked_count[s];
+            }
+        }
+    }
+    for (int s = 0; s < kSenders; ++s) {
+        for (int k = 0; k < masked_count[s]; ++k) {
+            ctxs.emplace_back(new RecvCtx);
+            bufs.emplace_back(new RecvBuffers(256 << 10));
+            ASSERT_EQ(uct_iface_tag_recv_zcopy(rx.iface, uct_tag_t(s + 1) << 56, kClassMask,
+                                               bufs.back()->iov.data(), 1, &ctxs.back()->ctx),
+                      UCS_OK);
+        }
+    }
+    for (size_t k = 0; k < ctxs.size(); ++k) {
+        RecvBuffers *b = bufs[k].get();
+        auto matched   = std::make_shared<uint64_t>(0);
+        ctxs[k]->on_consumed = [&, matched](RecvCtx &) { *matched = order++; };
+        ctxs[k]->on_done = [&, b, matched](RecvCtx &r) {
+            Expect *e = record_tag(r.stag, *matched);
+            if (e == nullptr) {
+                return;
+            }
+            EXPECT_EQ(r.sequence(), "consumed,completed");
+            EXPECT_EQ(r.length, e->plan.length);
+            EXPECT_EQ(r.imm, (e->plan.path == Path::kShort || e->plan.path == Path::kRndv)
+                                 ? 0 : e->plan.imm);
+            const ucs_status_t want = (e->plan.length > b->capacity()) ? UCS_ERR_MESSAGE_TRUNCATED
+                                                                       : UCS_OK;
+            EXPECT_EQ(r.status, want) << path_name(e->plan.path);
+            EXPECT_EQ(b->check(e->plan.seed, e->plan.length), "")
+                << "sender " << e->sender << " #" << e->index << " " << path_name(e->plan.path);
+        };
+    }
+    size_t unexpected_rndv = 0;
+    rx.unexp.on_message = [&](size_t i) {
+        const Unexpected::Message &m = rx.unexp.messages[i];
+        Expect                    *e = record_tag(m.tag, order++);
+        if (e == nullptr) {
+            return;
+        }
+        EXPECT_EQ(m.data.size(), e->plan.length);
+        EXPECT_EQ(pattern_mismatch(m.data.data(), m.data.size(), e->plan.seed), SIZE_MAX)
+            << "unexpected sender " << e->sender << " #" << e->index;
+        rx.unexp.messages[i].data.clear();
+    };
+    /* Unexpected rendezvous: arrived now (ordering), fetched with get_zcopy
+     * out of the callback, then the sender is told. */
+    std::vector<std::pair<size_t, Expect *>> rndv_todo;
+    rx.unexp.on_rndv = [&](size_t i) {
+        Expect *e = record_tag(rx.unexp.rndvs[i].tag, order++);
+        if (e != nullptr) {
+            rndv_todo.emplace_back(i, e);
+        }
+    };
+    auto serve_rndv = [&] {
+        std::vector<std::pair<size_t, Expect *>> todo;
+        todo.swap(rndv_todo);
+        for (const auto &t : todo) {
+            const Unexpected::Rndv u = rx.unexp.rndvs[t.first];
+            Expect                *e = t.second;
+            ++unexpected_rndv;
+            EXPECT_EQ(u.length, e->plan.length);
+            uct_rkey_bundle_t rkey;
+            ASSERT_EQ(uct_rkey_unpack(env_->component(), u.rkey.data(), &rkey), UCS_OK);
+            GuardedBuffer local(u.length);
+            uct_iov_t     iov = {local.data(), u.length, nullptr, 0, 1};
+            Completion    c;
+            ucs_status_t  status =
+                uct_ep_get_zcopy(back[e->sender], &iov, 1, u.remote_addr, rkey.rkey, &c.comp);
+            if (status == UCS_INPROGRESS) {
+                ASSERT_TRUE(wait([&] { return c.calls == 1; }));
+                status = c.status;
+            }
+            EXPECT_EQ(status, UCS_OK);
+            EXPECT_EQ(pattern_mismatch(local.data(), u.length, e->plan.seed), SIZE_MAX)
+                << "get_zcopy of sender " << e->sender << " #" << e->index;
+            EXPECT_TRUE(local.guards_intact());
+            uct_rkey_release(env_->component(), &rkey);
+            /* ATS: the sender may withdraw its rendezvous now. */
+            uint32_t index = static_cast<uint32_t>(e->index);
+            ssize_t  sent  = UCS_ERR_NO_RESOURCE;
+            ASSERT_TRUE(wait([&] {
+                sent = uct_ep_am_bcopy(back[e->sender], kAtsId,
+                                       [](void *dest, void *arg) -> size_t {
+                                           memcpy(dest, arg, sizeof(uint32_t));
+                                           return sizeof(uint32_t);
+                                       },
+                                       &index, 0);
+                return sent != UCS_ERR_NO_RESOURCE;
+            }));
+            EXPECT_EQ(sent, static_cast<ssize_t>(sizeof(uint32_t)));
+        }
+    };
+
+    for (int i = 0; i < kSenders; ++i) {
+        std::string connected;
+        ASSERT_TRUE(read_msg(children_[i].sock, &connected, [this] { progress(); }));
+    }
+    for (int i = 0; i < kSenders; ++i) {
+        ASSERT_TRUE(write_msg(children_[i].sock, "go"));
+    }
+    const size_t total = size_t(kSenders) * kMessages;
+    ASSERT_TRUE(wait([&] {
+        serve_rndv();
+        return arrivals.size() == total;
+    }, 90)) << arrivals.size() << " of " << total << " messages arrived";
+
+    /* Each sender's messages arrived in its order. */
+    std::sort(arrivals.begin(), arrivals.end());
+    std::vector<int> last(kSenders, -1);
+    for (const auto &a : arrivals) {
+        const int sender = std::get<1>(a), index = std::get<2>(a);
+        EXPECT_GT(index, last[sender]) << "sender " << sender << " matched out of order";
+        last[sender] = index;
+    }
+    size_t no_resource = 0, pending_ran = 0;
+    for (int i = 0; i < kSenders; ++i) {
+        std::string stats;
+        ASSERT_TRUE(read_msg(children_[i].sock, &stats, [this] { progress(); }, 60));
+        size_t a = 0, b = 0;
+        sscanf(stats.c_str(), "%zu %zu", &a, &b);
+        no_resource += a;
+        pending_ran += b;
+    }
+    for (int i = 0; i < kSenders; ++i) {
+        ASSERT_TRUE(write_msg(children_[i].sock, "bye"));
+    }
+    for (int i = 0; i < kSenders; ++i) {
+        EXPECT_EQ(reap(children_[i]), 0) << "sender " << i << " reported failures";
+    }
+    for (const auto &c : ctxs) {
+        EXPECT_LE(c->count(RecvCtx::kCompleted), 1);
+    }
+    EXPECT_EQ(rx.unexp.violations, std::vector<std::string>{});
+    /* The run exercised what it is meant to. */
+    EXPECT_GT(exact, 0u);
+    EXPECT_GT(ctx_rndv, 0u) << "no expected rendezvous";
+    EXPECT_GT(unexpected_rndv, 0u) << "no unexpected rendezvous";
+    printf("[          ] %zu messages, %zu unexpected rndv fetched, senders hit a full FIFO %zu "
+           "times, %zu pending callbacks\n", total, unexpected_rndv, no_resource, pending_ran);
+    for (uct_ep_h ep : back) {
+        uct_ep_destroy(ep);
+    }
+    /* The senders are gone: what remains posted is cancelled without callbacks. */
+    for (const auto &c : ctxs) {
+        if (!c->done()) {
+            EXPECT_EQ(uct_iface_tag_recv_cancel(rx.iface, &c->ctx, 1), UCS_OK);
+        }
+    }
+}
+
+/* ---- a full FIFO ------------------------------------------------------------------------------- */
+
+TEST_P(TagMultiProc, FullFifoPendingAddInOrder) {
+    const std::string tl    = GetParam();
+    constexpr int     count = 200;
+    Child &c = add_child([tl](int sock) {
+        ChildCheck check;
+        ChildNode  child(tl);
+        if (!child.connect(sock)) {
+            check.fail("connect");
+            return check.status();
+        }
+        uct_ep_h ep       = child.ep;
+        auto     progress = child.progress_fn();
+        Sender   sender{ep, progress};
+        bool   told = false;
+        for (int i = 0; i < count; ++i) {
+            Send s(Path::kBcopy, 5000 + i, i, 7000 + i, 64 + i);
+            ucs_status_t status = s.post(ep);
+            if (status == UCS_ERR_NO_RESOURCE) {
+                ++sender.no_resource;
+                Sender::Req req{};
+                req.req.func = Sender::run;
+                req.self     = &sender;
+                req.send     = &s;
+                status       = uct_ep_pending_add(ep, &req.req, 0);
+                if (status == UCS_OK) {
+                    if (!told) {
+                        write_msg(sock, "full"); /* the receiver starts reading now */
+                        told = true;
+                    }
+                    if (!wait_for([&] { return req.done; }, progress)) {
+                        check.fail("pending request %d never ran", i);
+                        break;
+                    }
+                    status = req.status;
+                } else if (status == UCS_ERR_BUSY) {
+                    --i; /* room appeared: send it again */
+                    continue;
+                }
+            }
+            if (status != UCS_OK) {
+                check.fail("message %d: %s", i, ucs_status_string(status));
+                break;
+            }
+        }
+        if (!told) {
+            check.fail("the FIFO never filled");
+            write_msg(sock, "full");
+        }
+        write_msg(sock, stats_msg(sender.no_resource, sender.pending_ran));
+        std::string bye;
+        read_msg(sock, &bye, progress);
+        uct_ep_destroy(ep);
+        return check.status();
+    });
+    env_.reset(new UctEnv());
+    Node rx(*env_, tl, tl == "tm_sm" ? Settings{{"FIFO_SIZE", "16"}} : Settings{});
+    ASSERT_EQ(rx.status, UCS_OK);
+    std::string addr;
+    ASSERT_TRUE(read_msg(c.sock, &addr, idle));
+    ASSERT_TRUE(write_msg(c.sock, rx.address()));
+    /* Do not receive until the sender is stuck on a full FIFO. */
+    std::string full;
+    ASSERT_TRUE(read_msg(c.sock, &full, idle)) << "the sender never reported a full FIFO";
+    ASSERT_TRUE(wait([&] { return rx.unexp.complete_messages() == size_t(count); }))
+        << rx.unexp.complete_messages() << " of " << count;
+    for (int i = 0; i < count; ++i) {
+        const auto &m = rx.unexp.messages[i];
+        EXPECT_EQ(m.tag, uct_tag_t(5000 + i));
+        EXPECT_EQ(m.imm, uint64_t(i));
+        ASSERT_EQ(m.data.size(), size_t(64 + i));
+        EXPECT_EQ(pattern_mismatch(m.data.data(), m.data.size(), 7000 + i), SIZE_MAX);
+    }
+    std::string stats;
+    ASSERT_TRUE(read_msg(c.sock, &stats, [this] { progress(); }));
+    size_t no_resource = 0, pending_ran = 0;
+    sscanf(stats.c_str(), "%zu %zu", &no_resource, &pending_ran);
+    EXPECT_GT(no_resource, 0u);
+    EXPECT_GT(pending_ran, 0u);
+    ASSERT_TRUE(write_msg(c.sock, "bye"));
+    EXPECT_EQ(reap(c), 0);
+}
+
+/* ---- peers killed mid-transfer -------------------------------------------------------------------- */
+
+/* A sender streams (eager of every size, rendezvous) and is SIGKILLed in the
+ * middle. The receiver: error handler for its endpoint to the sender,
+ * UCS_ERR_CONNECTION_RESET on later sends, its own rendezvous sends to the
+ * dead process complete with an error, a half-received message fails its
+ * receive, and everything else keeps working. */
+TEST_P(TagMultiProc, SenderKilledMidStream) {
+    const std::string tl   = GetParam();
+    const uint64_t    seed = test_seed() ^ 0x200;
+    Child &c = add_child([tl, seed](int sock) {
+        ChildNode child(tl);
+        if (!child.connect(sock)) {
+            return 1;
+        }
+        Node    &node     = child.node;
+        uct_ep_h ep       = child.ep;
+        auto     progress = child.progress_fn();
+        write_msg(sock, "streaming");
+        Sender                             sender{ep, progress};
+        std::deque<std::unique_ptr<Send>>  window;
+        for (int i = 0;; ++i) {
+            const Plan p = Plan::of(seed, 0, i, node.caps);
+            window.emplace_back(new Send(p.path, p.tag, p.imm, p.seed, p.length, p.iovcnt));
+            if (sender.send(*window.back(), 60) != UCS_OK) {
+                pause();
+            }
+            /* Keep a bounded window of rendezvous buffers alive. */
+            while (window.size() > 16) {
+                Send &old = *window.front();
+                if (old.comp_pending && old.comp->calls == 0) {
+                    if (old.path == Path::kRndv) {
+                        uct_ep_tag_rndv_cancel(ep, old.rndv_op);
+                    } else {
+                        progress();
+                        continue;
+                    }
+                }
+                window.pop_front();
+            }
+        }
+    });
+    std::unique_ptr<Node> rx_node;
+    uct_ep_h              back;
+    open_connected(c, &rx_node, &back, true);
+    if (HasFatalFailure()) {
+        return;
+    }
+    Node &rx = *rx_node;
+    std::string streaming;
+    ASSERT_TRUE(read_msg(c.sock, &streaming, [this] { progress(); }));
+
+    /* Masked receives for everything the sender sends, re-posted as they complete. */
+    std::deque<RecvCtx>     ctxs;
+    std::deque<RecvBuffers> bufs;
+    size_t                  received = 0, failed = 0;
+    auto post_one = [&] {
+        ctxs.emplace_back();
+        bufs.emplace_back(256 << 10);
+        ctxs.back().on_done = [&](RecvCtx &r) {
+            ++received;
+            failed += (r.status != UCS_OK && r.status != UCS_ERR_MESSAGE_TRUNCATED);
+        };
+        return uct_iface_tag_recv_zcopy(rx.iface, uct_tag_t(1) << 56, kClassMask,
+                                        bufs.back().iov.data(), 1, &ctxs.back().ctx);
+    };
+    for (int i = 0; i < 8; ++i) {
+        ASSERT_EQ(post_one(), UCS_OK);
+    }
+    /* Rendezvous sends of ours to the sender, which never fetches them. */
+    std::vector<std::unique_ptr<Send>> ours;
+    if (rx.caps.has(Path::kRndv)) {
+        for (int i = 0; i < 3; ++i) {
+            ours.emplace_back(new Send(Path::kRndv, 0x42 + i, 0, i, 100000));
+            ucs_status_t status;
+            ASSERT_TRUE(wait([&] { return (status = ours.back()->post(back)) != UCS_ERR_NO_RESOURCE; }));
+            ASSERT_EQ(status, UCS_OK);
+        }
+    }
+    size_t unexpected_before = 0;
+    ASSERT_TRUE(wait([&] {
+        while (received > ctxs.size() - 8) {
+            EXPECT_EQ(post_one(), UCS_OK);
+        }
+        return received + rx.unexp.complete_messages() + rx.unexp.rndvs.size() >= 150;
+    }, 60)) << "the sender did not stream";
+    /* Kill it in the middle of the stream. */
+    kill_child(c);
+    unexpected_before = rx.unexp.complete_messages();
+    ASSERT_TRUE(wait([&] { return rx.errors.count(back) > 0; }, 10))
+        << "no error handler call within 10 s of the peer's death";
+    for (int i = 0; i < 1000; ++i) {
+        progress();
+    }
+    EXPECT_EQ(rx.errors.count(back), 1) << "error handler called more than once";
+    EXPECT_EQ(rx.errors.entries[0].status, UCS_ERR_CONNECTION_RESET);
+    for (auto &s : ours) {
+        EXPECT_EQ(s->comp->calls, 1) << "rendezvous send to the dead peer never completed";
+        EXPECT_NE(s->comp->status, UCS_OK);
+    }
+    /* Every later send fails with UCS_ERR_CONNECTION_RESET. */
+    Send later_short(Path::kShort, 1, 0, 1, 8), later_bcopy(Path::kBcopy, 1, 0, 1, 100),
+        later_zcopy(Path::kZcopy, 1, 0, 1, 100), later_rndv(Path::kRndv, 1, 0, 1, 100);
+    for (Send *s : {&later_short, &later_bcopy, &later_zcopy, &later_rndv}) {
+        if (rx.caps.has(s->path)) {
+            EXPECT_EQ(s->post(back), UCS_ERR_CONNECTION_RESET) << path_name(s->path);
+        }
+    }
+    EXPECT_EQ(uct_ep_am_short(back, 1, 0, nullptr, 0), UCS_ERR_CONNECTION_RESET);
+    /* No receive is left half done: each is complete or still posted. */
+    for (RecvCtx &r : ctxs) {
+        const std::string seq = r.sequence();
+        EXPECT_TRUE(seq.empty() || seq == "consumed,completed") << seq;
+        if (!r.done()) {
+            EXPECT_EQ(uct_iface_tag_recv_cancel(rx.iface, &r.ctx, 1), UCS_OK);
+        }
+    }
+    printf("[          ] %zu received, %zu failed, %zu unexpected before the kill\n", received,
+           failed, unexpected_before);
+    uct_ep_destroy(back);
+}
+
+/* The receiver is SIGKILLed while this process streams to it. */
+TEST_P(TagMultiProc, ReceiverKilledWhileSending) {
+    const std::string tl = GetParam();
+    Child &c = add_child([tl](int sock) {
+        UctEnv env;
+        Node   node(env, tl);
+        write_msg(sock, node.address());
+        for (;;) {
+            if (uct_worker_progress(env.worker()) == 0) {
+                idle();
+            }
+        }
+        return 0;
+    });
+    std::unique_ptr<Node> tx_node;
+    uct_ep_h              ep;
+    open_connected(c, &tx_node, &ep, false);
+    if (HasFatalFailure()) {
+        return;
+    }
+    Node &tx = *tx_node;
+
+    std::vector<std::unique_ptr<Send>> rndvs;
+    Rng                                rng(test_seed() ^ 0x300);
+    int                                sent = 0;
+    auto stream_one = [&](int i) {
+        const Path paths[] = {Path::kShort, Path::kBcopy, Path::kZcopy, Path::kZcopyMulti, Path::kRndv};
+        const Path path    = paths[i % 5];
+        if (!tx.caps.has(path)) {
+            return UCS_OK;
+        }
+        const auto sizes = tx.caps.sizes(path);
+        std::unique_ptr<Send> s(new Send(path, 0x900 + i, i, i, sizes[rng.range(0, sizes.size() - 1)]));
+        const ucs_status_t status = s->post(ep);
+        if ((status == UCS_OK) && (path == Path::kRndv)) {
+            rndvs.push_back(std::move(s));
+        } else if (status == UCS_OK && s->comp_pending) {
+            rndvs.push_back(std::move(s)); /* keep its buffer until it completes */
+        }
+        return status;
+    };
+    ASSERT_TRUE(wait([&] {
+        const ucs_status_t status = stream_one(sent);
+        EXPECT_TRUE(status == UCS_OK || status == UCS_ERR_NO_RESOURCE) << ucs_status_string(status);
+        sent += (status == UCS_OK);
+        return sent >= 300;
+    }, 30));
+    kill_child(c);
+
+    /* Go on sending: successes (into the dead FIFO) or no resources, until
+     * the death is noticed; then the error handler, exactly once. */
+    struct Pending {
+        uct_pending_req_t req;
+        int               purged = 0;
+    } pending{};
+    pending.req.func = [](uct_pending_req_t *) -> ucs_status_t { return UCS_ERR_NO_RESOURCE; };
+    bool pending_added = false;
+    ucs_status_t last  = UCS_OK;
+    ASSERT_TRUE(wait([&] {
+        last = stream_one(sent++);
+        if ((last == UCS_ERR_NO_RESOURCE) && !pending_added &&
+            (uct_ep_pending_add(ep, &pending.req, 0) == UCS_OK)) {
+            pending_added = true;
+        }
+        return (last != UCS_OK && last != UCS_ERR_NO_RESOURCE) || (tx.errors.count(ep) > 0);
+    }, 10)) << "sends to a dead receiver never failed";
+    ASSERT_TRUE(wait([&] { return tx.errors.count(ep) > 0; }, 10)) << "no error handler call";
+    for (int i = 0; i < 1000; ++i) {
+        progress();
+    }
+    EXPECT_EQ(tx.errors.count(ep), 1);
+    EXPECT_EQ(tx.errors.entries[0].status, UCS_ERR_CONNECTION_RESET);
+    for (int i = 0; i < 10; ++i) {
+        EXPECT_EQ(stream_one(i), UCS_ERR_CONNECTION_RESET) << path_name(Path(i % 5));
+    }
+    /* Outstanding rendezvous sends completed with an error. */
+    for (const auto &s : rndvs) {
+        if (s->path == Path::kRndv) {
+            EXPECT_EQ(s->comp->calls, 1);
+            EXPECT_NE(s->comp->status, UCS_OK);
+        }
+    }
+    /* The pending request is handed back by purge, once. */
+    uct_ep_pending_purge(ep, [](uct_pending_req_t *r, void *) {
+        ++reinterpret_cast<Pending *>(r)->purged;
+    }, nullptr);
+    EXPECT_EQ(pending.purged, pending_added ? 1 : 0);
+    EXPECT_NE(uct_ep_flush(ep, 0, nullptr), UCS_ERR_NO_RESOURCE);
+    uct_ep_destroy(ep);
+}
+
+/* Named segments (the /proc-less fallback) of a killed process are reaped
+ * by the next iface that opens. */
+TEST_P(TagMultiProc, NamedSegmentOfKilledProcessIsReaped) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm setting";
+    }
+    const std::string tl = GetParam();
+    Child &c = add_child([tl](int sock) {
+        UctEnv env;
+        Node   node(env, tl, {{"NAMED_SEGMENTS", "y"}});
+        write_msg(sock, node.status == UCS_OK ? node.address() : std::string("fail"));
+        pause();
+        return 0;
+    });
+    std::string addr;
+    ASSERT_TRUE(read_msg(c.sock, &addr, idle));
+    ASSERT_NE(addr, "fail");
+    EXPECT_GT(shm_leftovers().size(), shm_before_.size()) << "no named segment was created";
+    kill_child(c);
+    env_.reset(new UctEnv());
+    {
+        Node again(*env_, tl, {{"NAMED_SEGMENTS", "y"}});
+        ASSERT_EQ(again.status, UCS_OK);
+    }
+    /* TearDown checks /dev/shm. */
+}
+
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(tm, TagMultiProc, ::testing::ValuesIn(tag_transports()),
+                         transport_param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TagMultiProc);
+
+}  // namespace uct_tm_test
