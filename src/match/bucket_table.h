@@ -1,33 +1,41 @@
 /*
- * BucketTable: hash table mapping a 64-bit key to the index of the first entry
- * of that key's FIFO list.
+ * BucketTable: hash table mapping a 64-bit key to the index of the first
+ * entry of that key's FIFO list (the entries live in a SlotPool; the table
+ * never stores keys, it asks `key_of(index)` for the head's key).
  *
- * Layout in the style of SwissTable: slots come in aligned groups of 16, each
- * with 16 control bytes (empty, deleted, or 7 bits of the key's hash) and 16
- * 32-bit heads. A lookup compares a whole group's control bytes at once
- * (SSE2) and reads an entry only for a 7-bit match, so probing has no
- * data-dependent loop over slots and deleting never shifts anything: the
- * branch predictor sees the same path whatever the keys. The key itself is
- * not stored (it is derived from the head entry): 5 bytes a slot, at most
- * 7/8 full, so 6-12 bytes per distinct key.
+ * Layout: groups of one cache line each, 16 control bytes then 12 32-bit
+ * heads. A control byte is kEmpty or 7 bits of the key's hash; a lookup
+ * compares a whole group's control bytes at once (SSE2) and reads an entry only
+ * on a 7-bit match, so one lookup touches one table line (plus, on a match,
+ * the entry it returns). Control byte 12 counts keys that overflowed this full
+ * group into the next ones (F14-style): a lookup stops at the first group of
+ * its probe whose count is 0, an erase decrements the counts along the
+ * erased key's probe, so there are no tombstones and no cleanup passes. Counts
+ * saturate at 255 (then stay, costing only longer probes, until a rehash).
  *
- * Locality: the group is chosen by a hash of the key without its 3 lowest
- * "free" bits (the lowest bits the mask lets through), and those bits go into
- * the control byte. So 8 consecutive keys (a message sequence, a run of
- * ranks) share one group: deep queues of such tags cost one cache miss per 8
- * operations, while keys differing anywhere else spread evenly.
+ * Memory: at most 5/8 full, so 8.5-17 bytes per distinct key. (Fuller tables
+ * suffer under churn at constant depth: keys displaced from a full home group
+ * never move back, so at 3/4 a fifth of the operations probed a second group,
+ * and at 7/8 probes grew to 2-30 groups.)
+ *
+ * Locality: the home group is a multiplicative hash of the key without its 3
+ * lowest "free" bits (the lowest bits the class mask lets through), and those
+ * bits go into the control byte. So 8 consecutive keys (a message sequence, a
+ * run of ranks) share one group and have distinct control bytes: deep queues
+ * of such tags cost one table miss per 8 operations, while keys differing
+ * anywhere else spread evenly.
+ *
+ * Failure: growth reports false (table unchanged) instead of throwing.
  */
 #ifndef UCT_TM_MATCH_BUCKET_TABLE_H_
 #define UCT_TM_MATCH_BUCKET_TABLE_H_
 
-#include "slot_pool.h"
 #include "table_allocator.h"
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <vector>
+#include <utility>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -35,6 +43,101 @@
 
 namespace uct_tm {
 namespace match {
+namespace detail {
+
+#ifdef UCT_TM_TABLE_STATS
+inline uint64_t g_table_fast, g_table_slow, g_table_finds, g_table_groups;
+#define UCT_TM_TABLE_COUNT(x) (++(x))
+#else
+#define UCT_TM_TABLE_COUNT(x) ((void)0)
+#endif
+
+inline constexpr size_t kGroupSlots = 12;
+inline constexpr int8_t kEmptyCtrl  = -128;
+
+struct alignas(64) TableGroup {
+    int8_t   ctrl[16]; /* [0, 12): slots; [12]: overflow count (unsigned); [13, 16): 0 */
+    uint32_t head[kGroupSlots];
+
+    uint8_t overflow() const { return static_cast<uint8_t>(ctrl[kGroupSlots]); }
+    void    bump_overflow() {
+        if (overflow() != 255) {
+            ctrl[kGroupSlots] = static_cast<int8_t>(overflow() + 1);
+        }
+    }
+    void unbump_overflow() {
+        if (overflow() != 255) {
+            ctrl[kGroupSlots] = static_cast<int8_t>(overflow() - 1);
+        }
+    }
+
+#if defined(__SSE2__)
+    using Want = __m128i;
+    /* Broadcast of a control byte. (Spelled out: GCC 12 may build
+     * _mm_set1_epi8 of a byte through a 1-byte stack store and a 4-byte
+     * load, a store-forwarding stall of ~15 cycles on every lookup.) */
+    static Want want(int8_t value) {
+        const uint32_t b = static_cast<uint8_t>(value) * 0x01010101u;
+        return _mm_shuffle_epi32(_mm_cvtsi32_si128(static_cast<int>(b)), 0);
+    }
+    using Ctrl = __m128i;
+    Ctrl        load() const { return _mm_load_si128(reinterpret_cast<const __m128i *>(ctrl)); }
+    static uint32_t match(Ctrl c, Want w) {
+        return static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(c, w))) & 0xfff;
+    }
+    static uint32_t empties(Ctrl c) { return static_cast<uint32_t>(_mm_movemask_epi8(c)) & 0xfff; }
+    /* Stores `c` with byte i replaced by the byte of `value`. */
+    void store_ctrl(Ctrl c, unsigned i, Want value) {
+        alignas(16) static constexpr int8_t kLane[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                         0, 0, 0, 0, 0, -1};
+        const __m128i lane = _mm_loadu_si128(reinterpret_cast<const __m128i *>(&kLane[16 - i]));
+        _mm_store_si128(reinterpret_cast<__m128i *>(ctrl),
+                        _mm_or_si128(_mm_andnot_si128(lane, c), _mm_and_si128(lane, value)));
+    }
+    /* Slots whose control byte equals `w`. */
+    uint32_t    match(Want w) const {
+        return static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(load(), w))) & 0xfff;
+    }
+    /* Empty slots: the only control value with the sign bit set. */
+    uint32_t empties() const { return static_cast<uint32_t>(_mm_movemask_epi8(load())) & 0xfff; }
+    /* Writes one control byte as a whole-group store: the next lookup loads
+     * the group with one 16-byte load, which a 1-byte store could not forward
+     * to (a pipeline stall on every operation of a hot group). */
+    void set_ctrl(unsigned i, Want value) { store_ctrl(load(), i, value); }
+    void set_ctrl(unsigned i, int8_t value) { set_ctrl(i, want(value)); }
+#else
+    using Want = int8_t;
+    using Ctrl = const int8_t *;
+    static Want want(int8_t value) { return value; }
+    Ctrl        load() const { return ctrl; }
+    static uint32_t match(Ctrl c, Want w) {
+        uint32_t m = 0;
+        for (unsigned i = 0; i < kGroupSlots; ++i) {
+            m |= static_cast<uint32_t>(c[i] == w) << i;
+        }
+        return m;
+    }
+    static uint32_t empties(Ctrl c) { return match(c, kEmptyCtrl); }
+    void            store_ctrl(Ctrl, unsigned i, Want value) { ctrl[i] = value; }
+    uint32_t    match(Want w) const {
+        uint32_t m = 0;
+        for (unsigned i = 0; i < kGroupSlots; ++i) {
+            m |= static_cast<uint32_t>(ctrl[i] == w) << i;
+        }
+        return m;
+    }
+    uint32_t empties() const { return match(kEmptyCtrl); }
+    void     set_ctrl(unsigned i, int8_t value) { ctrl[i] = value; }
+#endif
+};
+static_assert(sizeof(TableGroup) == 64, "a table group is one cache line");
+
+/* Read-only group of a table that has never allocated: lookups miss, and
+ * max_size 0 sends every insert through grow() first. */
+alignas(64) inline constexpr TableGroup kNoGroups = {
+        {kEmptyCtrl, kEmptyCtrl, kEmptyCtrl, kEmptyCtrl, kEmptyCtrl, kEmptyCtrl, kEmptyCtrl,
+         kEmptyCtrl, kEmptyCtrl, kEmptyCtrl, kEmptyCtrl, kEmptyCtrl, 0, 0, 0, 0},
+        {}};
 
 class BucketTable {
   public:
@@ -42,255 +145,294 @@ class BucketTable {
      * next insert, erase or growth. */
     using Ref = uint32_t *;
 
-    BucketTable() { reset(); }
+    /* Where a key lives: its home group and its control byte. Valid until
+     * the table grows. */
+    struct Hash {
+        size_t group;
+        int8_t ctrl;
+    };
+
+    BucketTable() = default;
+    ~BucketTable() { release(); }
+    BucketTable(BucketTable &&o) noexcept { swap(o); }
+    BucketTable &operator=(BucketTable &&o) noexcept {
+        BucketTable tmp(std::move(o));
+        swap(tmp);
+        return *this;
+    }
+    BucketTable(const BucketTable &)            = delete;
+    BucketTable &operator=(const BucketTable &) = delete;
 
     /* Declares which bits keys can have (the class mask), so the locality
      * bits are the lowest of those. Only while the table is empty. */
     void set_key_mask(uint64_t mask) {
-        shift_ = (mask == 0) ? 0 : static_cast<uint8_t>(__builtin_ctzll(mask));
+        shift_      = (mask == 0) ? 0 : static_cast<uint8_t>(__builtin_ctzll(mask));
+        rest_shift_ = static_cast<uint8_t>((shift_ + 2 > 63) ? 63 : shift_ + 2);
     }
 
     size_t size() const { return size_; }
-    size_t memory_bytes() const {
-        return ctrl_.capacity() * sizeof(int8_t) + heads_.capacity() * sizeof(uint32_t);
+    /* True when one more key fits without growing. */
+    bool   has_room() const { return size_ < max_size_; }
+    size_t memory_bytes() const { return allocated() ? array_bytes(groups_bytes(group_mask_ + 1)) : 0; }
+
+    /* hash() of a table whose keys may have bit 0 set (the exact class):
+     * the same function with the shifts known. */
+    Hash hash_low(uint64_t key) const {
+        const uint64_t top = ((key >> 2) * 0x9e3779b97f4a7c15ULL) >> top_shift_;
+        return Hash{static_cast<size_t>(top >> 5), static_cast<int8_t>(((top & 31) << 2) | (key & 3))};
     }
 
-    /* 64-bit hash: bits [0, 7) become the control byte (3 locality bits +
-     * 4 hash bits), bits [32, 64) pick the home group. */
-    uint64_t hash(uint64_t key) const {
-        const uint64_t local = (key >> shift_) & 7;
-        uint64_t       rest  = key ^ (local << shift_);
-        rest ^= rest >> 32;
-        rest *= 0x9e3779b97f4a7c15ULL;
-        return (rest & ~uint64_t{0x7f}) | ((rest >> 25) & 0x78) | local;
+    Hash hash(uint64_t key) const {
+        const uint64_t local = (key >> shift_) & 3;
+        const uint64_t top   = ((key >> rest_shift_) * 0x9e3779b97f4a7c15ULL) >> top_shift_;
+        return Hash{static_cast<size_t>(top >> 5), static_cast<int8_t>(((top & 31) << 2) | local)};
     }
 
-    /* Starts loading a key's home group, so several independent lookups
+    /* Starts loading a key's home group, so that several independent lookups
      * overlap their cache misses. */
-    void prefetch(uint64_t h) const {
-        const size_t g = home_group(h);
-        __builtin_prefetch(&ctrl_[g * kGroup]);
-        __builtin_prefetch(&heads_[g * kGroup]);
+    void prefetch(Hash h) const { __builtin_prefetch(&groups_[h.group]); }
+
+    /* Head index of the first slot on `h`'s home group whose control byte
+     * matches, or kNoHead: a guess (the key is not compared) for prefetching. */
+    uint32_t candidate(Hash h) const {
+        const TableGroup &g = groups_[h.group];
+        const uint32_t    m = g.match(TableGroup::want(h.ctrl));
+        return (m != 0) ? g.head[__builtin_ctz(m)] : kNoHead;
     }
 
-    /* Head of `key`, or nullptr. `key_of(head)` gives a head's key. */
-    template <typename KeyOf> Ref find(uint64_t key, const KeyOf &key_of) {
-        return find(key, hash(key), key_of);
+    /* find() for the common case, inline: the key is the first fingerprint
+     * match in its home group, or absent from a home group nothing
+     * overflowed from. Anything else takes the full probe. */
+    template <typename KeyOf>
+    [[gnu::always_inline]] Ref find_fast(uint64_t key, Hash h, const KeyOf &key_of) const {
+        TableGroup &grp = groups_[h.group];
+        uint32_t    m   = grp.match(TableGroup::want(h.ctrl));
+        UCT_TM_TABLE_COUNT(g_table_fast);
+        if (__builtin_expect(m != 0, 1)) {
+            const Ref ref = &grp.head[__builtin_ctz(m)];
+            if (__builtin_expect(key_of(*ref) == key, 1)) {
+                return ref;
+            }
+            m &= m - 1;
+        }
+        if (__builtin_expect((m | grp.overflow()) == 0, 1)) {
+            return nullptr;
+        }
+        UCT_TM_TABLE_COUNT(g_table_slow);
+        return find(key, h, key_of);
     }
 
-    template <typename KeyOf> Ref find(uint64_t key, uint64_t h, const KeyOf &key_of) {
-        const int8_t h2 = control_of(h);
-        for (size_t g = home_group(h);; g = (g + 1) & group_mask_) {
-            const int8_t *ctrl = &ctrl_[g * kGroup];
-            for (uint32_t m = match_byte(ctrl, h2); m != 0; m &= m - 1) {
-                const size_t i = g * kGroup + __builtin_ctz(m);
-                if (key_of(heads_[i]) == key) {
-                    return &heads_[i];
+    struct Found {
+        Ref  ref;
+        bool inserted;
+    };
+
+    /* find_or_insert() for the common case, inline: no fingerprint match and
+     * no overflow in the home group, which has an empty slot. has_room()
+     * must be true. */
+    template <typename KeyOf>
+    [[gnu::always_inline]] Found find_or_insert_fast(uint64_t key, Hash h, const KeyOf &key_of,
+                                                     uint32_t head) {
+        TableGroup                  &grp  = groups_[h.group];
+        const TableGroup::Want       want = TableGroup::want(h.ctrl);
+        const TableGroup::Ctrl       c    = grp.load();
+        const uint32_t               e    = TableGroup::empties(c);
+        UCT_TM_TABLE_COUNT(g_table_fast);
+        if (__builtin_expect(((TableGroup::match(c, want) | grp.overflow()) == 0) & (e != 0), 1)) {
+            const unsigned i = __builtin_ctz(e);
+            grp.store_ctrl(c, i, want);
+            grp.head[i] = head;
+            ++size_;
+            return Found{&grp.head[i], true};
+        }
+        UCT_TM_TABLE_COUNT(g_table_slow);
+        Found found;
+        found.ref = find_or_insert(key, h, key_of, head, &found.inserted);
+        return found;
+    }
+
+    /* Head of `key` (whose hash is `h`), or nullptr. */
+    template <typename KeyOf> [[gnu::noinline]] Ref find(uint64_t key, Hash h, const KeyOf &key_of) const {
+        const TableGroup::Want want = TableGroup::want(h.ctrl);
+        UCT_TM_TABLE_COUNT(g_table_finds);
+        /* A probe visits every group at most once (in a small table every
+         * group may have overflowed). */
+        for (size_t g = h.group, left = group_mask_;; g = next(g, h), --left) {
+            TableGroup &grp = groups_[g];
+            UCT_TM_TABLE_COUNT(g_table_groups);
+            for (uint32_t m = grp.match(want); m != 0; m &= m - 1) {
+                const Ref ref = &grp.head[__builtin_ctz(m)];
+                if (key_of(*ref) == key) {
+                    return ref;
                 }
             }
-            if (match_byte(ctrl, kEmpty) != 0) {
+            if (__builtin_expect(grp.overflow() == 0, 1) || (left == 0)) {
                 return nullptr;
             }
         }
     }
 
-    /* Head of `key`; if absent, inserts (key -> head) in the same probe and
-     * sets *inserted. reserve_one() must have been called. */
+    /* Head of `key`; if absent, inserts (key -> head) and sets *inserted.
+     * has_room() must be true. */
     template <typename KeyOf>
-    Ref find_or_insert(uint64_t key, const KeyOf &key_of, uint32_t head, bool *inserted) {
-        const uint64_t h     = hash(key);
-        const int8_t   h2    = control_of(h);
-        size_t         avail = SIZE_MAX;
-        for (size_t g = home_group(h);; g = (g + 1) & group_mask_) {
-            const int8_t *ctrl = &ctrl_[g * kGroup];
-            for (uint32_t m = match_byte(ctrl, h2); m != 0; m &= m - 1) {
-                const size_t i = g * kGroup + __builtin_ctz(m);
-                if (key_of(heads_[i]) == key) {
-                    *inserted = false;
-                    return &heads_[i];
+    [[gnu::noinline]] Ref find_or_insert(uint64_t key, Hash h, const KeyOf &key_of, uint32_t head,
+                                         bool *inserted) {
+        const TableGroup::Want want = TableGroup::want(h.ctrl);
+        TableGroup            &grp  = groups_[h.group];
+        for (uint32_t m = grp.match(want); m != 0; m &= m - 1) {
+            const Ref ref = &grp.head[__builtin_ctz(m)];
+            if (key_of(*ref) == key) {
+                *inserted = false;
+                return ref;
+            }
+        }
+        if (__builtin_expect((grp.overflow() != 0) && (group_mask_ != 0), 0)) {
+            const Ref ref = find(key, Hash{next(h.group, h), h.ctrl}, key_of);
+            if (ref != nullptr) {
+                *inserted = false;
+                return ref;
+            }
+        }
+        *inserted = true;
+        return insert(h, head, want);
+    }
+
+    /* Inserts a key known to be absent. has_room() must be true. */
+    Ref insert(Hash h, uint32_t head) { return insert(h, head, TableGroup::want(h.ctrl)); }
+
+    /* Removes the key at `ref`, whose hash is `h`. */
+    void erase(Ref ref, Hash h) {
+        TableGroup *const grp = group_of(ref);
+        grp->set_ctrl(static_cast<unsigned>(ref - grp->head), kEmptyCtrl);
+        --size_;
+        if (__builtin_expect(grp != &groups_[h.group], 0)) {
+            /* It overflowed from its home group: undo the counts on its way. */
+            for (size_t g = h.group; &groups_[g] != grp; g = next(g, h)) {
+                groups_[g].unbump_overflow();
+            }
+        }
+    }
+
+    /* Doubles the capacity (or allocates the first group), reinserting every
+     * key; false (table unchanged) when memory runs out. */
+    template <typename KeyOf> bool grow(const KeyOf &key_of) {
+        const size_t ngroups = allocated() ? 2 * (group_mask_ + 1) : 1;
+        BucketTable  bigger;
+        if (!bigger.allocate(ngroups)) {
+            return false;
+        }
+        bigger.shift_      = shift_;
+        bigger.rest_shift_ = rest_shift_;
+        if (allocated()) {
+            for (size_t g = 0; g <= group_mask_; ++g) {
+                const TableGroup &grp = groups_[g];
+                for (uint32_t m = ~grp.empties() & 0xfff; m != 0; m &= m - 1) {
+                    const uint32_t head = grp.head[__builtin_ctz(m)];
+                    bigger.insert(bigger.hash(key_of(head)), head);
                 }
             }
-            const uint32_t free = match_free(ctrl);
-            if ((avail == SIZE_MAX) && (free != 0)) {
-                avail = g * kGroup + __builtin_ctz(free);
-            }
-            if (match_byte(ctrl, kEmpty) != 0) {
-                break;
-            }
         }
-        deleted_ -= (ctrl_[avail] == kDeleted);
-        set_control(avail, h2);
-        heads_[avail] = head;
-        ++size_;
-        *inserted = true;
-        return &heads_[avail];
-    }
-
-    /* Makes room for one more key; may throw std::bad_alloc (table unchanged).
-     * Call before mutating anything else, so an insert cannot fail midway. */
-    template <typename KeyOf> void reserve_one(const KeyOf &key_of) {
-        if (__builtin_expect((size_ + deleted_ + 1) * 8 > capacity() * 7, 0)) {
-            /* Mostly tombstones: clean them in place (no allocation, so a
-             * steady workload never allocates); otherwise double. */
-            if ((size_ + 1) * 16 <= capacity() * 7) {
-                drop_deleted(key_of);
-            } else {
-                rehash(capacity() * 2, key_of);
-            }
-        }
-    }
-
-    /* Removes the key whose head `ref` points at. A group that still has an
-     * empty slot never ended a probe for another key, so the slot can become
-     * empty again; in a full group it becomes a tombstone. */
-    void erase(Ref ref) {
-        const size_t i = static_cast<size_t>(ref - heads_.data());
-        if (match_byte(&ctrl_[i & ~(kGroup - 1)], kEmpty) != 0) {
-            set_control(i, kEmpty);
-        } else {
-            set_control(i, kDeleted);
-            ++deleted_;
-        }
-        --size_;
+        swap(bigger);
+        return true;
     }
 
     /* Forgets every key; keeps the capacity. */
     void clear() {
-        std::fill(ctrl_.begin(), ctrl_.end(), kEmpty);
-        size_    = 0;
-        deleted_ = 0;
+        if (allocated()) {
+            for (size_t g = 0; g <= group_mask_; ++g) {
+                init_group(groups_[g]);
+            }
+        }
+        size_ = 0;
     }
 
-    /* Forgets every key and returns to the minimum capacity. */
+    /* Forgets every key and frees the groups. */
     void reset() {
-        std::vector<int8_t, TableAllocator<int8_t>>(kGroup, kEmpty).swap(ctrl_);
-        std::vector<uint32_t, TableAllocator<uint32_t>>(kGroup, kNoIndex).swap(heads_);
-        group_mask_ = 0;
-        size_       = 0;
-        deleted_    = 0;
+        BucketTable empty;
+        empty.shift_      = shift_;
+        empty.rest_shift_ = rest_shift_;
+        swap(empty);
     }
 
   private:
-    static constexpr size_t kGroup   = 16;
-    static constexpr int8_t kEmpty   = -128;
-    static constexpr int8_t kDeleted = -2;
+    static constexpr uint32_t kNoHead = UINT32_MAX;
 
-    size_t capacity() const { return (group_mask_ + 1) * kGroup; }
-    size_t home_group(uint64_t h) const { return (h >> 32) & group_mask_; }
-    static int8_t control_of(uint64_t h) { return static_cast<int8_t>(h & 0x7f); }
+    static size_t groups_bytes(size_t n) { return n * sizeof(TableGroup); }
+    static void   init_group(TableGroup &g) {
+        std::memset(g.ctrl, kEmptyCtrl, kGroupSlots);
+        std::memset(g.ctrl + kGroupSlots, 0, sizeof(g.ctrl) - kGroupSlots);
+    }
+    static TableGroup *group_of(Ref ref) {
+        return reinterpret_cast<TableGroup *>(reinterpret_cast<uintptr_t>(ref) &
+                                              ~uintptr_t{sizeof(TableGroup) - 1});
+    }
 
-#if defined(__SSE2__)
-    /* Writes one control byte as a whole-group store: the next lookup loads
-     * the group with one 16-byte load, which a 1-byte store could not
-     * forward to (a pipeline stall on every operation of a hot group). */
-    void set_control(size_t i, int8_t value) {
-        alignas(16) static constexpr int8_t kLane[2 * kGroup] = {
-                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-        __m128i *const group = reinterpret_cast<__m128i *>(&ctrl_[i & ~(kGroup - 1)]);
-        const __m128i  lane  = _mm_loadu_si128(
-                reinterpret_cast<const __m128i *>(&kLane[kGroup - (i & (kGroup - 1))]));
-        const __m128i old = _mm_loadu_si128(group);
-        _mm_storeu_si128(group, _mm_or_si128(_mm_andnot_si128(lane, old),
-                                             _mm_and_si128(lane, _mm_set1_epi8(value))));
-    }
-    static uint32_t match_byte(const int8_t *ctrl, int8_t value) {
-        const __m128i group = _mm_loadu_si128(reinterpret_cast<const __m128i *>(ctrl));
-        return static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(group, _mm_set1_epi8(value))));
-    }
-    /* Empty or deleted: the only control values with the sign bit set. */
-    static uint32_t match_free(const int8_t *ctrl) {
-        const __m128i group = _mm_loadu_si128(reinterpret_cast<const __m128i *>(ctrl));
-        return static_cast<uint32_t>(_mm_movemask_epi8(group));
-    }
-#else
-    void set_control(size_t i, int8_t value) { ctrl_[i] = value; }
-    static uint32_t match_byte(const int8_t *ctrl, int8_t value) {
-        uint32_t m = 0;
-        for (size_t i = 0; i < kGroup; ++i) {
-            m |= static_cast<uint32_t>(ctrl[i] == value) << i;
-        }
-        return m;
-    }
-    static uint32_t match_free(const int8_t *ctrl) {
-        uint32_t m = 0;
-        for (size_t i = 0; i < kGroup; ++i) {
-            m |= static_cast<uint32_t>(ctrl[i] < 0) << i;
-        }
-        return m;
-    }
-#endif
+    bool allocated() const { return groups_ != &kNoGroups; }
 
-    /* Removes every tombstone without reallocating: full slots are marked
-     * "to place" (as deleted) and each is moved to the first free slot of its
-     * probe sequence, swapping with a not-yet-placed element when needed. */
-    template <typename KeyOf> [[gnu::noinline]] void drop_deleted(const KeyOf &key_of) {
-        int8_t *const ctrl = ctrl_.data();
-        for (size_t i = 0; i < capacity(); ++i) {
-            ctrl[i] = (ctrl[i] < 0) ? kEmpty : kDeleted;
-        }
-        for (size_t i = 0; i < capacity(); ++i) {
-            while (ctrl[i] == kDeleted) {
-                const uint64_t h    = hash(key_of(heads_[i]));
-                const size_t   home = home_group(h);
-                size_t         g    = home;
-                uint32_t       free;
-                while ((free = match_free(&ctrl[g * kGroup])) == 0) {
-                    g = (g + 1) & group_mask_;
-                }
-                const size_t j = g * kGroup + __builtin_ctz(free);
-                /* Already in the first group of its probe with room: stay. */
-                if ((((i / kGroup) - home) & group_mask_) == ((g - home) & group_mask_)) {
-                    ctrl[i] = control_of(h);
-                    break;
-                }
-                if (ctrl[j] == kEmpty) {
-                    ctrl[j]   = control_of(h);
-                    heads_[j] = heads_[i];
-                    ctrl[i]   = kEmpty;
-                    break;
-                }
-                /* j holds an element not placed yet: swap, then place it. */
-                ctrl[j] = control_of(h);
-                std::swap(heads_[i], heads_[j]);
+    /* Next group of `h`'s probe: double hashing by the control byte (an
+     * odd step visits every group), so keys that overflowed a group do not
+     * pile onto its neighbours. */
+    size_t next(size_t g, Hash h) const {
+        return (g + 2 * static_cast<size_t>(h.ctrl) + 1) & group_mask_;
+    }
+
+    Ref insert(Hash h, uint32_t head, TableGroup::Want want) {
+        for (size_t g = h.group;; g = next(g, h)) {
+            TableGroup    &grp = groups_[g];
+            const uint32_t e   = grp.empties();
+            if (__builtin_expect(e != 0, 1)) {
+                const unsigned i = __builtin_ctz(e);
+                grp.set_ctrl(i, want);
+                grp.head[i] = head;
+                ++size_;
+                return &grp.head[i];
             }
+            grp.bump_overflow();
         }
-        deleted_ = 0;
     }
 
-    template <typename KeyOf> void rehash(size_t capacity, const KeyOf &key_of) {
-        std::vector<int8_t, TableAllocator<int8_t>>   ctrl(capacity, kEmpty);
-        std::vector<uint32_t, TableAllocator<uint32_t>> heads(capacity, kNoIndex);
-        const size_t          group_mask = capacity / kGroup - 1;
-        for (size_t i = 0; i < ctrl_.size(); ++i) {
-            if (ctrl_[i] < 0) {
-                continue;
-            }
-            const uint64_t h = hash(key_of(heads_[i]));
-            for (size_t g = (h >> 32) & group_mask;; g = (g + 1) & group_mask) {
-                const uint32_t free = match_free(&ctrl[g * kGroup]);
-                if (free != 0) {
-                    const size_t j = g * kGroup + __builtin_ctz(free);
-                    ctrl[j]        = control_of(h);
-                    heads[j]       = heads_[i];
-                    break;
-                }
-            }
+    /* Makes this (empty, unallocated) table `ngroups` groups large. */
+    bool allocate(size_t ngroups) {
+        void *p = array_alloc(groups_bytes(ngroups));
+        if (p == nullptr) {
+            return false;
         }
-        ctrl_.swap(ctrl);
-        heads_.swap(heads);
-        group_mask_ = group_mask;
-        deleted_    = 0;
+        groups_     = static_cast<TableGroup *>(p);
+        group_mask_ = ngroups - 1;
+        max_size_   = ngroups * kGroupSlots * 5 / 8;
+        top_shift_  = static_cast<uint8_t>(59 - __builtin_ctzll(ngroups));
+        for (size_t g = 0; g < ngroups; ++g) {
+            init_group(groups_[g]);
+        }
+        return true;
     }
 
-    std::vector<int8_t, TableAllocator<int8_t>>   ctrl_;
-    std::vector<uint32_t, TableAllocator<uint32_t>> heads_;
-    size_t                group_mask_ = 0;
-    size_t                size_       = 0;
-    size_t                deleted_    = 0;
-    uint8_t               shift_      = 0;
+    void release() {
+        if (allocated()) {
+            array_free(groups_, groups_bytes(group_mask_ + 1));
+        }
+    }
+
+    void swap(BucketTable &o) noexcept {
+        std::swap(groups_, o.groups_);
+        std::swap(group_mask_, o.group_mask_);
+        std::swap(size_, o.size_);
+        std::swap(max_size_, o.max_size_);
+        std::swap(top_shift_, o.top_shift_);
+        std::swap(shift_, o.shift_);
+        std::swap(rest_shift_, o.rest_shift_);
+    }
+
+    TableGroup *groups_     = const_cast<TableGroup *>(&kNoGroups);
+    size_t      group_mask_ = 0;
+    size_t      size_       = 0;
+    size_t      max_size_   = 0;
+    uint8_t     top_shift_  = 59; /* 64 - 5 control bits - log2(groups) */
+    uint8_t     shift_      = 0;
+    uint8_t     rest_shift_ = 2;
 };
 
+}  // namespace detail
 }  // namespace match
 }  // namespace uct_tm
 

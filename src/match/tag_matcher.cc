@@ -1,11 +1,13 @@
 /*
  * Software tag matcher: see tag_matcher.h for the contract.
  *
- * Posted side: one MaskClass per distinct mask (class 0 = exact), each a
- * BucketTable from `tag & mask` to a FIFO ring of receives with that key. An
- * arrival looks up every active class once; the ring heads are the earliest
- * candidates of their class and the lowest posting sequence wins. Receives
- * whose mask found no free class go to one overflow ring scanned in order.
+ * Posted side: one hash index per distinct mask (a "mask class"), from
+ * `tag & mask` to a FIFO ring of receives with that key. The exact class lives
+ * in the TagMatcher object itself (`exact_`, used by the inline fast path);
+ * the others are here, in Impl. An arrival looks up every active class once;
+ * the ring heads are the earliest candidates of their class and the lowest
+ * posting sequence wins. Receives whose mask found no free class go to one
+ * overflow ring scanned in order.
  *
  * Unexpected side: one arrival-ordered ring of all messages (mask 0 and the
  * fallback scan), plus up to 1 + kMaxUnexpectedIndexes keyed indexes (slot 0 =
@@ -14,9 +16,6 @@
  */
 #include "tag_matcher.h"
 
-#include "bucket_table.h"
-#include "slot_pool.h"
-
 #include <algorithm>
 #include <array>
 #include <new>
@@ -24,6 +23,11 @@
 
 namespace uct_tm {
 namespace match {
+
+using detail::BucketTable;
+using detail::FlatPool;
+using detail::Links;
+using detail::PostedEntry;
 
 namespace {
 
@@ -35,42 +39,23 @@ constexpr uint16_t kOverflowClass        = UINT16_MAX;
 constexpr uint64_t kStaleIndexQueries = 256;
 /* Masked classes whose table lines an arrival prefetches together. */
 constexpr size_t kPrefetchClasses = 8;
-
-struct Links {
-    uint32_t next = kNoIndex;
-    uint32_t prev = kNoIndex;
-};
-
-struct PostedEntry {
-    Tag      tag  = 0;
-    void    *ctx  = nullptr;
-    uint64_t seq  = 0;
-    Links    link;            /* key ring, or overflow ring; free list when idle */
-    uint32_t gen  = 1;
-    uint16_t cls  = 0;
-    uint16_t live = 0;
-
-    uint32_t &free_link() { return link.next; }
-};
-static_assert(sizeof(PostedEntry) == 40, "posted receive entry must stay compact");
+/* Arrivals of a batch whose lines are requested together. */
+constexpr size_t kBatchWindow = 16;
 
 struct UnexpectedEntry {
-    Tag      tag    = 0;
-    uint64_t cookie = 0;
-    uint64_t seq    = 0;
-    uint32_t gen    = 1;
-    uint32_t live   = 0;
-    Links    order;                                 /* arrival ring */
-    Links    index[kMaxUnexpectedIndexes + 1];     /* one ring per keyed index */
+    Tag      tag;
+    uint64_t cookie;
+    uint64_t seq;
+    uint32_t gen; /* odd while queued */
+    uint32_t unused;
+    Links    order;                             /* arrival ring; free list while free */
+    Links    index[kMaxUnexpectedIndexes + 1]; /* one ring per keyed index */
 
     uint32_t &free_link() { return order.next; }
 };
 
-uint32_t next_generation(uint32_t gen) { return (gen + 1 == 0) ? 1 : gen + 1; }
-
 /* Appends `idx` at the tail of the circular list starting at `head`. */
-template <typename LinksOf>
-[[gnu::always_inline]] inline void ring_push_back(uint32_t &head, uint32_t idx, const LinksOf &links) {
+template <typename LinksOf> void ring_push_back(uint32_t &head, uint32_t idx, const LinksOf &links) {
     if (head == kNoIndex) {
         links(idx) = Links{idx, idx};
         head       = idx;
@@ -83,8 +68,7 @@ template <typename LinksOf>
 }
 
 /* Unlinks `idx` from the circular list starting at `head`; returns the new head. */
-template <typename LinksOf>
-[[gnu::always_inline]] inline uint32_t ring_remove(uint32_t head, uint32_t idx, const LinksOf &links) {
+template <typename LinksOf> uint32_t ring_remove(uint32_t head, uint32_t idx, const LinksOf &links) {
     const Links l = links(idx);
     if (l.next == idx) {
         return kNoIndex;
@@ -94,11 +78,11 @@ template <typename LinksOf>
     return (head == idx) ? l.next : head;
 }
 
-/* Appends `idx` to the FIFO ring of `key`; the table has room (reserve_one). */
+/* Appends `idx` to the FIFO ring of `key`; the table has room. */
 template <typename KeyOf, typename LinksOf>
-[[gnu::always_inline]] inline void keyed_push(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of, const LinksOf &links) {
+void keyed_push(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of, const LinksOf &links) {
     bool             inserted;
-    BucketTable::Ref head = table.find_or_insert(key, key_of, idx, &inserted);
+    BucketTable::Ref head = table.find_or_insert(key, table.hash(key), key_of, idx, &inserted);
     if (inserted) {
         links(idx) = Links{idx, idx};
     } else {
@@ -110,18 +94,22 @@ template <typename KeyOf, typename LinksOf>
  * entry, so `idx` is the head iff its predecessor (the tail) is newer: only
  * then does the table need a lookup. `slot`, if known, is key's table slot. */
 template <typename KeyOf, typename LinksOf, typename SeqOf>
-[[gnu::always_inline]] inline void keyed_remove(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of,
+void keyed_remove(BucketTable &table, Tag key, uint32_t idx, const KeyOf &key_of,
                   const LinksOf &links, const SeqOf &seq_of, BucketTable::Ref slot = nullptr) {
     const Links l = links(idx);
     if (l.next == idx) {
-        table.erase(slot ? slot : table.find(key, key_of));
+        const BucketTable::Hash h = table.hash(key);
+        table.erase(slot ? slot : table.find(key, h, key_of), h);
         return;
     }
     const bool is_head = seq_of(l.prev) > seq_of(idx);
+    if (is_head && (slot == nullptr)) {
+        slot = table.find(key, table.hash(key), key_of);
+    }
     links(l.prev).next = l.next;
     links(l.next).prev = l.prev;
     if (is_head) {
-        *(slot ? slot : table.find(key, key_of)) = l.next;
+        *slot = l.next;
     }
 }
 
@@ -129,9 +117,16 @@ template <typename Pool> ucs_status_t check_handle(const Pool &pool, Handle hand
     if (handle.is_null() || handle.index >= pool.issued()) {
         return UCS_ERR_INVALID_PARAM;
     }
-    const auto &entry = pool[handle.index];
-    return (entry.live && entry.gen == handle.generation) ? UCS_OK : UCS_ERR_NO_ELEM;
+    const uint32_t gen = pool[handle.index].gen;
+    return ((gen & 1) && (gen == handle.generation)) ? UCS_OK : UCS_ERR_NO_ELEM;
 }
+
+/* Key of a posted receive in a class with mask `mask`. */
+struct PostedKey {
+    const FlatPool<PostedEntry> *pool;
+    Tag                          mask;
+    Tag operator()(uint32_t i) const { return (*pool)[i].tag & mask; }
+};
 
 }  // namespace
 
@@ -156,28 +151,15 @@ struct TagMatcher::Impl {
         options.max_mask_classes       = std::min(options.max_mask_classes, kMaxMaskClasses);
         options.max_unexpected_indexes = std::min(options.max_unexpected_indexes,
                                                   kMaxUnexpectedIndexes);
-        classes.emplace_back(kExactMask);
+        classes.emplace_back(kExactMask); /* placeholder: class 0 is TagMatcher::exact_ */
         unexpected_index[0].active = true;
     }
 
-    /* ---- posted side ---------------------------------------------------- */
+    /* ---- posted side: masked classes ------------------------------------ */
 
-    auto posted_links() {
-        return [this](uint32_t i) -> Links & { return posted[i].link; };
-    }
-    auto posted_key(Tag mask) const {
-        return [this, mask](uint32_t i) { return posted[i].tag & mask; };
-    }
-    auto posted_seq() const {
-        return [this](uint32_t i) { return posted[i].seq; };
-    }
-
-    /* Class for `mask`, creating or recycling one; kOverflowClass when all
-     * class slots hold receives. May throw std::bad_alloc. */
-    [[gnu::always_inline]] uint16_t class_for(Tag mask) {
-        if (mask == kExactMask) {
-            return 0;
-        }
+    /* Class for a non-exact `mask`, creating or recycling one; kOverflowClass
+     * when all class slots hold receives. May throw std::bad_alloc. */
+    uint16_t class_for(Tag mask) {
         uint16_t idle = kOverflowClass;
         for (size_t c = 1; c < classes.size(); ++c) {
             if (classes[c].mask == mask) {
@@ -208,173 +190,12 @@ struct TagMatcher::Impl {
     }
 
     void deactivate(uint16_t cls) {
-        const int32_t pos  = classes[cls].active_pos;
+        const int32_t  pos  = classes[cls].active_pos;
         const uint16_t last = active.back();
-        active[pos]                   = last;
-        classes[last].active_pos      = pos;
+        active[pos]              = last;
+        classes[last].active_pos = pos;
         active.pop_back();
         classes[cls].active_pos = -1;
-    }
-
-    [[gnu::always_inline]] PostResult enqueue_posted(Tag tag, Tag mask, void *ctx) {
-        PostResult result;
-        if (posted.live() >= options.max_posted) {
-            result.status = UCS_ERR_EXCEEDS_LIMIT;
-            return result;
-        }
-        uint16_t cls;
-        uint32_t idx;
-        try {
-            cls = class_for(mask);
-            if (cls != kOverflowClass) {
-                classes[cls].table.reserve_one(posted_key(classes[cls].mask));
-            }
-            idx = posted.allocate();
-        } catch (const std::bad_alloc &) {
-            result.status = UCS_ERR_NO_MEMORY;
-            return result;
-        }
-        if (cls == kOverflowClass) {
-            try {
-                if (overflow_masks.size() <= idx) {
-                    overflow_masks.resize(posted.issued());
-                }
-            } catch (const std::bad_alloc &) {
-                posted.release(idx);
-                result.status = UCS_ERR_NO_MEMORY;
-                return result;
-            }
-            overflow_masks[idx] = mask;
-        }
-
-        PostedEntry &e = posted[idx];
-        e.tag          = tag;
-        e.ctx          = ctx;
-        e.seq          = posted_seq_next++;
-        e.cls          = cls;
-        e.live         = 1;
-        if (cls == kOverflowClass) {
-            ring_push_back(overflow_head, idx, posted_links());
-        } else {
-            MaskClass &c = classes[cls];
-            keyed_push(c.table, tag & c.mask, idx, posted_key(c.mask), posted_links());
-            if ((c.count++ == 0) && (cls != 0)) {
-                activate(cls);
-            }
-        }
-        result.handle = Handle{idx, e.gen};
-        return result;
-    }
-
-    [[gnu::always_inline]] void remove_posted(uint32_t idx, BucketTable::Ref slot = nullptr) {
-        PostedEntry &e = posted[idx];
-        if (e.cls == kOverflowClass) {
-            overflow_head = ring_remove(overflow_head, idx, posted_links());
-        } else {
-            MaskClass &c = classes[e.cls];
-            keyed_remove(c.table, e.tag & c.mask, idx, posted_key(c.mask), posted_links(),
-                         posted_seq(), slot);
-            if ((--c.count == 0) && (e.cls != 0)) {
-                deactivate(e.cls);
-            }
-        }
-        e.live = 0;
-        e.gen  = next_generation(e.gen);
-        posted.release(idx);
-    }
-
-    /* Earliest-posted receive matching `tag`, removed; false if none. With
-     * only exact receives posted (the common case) this is one lookup;
-     * anything else takes the general path, kept out of line so the exact
-     * path stays small. */
-    [[gnu::always_inline]] bool take_posted(Tag tag, Receive *recv) {
-        if (__builtin_expect(!active.empty() || (overflow_head != kNoIndex), 0)) {
-            return take_posted_any(tag, recv);
-        }
-        if (classes[0].count == 0) {
-            return false;
-        }
-        BucketTable::Ref slot = classes[0].table.find(tag, posted_key(kExactMask));
-        if (slot == nullptr) {
-            return false;
-        }
-        const uint32_t     idx = *slot;
-        const PostedEntry &e   = posted[idx];
-        *recv                  = Receive{e.tag, kExactMask, e.ctx};
-        remove_posted(idx, slot);
-        ++stats.posted_matches;
-        return true;
-    }
-
-    /* take_posted() with masked classes or the overflow ring in use: the
-     * heads of every class are merged by posting sequence. */
-    [[gnu::noinline]] bool take_posted_any(Tag tag, Receive *recv) {
-        uint32_t         best      = kNoIndex;
-        uint64_t         best_seq  = UINT64_MAX;
-        BucketTable::Ref best_slot = nullptr;
-        /* One lookup per class in use: start every home-group load first so
-         * the misses overlap instead of queueing behind each other. */
-        const bool     exact      = classes[0].count != 0;
-        const uint64_t exact_hash = classes[0].table.hash(tag);
-        if (exact) {
-            classes[0].table.prefetch(exact_hash);
-        }
-        uint64_t     hashes[kPrefetchClasses];
-        const size_t nprefetch = std::min(active.size(), kPrefetchClasses);
-        for (size_t i = 0; i < nprefetch; ++i) {
-            const MaskClass &c = classes[active[i]];
-            hashes[i]          = c.table.hash(tag & c.mask);
-            c.table.prefetch(hashes[i]);
-        }
-        if (exact) {
-            best_slot = classes[0].table.find(tag, exact_hash, posted_key(kExactMask));
-            if (best_slot != nullptr) {
-                best     = *best_slot;
-                best_seq = posted[best].seq;
-            }
-        }
-        for (size_t i = 0; i < active.size(); ++i) {
-            MaskClass       &c    = classes[active[i]];
-            const Tag        key  = tag & c.mask;
-            const uint64_t   h    = (i < nprefetch) ? hashes[i] : c.table.hash(key);
-            BucketTable::Ref slot = c.table.find(key, h, posted_key(c.mask));
-            if ((slot != nullptr) && (posted[*slot].seq < best_seq)) {
-                best      = *slot;
-                best_seq  = posted[best].seq;
-                best_slot = slot;
-            }
-        }
-        if (overflow_head != kNoIndex) {
-            ++stats.fallback_scans;
-            uint32_t i = overflow_head;
-            do {
-                const PostedEntry &e = posted[i];
-                if (e.seq > best_seq) {
-                    break; /* ring is in posting order: nothing older remains */
-                }
-                if (tag_matches(tag, e.tag, mask_of(i))) {
-                    best      = i;
-                    best_slot = nullptr;
-                    break;
-                }
-                i = e.link.next;
-            } while (i != overflow_head);
-        }
-        if (best == kNoIndex) {
-            return false;
-        }
-        const PostedEntry &e = posted[best];
-        *recv = Receive{e.tag, mask_of(best), e.ctx};
-        remove_posted(best, best_slot);
-        ++stats.posted_matches;
-        return true;
-    }
-
-    /* Overflow receives have no class to hold their mask: it lives in a side
-     * array indexed like the pool, allocated only once overflow happens. */
-    Tag mask_of(uint32_t idx) const {
-        const PostedEntry &e = posted[idx];
-        return (e.cls == kOverflowClass) ? overflow_masks[idx] : classes[e.cls].mask;
     }
 
     /* ---- unexpected side ------------------------------------------------ */
@@ -400,23 +221,23 @@ struct TagMatcher::Impl {
             result.status = UCS_ERR_EXCEEDS_LIMIT;
             return result;
         }
-        uint32_t idx;
-        try {
-            for (uint32_t s = 0; s < index_slots(); ++s) {
-                if (unexpected_index[s].active) {
-                    unexpected_index[s].table.reserve_one(unexpected_key(unexpected_index[s].mask));
-                }
+        for (uint32_t s = 0; s < index_slots(); ++s) {
+            UnexpectedIndex &ui = unexpected_index[s];
+            if (ui.active && !ui.table.has_room() && !ui.table.grow(unexpected_key(ui.mask))) {
+                result.status = UCS_ERR_NO_MEMORY;
+                return result;
             }
-            idx = unexpected.allocate();
-        } catch (const std::bad_alloc &) {
+        }
+        if (!unexpected.reserve_one()) {
             result.status = UCS_ERR_NO_MEMORY;
             return result;
         }
-        UnexpectedEntry &e = unexpected[idx];
-        e.tag              = tag;
-        e.cookie           = cookie;
-        e.seq              = unexpected_seq_next++;
-        e.live             = 1;
+        const uint32_t   idx = unexpected.take();
+        UnexpectedEntry &e   = unexpected[idx];
+        e.tag                = tag;
+        e.cookie             = cookie;
+        e.seq                = unexpected_seq_next++;
+        e.gen += 1;
         ring_push_back(order_head, idx, order_links());
         for (uint32_t s = 0; s < index_slots(); ++s) {
             UnexpectedIndex &ui = unexpected_index[s];
@@ -439,8 +260,7 @@ struct TagMatcher::Impl {
                              unexpected_links(s), unexpected_seq());
             }
         }
-        e.live = 0;
-        e.gen  = next_generation(e.gen);
+        e.gen += 1;
         unexpected.release(idx);
     }
 
@@ -452,21 +272,19 @@ struct TagMatcher::Impl {
         ui.mask             = mask;
         ui.table.clear();
         ui.table.set_key_mask(mask);
-        try {
-            uint32_t i = order_head;
-            do {
-                ui.table.reserve_one(unexpected_key(mask));
-                keyed_push(ui.table, unexpected[i].tag & mask, i, unexpected_key(mask),
-                           unexpected_links(s));
-                i = unexpected[i].order.next;
-            } while (i != order_head);
-        } catch (const std::bad_alloc &) {
-            ui.table.reset();
-            return false;
-        }
+        uint32_t i = order_head;
+        do {
+            if (!ui.table.has_room() && !ui.table.grow(unexpected_key(mask))) {
+                ui.table.reset();
+                return false;
+            }
+            keyed_push(ui.table, unexpected[i].tag & mask, i, unexpected_key(mask),
+                       unexpected_links(s));
+            i = unexpected[i].order.next;
+        } while (i != order_head);
         ui.active    = true;
         ui.last_used = query_clock;
-        ++stats.unexpected_index_builds;
+        ++index_builds;
         return true;
     }
 
@@ -510,7 +328,7 @@ struct TagMatcher::Impl {
                 return lookup_index(s, tag);
             }
         }
-        ++stats.fallback_scans;
+        ++fallback_scans;
         uint32_t i = order_head;
         do {
             if (tag_matches(unexpected[i].tag, tag, mask)) {
@@ -522,9 +340,10 @@ struct TagMatcher::Impl {
     }
 
     uint32_t lookup_index(uint32_t s, Tag tag) {
-        UnexpectedIndex &ui = unexpected_index[s];
-        ui.last_used        = query_clock;
-        BucketTable::Ref slot = ui.table.find(tag & ui.mask, unexpected_key(ui.mask));
+        UnexpectedIndex &ui   = unexpected_index[s];
+        ui.last_used          = query_clock;
+        const Tag        key  = tag & ui.mask;
+        BucketTable::Ref slot = ui.table.find(key, ui.table.hash(key), unexpected_key(ui.mask));
         return slot ? *slot : kNoIndex;
     }
 
@@ -533,31 +352,10 @@ struct TagMatcher::Impl {
         return Message{e.tag, e.cookie, Handle{idx, e.gen}};
     }
 
-    /* ---- bulk removal ---------------------------------------------------- */
-
-    std::vector<void *> remove_posted_matching(Tag tag, Tag mask) {
-        std::vector<std::pair<uint64_t, uint32_t>> victims;
-        for (uint32_t i = 0; i < posted.issued(); ++i) {
-            const PostedEntry &e = posted[i];
-            if (e.live && tag_matches(e.tag, tag, mask)) {
-                victims.emplace_back(e.seq, i);
-            }
-        }
-        std::sort(victims.begin(), victims.end());
-        std::vector<void *> ctxs;
-        ctxs.reserve(victims.size());
-        for (const auto &v : victims) {
-            ctxs.push_back(posted[v.second].ctx);
-            remove_posted(v.second);
-        }
-        return ctxs;
-    }
-
     size_t memory_bytes() const {
-        size_t bytes = sizeof(*this) + posted.memory_bytes() + unexpected.memory_bytes() +
+        size_t bytes = sizeof(*this) + unexpected.memory_bytes() +
                        classes.capacity() * sizeof(MaskClass) +
-                       active.capacity() * sizeof(uint16_t) +
-                       overflow_masks.capacity() * sizeof(Tag);
+                       active.capacity() * sizeof(uint16_t) + overflow_masks.capacity() * sizeof(Tag);
         for (const MaskClass &c : classes) {
             bytes += c.table.memory_bytes();
         }
@@ -568,71 +366,276 @@ struct TagMatcher::Impl {
     }
 
     MatcherOptions options;
-    MatcherStats   stats;
 
-    SlotPool<PostedEntry>  posted;
+    /* Posted side beyond the exact class. */
     std::vector<MaskClass> classes;
     std::vector<uint16_t>  active;
-    uint32_t               overflow_head   = kNoIndex;
-    std::vector<Tag>       overflow_masks;
-    uint64_t               posted_seq_next = 0;
+    uint32_t               overflow_head = kNoIndex;
+    std::vector<Tag>       overflow_masks; /* by pool index, allocated once overflow happens */
+    uint64_t               posted_cancelled = 0; /* left by cancel, cancel_matching, drain */
 
-    SlotPool<UnexpectedEntry>                                  unexpected;
-    std::array<UnexpectedIndex, kMaxUnexpectedIndexes + 1>     unexpected_index;
-    uint32_t                                                   order_head          = kNoIndex;
-    uint64_t                                                   unexpected_seq_next = 0;
-    uint64_t                                                   query_clock         = 0;
+    /* Unexpected side. */
+    FlatPool<UnexpectedEntry>                              unexpected;
+    std::array<UnexpectedIndex, kMaxUnexpectedIndexes + 1> unexpected_index;
+    uint32_t                                               order_head          = kNoIndex;
+    uint64_t                                               unexpected_seq_next = 0;
+    uint64_t                                               query_clock         = 0;
+
+    uint64_t unexpected_matches = 0;
+    uint64_t fallback_scans     = 0;
+    uint64_t index_builds       = 0;
 };
 
-TagMatcher::TagMatcher(const MatcherOptions &options) : impl_(std::make_unique<Impl>(options)) {}
+TagMatcher::TagMatcher(const MatcherOptions &options) : impl_(std::make_unique<Impl>(options)) {
+    update_posted_room();
+}
 TagMatcher::~TagMatcher()                                 = default;
 TagMatcher::TagMatcher(TagMatcher &&) noexcept            = default;
 TagMatcher &TagMatcher::operator=(TagMatcher &&) noexcept = default;
 
-PostResult TagMatcher::post(Tag tag, Tag mask, void *ctx) {
-    if (impl_->order_head == kNoIndex) {
-        return impl_->enqueue_posted(tag, mask, ctx);
+void TagMatcher::update_posted_room() {
+    posted_room_ = std::min(impl_->options.max_posted, posted_.capacity());
+}
+
+/* ---- posted side, general path ------------------------------------------- */
+
+PostResult TagMatcher::post_general(Tag tag, Tag mask, void *ctx, bool check_unexpected) {
+    if (check_unexpected && (unexpected_count_ != 0)) {
+        Impl          &im    = *impl_;
+        const uint32_t found = im.find_unexpected(tag, mask);
+        if (found != kNoIndex) {
+            PostResult result;
+            result.matched = true;
+            result.message = im.message_of(found);
+            im.remove_unexpected(found);
+            --unexpected_count_;
+            ++im.unexpected_matches;
+            return result;
+        }
     }
-    const uint32_t found = impl_->find_unexpected(tag, mask);
-    if (found == kNoIndex) {
-        return impl_->enqueue_posted(tag, mask, ctx);
-    }
+    return enqueue_posted(tag, mask, ctx);
+}
+
+PostResult TagMatcher::enqueue_posted(Tag tag, Tag mask, void *ctx) {
+    Impl      &im = *impl_;
     PostResult result;
-    result.matched = true;
-    result.message = impl_->message_of(found);
-    impl_->remove_unexpected(found);
-    ++impl_->stats.unexpected_matches;
+    if (posted_.live() >= im.options.max_posted) {
+        result.status = UCS_ERR_EXCEEDS_LIMIT;
+        return result;
+    }
+    uint16_t cls = 0;
+    if (mask != kExactMask) {
+        try {
+            cls = im.class_for(mask);
+        } catch (const std::bad_alloc &) {
+            result.status = UCS_ERR_NO_MEMORY;
+            return result;
+        }
+    }
+    if (cls != kOverflowClass) {
+        BucketTable &table = (cls == 0) ? exact_ : im.classes[cls].table;
+        if (!table.has_room() && !table.grow(PostedKey{&posted_, im.classes[cls].mask})) {
+            result.status = UCS_ERR_NO_MEMORY;
+            return result;
+        }
+    }
+    if (!posted_.reserve_one()) {
+        result.status = UCS_ERR_NO_MEMORY;
+        return result;
+    }
+    update_posted_room();
+    if ((cls == kOverflowClass) && (im.overflow_masks.size() < posted_.capacity())) {
+        try {
+            im.overflow_masks.resize(posted_.capacity());
+        } catch (const std::bad_alloc &) {
+            result.status = UCS_ERR_NO_MEMORY;
+            return result;
+        }
+    }
+
+    const uint32_t idx = posted_.take();
+    PostedEntry   &e   = posted_[idx];
+    e.tag              = tag;
+    e.ctx              = ctx;
+    e.seq              = posted_seq_++;
+    e.cls              = cls;
+    e.gen += 1;
+    const auto links = [this](uint32_t i) -> Links & { return posted_[i].link; };
+    if (cls == 0) {
+        keyed_push(exact_, tag, idx, exact_key(), links);
+    } else if (cls == kOverflowClass) {
+        im.overflow_masks[idx] = mask;
+        ring_push_back(im.overflow_head, idx, links);
+        ++masked_posted_;
+    } else {
+        Impl::MaskClass &c = im.classes[cls];
+        keyed_push(c.table, tag & c.mask, idx, PostedKey{&posted_, c.mask}, links);
+        if (c.count++ == 0) {
+            im.activate(cls);
+        }
+        ++masked_posted_;
+    }
+    result.handle = Handle{idx, posted_[idx].gen};
     return result;
 }
 
-PostResult TagMatcher::post_expected_only(Tag tag, Tag mask, void *ctx) {
-    return impl_->enqueue_posted(tag, mask, ctx);
+/* Removes a posted receive from its class. */
+void TagMatcher::remove_posted(uint32_t idx) {
+    Impl        &im    = *impl_;
+    PostedEntry &e     = posted_[idx];
+    const auto   links = [this](uint32_t i) -> Links & { return posted_[i].link; };
+    const auto   seq   = [this](uint32_t i) { return posted_[i].seq; };
+    if (e.cls == 0) {
+        keyed_remove(exact_, e.tag, idx, exact_key(), links, seq);
+    } else if (e.cls == kOverflowClass) {
+        im.overflow_head = ring_remove(im.overflow_head, idx, links);
+        --masked_posted_;
+    } else {
+        Impl::MaskClass &c = im.classes[e.cls];
+        keyed_remove(c.table, e.tag & c.mask, idx, PostedKey{&posted_, c.mask}, links, seq);
+        if (--c.count == 0) {
+            im.deactivate(e.cls);
+        }
+        --masked_posted_;
+    }
+    e.gen += 1;
+    posted_.release(idx);
 }
 
-ArriveResult TagMatcher::arrive(Tag tag, uint64_t cookie) {
+/* Earliest-posted receive matching `tag` over every class, removed; false if
+ * none. The heads of every class are merged by posting sequence. */
+bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
+    Impl            &im       = *impl_;
+    uint32_t         best     = kNoIndex;
+    uint64_t         best_seq = UINT64_MAX;
+    /* One lookup per class in use: start every home-group load first so the
+     * misses overlap instead of queueing behind each other. */
+    const bool              exact = exact_.size() != 0;
+    const BucketTable::Hash eh    = exact_.hash(tag);
+    if (exact) {
+        exact_.prefetch(eh);
+    }
+    BucketTable::Hash hashes[kPrefetchClasses];
+    const size_t      nprefetch = std::min(im.active.size(), kPrefetchClasses);
+    for (size_t i = 0; i < nprefetch; ++i) {
+        const Impl::MaskClass &c = im.classes[im.active[i]];
+        hashes[i]                = c.table.hash(tag & c.mask);
+        c.table.prefetch(hashes[i]);
+    }
+    if (exact) {
+        const BucketTable::Ref slot = exact_.find(tag, eh, exact_key());
+        if (slot != nullptr) {
+            best     = *slot;
+            best_seq = posted_[best].seq;
+        }
+    }
+    for (size_t i = 0; i < im.active.size(); ++i) {
+        const Impl::MaskClass  &c    = im.classes[im.active[i]];
+        const Tag               key  = tag & c.mask;
+        const BucketTable::Hash h    = (i < nprefetch) ? hashes[i] : c.table.hash(key);
+        const BucketTable::Ref  slot = c.table.find(key, h, PostedKey{&posted_, c.mask});
+        if ((slot != nullptr) && (posted_[*slot].seq < best_seq)) {
+            best     = *slot;
+            best_seq = posted_[best].seq;
+        }
+    }
+    /* class 0 is the exact class: its placeholder holds kExactMask */
+    Tag best_mask = (best == kNoIndex) ? 0 : im.classes[posted_[best].cls].mask;
+    if (im.overflow_head != kNoIndex) {
+        ++im.fallback_scans;
+        uint32_t i = im.overflow_head;
+        do {
+            const PostedEntry &e = posted_[i];
+            if (e.seq > best_seq) {
+                break; /* ring is in posting order: nothing older remains */
+            }
+            if (tag_matches(tag, e.tag, im.overflow_masks[i])) {
+                best      = i;
+                best_mask = im.overflow_masks[i];
+                break;
+            }
+            i = e.link.next;
+        } while (i != im.overflow_head);
+    }
+    if (best == kNoIndex) {
+        return false;
+    }
+    const PostedEntry &e = posted_[best];
+    *recv                = Receive{e.tag, best_mask, e.ctx};
+    remove_posted(best);
+    return true;
+}
+
+ArriveResult TagMatcher::arrive_general(Tag tag, uint64_t cookie, bool queue) {
     ArriveResult result;
-    if (impl_->take_posted(tag, &result.recv)) {
+    if (take_posted_any(tag, &result.recv)) {
         result.matched = true;
         return result;
     }
-    return impl_->enqueue_unexpected(tag, cookie);
+    return queue ? queue_unexpected(tag, cookie) : result;
 }
 
-ArriveResult TagMatcher::match_posted(Tag tag) {
-    ArriveResult result;
-    result.matched = impl_->take_posted(tag, &result.recv);
+ArriveResult TagMatcher::queue_unexpected(Tag tag, uint64_t cookie) {
+    ArriveResult result = impl_->enqueue_unexpected(tag, cookie);
+    unexpected_count_ += (result.status == UCS_OK);
     return result;
 }
 
+/* ---- batches ---------------------------------------------------------------- */
+
+void TagMatcher::batch(const Tag *tags, const uint64_t *cookies, size_t n, ArriveResult *out) {
+    for (size_t i = 0; i < n;) {
+        if (masked_posted_ != 0) {
+            /* masked classes in use: one at a time (each arrival already
+             * prefetches all its class lookups together) */
+            out[i] = arrive_general(tags[i], cookies ? cookies[i] : 0, cookies != nullptr);
+            ++i;
+            continue;
+        }
+        /* Exact only, and no arrival can change that: the hashes stay valid
+         * (arrivals never grow the exact index). Stage 1 requests the index
+         * lines, stage 2 the entries their first fingerprint match points at,
+         * stage 3 matches in order, hitting the cache. */
+        const size_t      k = std::min(kBatchWindow, n - i);
+        BucketTable::Hash h[kBatchWindow];
+        for (size_t j = 0; j < k; ++j) {
+            h[j] = exact_.hash(tags[i + j]);
+            exact_.prefetch(h[j]);
+        }
+        for (size_t j = 0; j < k; ++j) {
+            const uint32_t c = exact_.candidate(h[j]);
+            if (c != kNoIndex) {
+                const char *p = reinterpret_cast<const char *>(&posted_[c]);
+                __builtin_prefetch(p);
+                __builtin_prefetch(p + sizeof(PostedEntry) - 1);
+            }
+        }
+        for (size_t j = 0; j < k; ++j, ++i) {
+            out[i] = cookies ? arrive_exact(tags[i], h[j], cookies[i]) : match_exact(tags[i], h[j]);
+        }
+    }
+}
+
+void TagMatcher::arrive_batch(const Tag *tags, const uint64_t *cookies, size_t n, ArriveResult *out) {
+    batch(tags, cookies, n, out);
+}
+
+void TagMatcher::match_posted_batch(const Tag *tags, size_t n, ArriveResult *out) {
+    batch(tags, nullptr, n, out);
+}
+
+/* ---- cancel, probes --------------------------------------------------------- */
+
 ucs_status_t TagMatcher::cancel(RecvHandle handle, void **ctx) {
-    const ucs_status_t status = check_handle(impl_->posted, handle);
+    const ucs_status_t status = check_handle(posted_, handle);
     if (status != UCS_OK) {
         return status;
     }
     if (ctx != nullptr) {
-        *ctx = impl_->posted[handle.index].ctx;
+        *ctx = posted_[handle.index].ctx;
     }
-    impl_->remove_posted(handle.index);
+    remove_posted(handle.index);
+    ++impl_->posted_cancelled;
     return UCS_OK;
 }
 
@@ -652,7 +655,8 @@ ucs_status_t TagMatcher::claim(Tag tag, Tag mask, Message *msg) {
     const ucs_status_t status = peek(tag, mask, msg);
     if (status == UCS_OK) {
         impl_->remove_unexpected(msg->handle.index);
-        ++impl_->stats.unexpected_matches;
+        --unexpected_count_;
+        ++impl_->unexpected_matches;
     }
     return status;
 }
@@ -666,37 +670,64 @@ ucs_status_t TagMatcher::take(MsgHandle handle, Message *msg) {
         *msg = impl_->message_of(handle.index);
     }
     impl_->remove_unexpected(handle.index);
-    ++impl_->stats.unexpected_matches;
+    --unexpected_count_;
+    ++impl_->unexpected_matches;
     return UCS_OK;
 }
 
+/* ---- bulk removal ------------------------------------------------------------ */
+
 std::vector<void *> TagMatcher::remove_matching(Tag tag, Tag mask) {
-    return impl_->remove_posted_matching(tag, mask);
+    std::vector<std::pair<uint64_t, uint32_t>> victims;
+    for (uint32_t i = 0; i < posted_.issued(); ++i) {
+        const PostedEntry &e = posted_[i];
+        if ((e.gen & 1) && tag_matches(e.tag, tag, mask)) {
+            victims.emplace_back(e.seq, i);
+        }
+    }
+    std::sort(victims.begin(), victims.end());
+    std::vector<void *> ctxs;
+    ctxs.reserve(victims.size());
+    for (const auto &v : victims) {
+        ctxs.push_back(posted_[v.second].ctx);
+        remove_posted(v.second);
+    }
+    impl_->posted_cancelled += victims.size();
+    return ctxs;
 }
 
-std::vector<void *> TagMatcher::remove_all_posted() {
-    return impl_->remove_posted_matching(0, 0);
-}
+std::vector<void *> TagMatcher::remove_all_posted() { return remove_matching(0, 0); }
 
 std::vector<Message> TagMatcher::remove_all_unexpected() {
+    Impl                &im = *impl_;
     std::vector<Message> msgs;
-    msgs.reserve(impl_->unexpected.live());
-    while (impl_->order_head != kNoIndex) {
-        const uint32_t head = impl_->order_head;
-        msgs.push_back(impl_->message_of(head));
-        impl_->remove_unexpected(head);
+    msgs.reserve(im.unexpected.live());
+    while (im.order_head != kNoIndex) {
+        const uint32_t head = im.order_head;
+        msgs.push_back(im.message_of(head));
+        im.remove_unexpected(head);
     }
+    unexpected_count_ = 0;
     return msgs;
 }
 
-size_t TagMatcher::posted_count() const { return impl_->posted.live(); }
-size_t TagMatcher::unexpected_count() const { return impl_->unexpected.live(); }
-size_t TagMatcher::memory_bytes() const { return impl_->memory_bytes(); }
+/* ---- introspection ----------------------------------------------------------- */
+
+size_t TagMatcher::memory_bytes() const {
+    return sizeof(*this) + posted_.memory_bytes() + exact_.memory_bytes() + impl_->memory_bytes();
+}
+
 const MatcherOptions &TagMatcher::options() const { return impl_->options; }
 
 MatcherStats TagMatcher::stats() const {
-    MatcherStats stats = impl_->stats;
-    stats.mask_classes_in_use = static_cast<uint32_t>(impl_->active.size());
+    const Impl  &im = *impl_;
+    MatcherStats stats;
+    /* every queued receive leaves by a match, a cancel or a drain */
+    stats.posted_matches          = posted_seq_ - posted_.live() - im.posted_cancelled;
+    stats.unexpected_matches      = im.unexpected_matches;
+    stats.fallback_scans          = im.fallback_scans;
+    stats.unexpected_index_builds = im.index_builds;
+    stats.mask_classes_in_use     = static_cast<uint32_t>(im.active.size());
     return stats;
 }
 

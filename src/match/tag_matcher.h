@@ -23,15 +23,24 @@
  * `Options::max_unexpected_indexes` mask indexes built on demand; a mask with no
  * index falls back to a scan of the arrival list.
  *
- * Memory: entries live in chunked pools and are reused; steady-state
- * operations do not allocate. Pools and hash tables only grow when a queue
- * reaches a new maximum depth.
+ * Memory: entries live in pools and are reused; steady-state operations do
+ * not allocate. Pools and hash tables only grow when a queue reaches a new
+ * maximum depth.
+ *
+ * Speed: post / post_expected_only of an exact receive, and arrive /
+ * match_posted while only exact receives are posted, are inline (this header)
+ * and touch one table line and one entry; everything else is out of line.
+ * arrive_batch / match_posted_batch take a burst of arrivals (a FIFO or CQ
+ * poll) and start every lookup's memory loads before matching the first one.
  *
  * Not thread safe: one matcher per worker. A moved-from matcher may only be
  * destroyed or assigned to.
  */
 #ifndef UCT_TM_MATCH_TAG_MATCHER_H_
 #define UCT_TM_MATCH_TAG_MATCHER_H_
+
+#include "bucket_table.h"
+#include "flat_pool.h"
 
 #include <ucs/type/status.h>
 
@@ -56,7 +65,7 @@ inline constexpr bool tag_matches(Tag msg_tag, Tag recv_tag, Tag mask) {
  * Identifies one posted receive, or one unexpected message. A default
  * constructed handle is null. A handle goes stale when its entry leaves the
  * engine; stale handles are detected by a 32-bit generation per slot and
- * rejected (a handle kept across 2^32 reuses of its slot would alias).
+ * rejected (a handle kept across 2^31 reuses of its slot would alias).
  */
 struct Handle {
     uint32_t index      = 0;
@@ -127,6 +136,29 @@ struct MatcherStats {
     uint32_t mask_classes_in_use  = 0; /* non-exact posted mask classes holding receives */
 };
 
+namespace detail {
+
+struct Links {
+    uint32_t next;
+    uint32_t prev;
+};
+
+/* A posted receive. Zero-filled = never used. */
+struct PostedEntry {
+    Tag      tag;  /* as posted */
+    void    *ctx;
+    uint64_t seq;  /* posting order */
+    Links    link; /* FIFO ring of its key (or the overflow ring); free list while free */
+    uint32_t gen;  /* odd while posted: handles carry it */
+    uint16_t cls;  /* 0 = exact, else its mask class (kOverflowClass: overflow ring) */
+    uint16_t unused;
+
+    uint32_t &free_link() { return link.next; }
+};
+static_assert(sizeof(PostedEntry) == 40, "posted receive entry must stay compact");
+
+}  // namespace detail
+
 class TagMatcher {
   public:
     explicit TagMatcher(const MatcherOptions &options = MatcherOptions());
@@ -145,13 +177,23 @@ class TagMatcher {
      *         is never refused), UCS_ERR_NO_MEMORY (pool growth failed).
      *         Nothing changes on error.
      */
-    PostResult post(Tag tag, Tag mask, void *ctx);
+    [[gnu::always_inline]] PostResult post(Tag tag, Tag mask, void *ctx) {
+        if (__builtin_expect((mask == kExactMask) && (unexpected_count_ == 0) && exact_post_ready(), 1)) {
+            return post_exact(tag, ctx);
+        }
+        return post_general(tag, mask, ctx, true);
+    }
 
     /*
      * Post a receive without looking at the unexpected queue (UCT transports:
      * the layer above owns past arrivals). Same errors as post().
      */
-    PostResult post_expected_only(Tag tag, Tag mask, void *ctx);
+    [[gnu::always_inline]] PostResult post_expected_only(Tag tag, Tag mask, void *ctx) {
+        if (__builtin_expect((mask == kExactMask) && exact_post_ready(), 1)) {
+            return post_exact(tag, ctx);
+        }
+        return post_general(tag, mask, ctx, false);
+    }
 
     /*
      * A message tagged `tag` arrives. If a posted receive matches, the
@@ -161,13 +203,35 @@ class TagMatcher {
      *         receive matched: a matching arrival is never refused),
      *         UCS_ERR_NO_MEMORY. Nothing changes on error.
      */
-    ArriveResult arrive(Tag tag, uint64_t cookie);
+    [[gnu::always_inline]] ArriveResult arrive(Tag tag, uint64_t cookie) {
+        if (__builtin_expect(masked_posted_ == 0, 1)) {
+            return arrive_exact(tag, exact_.hash_low(tag), cookie);
+        }
+        return arrive_general(tag, cookie, true);
+    }
 
     /*
      * Like arrive() but never queues: returns matched = false when no posted
      * receive matches (the caller handles the unexpected message itself).
      */
-    ArriveResult match_posted(Tag tag);
+    [[gnu::always_inline]] ArriveResult match_posted(Tag tag) {
+        if (__builtin_expect(masked_posted_ == 0, 1)) {
+            return match_exact(tag, exact_.hash_low(tag));
+        }
+        return arrive_general(tag, 0, false);
+    }
+
+    /*
+     * A burst of n arrivals (e.g. the headers one FIFO or CQ poll returned):
+     * exactly as n calls arrive(tags[i], cookies[i]) -- or match_posted(tags[i])
+     * -- in index order, with the results in out[0, n). The difference is
+     * speed on deep queues: the index lines (and the likely entries) of the
+     * whole burst are requested from memory before the first one is matched,
+     * so their cache misses overlap instead of following one another.
+     * Errors are per message, as for arrive(); n = 0 does nothing.
+     */
+    void arrive_batch(const Tag *tags, const uint64_t *cookies, size_t n, ArriveResult *out);
+    void match_posted_batch(const Tag *tags, size_t n, ArriveResult *out);
 
     /*
      * Cancel a posted receive; on UCS_OK its context is stored in *ctx (may be
@@ -207,8 +271,8 @@ class TagMatcher {
      */
     template <typename RecvFn, typename MsgFn> void drain(RecvFn &&on_recv, MsgFn &&on_msg);
 
-    size_t posted_count() const;
-    size_t unexpected_count() const;
+    size_t posted_count() const { return posted_.live(); }
+    size_t unexpected_count() const { return unexpected_count_; }
     /* Bytes held by pools and indexes (for memory-per-entry measurements). */
     size_t memory_bytes() const;
     MatcherStats stats() const;
@@ -216,14 +280,129 @@ class TagMatcher {
 
   private:
     struct Impl;
+    using Entry = detail::PostedEntry;
+    using Table = detail::BucketTable;
+
+    /* Key of an exact receive: its tag. */
+    struct ExactKey {
+        const detail::FlatPool<Entry> *pool;
+        Tag operator()(uint32_t i) const { return (*pool)[i].tag; }
+    };
+    ExactKey exact_key() const { return ExactKey{&posted_}; }
+
+    /* An exact receive can be queued without growing anything or hitting max_posted. */
+    bool exact_post_ready() const { return (posted_.live() < posted_room_) && exact_.has_room(); }
+
+    PostResult   post_exact(Tag tag, void *ctx);
+    ArriveResult arrive_exact(Tag tag, Table::Hash h, uint64_t cookie);
+    ArriveResult match_exact(Tag tag, Table::Hash h);
+    void         take_exact(Table::Ref slot, Table::Hash h, Receive *recv);
+
+    /* Out of line: masks, unexpected messages, growth, limits, errors. */
+    PostResult   post_general(Tag tag, Tag mask, void *ctx, bool check_unexpected);
+    PostResult   enqueue_posted(Tag tag, Tag mask, void *ctx);
+    ArriveResult arrive_general(Tag tag, uint64_t cookie, bool queue);
+    ArriveResult queue_unexpected(Tag tag, uint64_t cookie);
+    bool         take_posted_any(Tag tag, Receive *recv);
+    void         remove_posted(uint32_t idx);
+    void         batch(const Tag *tags, const uint64_t *cookies, size_t n, ArriveResult *out);
+    void         update_posted_room();
+
     /* Non-template halves of cancel_matching()/drain(): remove, then report
      * from a private copy so callbacks may re-enter the matcher. */
     std::vector<void *> remove_matching(Tag tag, Tag mask);
     std::vector<void *> remove_all_posted();
     std::vector<Message> remove_all_unexpected();
 
-    std::unique_ptr<Impl> impl_;
+    /* Hot state of the exact fast path, inline in the object. */
+    detail::FlatPool<Entry> posted_;
+    Table                   exact_;
+    /* min(max_posted, pool capacity): below it an exact post needs no growth */
+    size_t                  posted_room_      = 0;
+    uint64_t                posted_seq_       = 0;
+    /* receives in masked classes or the overflow ring: arrivals then merge classes */
+    size_t                  masked_posted_    = 0;
+    size_t                  unexpected_count_ = 0;
+    std::unique_ptr<Impl>   impl_;
 };
+
+/* The exact fast path reads every member it needs before its first store:
+ * stores through the table's vector type may alias anything, and would force
+ * reloads. */
+[[gnu::always_inline]] inline PostResult TagMatcher::post_exact(Tag tag, void *ctx) {
+    Entry *const      base = posted_.data();
+    const Table::Hash h    = exact_.hash_low(tag);
+    const uint32_t    idx  = posted_.take();
+    const uint64_t    seq  = posted_seq_++;
+    const Table::Found found =
+            exact_.find_or_insert_fast(tag, h, [base](uint32_t i) { return base[i].tag; }, idx);
+    Entry &e = base[idx];
+    e.tag    = tag;
+    e.ctx    = ctx;
+    e.seq    = seq;
+    e.cls    = 0;
+    const uint32_t gen = e.gen + 1;
+    e.gen              = gen;
+    if (__builtin_expect(found.inserted, 1)) {
+        e.link = detail::Links{idx, idx};
+    } else {
+        /* append to the key's FIFO ring: the head's prev is the tail */
+        const uint32_t first = *found.ref;
+        const uint32_t tail  = base[first].link.prev;
+        e.link               = detail::Links{first, tail};
+        base[tail].link.next  = idx;
+        base[first].link.prev = idx;
+    }
+    PostResult result;
+    result.handle = Handle{idx, gen};
+    return result;
+}
+
+/* Removes the receive at the head of an exact key's ring (the key's oldest). */
+[[gnu::always_inline]] inline void TagMatcher::take_exact(Table::Ref slot, Table::Hash h,
+                                                          Receive *recv) {
+    Entry *const   base = posted_.data();
+    const uint32_t idx  = *slot;
+    Entry         &e    = base[idx];
+    const uint32_t next = e.link.next;
+    recv->tag           = e.tag;
+    recv->mask          = kExactMask;
+    recv->ctx           = e.ctx;
+    if (__builtin_expect(next == idx, 1)) {
+        exact_.erase(slot, h);
+    } else {
+        const uint32_t prev  = e.link.prev;
+        base[prev].link.next = next;
+        base[next].link.prev = prev;
+        *slot                = next;
+    }
+    e.gen += 1;
+    posted_.release(idx);
+}
+
+[[gnu::always_inline]] inline ArriveResult TagMatcher::match_exact(Tag tag, Table::Hash h) {
+    ArriveResult     result;
+    Entry *const     base = posted_.data();
+    const Table::Ref slot = exact_.find_fast(tag, h, [base](uint32_t i) { return base[i].tag; });
+    if (__builtin_expect(slot != nullptr, 1)) {
+        result.matched = true;
+        take_exact(slot, h, &result.recv);
+    }
+    return result;
+}
+
+[[gnu::always_inline]] inline ArriveResult TagMatcher::arrive_exact(Tag tag, Table::Hash h,
+                                                                    uint64_t cookie) {
+    Entry *const     base = posted_.data();
+    const Table::Ref slot = exact_.find_fast(tag, h, [base](uint32_t i) { return base[i].tag; });
+    if (__builtin_expect(slot != nullptr, 1)) {
+        ArriveResult result;
+        result.matched = true;
+        take_exact(slot, h, &result.recv);
+        return result;
+    }
+    return queue_unexpected(tag, cookie);
+}
 
 template <typename Fn> size_t TagMatcher::cancel_matching(Tag tag, Tag mask, Fn &&on_cancel) {
     std::vector<void *> ctxs = remove_matching(tag, mask);
