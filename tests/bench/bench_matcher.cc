@@ -15,6 +15,9 @@
  *                     Random 64-bit tags.
  *   exact_oldest_seq  the same with sequential tags (a counter under a fixed
  *                     high field, like message numbers or a run of ranks).
+ *   exact_oldest_burst16  exact_oldest (random tags) with arrivals in bursts
+ *                     of 16 through arrive_batch(), posts one at a time
+ *                     (see a' below).
  *   exact_newest      N exact receives that never match; post a fresh exact
  *                     receive, then arrive its tag (matches the NEWEST).
  *   mask4_oldest      N receives round-robin over four mask classes (~0,
@@ -42,6 +45,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -218,25 +222,37 @@ template <typename Step> bool warm_up(Step &step, size_t n) {
  */
 enum class TagKind { kRandom, kSequential };
 
-template <TagKind kKind> void BM_exact_oldest_impl(benchmark::State &state) {
-    const size_t   n  = static_cast<size_t>(state.range(0));
-    const size_t   r  = ring_size(n);
-    const uint64_t rm = r - 1;
+/* The tags of ring positions [0, r). Sequential: a context id in the high
+ * bits, a counter below. */
+std::vector<Tag> fifo_tags(TagKind kind, size_t r) {
     std::vector<Tag> tags(r);
     for (size_t i = 0; i < r; ++i) {
-        /* sequential: a context id in the high bits, a counter below */
-        tags[i] = (kKind == TagKind::kRandom) ? mix64(i) : ((uint64_t{0x2a} << 40) | i);
+        tags[i] = (kind == TagKind::kRandom) ? mix64(i) : ((uint64_t{0x2a} << 40) | i);
     }
+    return tags;
+}
 
-    TagMatcher m;
+/* Posts exact receives for positions [0, n) and records the memory counters. */
+bool post_fifo(benchmark::State &state, TagMatcher &m, const std::vector<Tag> &tags, size_t n) {
     set_empty_bytes(state, m);
     for (uint64_t p = 0; p < n; ++p) {
         if (setup_failed(state, m.post(tags[p], kExactMask, pos_ctx(p)).status, "post")) {
-            return;
+            return false;
         }
     }
     set_posted_bytes(state, m);
     set_depth_counter(state, m.posted_count());
+    return true;
+}
+
+template <TagKind kKind> void BM_exact_oldest_impl(benchmark::State &state) {
+    const size_t           n    = static_cast<size_t>(state.range(0));
+    const uint64_t         rm   = ring_size(n) - 1;
+    const std::vector<Tag> tags = fifo_tags(kKind, rm + 1);
+    TagMatcher             m;
+    if (!post_fifo(state, m, tags, n)) {
+        return;
+    }
 
     uint64_t head = 0; /* position of the oldest receive; queue = [head, head + n) */
     auto step = [&]() -> bool {
@@ -259,6 +275,72 @@ template <TagKind kKind> void BM_exact_oldest_impl(benchmark::State &state) {
         }
     }
     probe.report(state, m);
+}
+
+/* ---------------------------------------------------------------------------
+ * a'. the same FIFO rotation with arrivals in bursts, as a transport sees them:
+ * a shared-memory FIFO or a CQ poll returns several headers at once. Each
+ * round, the application posts B fresh exact receives one at a time (post()),
+ * then one poll returns B headers, for the B oldest receives, which go to
+ * arrive_batch() in arrival order. B = 16 (what UCX's transports poll per
+ * progress call by default), or N when N < 16. The queue depth stays between
+ * N and N + B, every message is still one post plus one matched arrival, and
+ * the time is reported per message (a round every B iterations).
+ */
+constexpr size_t kBurst = 16;
+
+template <TagKind kKind> void BM_exact_oldest_burst_impl(benchmark::State &state) {
+    const size_t           n    = static_cast<size_t>(state.range(0));
+    const size_t           b    = std::min(kBurst, n);
+    const uint64_t         rm   = ring_size(n + kBurst) - 1;
+    const std::vector<Tag> tags = fifo_tags(kKind, rm + 1);
+    TagMatcher             m;
+    if (!post_fifo(state, m, tags, n)) {
+        return;
+    }
+
+    uint64_t     head = 0; /* oldest receive; queue = [head, head + n) between rounds */
+    Tag          burst[kBurst];
+    uint64_t     cookies[kBurst];
+    ArriveResult out[kBurst];
+    auto round = [&]() -> bool {
+        bool ok = true;
+        for (size_t j = 0; j < b; ++j) {
+            const uint64_t q = head + n + j;
+            PostResult     p = m.post(tags[q & rm], kExactMask, pos_ctx(q));
+            ok &= (p.status == UCS_OK) & !p.matched;
+        }
+        for (size_t j = 0; j < b; ++j) {
+            burst[j]   = tags[(head + j) & rm];
+            cookies[j] = head + j;
+        }
+        m.arrive_batch(burst, cookies, b, out);
+        for (size_t j = 0; j < b; ++j) {
+            ok &= out[j].matched & (out[j].recv.ctx == pos_ctx(head + j));
+        }
+        head += b;
+        return ok;
+    };
+    for (size_t i = 0; i < (2 * n + 8) / b + 1; ++i) {
+        if (!round()) {
+            state.SkipWithError("warm-up: a burst did not match the oldest receives");
+            return;
+        }
+    }
+
+    LoopProbe probe(m);
+    size_t    k = 0;
+    for (auto _ : state) {
+        if (++k == b) {
+            k = 0;
+            if (BENCHMARK_BUILTIN_EXPECT(!round(), false)) {
+                state.SkipWithError("a burst did not match the oldest receives");
+                break;
+            }
+        }
+    }
+    probe.report(state, m);
+    state.counters["burst"] = static_cast<double>(b);
 }
 
 /* ---------------------------------------------------------------------------
@@ -529,9 +611,11 @@ void depths(benchmark::internal::Benchmark *b) {
 
 void BM_exact_oldest(benchmark::State &state) { BM_exact_oldest_impl<TagKind::kRandom>(state); }
 void BM_exact_oldest_seq(benchmark::State &state) { BM_exact_oldest_impl<TagKind::kSequential>(state); }
+void BM_exact_oldest_burst16(benchmark::State &state) { BM_exact_oldest_burst_impl<TagKind::kRandom>(state); }
 
 BENCHMARK(BM_exact_oldest)->Apply(depths);
 BENCHMARK(BM_exact_oldest_seq)->Apply(depths);
+BENCHMARK(BM_exact_oldest_burst16)->Apply(depths);
 BENCHMARK(BM_exact_newest)->Apply(depths);
 BENCHMARK(BM_mask4_oldest)->Apply(depths);
 BENCHMARK(BM_unexp_post_oldest)->Apply(depths);

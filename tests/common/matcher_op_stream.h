@@ -170,13 +170,16 @@ enum class OpKind : uint8_t {
     kDrain,
     kRecreate,
     kMoveRoundTrip,
+    kArriveBatch,     /* arrive_batch(): a burst of arrivals */
+    kMatchPostedBatch, /* match_posted_batch() */
     kCount
 };
 
 inline const char *op_kind_name(OpKind k) {
     static const char *const names[] = {"post",  "post_expected_only", "arrive", "match_posted",
                                         "cancel", "peek", "claim", "take", "cancel_matching",
-                                        "drain", "recreate", "move_round_trip"};
+                                        "drain", "recreate", "move_round_trip", "arrive_batch",
+                                        "match_posted_batch"};
     return (k < OpKind::kCount) ? names[static_cast<int>(k)] : "?";
 }
 
@@ -201,6 +204,7 @@ struct Op {
     Tag            mask     = 0;
     Tag            junk     = 0; /* xor-ed into bits outside the relevant mask */
     match::MatcherOptions opts;  /* kRecreate */
+    std::vector<Op>       parts; /* kArriveBatch / kMatchPostedBatch: one tag each */
 };
 
 inline std::string options_string(const match::MatcherOptions &o) {
@@ -229,6 +233,8 @@ class MatcherOpStream {
         uint64_t match_posted_hits   = 0;
         uint64_t cancel_ok           = 0;
         uint64_t take_ok             = 0;
+        uint64_t batch_msgs          = 0; /* arrivals made through a batch */
+        uint64_t batch_matched       = 0;
         uint64_t peek_hits           = 0;
         uint64_t claim_hits          = 0;
         uint64_t cancel_matching_n   = 0;
@@ -266,13 +272,14 @@ class MatcherOpStream {
                 " drained=%" PRIu64 " exceeds_limit=%" PRIu64 " no_elem=%" PRIu64
                 " invalid_param=%" PRIu64 " stale_ops=%" PRIu64 " reentrant=%" PRIu64
                 " junk_tags=%" PRIu64 " max_depth=%zu/%zu avg_depth=%.1f index_builds=%" PRIu64
-                " fallback_scans=%" PRIu64 " max_mask_classes=%u recreates=%" PRIu64 " [%s]",
+                " fallback_scans=%" PRIu64 " max_mask_classes=%u recreates=%" PRIu64
+                " batch_msgs=%" PRIu64 " batch_matched=%" PRIu64 " [%s]",
                 ops, c.post_matched, c.arrive_matched, c.match_posted_hits, c.cancel_ok, c.take_ok,
                 c.peek_hits, c.claim_hits, c.cancel_matching_n, c.drained, c.exceeds_limit,
                 c.no_elem, c.invalid_param, c.stale_handle_ops, c.reentrant_ops, c.junk_tags,
                 c.max_posted_depth, c.max_unexpected_depth,
                 ops ? double(c.depth_sum) / double(ops) : 0.0, c.index_builds, c.fallback_scans,
-                c.max_mask_classes, c.recreates, pinned.c_str());
+                c.max_mask_classes, c.recreates, c.batch_msgs, c.batch_matched, pinned.c_str());
         }
     };
 
@@ -598,7 +605,7 @@ class MatcherOpStream {
         op.pick     = s.u16();
     }
 
-    /* Weights per kind, in OpKind order up to kCancelMatching (9 kinds). */
+    /* Weights per kind, in OpKind order. */
     static OpKind pick_weighted(const uint16_t *w, size_t n, uint32_t r) {
         uint32_t total = 0;
         for (size_t i = 0; i < n; ++i) {
@@ -619,8 +626,8 @@ class MatcherOpStream {
     OpKind decode_kind(OpSource &s) {
         if (!s.is_random()) {
             /* Neutral table, all kinds reachable from one byte. */
-            static const uint16_t w[] = {40, 30, 50, 12, 25, 18, 15, 15, 8, 3, 3, 2};
-            return pick_weighted(w, 12, s.u8());
+            static const uint16_t w[] = {40, 30, 50, 12, 25, 18, 15, 15, 8, 3, 3, 2, 6, 3};
+            return pick_weighted(w, 14, s.u8());
         }
         if (phase_left_ == 0) {
             /* Mostly 0..300; now and then deep (> 1024: pool chunk growth). */
@@ -652,14 +659,16 @@ class MatcherOpStream {
             break;
         }
         /*                          post peo  arr  mp  canc peek clm take cm */
-        static const uint16_t grow_both[] = {30, 30, 45, 4, 6, 12, 4, 4, 1};
-        static const uint16_t grow_p[]    = {30, 40, 8, 4, 4, 10, 30, 30, 1};
-        static const uint16_t grow_u[]    = {6, 4, 60, 24, 30, 10, 4, 4, 4};
-        static const uint16_t shrink[]    = {24, 2, 24, 20, 30, 10, 30, 30, 5};
+        /* ... then 3 kinds never drawn here (drain, recreate, move), arrive_batch,
+         * match_posted_batch */
+        static const uint16_t grow_both[] = {30, 30, 45, 4, 6, 12, 4, 4, 1, 0, 0, 0, 1, 0};
+        static const uint16_t grow_p[]    = {30, 40, 8, 4, 4, 10, 30, 30, 1, 0, 0, 0, 0, 1};
+        static const uint16_t grow_u[]    = {6, 4, 60, 24, 30, 10, 4, 4, 4, 0, 0, 0, 1, 0};
+        static const uint16_t shrink[]    = {24, 2, 24, 20, 30, 10, 30, 30, 5, 0, 0, 0, 1, 1};
         size_t p = model_.posted_count(), u = model_.unexpected_count();
         bool   p_low = p < target_posted_ && p < 3000, u_low = u < target_unexpected_ && u < 3000;
         const uint16_t *w = p_low ? (u_low ? grow_both : grow_p) : (u_low ? grow_u : shrink);
-        return pick_weighted(w, 9, r >> 12);
+        return pick_weighted(w, 14, r >> 12);
     }
 
     Op decode_op(OpSource &s) {
@@ -704,6 +713,17 @@ class MatcherOpStream {
         case OpKind::kMoveRoundTrip:
             op.pick = s.u8();
             break;
+        case OpKind::kArriveBatch:
+        case OpKind::kMatchPostedBatch: {
+            /* up to 40: bursts cross the matcher's internal window of 16 */
+            const uint32_t n = s.below(41);
+            op.parts.resize(n);
+            for (Op &part : op.parts) {
+                part.kind = (op.kind == OpKind::kArriveBatch) ? OpKind::kArrive : OpKind::kMatchPosted;
+                decode_tag(s, part, TagSrc::kPosted);
+            }
+            break;
+        }
         default:
             break;
         }
@@ -941,6 +961,12 @@ class MatcherOpStream {
         case OpKind::kMoveRoundTrip:
             exec_move(op);
             break;
+        case OpKind::kArriveBatch:
+            exec_batch(op, false);
+            break;
+        case OpKind::kMatchPostedBatch:
+            exec_batch(op, true);
+            break;
         default:
             break;
         }
@@ -1017,13 +1043,51 @@ class MatcherOpStream {
     }
 
     void exec_arrive(const Op &op, bool match_only) {
-        const char *name   = match_only ? "match_posted" : "arrive";
-        Tag         tag    = resolve_tag(op);
-        uint64_t    cookie = ++cookie_serial_;
+        Tag                 tag    = resolve_tag(op);
+        uint64_t            cookie = ++cookie_serial_;
+        match::ArriveResult rr = match_only ? real_.match_posted(tag) : real_.arrive(tag, cookie);
+        check_arrival(match_only ? "match_posted" : "arrive", tag, cookie, match_only, rr);
+    }
 
+    /* A burst: every tag is resolved first (the headers a poll returned),
+     * then one call hands them all to the matcher, and each outcome is
+     * checked against the model applying the arrivals one by one, in order. */
+    void exec_batch(const Op &op, bool match_only) {
+        const size_t          n = op.parts.size();
+        std::vector<Tag>      tags(n);
+        std::vector<uint64_t> cookies(n);
+        for (size_t i = 0; i < n; ++i) {
+            tags[i]    = resolve_tag(op.parts[i]);
+            cookies[i] = ++cookie_serial_;
+        }
+        std::vector<match::ArriveResult> rr(n + 1);
+        rr[n].status = UCS_ERR_BUSY; /* canary: nothing past n is written */
+        if (match_only) {
+            real_.match_posted_batch(tags.data(), n, rr.data());
+        } else {
+            real_.arrive_batch(tags.data(), cookies.data(), n, rr.data());
+        }
+        if (cfg_.trace) {
+            trace(strprintf("%s(n=%zu)", match_only ? "match_posted_batch" : "arrive_batch", n));
+        }
+        for (size_t i = 0; i < n && !failed_; ++i) {
+            ++result_.cov.batch_msgs;
+            result_.cov.batch_matched += rr[i].matched;
+            const std::string name = strprintf("%s[%zu of %zu]",
+                                               match_only ? "match_posted_batch" : "arrive_batch", i, n);
+            check_arrival(name.c_str(), tags[i], cookies[i], match_only, rr[i]);
+        }
+        if (!failed_ && rr[n].status != UCS_ERR_BUSY) {
+            diverge(strprintf("batch of %zu wrote a result past its end", n));
+        }
+    }
+
+    /* Applies one arrival to the model and compares with what the real
+     * matcher returned for it. */
+    void check_arrival(const char *name, Tag tag, uint64_t cookie, bool match_only,
+                       const match::ArriveResult &rr) {
         bool ambiguous = !match_only && pin_arrive_limit_ < 0 && model_.unexpected_full() &&
                          model_.has_posted_match(tag);
-        match::ArriveResult rr = match_only ? real_.match_posted(tag) : real_.arrive(tag, cookie);
         if (ambiguous) {
             if (rr.status == UCS_OK && rr.matched) {
                 pin_arrive_limit_ = 0;

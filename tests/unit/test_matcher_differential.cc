@@ -4,7 +4,9 @@
  * interpreter (tests/common/matcher_op_stream.h).
  *
  *  - RandomOps: several PRNG seeds, >= 3 million operations in total, queue
- *    depths wandering between 0 and ~300, zero divergences.
+ *    depths wandering between 0 and ~300, zero divergences; bursts of
+ *    arrivals (arrive_batch, match_posted_batch) are checked message by
+ *    message against the model applying them one at a time.
  *  - RandomBytes: the byte decoder used by the libFuzzer target, on random
  *    buffers.
  *  - CheckerSelfTest: the checker must notice deliberately wrong models, so
@@ -98,6 +100,8 @@ TEST_P(MatcherDifferential, RandomOps) {
     EXPECT_LE(c.max_posted_depth, 3500u);
     EXPECT_LE(c.max_unexpected_depth, 3500u);
     EXPECT_GT(c.recreates, 10u);
+    EXPECT_GT(c.batch_msgs, 1000u);
+    EXPECT_GT(c.batch_matched, 100u);
 }
 
 /* 8 seeds x 1M = 8 million operations. */

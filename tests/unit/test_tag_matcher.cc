@@ -10,6 +10,7 @@
  *    message reports) the tests do not depend on it.
  */
 #include "match/tag_matcher.h"
+#include "match/bucket_table.h"
 
 #include <gtest/gtest.h>
 
@@ -2313,4 +2314,267 @@ TEST(TagMatcherDeepRotation, FifoStaysExactThroughTableCleanups) {
             EXPECT_EQ(mem_steady, m.memory_bytes()) << "depth " << depth << " grew while cycling";
         }
     }
+}
+
+/* ========================================================================== */
+/* Batches of arrivals                                                        */
+/* ========================================================================== */
+
+namespace {
+
+/* Field-by-field equality of two arrival outcomes. */
+void expect_same_arrival(const ArriveResult &want, const ArriveResult &got, size_t i) {
+    EXPECT_EQ(want.status, got.status) << "message " << i;
+    EXPECT_EQ(want.matched, got.matched) << "message " << i;
+    if (want.status == UCS_OK && want.matched) {
+        EXPECT_EQ(want.recv.ctx, got.recv.ctx) << "message " << i;
+        EXPECT_EQ(want.recv.tag, got.recv.tag) << "message " << i;
+        EXPECT_EQ(want.recv.mask, got.recv.mask) << "message " << i;
+    } else if (want.status == UCS_OK) {
+        EXPECT_EQ(want.handle, got.handle) << "message " << i;
+    }
+}
+
+struct BatchCase {
+    uint32_t seed;
+    size_t   max_unexpected;
+    int      masked_percent; /* receives posted with a partial mask */
+    size_t   depth;          /* receives posted before the bursts */
+};
+
+class TagMatcherBatch : public ::testing::TestWithParam<BatchCase> {};
+
+}  // namespace
+
+/* arrive_batch / match_posted_batch are n calls of arrive / match_posted in
+ * order: a matcher fed bursts ends every step in the same state as a twin fed
+ * the same messages one by one (same results, same handles, same counts). */
+TEST_P(TagMatcherBatch, BurstsEqualOneByOneArrivals) {
+    const BatchCase bc = GetParam();
+    std::mt19937_64 rng(bc.seed);
+    MatcherOptions o;
+    o.max_unexpected = bc.max_unexpected;
+    TagMatcher one(o), burst(o);
+    const Tag masks[] = {0xffffffff00000000ull, 0x00000000ffffffffull, 0};
+    std::vector<Tag> live; /* tags posted so far (arrivals pick from them) */
+    size_t next_ctx = 0;
+    uint64_t cookie = 0;
+    auto post_both = [&](size_t count) {
+        for (size_t i = 0; i < count; ++i) {
+            const bool masked = static_cast<int>(rng() % 100) < bc.masked_percent;
+            const Tag  mask   = masked ? masks[rng() % 3] : kExactMask;
+            const Tag  tag    = (rng() % 4 == 0 && !live.empty()) ? live[rng() % live.size()] : rng() % 50000;
+            void      *c      = ctx(next_ctx++);
+            PostResult a = one.post_expected_only(tag, mask, c);
+            PostResult b = burst.post_expected_only(tag, mask, c);
+            ASSERT_EQ(a.status, b.status);
+            ASSERT_EQ(a.handle, b.handle);
+            live.push_back(tag);
+        }
+    };
+    post_both(bc.depth);
+    ASSERT_FALSE(HasFatalFailure());
+    for (int round = 0; round < 400; ++round) {
+        const size_t n = rng() % 41; /* 0 .. 40: across the internal window of 16 */
+        std::vector<Tag>      tags(n);
+        std::vector<uint64_t> cookies(n);
+        for (size_t i = 0; i < n; ++i) {
+            /* mostly tags of posted receives (repeats within a burst are
+             * common), some that match nothing */
+            tags[i]    = (rng() % 5 != 0 && !live.empty()) ? live[rng() % live.size()] : 100000 + rng() % 1000;
+            cookies[i] = cookie++;
+        }
+        const bool match_only = (round % 3) == 0;
+        std::vector<ArriveResult> got(n + 1);
+        got[n].status = UCS_ERR_BUSY; /* canary: nothing past n is written */
+        if (match_only) {
+            burst.match_posted_batch(tags.data(), n, got.data());
+        } else {
+            burst.arrive_batch(tags.data(), cookies.data(), n, got.data());
+        }
+        EXPECT_EQ(UCS_ERR_BUSY, got[n].status);
+        for (size_t i = 0; i < n; ++i) {
+            const ArriveResult want = match_only ? one.match_posted(tags[i]) : one.arrive(tags[i], cookies[i]);
+            expect_same_arrival(want, got[i], i);
+        }
+        ASSERT_EQ(one.posted_count(), burst.posted_count()) << "round " << round;
+        ASSERT_EQ(one.unexpected_count(), burst.unexpected_count()) << "round " << round;
+        ASSERT_EQ(one.stats().posted_matches, burst.stats().posted_matches);
+        if (HasFatalFailure()) return;
+        post_both(rng() % 30);
+        if (one.unexpected_count() > 200) {
+            Drained a = drain_all(one), b = drain_all(burst);
+            ASSERT_EQ(a.recvs, b.recvs);
+            ASSERT_EQ(cookies_of(a.msgs), cookies_of(b.msgs));
+            live.clear();
+        }
+    }
+    Drained a = drain_all(one), b = drain_all(burst);
+    EXPECT_EQ(a.recvs, b.recvs);
+    EXPECT_EQ(cookies_of(a.msgs), cookies_of(b.msgs));
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, TagMatcherBatch,
+                         ::testing::Values(BatchCase{1, SIZE_MAX, 0, 0}, BatchCase{2, SIZE_MAX, 0, 5000},
+                                           BatchCase{3, SIZE_MAX, 30, 100}, BatchCase{4, 5, 0, 50},
+                                           BatchCase{5, 7, 20, 3000}, BatchCase{6, SIZE_MAX, 100, 200}),
+                         [](const ::testing::TestParamInfo<BatchCase> &info) {
+                             const BatchCase &c = info.param;
+                             return "seed" + std::to_string(c.seed) + "_masked" +
+                                    std::to_string(c.masked_percent) + "_depth" + std::to_string(c.depth) +
+                                    (c.max_unexpected == SIZE_MAX ? std::string() : "_maxu" + std::to_string(c.max_unexpected));
+                         });
+
+TEST(TagMatcherBatchContract, RepeatedTagInOneBurstTakesReceivesOldestFirst) {
+    TagMatcher m;
+    for (int i = 0; i < 3; ++i) post_queued(m, kT, kExactMask, ctx(i));
+    const Tag      tags[4]    = {kT, kT, kT, kT};
+    const uint64_t cookies[4] = {10, 11, 12, 13};
+    ArriveResult   out[4];
+    m.arrive_batch(tags, cookies, 4, out);
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_TRUE(out[i].matched) << i;
+        EXPECT_EQ(ctx(i), out[i].recv.ctx) << i;
+    }
+    ASSERT_EQ(UCS_OK, out[3].status);
+    EXPECT_FALSE(out[3].matched); /* queued as unexpected, in arrival order */
+    EXPECT_EQ(0u, m.posted_count());
+    EXPECT_EQ(1u, m.unexpected_count());
+    PostResult p = m.post(kT, kExactMask, ctx(9));
+    ASSERT_TRUE(p.matched);
+    EXPECT_EQ(13u, p.message.cookie);
+    EXPECT_EQ(out[3].handle, p.message.handle);
+}
+
+TEST(TagMatcherBatchContract, MaskedReceivesMergeByPostingOrderWithinABurst) {
+    TagMatcher m;
+    const Tag hi = 0xffffffff00000000ull;
+    post_queued(m, 0x500000001ull, hi, ctx(0));          /* any tag 0x5_xxxxxxxx */
+    post_queued(m, 0x500000002ull, kExactMask, ctx(1));  /* exact */
+    post_queued(m, 0x500000002ull, kExactMask, ctx(2));
+    post_queued(m, 0, 0, ctx(3));                        /* wildcard */
+    const Tag    tags[5] = {0x500000002ull, 0x500000002ull, 0x500000002ull, 0x700000000ull, 0x500000002ull};
+    ArriveResult out[5];
+    m.match_posted_batch(tags, 5, out);
+    const int want[5] = {0, 1, 2, 3, -1};
+    for (int i = 0; i < 5; ++i) {
+        if (want[i] < 0) {
+            EXPECT_FALSE(out[i].matched) << i;
+        } else {
+            ASSERT_TRUE(out[i].matched) << i;
+            EXPECT_EQ(ctx(want[i]), out[i].recv.ctx) << i;
+        }
+    }
+    EXPECT_EQ(hi, out[0].recv.mask);
+    EXPECT_EQ(kExactMask, out[1].recv.mask);
+    EXPECT_EQ(Tag{0}, out[3].recv.mask);
+    EXPECT_EQ(0u, m.posted_count());
+    EXPECT_EQ(0u, m.unexpected_count()); /* match_posted never queues */
+}
+
+TEST(TagMatcherBatchContract, LimitsApplyPerMessage) {
+    MatcherOptions o;
+    o.max_unexpected = 2;
+    TagMatcher m(o);
+    post_queued(m, 7, kExactMask, ctx(0));
+    const Tag      tags[5]    = {1, 2, 3, 7, 4};
+    const uint64_t cookies[5] = {0, 1, 2, 3, 4};
+    ArriveResult   out[5];
+    m.arrive_batch(tags, cookies, 5, out);
+    EXPECT_EQ(UCS_OK, out[0].status);
+    EXPECT_EQ(UCS_OK, out[1].status);
+    EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT, out[2].status); /* nothing changed for it */
+    EXPECT_EQ(UCS_OK, out[3].status);                /* a match is never refused */
+    EXPECT_TRUE(out[3].matched);
+    EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT, out[4].status);
+    EXPECT_EQ(2u, m.unexpected_count());
+    EXPECT_EQ((std::vector<uint64_t>{0, 1}), cookies_of(drain_all(m).msgs));
+}
+
+TEST(TagMatcherBatchContract, EmptyBurstDoesNothing) {
+    TagMatcher m;
+    post_queued(m, 1, kExactMask, ctx(0));
+    ArriveResult out[1];
+    out[0].status = UCS_ERR_BUSY;
+    m.arrive_batch(nullptr, nullptr, 0, out);
+    m.match_posted_batch(nullptr, 0, out);
+    EXPECT_EQ(UCS_ERR_BUSY, out[0].status);
+    EXPECT_EQ(1u, m.posted_count());
+}
+
+/* ========================================================================== */
+/* Memory per posted receive                                                  */
+/* ========================================================================== */
+
+/* The foundation target: <= 64 bytes per posted receive. Below ~1 Ki receives
+ * the fixed part (an empty matcher, the first pool and table allocations)
+ * dominates, so the bound is checked from 1 Ki up, at many depths that are
+ * not powers of two (pool and index grow in steps). */
+TEST(TagMatcherMemory, AtMost64BytesPerPostedReceiveFrom1KiUp) {
+    TagMatcher m;
+    double     worst = 0;
+    size_t     worst_at = 0;
+    for (uint64_t i = 0; i < (uint64_t{1} << 20) + 4096; ++i) {
+        post_queued(m, i * 0x9e3779b97f4a7c15ull, kExactMask, ctx(i));
+        const size_t n = i + 1;
+        if (n >= 1024 && (n % 97 == 0 || (n & (n - 1)) == 0)) {
+            const double b = static_cast<double>(m.memory_bytes()) / static_cast<double>(n);
+            if (b > worst) {
+                worst    = b;
+                worst_at = n;
+            }
+        }
+        if (HasFailure()) return;
+    }
+    printf("[memory] worst %.1f bytes per posted receive (at depth %zu)\n", worst, worst_at);
+    EXPECT_LE(worst, 64.0) << "at depth " << worst_at;
+}
+
+/* ========================================================================== */
+/* Index internals: overflow counts                                           */
+/* ========================================================================== */
+
+/* Hundreds of keys with one home group: its overflow count saturates, keys
+ * spill along their probe sequences, and every lookup (present or absent)
+ * stays right while they are inserted and erased in any order. */
+TEST(BucketTableOverflow, KeysSharingOneHomeGroupStayFindable) {
+    using uct_tm::match::detail::BucketTable;
+    std::vector<Tag> keys_of_index; /* head index -> key */
+    auto key_of = [&](uint32_t i) { return keys_of_index[i]; };
+    BucketTable t;
+    while (t.memory_bytes() < 1024 * 64) {
+        ASSERT_TRUE(t.grow(key_of)); /* 1024 groups, empty */
+    }
+    std::mt19937_64 rng(5);
+    const BucketTable::Hash h0 = t.hash(rng());
+    std::vector<Tag> same_home;
+    while (same_home.size() < 400) {
+        const Tag k = rng();
+        if (t.hash(k).home == h0.home) same_home.push_back(k);
+    }
+    std::vector<Tag> inserted;
+    for (Tag k : same_home) {
+        ASSERT_TRUE(t.has_room());
+        keys_of_index.push_back(k);
+        BucketTable::Ref ref = t.find_fast(k, t.hash(k), key_of);
+        ASSERT_EQ(nullptr, ref);
+        const BucketTable::Found f =
+                t.find_or_insert_fast(k, t.hash(k), key_of, static_cast<uint32_t>(keys_of_index.size() - 1));
+        ASSERT_TRUE(f.inserted);
+        inserted.push_back(k);
+    }
+    EXPECT_EQ(400u, t.size());
+    std::shuffle(inserted.begin(), inserted.end(), rng);
+    for (size_t n = 0; n < inserted.size(); ++n) {
+        const Tag k = inserted[n];
+        BucketTable::Ref ref = t.find_fast(k, t.hash(k), key_of);
+        ASSERT_NE(nullptr, ref) << n;
+        ASSERT_EQ(k, key_of(*ref));
+        t.erase(ref, t.hash(k));
+        ASSERT_EQ(nullptr, t.find_fast(k, t.hash(k), key_of)) << n;
+        for (size_t j = n + 1; j < inserted.size(); j += 37) {
+            ASSERT_NE(nullptr, t.find_fast(inserted[j], t.hash(inserted[j]), key_of)) << n << " " << j;
+        }
+    }
+    EXPECT_EQ(0u, t.size());
 }
