@@ -18,12 +18,13 @@
  * never move back, so at 3/4 a fifth of the operations probed a second group,
  * and at 7/8 probes grew to 2-30 groups.)
  *
- * Locality: the home group is a multiplicative hash of the key without its 3
- * lowest "free" bits (the lowest bits the class mask lets through), and those
- * bits go into the control byte. So 8 consecutive keys (a message sequence, a
- * run of ranks) share one group and have distinct control bytes: deep queues
- * of such tags cost one table miss per 8 operations, while keys differing
- * anywhere else spread evenly.
+ * Locality: the 2 lowest "free" bits of a key (the lowest bits the class mask
+ * lets through) go into the control byte, the rest picks the group. So 4
+ * consecutive keys (a message sequence, a run of ranks) share one group with
+ * distinct control bytes, and consecutive runs of 4 take consecutive groups
+ * within a 64-group block: a dense sequence walks the table in address order,
+ * which the hardware prefetcher follows, while keys differing anywhere else
+ * spread evenly (see hash_run()).
  *
  * Failure: growth reports false (table unchanged) instead of throwing.
  */
@@ -146,10 +147,10 @@ class BucketTable {
     using Ref = uint32_t *;
 
     /* Where a key lives: its home group and its control byte. Valid until
-     * the table grows. */
+     * the table grows (or is moved). */
     struct Hash {
-        size_t group;
-        int8_t ctrl;
+        TableGroup *home;
+        int8_t      ctrl;
     };
 
     BucketTable() = default;
@@ -177,25 +178,18 @@ class BucketTable {
 
     /* hash() of a table whose keys may have bit 0 set (the exact class):
      * the same function with the shifts known. */
-    Hash hash_low(uint64_t key) const {
-        const uint64_t top = ((key >> 2) * 0x9e3779b97f4a7c15ULL) >> top_shift_;
-        return Hash{static_cast<size_t>(top >> 5), static_cast<int8_t>(((top & 31) << 2) | (key & 3))};
-    }
+    Hash hash_low(uint64_t key) const { return hash_run(key >> 2, key & 3); }
 
-    Hash hash(uint64_t key) const {
-        const uint64_t local = (key >> shift_) & 3;
-        const uint64_t top   = ((key >> rest_shift_) * 0x9e3779b97f4a7c15ULL) >> top_shift_;
-        return Hash{static_cast<size_t>(top >> 5), static_cast<int8_t>(((top & 31) << 2) | local)};
-    }
+    Hash hash(uint64_t key) const { return hash_run(key >> rest_shift_, (key >> shift_) & 3); }
 
     /* Starts loading a key's home group, so that several independent lookups
      * overlap their cache misses. */
-    void prefetch(Hash h) const { __builtin_prefetch(&groups_[h.group]); }
+    void prefetch(Hash h) const { __builtin_prefetch(h.home); }
 
     /* Head index of the first slot on `h`'s home group whose control byte
      * matches, or kNoHead: a guess (the key is not compared) for prefetching. */
     uint32_t candidate(Hash h) const {
-        const TableGroup &g = groups_[h.group];
+        const TableGroup &g = *h.home;
         const uint32_t    m = g.match(TableGroup::want(h.ctrl));
         return (m != 0) ? g.head[__builtin_ctz(m)] : kNoHead;
     }
@@ -205,7 +199,7 @@ class BucketTable {
      * overflowed from. Anything else takes the full probe. */
     template <typename KeyOf>
     [[gnu::always_inline]] Ref find_fast(uint64_t key, Hash h, const KeyOf &key_of) const {
-        TableGroup &grp = groups_[h.group];
+        TableGroup &grp = *h.home;
         uint32_t    m   = grp.match(TableGroup::want(h.ctrl));
         UCT_TM_TABLE_COUNT(g_table_fast);
         if (__builtin_expect(m != 0, 1)) {
@@ -233,7 +227,7 @@ class BucketTable {
     template <typename KeyOf>
     [[gnu::always_inline]] Found find_or_insert_fast(uint64_t key, Hash h, const KeyOf &key_of,
                                                      uint32_t head) {
-        TableGroup                  &grp  = groups_[h.group];
+        TableGroup                  &grp  = *h.home;
         const TableGroup::Want       want = TableGroup::want(h.ctrl);
         const TableGroup::Ctrl       c    = grp.load();
         const uint32_t               e    = TableGroup::empties(c);
@@ -257,7 +251,7 @@ class BucketTable {
         UCT_TM_TABLE_COUNT(g_table_finds);
         /* A probe visits every group at most once (in a small table every
          * group may have overflowed). */
-        for (size_t g = h.group, left = group_mask_;; g = next(g, h), --left) {
+        for (size_t g = index_of(h.home), left = group_mask_;; g = next(g, h), --left) {
             TableGroup &grp = groups_[g];
             UCT_TM_TABLE_COUNT(g_table_groups);
             for (uint32_t m = grp.match(want); m != 0; m &= m - 1) {
@@ -278,7 +272,7 @@ class BucketTable {
     [[gnu::noinline]] Ref find_or_insert(uint64_t key, Hash h, const KeyOf &key_of, uint32_t head,
                                          bool *inserted) {
         const TableGroup::Want want = TableGroup::want(h.ctrl);
-        TableGroup            &grp  = groups_[h.group];
+        TableGroup            &grp  = *h.home;
         for (uint32_t m = grp.match(want); m != 0; m &= m - 1) {
             const Ref ref = &grp.head[__builtin_ctz(m)];
             if (key_of(*ref) == key) {
@@ -287,7 +281,7 @@ class BucketTable {
             }
         }
         if (__builtin_expect((grp.overflow() != 0) && (group_mask_ != 0), 0)) {
-            const Ref ref = find(key, Hash{next(h.group, h), h.ctrl}, key_of);
+            const Ref ref = find(key, Hash{&groups_[next(index_of(h.home), h)], h.ctrl}, key_of);
             if (ref != nullptr) {
                 *inserted = false;
                 return ref;
@@ -305,9 +299,9 @@ class BucketTable {
         TableGroup *const grp = group_of(ref);
         grp->set_ctrl(static_cast<unsigned>(ref - grp->head), kEmptyCtrl);
         --size_;
-        if (__builtin_expect(grp != &groups_[h.group], 0)) {
+        if (__builtin_expect(grp != h.home, 0)) {
             /* It overflowed from its home group: undo the counts on its way. */
-            for (size_t g = h.group; &groups_[g] != grp; g = next(g, h)) {
+            for (size_t g = index_of(h.home); &groups_[g] != grp; g = next(g, h)) {
                 groups_[g].unbump_overflow();
             }
         }
@@ -356,6 +350,23 @@ class BucketTable {
 
   private:
     static constexpr uint32_t kNoHead = UINT32_MAX;
+    /* Consecutive runs of 4 keys of one block go to consecutive groups. */
+    static constexpr unsigned kBlockBits = 6;
+
+    /* `run`: the key without its 2 locality bits `local`. The block (run
+     * without its low kBlockBits) is mixed by a 64x64->128-bit multiply
+     * folded to 64 bits: structured keys (ranks in high bits, strides,
+     * multiples of the golden ratio) spread like random ones, and
+     * consecutive blocks stay evenly spread. Its top bits pick the block's
+     * first group and 5 control bits; the run's low bits add an offset, so a
+     * dense sequence walks one 4 KiB page of groups in order (the hardware
+     * prefetcher follows). */
+    Hash hash_run(uint64_t run, uint64_t local) const {
+        const __uint128_t p   = static_cast<__uint128_t>(run >> kBlockBits) * 0x9e3779b97f4a7c15ULL;
+        const uint64_t    top = (static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64)) >> top_shift_;
+        const size_t group = ((top >> 5) + (run & ((1u << kBlockBits) - 1))) & group_mask_;
+        return Hash{&groups_[group], static_cast<int8_t>(((top & 31) << 2) | local)};
+    }
 
     static size_t groups_bytes(size_t n) { return n * sizeof(TableGroup); }
     static void   init_group(TableGroup &g) {
@@ -367,7 +378,8 @@ class BucketTable {
                                               ~uintptr_t{sizeof(TableGroup) - 1});
     }
 
-    bool allocated() const { return groups_ != &kNoGroups; }
+    bool   allocated() const { return groups_ != &kNoGroups; }
+    size_t index_of(const TableGroup *g) const { return static_cast<size_t>(g - groups_); }
 
     /* Next group of `h`'s probe: double hashing by the control byte (an
      * odd step visits every group), so keys that overflowed a group do not
@@ -377,7 +389,7 @@ class BucketTable {
     }
 
     Ref insert(Hash h, uint32_t head, TableGroup::Want want) {
-        for (size_t g = h.group;; g = next(g, h)) {
+        for (size_t g = index_of(h.home);; g = next(g, h)) {
             TableGroup    &grp = groups_[g];
             const uint32_t e   = grp.empties();
             if (__builtin_expect(e != 0, 1)) {

@@ -505,13 +505,18 @@ void TagMatcher::remove_posted(uint32_t idx) {
 /* Earliest-posted receive matching `tag` over every class, removed; false if
  * none. The heads of every class are merged by posting sequence. */
 bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
-    Impl            &im       = *impl_;
-    uint32_t         best     = kNoIndex;
-    uint64_t         best_seq = UINT64_MAX;
+    Impl    &im       = *impl_;
+    uint32_t best     = kNoIndex;
+    uint64_t best_seq = UINT64_MAX;
+    Tag      best_mask = 0;
+    /* where the best candidate heads its key's ring (null: overflow ring) */
+    BucketTable      *best_table = nullptr;
+    BucketTable::Ref  best_slot  = nullptr;
+    BucketTable::Hash best_hash{};
     /* One lookup per class in use: start every home-group load first so the
      * misses overlap instead of queueing behind each other. */
     const bool              exact = exact_.size() != 0;
-    const BucketTable::Hash eh    = exact_.hash(tag);
+    const BucketTable::Hash eh    = exact_.hash_low(tag);
     if (exact) {
         exact_.prefetch(eh);
     }
@@ -523,24 +528,30 @@ bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
         c.table.prefetch(hashes[i]);
     }
     if (exact) {
-        const BucketTable::Ref slot = exact_.find(tag, eh, exact_key());
+        const BucketTable::Ref slot = exact_.find_fast(tag, eh, exact_key());
         if (slot != nullptr) {
-            best     = *slot;
-            best_seq = posted_[best].seq;
+            best       = *slot;
+            best_seq   = posted_[best].seq;
+            best_mask  = kExactMask;
+            best_table = &exact_;
+            best_slot  = slot;
+            best_hash  = eh;
         }
     }
     for (size_t i = 0; i < im.active.size(); ++i) {
-        const Impl::MaskClass  &c    = im.classes[im.active[i]];
+        Impl::MaskClass        &c    = im.classes[im.active[i]];
         const Tag               key  = tag & c.mask;
         const BucketTable::Hash h    = (i < nprefetch) ? hashes[i] : c.table.hash(key);
-        const BucketTable::Ref  slot = c.table.find(key, h, PostedKey{&posted_, c.mask});
+        const BucketTable::Ref  slot = c.table.find_fast(key, h, PostedKey{&posted_, c.mask});
         if ((slot != nullptr) && (posted_[*slot].seq < best_seq)) {
-            best     = *slot;
-            best_seq = posted_[best].seq;
+            best       = *slot;
+            best_seq   = posted_[best].seq;
+            best_mask  = c.mask;
+            best_table = &c.table;
+            best_slot  = slot;
+            best_hash  = h;
         }
     }
-    /* class 0 is the exact class: its placeholder holds kExactMask */
-    Tag best_mask = (best == kNoIndex) ? 0 : im.classes[posted_[best].cls].mask;
     if (im.overflow_head != kNoIndex) {
         ++im.fallback_scans;
         uint32_t i = im.overflow_head;
@@ -550,8 +561,9 @@ bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
                 break; /* ring is in posting order: nothing older remains */
             }
             if (tag_matches(tag, e.tag, im.overflow_masks[i])) {
-                best      = i;
-                best_mask = im.overflow_masks[i];
+                best       = i;
+                best_mask  = im.overflow_masks[i];
+                best_table = nullptr;
                 break;
             }
             i = e.link.next;
@@ -560,9 +572,31 @@ bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
     if (best == kNoIndex) {
         return false;
     }
-    const PostedEntry &e = posted_[best];
-    *recv                = Receive{e.tag, best_mask, e.ctx};
-    remove_posted(best);
+    PostedEntry &e = posted_[best];
+    *recv          = Receive{e.tag, best_mask, e.ctx};
+    if (best_table == nullptr) {
+        remove_posted(best);
+        return true;
+    }
+    /* the head of its key's ring in its class: unlink without a lookup */
+    const uint32_t next = e.link.next;
+    if (next == best) {
+        best_table->erase(best_slot, best_hash);
+    } else {
+        const uint32_t prev     = e.link.prev;
+        posted_[prev].link.next = next;
+        posted_[next].link.prev = prev;
+        *best_slot              = next;
+    }
+    if (e.cls != 0) {
+        Impl::MaskClass &c = im.classes[e.cls];
+        if (--c.count == 0) {
+            im.deactivate(e.cls);
+        }
+        --masked_posted_;
+    }
+    e.gen += 1;
+    posted_.release(best);
     return true;
 }
 
