@@ -15,37 +15,6 @@
 
 namespace uct_tm_test {
 
-/* Receive headroom asked for by default; odd on purpose (UCP asks for
- * sizeof(ucp_recv_desc_t) + 32). */
-inline constexpr size_t kRxHeadroom = 88;
-
-/* One iface opened with tag offload, unexpected callbacks, an error handler
- * and `rx_headroom`. */
-class Node {
-  public:
-    Node(UctEnv &env, const std::string &tl, const Settings &settings = {},
-         size_t rx_headroom = kRxHeadroom);
-    ~Node();
-    Node(const Node &)            = delete;
-    Node &operator=(const Node &) = delete;
-
-    ucs_status_t     status = UCS_ERR_NO_ELEM; /* of uct_iface_open */
-    uct_iface_h      iface  = nullptr;
-    uct_iface_attr_t attr{};
-    Caps             caps;
-    Unexpected       unexp;
-    ErrorLog         errors;
-
-    /* Device address followed by iface address. */
-    std::string address() const;
-    /* An endpoint to the iface whose address() is `remote`. */
-    ucs_status_t connect(const std::string &remote, uct_ep_h *ep) const;
-    /* uct_iface_set_am_handler(id) recording payloads into `log`. */
-    ucs_status_t set_am_log(uint8_t id, std::vector<std::string> *log);
-    /* uct_iface_release_desc() of descriptors the recorder kept. */
-    void release_held_descs();
-};
-
 /* Transports as gtest parameter names. */
 std::string transport_param_name(const ::testing::TestParamInfo<std::string> &info);
 
@@ -78,6 +47,11 @@ class TagTest : public ::testing::TestWithParam<std::string> {
      * status `expect`; empty if correct. */
     std::string check_delivery(const RecvCtx &r, const RecvBuffers &b, const Send &s,
                                ucs_status_t expect) const;
+
+    /* tag_rndv_cancel before the receiver matched: the sender's completion
+     * is never called, the receive completes with UCS_ERR_CANCELED and its
+     * buffer is not written. */
+    void expect_rndv_cancel_before_match(uct_tag_t tag, size_t length);
 
     std::unique_ptr<UctEnv> env_;
     std::unique_ptr<Node>   rx_;

@@ -538,6 +538,80 @@ ucs_status_t Send::post(uct_ep_h ep) {
     return UCS_ERR_INVALID_PARAM;
 }
 
+Node::Node(UctEnv &env, const std::string &tl, const Settings &settings, size_t rx_headroom)
+    : unexp(rx_headroom) {
+    uct_md_attr_t md_attr;
+    if (uct_md_query(env.md(), &md_attr) == UCS_OK) {
+        unexp.set_rkey_size(md_attr.rkey_packed_size);
+    }
+    uct_iface_params_t params = {};
+    params.field_mask = UCT_IFACE_PARAM_FIELD_FEATURES | UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB |
+                        UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG | UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB |
+                        UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG | UCT_IFACE_PARAM_FIELD_RX_HEADROOM |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+    params.features = UCT_IFACE_FEATURE_TAG | UCT_IFACE_FEATURE_AM | UCT_IFACE_FEATURE_GET |
+                      UCT_IFACE_FEATURE_PUT;
+    params.eager_cb          = Unexpected::eager_cb;
+    params.eager_arg         = &unexp;
+    params.rndv_cb           = Unexpected::rndv_cb;
+    params.rndv_arg          = &unexp;
+    params.rx_headroom       = rx_headroom;
+    params.err_handler       = ErrorLog::handler;
+    params.err_handler_arg   = &errors;
+    params.err_handler_flags = UCT_CB_FLAG_ASYNC;
+    status = env.open_iface(tl, params, &iface, settings);
+    if (status != UCS_OK) {
+        iface = nullptr;
+        return;
+    }
+    status = uct_iface_query(iface, &attr);
+    caps   = Caps::of(attr);
+}
+
+Node::~Node() {
+    release_held_descs();
+    if (iface != nullptr) {
+        uct_iface_close(iface);
+    }
+}
+
+void Node::release_held_descs() { unexp.release_held(); }
+
+std::string Node::address() const {
+    std::string dev(attr.device_addr_len, '\0'), ifa(attr.iface_addr_len, '\0');
+    uct_iface_get_device_address(iface, reinterpret_cast<uct_device_addr_t *>(&dev[0]));
+    uct_iface_get_address(iface, reinterpret_cast<uct_iface_addr_t *>(&ifa[0]));
+    return dev + ifa;
+}
+
+ucs_status_t Node::connect(const std::string &remote, uct_ep_h *ep) const {
+    if (remote.size() != attr.device_addr_len + attr.iface_addr_len) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    uct_ep_params_t p = {};
+    p.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                   UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    p.iface      = iface;
+    p.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(remote.data());
+    p.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(remote.data() + attr.device_addr_len);
+    return uct_ep_create(&p, ep);
+}
+
+namespace {
+
+ucs_status_t log_am(void *arg, void *data, size_t length, unsigned) {
+    static_cast<std::vector<std::string> *>(arg)->emplace_back(static_cast<const char *>(data),
+                                                                length);
+    return UCS_OK;
+}
+
+}  // namespace
+
+ucs_status_t Node::set_am_log(uint8_t id, std::vector<std::string> *log) {
+    return uct_iface_set_am_handler(iface, id, log_am, log, 0 /* synchronous */);
+}
+
 std::vector<std::string> shm_leftovers() {
     std::vector<std::string> names;
     DIR                     *dir = opendir("/dev/shm");

@@ -280,6 +280,37 @@ struct Send {
 /* UCT_IFACE_FLAG_* needed by a path. */
 uint64_t path_flag(Path path);
 
+/* Receive headroom asked for by default; odd on purpose (UCP asks for
+ * sizeof(ucp_recv_desc_t) + 32). */
+inline constexpr size_t kRxHeadroom = 88;
+
+/* One iface opened with tag offload, unexpected callbacks, an error handler
+ * and `rx_headroom`. */
+class Node {
+  public:
+    Node(UctEnv &env, const std::string &tl, const Settings &settings = {},
+         size_t rx_headroom = kRxHeadroom);
+    ~Node();
+    Node(const Node &)            = delete;
+    Node &operator=(const Node &) = delete;
+
+    ucs_status_t     status = UCS_ERR_NO_ELEM; /* of uct_iface_open */
+    uct_iface_h      iface  = nullptr;
+    uct_iface_attr_t attr{};
+    Caps             caps;
+    Unexpected       unexp;
+    ErrorLog         errors;
+
+    /* Device address followed by iface address. */
+    std::string address() const;
+    /* An endpoint to the iface whose address() is `remote`. */
+    ucs_status_t connect(const std::string &remote, uct_ep_h *ep) const;
+    /* uct_iface_set_am_handler(id) recording payloads into `log`. */
+    ucs_status_t set_am_log(uint8_t id, std::vector<std::string> *log);
+    /* uct_iface_release_desc() of descriptors the recorder kept. */
+    void release_held_descs();
+};
+
 /* The /dev/shm entries of this project (uct_tm.*). */
 std::vector<std::string> shm_leftovers();
 

@@ -310,23 +310,7 @@ TEST_P(TagTest, RndvCancelBeforeExpectedMatch) {
     if (lacks(Path::kRndv)) {
         GTEST_SKIP();
     }
-    Send        s(Path::kRndv, 0x1234, 0, 11, 100000);
-    RecvCtx     r;
-    RecvBuffers b(100000);
-    ASSERT_EQ(post(r, s.tag, kFullMask, b), UCS_OK);
-    ASSERT_EQ(s.post(ep_), UCS_OK);
-    ASSERT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
-    /* The memory is the sender's again: scribble on it. */
-    memset(s.payload.data(), 0, s.payload.size());
-    ASSERT_TRUE(wait([&] { return r.done(); }));
-    EXPECT_EQ(r.sequence(), "consumed,completed");
-    EXPECT_EQ(r.status, UCS_ERR_CANCELED);
-    EXPECT_EQ(r.stag, s.tag);
-    EXPECT_TRUE(b.untouched()) << "the receiver read a cancelled rendezvous buffer";
-    drain();
-    EXPECT_EQ(s.comp->calls, 0);
-    /* A second cancel of the same operation is an error. */
-    EXPECT_NE(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
+    expect_rndv_cancel_before_match(0x1234, 100000);
 }
 
 TEST_P(TagTest, RndvCancelAfterUnexpectedArrival) {
@@ -356,6 +340,34 @@ TEST_P(TagTest, RndvCancelAfterUnexpectedArrival) {
     drain();
     EXPECT_EQ(s.comp->calls, 0);
     uct_ep_destroy(back);
+}
+
+/* Rendezvous through the pipelined copy (the sender copies into the
+ * receiver's staging chunks) instead of CMA: expected, truncated, cancelled. */
+TEST_P(TagTest, RndvPipelinedWithoutCma) {
+    reopen({{"CMA", "n"}}, {{"CMA", "n"}});
+    if (::testing::Test::IsSkipped() || lacks(Path::kRndv)) {
+        GTEST_SKIP();
+    }
+    Rng rng(test_seed() ^ 13);
+    for (size_t length : tx_->caps.sizes(Path::kRndv)) {
+        for (size_t capacity : {length, length / 2, length + 100}) {
+            SCOPED_TRACE("length " + std::to_string(length) + " capacity " +
+                         std::to_string(capacity));
+            Send        s(Path::kRndv, rng.next(), 0, rng.next(), length);
+            RecvCtx     r;
+            RecvBuffers b(capacity, std::min<size_t>(2, rx_->caps.recv_max_iov));
+            ASSERT_EQ(post(r, s.tag, kFullMask, b), UCS_OK);
+            ASSERT_EQ(send(s), UCS_OK);
+            ASSERT_TRUE(wait([&] { return r.done() && s.comp->calls > 0; }));
+            EXPECT_EQ(check_delivery(r, b, s,
+                                     capacity < length ? UCS_ERR_MESSAGE_TRUNCATED : UCS_OK), "");
+            EXPECT_EQ(s.comp->calls, 1);
+            EXPECT_EQ(s.comp->status, UCS_OK);
+        }
+    }
+    /* Cancelled by the sender before the receiver got to it. */
+    expect_rndv_cancel_before_match(0x5678, 200000);
 }
 
 TEST_P(TagTest, RndvRequestExpected) {
