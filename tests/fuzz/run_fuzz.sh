@@ -1,16 +1,19 @@
 #!/bin/sh
-# Automake TEST: run the matcher libFuzzer target for a bounded time.
-#   FUZZ_BIN      path to fuzz_matcher (set by tests/fuzz/Makefile.am)
+# Automake TEST (LOG_COMPILER of tests/fuzz): run a libFuzzer target for a
+# bounded time.
+#   $1            the fuzzer binary (or FUZZ_BIN, as before)
 #   FUZZ_SECONDS  time budget in seconds (default 20)
 # Exit: 0 no crash, 1 crash / divergence / fuzzer error, 77 skipped.
 
-if [ -z "${FUZZ_BIN:-}" ] || [ ! -x "${FUZZ_BIN}" ]; then
-    echo "run_fuzz.sh: SKIP: FUZZ_BIN is ${FUZZ_BIN:-unset}, not an executable fuzzer (build it: make -C tests/fuzz fuzz_matcher)"
+FUZZ_BIN=${1:-${FUZZ_BIN:-}}
+if [ -z "${FUZZ_BIN}" ] || [ ! -x "${FUZZ_BIN}" ]; then
+    echo "run_fuzz.sh: SKIP: ${FUZZ_BIN:-no binary given} is not an executable fuzzer (build it: make -C tests/fuzz check)"
     exit 77
 fi
+name=$(basename "$FUZZ_BIN")
 
 secs=${FUZZ_SECONDS:-20}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/fuzz_matcher.XXXXXX") || exit 99
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 mkdir "$tmp/corpus" || exit 99
@@ -28,10 +31,10 @@ cov=$(grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*/[^ ]*' "$log" | tail -n 1)
 ncorp=$(ls "$tmp/corpus" | wc -l)
 
 if [ "$rc" -eq 0 ]; then
-    echo "fuzz_matcher: OK: ${runs:-? runs} (${secs}s budget), ${cov:-no coverage line}, corpus $ncorp inputs"
+    echo "$name: OK: ${runs:-? runs} (${secs}s budget), ${cov:-no coverage line}, corpus $ncorp inputs"
     exit 0
 fi
 tail -n 60 "$log"
-grep -m 1 '^fuzz_matcher: divergence' "$log"
-echo "fuzz_matcher: FAILED (fuzzer exit $rc) after ${runs:-?} runs; reproducer (if any): $(grep -o 'Test unit written to .*' "$log" | tail -n 1)"
+grep -m 1 "^$name: " "$log"
+echo "$name: FAILED (fuzzer exit $rc) after ${runs:-?} runs; reproducer (if any): $(grep -o 'Test unit written to .*' "$log" | tail -n 1)"
 exit 1
