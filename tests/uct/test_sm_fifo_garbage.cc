@@ -539,11 +539,14 @@ TEST_F(SmFifoGarbage, GarbageFromAnotherProcess) {
 
 /* A sender claims an element and dies before publishing it: after
  * STALL_TIMEOUT the receiver skips it and traffic from others goes on. */
-TEST_F(SmFifoGarbage, StalledElementOfDeadSenderIsSkipped) {
+/* A child process connects to the receiver, runs `before` on the raw
+ * segment (with its own peer-table slot), claims one more FIFO element and
+ * is SIGKILLed holding it, as a sender crashing in the middle of a send. */
+void die_holding_a_claim(const std::string &rx_address, size_t dev_len,
+                         const std::function<void(RawSegment &, uint16_t)> &before) {
     int fds[2];
     ASSERT_EQ(pipe(fds), 0);
-    const std::string rx_address = rx_->address();
-    const pid_t       child      = fork();
+    const pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
         alarm(60);
@@ -551,19 +554,29 @@ TEST_F(SmFifoGarbage, StalledElementOfDeadSenderIsSkipped) {
         char result = 'x';
         try {
             /* Never destroyed: the process dies holding its peer-table
-             * entry and the claimed element, as a crashed sender would. */
-            auto      *env  = new UctEnv();
-            auto      *node = new Node(*env, "tm_sm");
-            auto      *raw  = new RawSegment();
-            uct_ep_h   ep;
+             * entry and the claimed element. */
+            auto    *env  = new UctEnv();
+            auto    *node = new Node(*env, "tm_sm");
+            auto    *raw  = new RawSegment();
+            uct_ep_h ep;
             if ((node->status == UCS_OK) && (node->connect(rx_address, &ep) == UCS_OK) &&
-                raw->attach(rx_address.data() + rx_->attr.device_addr_len) && raw->claim_only()) {
-                result = 'k';
+                raw->attach(rx_address.data() + dev_len)) {
+                int mine = -1;
+                for (uint32_t k = 0; k < raw->geometry().max_peers; ++k) {
+                    if (((raw->peer_slots()[k].state.load() & 3) == kPeerUsed) &&
+                        (raw->peer_slots()[k].segment.pid == getpid())) {
+                        mine = static_cast<int>(k);
+                    }
+                }
+                if (mine >= 0) {
+                    before(*raw, static_cast<uint16_t>(mine));
+                    result = raw->claim_only() ? 'k' : 'f';
+                }
             }
         } catch (...) {
         }
         (void)!::write(fds[1], &result, 1);
-        pause(); /* killed here, holding the claimed element */
+        pause(); /* killed here */
         _exit(0);
     }
     close(fds[1]);
@@ -573,11 +586,45 @@ TEST_F(SmFifoGarbage, StalledElementOfDeadSenderIsSkipped) {
     kill(child, SIGKILL);
     waitpid(child, nullptr, 0);
     ASSERT_EQ(result, 'k') << "the child could not claim an element";
+}
+
+/* After STALL_TIMEOUT the receiver skips the element and traffic from
+ * others goes on. */
+TEST_F(SmFifoGarbage, StalledElementOfDeadSenderIsSkipped) {
+    die_holding_a_claim(rx_->address(), rx_->attr.device_addr_len, [](RawSegment &, uint16_t) {});
     const auto start = std::chrono::steady_clock::now();
     expect_alive(3000);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_LT(secs, 5.0) << "the stalled element took long to skip";
+}
+
+/* The sender dies between the fragments of a message a posted receive is
+ * taking: the receive completes with UCS_ERR_CONNECTION_RESET (once), with
+ * only the delivered fragment written, and the iface goes on. */
+TEST_F(SmFifoGarbage, SenderDiesMidMessage) {
+    RecvCtx     r;
+    RecvBuffers b(8000);
+    ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x5a, kFullMask, b.iov.data(), 1, &r.ctx),
+              UCS_OK);
+    die_holding_a_claim(rx_->address(), rx_->attr.device_addr_len,
+                        [](RawSegment &raw, uint16_t mine) {
+                            raw.write([&](ElemHeader *e, char *, char *desc) {
+                                e->kind   = Kind::kTagEager;
+                                e->flags  = kFlagFirst | kFlagMore | kFlagDesc;
+                                e->peer   = mine;
+                                e->length = 1000;
+                                e->tag    = 0x5a;
+                                e->imm    = 0;
+                                fill_pattern(desc, 1000, 0x5a);
+                            });
+                        });
+    ASSERT_TRUE(wait([&] { return r.done(); }, 10)) << "callbacks [" << r.sequence() << "]";
+    drain();
+    EXPECT_EQ(r.sequence(), "consumed,completed");
+    EXPECT_EQ(r.status, UCS_ERR_CONNECTION_RESET);
+    EXPECT_EQ(b.check(0x5a, 1000), "");
+    expect_alive(3001);
 }
 
 }  // namespace
