@@ -645,7 +645,18 @@ void TagMatcher::batch(const Tag *tags, const uint64_t *cookies, size_t n, Arriv
             }
         }
         for (size_t j = 0; j < k; ++j, ++i) {
-            out[i] = cookies ? arrive_exact(tags[i], h[j], cookies[i]) : match_exact(tags[i], h[j]);
+            /* field by field: copying a whole result just built field by
+             * field would stall on store forwarding */
+            ArriveResult &o = out[i];
+            o.status        = UCS_OK;
+            o.handle        = Handle{};
+            o.matched       = take_exact_any(tags[i], h[j], &o.recv);
+            if (!o.matched) {
+                o.recv = Receive{};
+                if (cookies != nullptr) {
+                    o = queue_unexpected(tags[i], cookies[i]);
+                }
+            }
         }
     }
 }

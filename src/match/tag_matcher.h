@@ -296,6 +296,7 @@ class TagMatcher {
     PostResult   post_exact(Tag tag, void *ctx);
     ArriveResult arrive_exact(Tag tag, Table::Hash h, uint64_t cookie);
     ArriveResult match_exact(Tag tag, Table::Hash h);
+    bool         take_exact_any(Tag tag, Table::Hash h, Receive *recv);
     void         take_exact(Table::Ref slot, Table::Hash h, Receive *recv);
 
     /* Out of line: masks, unexpected messages, growth, limits, errors. */
@@ -380,25 +381,28 @@ class TagMatcher {
     posted_.release(idx);
 }
 
-[[gnu::always_inline]] inline ArriveResult TagMatcher::match_exact(Tag tag, Table::Hash h) {
-    ArriveResult     result;
+/* The oldest exact receive for `tag`, removed; false if none. */
+[[gnu::always_inline]] inline bool TagMatcher::take_exact_any(Tag tag, Table::Hash h, Receive *recv) {
     Entry *const     base = posted_.data();
     const Table::Ref slot = exact_.find_fast(tag, h, [base](uint32_t i) { return base[i].tag; });
     if (__builtin_expect(slot != nullptr, 1)) {
-        result.matched = true;
-        take_exact(slot, h, &result.recv);
+        take_exact(slot, h, recv);
+        return true;
     }
+    return false;
+}
+
+[[gnu::always_inline]] inline ArriveResult TagMatcher::match_exact(Tag tag, Table::Hash h) {
+    ArriveResult result;
+    result.matched = take_exact_any(tag, h, &result.recv);
     return result;
 }
 
 [[gnu::always_inline]] inline ArriveResult TagMatcher::arrive_exact(Tag tag, Table::Hash h,
                                                                     uint64_t cookie) {
-    Entry *const     base = posted_.data();
-    const Table::Ref slot = exact_.find_fast(tag, h, [base](uint32_t i) { return base[i].tag; });
-    if (__builtin_expect(slot != nullptr, 1)) {
-        ArriveResult result;
+    ArriveResult result;
+    if (__builtin_expect(take_exact_any(tag, h, &result.recv), 1)) {
         result.matched = true;
-        take_exact(slot, h, &result.recv);
         return result;
     }
     return queue_unexpected(tag, cookie);
