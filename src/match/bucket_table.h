@@ -46,14 +46,11 @@ namespace uct_tm {
 namespace match {
 namespace detail {
 
-#ifdef UCT_TM_TABLE_STATS
-inline uint64_t g_table_fast, g_table_slow, g_table_finds, g_table_groups;
-#define UCT_TM_TABLE_COUNT(x) (++(x))
-#else
-#define UCT_TM_TABLE_COUNT(x) ((void)0)
-#endif
-
 inline constexpr size_t kGroupSlots = 12;
+
+/* Index of the lowest set bit of a non-zero slot mask (unsigned: no sign
+ * extension on the way to an address). */
+inline unsigned lowest(uint32_t m) { return static_cast<unsigned>(__builtin_ctz(m)); }
 inline constexpr int8_t kEmptyCtrl  = -128;
 
 struct alignas(64) TableGroup {
@@ -191,7 +188,7 @@ class BucketTable {
     uint32_t candidate(Hash h) const {
         const TableGroup &g = *h.home;
         const uint32_t    m = g.match(TableGroup::want(h.ctrl));
-        return (m != 0) ? g.head[__builtin_ctz(m)] : kNoHead;
+        return (m != 0) ? g.head[lowest(m)] : kNoHead;
     }
 
     /* find() for the common case, inline: the key is the first fingerprint
@@ -201,9 +198,8 @@ class BucketTable {
     [[gnu::always_inline]] Ref find_fast(uint64_t key, Hash h, const KeyOf &key_of) const {
         TableGroup &grp = *h.home;
         uint32_t    m   = grp.match(TableGroup::want(h.ctrl));
-        UCT_TM_TABLE_COUNT(g_table_fast);
         if (__builtin_expect(m != 0, 1)) {
-            const Ref ref = &grp.head[__builtin_ctz(m)];
+            const Ref ref = &grp.head[lowest(m)];
             if (__builtin_expect(key_of(*ref) == key, 1)) {
                 return ref;
             }
@@ -212,7 +208,6 @@ class BucketTable {
         if (__builtin_expect((m | grp.overflow()) == 0, 1)) {
             return nullptr;
         }
-        UCT_TM_TABLE_COUNT(g_table_slow);
         return find(key, h, key_of);
     }
 
@@ -231,15 +226,13 @@ class BucketTable {
         const TableGroup::Want       want = TableGroup::want(h.ctrl);
         const TableGroup::Ctrl       c    = grp.load();
         const uint32_t               e    = TableGroup::empties(c);
-        UCT_TM_TABLE_COUNT(g_table_fast);
         if (__builtin_expect(((TableGroup::match(c, want) | grp.overflow()) == 0) & (e != 0), 1)) {
-            const unsigned i = __builtin_ctz(e);
+            const unsigned i = lowest(e);
             grp.store_ctrl(c, i, want);
             grp.head[i] = head;
             ++size_;
             return Found{&grp.head[i], true};
         }
-        UCT_TM_TABLE_COUNT(g_table_slow);
         Found found;
         found.ref = find_or_insert(key, h, key_of, head, &found.inserted);
         return found;
@@ -248,14 +241,12 @@ class BucketTable {
     /* Head of `key` (whose hash is `h`), or nullptr. */
     template <typename KeyOf> [[gnu::noinline]] Ref find(uint64_t key, Hash h, const KeyOf &key_of) const {
         const TableGroup::Want want = TableGroup::want(h.ctrl);
-        UCT_TM_TABLE_COUNT(g_table_finds);
         /* A probe visits every group at most once (in a small table every
          * group may have overflowed). */
         for (size_t g = index_of(h.home), left = group_mask_;; g = next(g, h), --left) {
             TableGroup &grp = groups_[g];
-            UCT_TM_TABLE_COUNT(g_table_groups);
             for (uint32_t m = grp.match(want); m != 0; m &= m - 1) {
-                const Ref ref = &grp.head[__builtin_ctz(m)];
+                const Ref ref = &grp.head[lowest(m)];
                 if (key_of(*ref) == key) {
                     return ref;
                 }
@@ -274,7 +265,7 @@ class BucketTable {
         const TableGroup::Want want = TableGroup::want(h.ctrl);
         TableGroup            &grp  = *h.home;
         for (uint32_t m = grp.match(want); m != 0; m &= m - 1) {
-            const Ref ref = &grp.head[__builtin_ctz(m)];
+            const Ref ref = &grp.head[lowest(m)];
             if (key_of(*ref) == key) {
                 *inserted = false;
                 return ref;
@@ -321,7 +312,7 @@ class BucketTable {
             for (size_t g = 0; g <= group_mask_; ++g) {
                 const TableGroup &grp = groups_[g];
                 for (uint32_t m = ~grp.empties() & 0xfff; m != 0; m &= m - 1) {
-                    const uint32_t head = grp.head[__builtin_ctz(m)];
+                    const uint32_t head = grp.head[lowest(m)];
                     bigger.insert(bigger.hash(key_of(head)), head);
                 }
             }
@@ -393,7 +384,7 @@ class BucketTable {
             TableGroup    &grp = groups_[g];
             const uint32_t e   = grp.empties();
             if (__builtin_expect(e != 0, 1)) {
-                const unsigned i = __builtin_ctz(e);
+                const unsigned i = lowest(e);
                 grp.set_ctrl(i, want);
                 grp.head[i] = head;
                 ++size_;

@@ -29,6 +29,8 @@
  *                     unexpected tag (it takes that message).
  *   unexp_claim_mask  N unexpected messages; arrive a fresh message, then
  *                     claim() the OLDEST one with mask 0xffffffff00000000.
+ *   machine_*_line    not the matcher: the cost of one random cache line in
+ *                     a 64 MiB array, dependent and independent (see g).
  * The depth-1 runs of exact_oldest are the baseline.
  *
  * Counters (also in the JSON output):
@@ -45,10 +47,13 @@
 
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 #include <vector>
@@ -596,6 +601,82 @@ void BM_unexp_claim_mask(benchmark::State &state) {
     probe.report(state, m);
 }
 
+/* ---------------------------------------------------------------------------
+ * g. the machine itself, for reading the deep random-tag figures: what one
+ * random cache line costs in a 64 MiB array (1 Mi lines: the order of
+ * magnitude of a 1 Mi-receive matcher, 2 MiB pages advised like the
+ * matcher's tables).
+ *   machine_dependent_line    each load's address comes from the previous
+ *                             load (a random cyclic permutation): latency.
+ *   machine_independent_line  addresses known in advance (read in order from
+ *                             an array), so the loads overlap: throughput, the
+ *                             floor for any structure that touches a random
+ *                             line per operation.
+ * The argument is the number of lines.
+ */
+struct LineBuffer {
+    uint64_t *lines = nullptr; /* 8 words (one cache line) per entry */
+    size_t    n     = 0;
+
+    explicit LineBuffer(size_t count) : n(count) {
+        const size_t bytes = n * 64;
+        void        *p     = std::aligned_alloc(size_t{2} << 20, bytes);
+        if (p != nullptr) {
+            (void)madvise(p, bytes, MADV_HUGEPAGE);
+            lines = static_cast<uint64_t *>(p);
+            std::memset(p, 0, bytes);
+        }
+    }
+    ~LineBuffer() { std::free(lines); }
+    LineBuffer(const LineBuffer &)            = delete;
+    LineBuffer &operator=(const LineBuffer &) = delete;
+};
+
+void BM_machine_dependent_line(benchmark::State &state) {
+    LineBuffer buf(static_cast<size_t>(state.range(0)));
+    if (buf.lines == nullptr) {
+        state.SkipWithError("64 MiB allocation failed");
+        return;
+    }
+    /* Sattolo's shuffle: one cycle through every line */
+    std::vector<uint32_t> perm(buf.n);
+    for (size_t i = 0; i < buf.n; ++i) {
+        perm[i] = static_cast<uint32_t>(i);
+    }
+    uint64_t rng = 12345;
+    for (size_t i = buf.n - 1; i > 0; --i) {
+        rng = mix64(rng + i);
+        std::swap(perm[i], perm[rng % i]);
+    }
+    for (size_t i = 0; i < buf.n; ++i) {
+        buf.lines[perm[i] * size_t{8}] = perm[(i + 1) % buf.n];
+    }
+    uint64_t x = perm[0];
+    for (auto _ : state) {
+        x = buf.lines[x * 8];
+    }
+    benchmark::DoNotOptimize(x);
+}
+
+void BM_machine_independent_line(benchmark::State &state) {
+    LineBuffer buf(static_cast<size_t>(state.range(0)));
+    if (buf.lines == nullptr) {
+        state.SkipWithError("64 MiB allocation failed");
+        return;
+    }
+    std::vector<uint32_t> where(buf.n);
+    for (size_t i = 0; i < buf.n; ++i) {
+        where[i] = static_cast<uint32_t>(mix64(i) % buf.n);
+    }
+    const size_t mask = buf.n - 1; /* a power of two */
+    uint64_t     sum  = 0;
+    size_t       i    = 0;
+    for (auto _ : state) {
+        sum += buf.lines[where[i++ & mask] * size_t{8}];
+    }
+    benchmark::DoNotOptimize(sum);
+}
+
 /* Depths 1 .. 1 Mi. MinTime(0.2) keeps the whole run (5 cases x 6 depths,
  * 3 repetitions) around a minute; the 1 Mi queues still rotate several times. */
 void depths(benchmark::internal::Benchmark *b) {
@@ -620,5 +701,7 @@ BENCHMARK(BM_exact_newest)->Apply(depths);
 BENCHMARK(BM_mask4_oldest)->Apply(depths);
 BENCHMARK(BM_unexp_post_oldest)->Apply(depths);
 BENCHMARK(BM_unexp_claim_mask)->Apply(depths);
+BENCHMARK(BM_machine_dependent_line)->Arg(1 << 20)->ArgName("depth")->MinTime(0.2)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_machine_independent_line)->Arg(1 << 20)->ArgName("depth")->MinTime(0.2)->Unit(benchmark::kNanosecond);
 
 BENCHMARK_MAIN();
