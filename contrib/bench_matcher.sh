@@ -206,6 +206,13 @@ for c in ("exact_oldest", "exact_oldest_seq", "exact_newest"):
                        "over at depth " + ", ".join(bad) if bad
                        else "worst %.1f B at %s" % (worst[1], dname(worst[0]))))
 
+def fmt_ns(v):
+    return "?" if v is None else "%.1f" % v
+line_note = ("one random cache line in a 64 MiB array costs %s ns when its address depends on "
+             "the previous load, %s ns when addresses are known ahead and loads overlap" %
+             (fmt_ns(line_ns.get("machine_dependent_line")),
+              fmt_ns(line_ns.get("machine_independent_line"))))
+
 caches = ", ".join("L%d%s %d KiB" % (x["level"], "d" if x["type"] == "Data" else "",
                                      x["size"] // 1024)
                    for x in ctx.get("caches", []) if x.get("type") in ("Data", "Unified"))
@@ -224,10 +231,7 @@ if checks:
         print("  [%s] %s: %s" % ("ok" if ok else "MISS", name, detail))
     print()
 if line_ns:
-    dep, ind = line_ns.get("machine_dependent_line"), line_ns.get("machine_independent_line")
-    print("Machine (same run): one random cache line in a 64 MiB array costs %s ns when each "
-          "address depends on the previous load, %s ns when the addresses are known ahead" %
-          ("%.1f" % dep if dep else "?", "%.1f" % ind if ind else "?"))
+    print("Machine (same run): " + line_note)
     print()
 if notes:
     print("Notes")
@@ -271,9 +275,6 @@ if checks:
         print("- %s %s: %s" % ("ok" if ok else "**MISS**", name, detail))
     print()
 if line_ns:
-    dep, ind = line_ns.get("machine_dependent_line"), line_ns.get("machine_independent_line")
-    print("Machine, same run (`machine_*_line`): one random cache line in a 64 MiB array costs "
-          "%s ns when its address depends on the previous load, %s ns when addresses are known "
-          "ahead and loads overlap." % ("%.1f" % dep if dep else "?", "%.1f" % ind if ind else "?"))
+    print("Machine, same run (`machine_*_line`): " + line_note + ".")
     print()
 PY
