@@ -84,13 +84,16 @@ struct alignas(64) TableGroup {
         return static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(c, w))) & 0xfff;
     }
     static uint32_t empties(Ctrl c) { return static_cast<uint32_t>(_mm_movemask_epi8(c)) & 0xfff; }
-    /* Stores `c` with byte i replaced by the byte of `value`. */
-    void store_ctrl(Ctrl c, unsigned i, Want value) {
+    /* `c` with byte i replaced by the byte of `value`. */
+    static __m128i with_byte(__m128i c, unsigned i, Want value) {
         alignas(16) static constexpr int8_t kLane[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                                          0, 0, 0, 0, 0, -1};
         const __m128i lane = _mm_loadu_si128(reinterpret_cast<const __m128i *>(&kLane[16 - i]));
-        _mm_store_si128(reinterpret_cast<__m128i *>(ctrl),
-                        _mm_or_si128(_mm_andnot_si128(lane, c), _mm_and_si128(lane, value)));
+        return _mm_or_si128(_mm_andnot_si128(lane, c), _mm_and_si128(lane, value));
+    }
+    /* Stores `c` with byte i replaced by the byte of `value`. */
+    void store_ctrl(Ctrl c, unsigned i, Want value) {
+        _mm_store_si128(reinterpret_cast<__m128i *>(ctrl), with_byte(c, i, value));
     }
     /* Slots whose control byte equals `w`. */
     uint32_t    match(Want w) const {
@@ -102,6 +105,16 @@ struct alignas(64) TableGroup {
      * the group with one 16-byte load, which a 1-byte store could not forward
      * to (a pipeline stall on every operation of a hot group). */
     void set_ctrl(unsigned i, Want value) { store_ctrl(load(), i, value); }
+    /* Bytes of a 16-byte aligned array equal to `value`, one bit each. */
+    static uint32_t match16(const int8_t *bytes, int8_t value) {
+        const __m128i v = _mm_load_si128(reinterpret_cast<const __m128i *>(bytes));
+        return static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, want(value))));
+    }
+    /* bytes[i] = value as one 16-byte store, so that match16() forwards from it. */
+    static void set16(int8_t *bytes, unsigned i, int8_t value) {
+        __m128i *const v = reinterpret_cast<__m128i *>(bytes);
+        _mm_store_si128(v, with_byte(_mm_load_si128(v), i, want(value)));
+    }
     void set_ctrl(unsigned i, int8_t value) { set_ctrl(i, want(value)); }
 #else
     using Want = int8_t;
@@ -117,6 +130,14 @@ struct alignas(64) TableGroup {
     }
     static uint32_t empties(Ctrl c) { return match(c, kEmptyCtrl); }
     void            store_ctrl(Ctrl, unsigned i, Want value) { ctrl[i] = value; }
+    static uint32_t match16(const int8_t *bytes, int8_t value) {
+        uint32_t m = 0;
+        for (unsigned i = 0; i < 16; ++i) {
+            m |= static_cast<uint32_t>(bytes[i] == value) << i;
+        }
+        return m;
+    }
+    static void set16(int8_t *bytes, unsigned i, int8_t value) { bytes[i] = value; }
     uint32_t    match(Want w) const {
         uint32_t m = 0;
         for (unsigned i = 0; i < kGroupSlots; ++i) {
@@ -171,6 +192,8 @@ class BucketTable {
     size_t size() const { return size_; }
     /* True when one more key fits without growing. */
     bool   has_room() const { return size_ < max_size_; }
+    /* Keys it holds before it must grow. */
+    size_t max_size() const { return max_size_; }
     size_t memory_bytes() const { return allocated() ? array_bytes(groups_bytes(group_mask_ + 1)) : 0; }
 
     /* hash() of a table whose keys may have bit 0 set (the exact class):
@@ -180,8 +203,9 @@ class BucketTable {
     Hash hash(uint64_t key) const { return hash_run(key >> rest_shift_, (key >> shift_) & 3); }
 
     /* Starts loading a key's home group, so that several independent lookups
-     * overlap their cache misses. */
-    void prefetch(Hash h) const { __builtin_prefetch(h.home); }
+     * overlap their cache misses. (Always inline: GCC 12 finds a wrapper of
+     * __builtin_prefetch free of side effects and drops calls to it.) */
+    [[gnu::always_inline]] void prefetch(Hash h) const { __builtin_prefetch(h.home); }
 
     /* Head index of the first slot on `h`'s home group whose control byte
      * matches, or kNoHead: a guess (the key is not compared) for prefetching. */

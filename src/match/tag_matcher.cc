@@ -388,6 +388,7 @@ struct TagMatcher::Impl {
 
 TagMatcher::TagMatcher(const MatcherOptions &options) : impl_(std::make_unique<Impl>(options)) {
     update_posted_room();
+    staging_ = (options.staging_min_index_bytes == 0);
 }
 TagMatcher::~TagMatcher()                                 = default;
 TagMatcher::TagMatcher(TagMatcher &&) noexcept            = default;
@@ -399,7 +400,14 @@ void TagMatcher::update_posted_room() {
 
 /* ---- posted side, general path ------------------------------------------- */
 
+void TagMatcher::unstage_all() {
+    while (stage_count_ != 0) {
+        unstage_oldest();
+    }
+}
+
 PostResult TagMatcher::post_general(Tag tag, Tag mask, void *ctx, bool check_unexpected) {
+    unstage_all();
     if (check_unexpected && (unexpected_count_ != 0)) {
         Impl          &im    = *impl_;
         const uint32_t found = im.find_unexpected(tag, mask);
@@ -438,6 +446,7 @@ PostResult TagMatcher::enqueue_posted(Tag tag, Tag mask, void *ctx) {
             result.status = UCS_ERR_NO_MEMORY;
             return result;
         }
+        staging_ = exact_.memory_bytes() >= im.options.staging_min_index_bytes;
     }
     if (!posted_.reserve_one()) {
         result.status = UCS_ERR_NO_MEMORY;
@@ -601,6 +610,7 @@ bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
 }
 
 ArriveResult TagMatcher::arrive_general(Tag tag, uint64_t cookie, bool queue) {
+    unstage_all();
     ArriveResult result;
     if (take_posted_any(tag, &result.recv)) {
         result.matched = true;
@@ -672,6 +682,7 @@ void TagMatcher::match_posted_batch(const Tag *tags, size_t n, ArriveResult *out
 /* ---- cancel, probes --------------------------------------------------------- */
 
 ucs_status_t TagMatcher::cancel(RecvHandle handle, void **ctx) {
+    unstage_all();
     const ucs_status_t status = check_handle(posted_, handle);
     if (status != UCS_OK) {
         return status;
@@ -723,6 +734,7 @@ ucs_status_t TagMatcher::take(MsgHandle handle, Message *msg) {
 /* ---- bulk removal ------------------------------------------------------------ */
 
 std::vector<void *> TagMatcher::remove_matching(Tag tag, Tag mask) {
+    unstage_all();
     std::vector<std::pair<uint64_t, uint32_t>> victims;
     for (uint32_t i = 0; i < posted_.issued(); ++i) {
         const PostedEntry &e = posted_[i];

@@ -125,6 +125,12 @@ struct MatcherOptions {
     /* Below this many unexpected messages, a masked search scans instead of
      * building an index. */
     uint32_t unexpected_index_threshold = 32;
+    /* Once the exact-receive index holds this many bytes (its lines start
+     * missing the caches), an exact post whose index line is not next to the
+     * previous post's prefetches that line and is inserted up to 16 posts
+     * later; arrivals look at those staged receives too (invisible to the
+     * contract). 0: from the first post; SIZE_MAX: never. */
+    size_t   staging_min_index_bytes = size_t{512} << 10;
 };
 
 /* Counters for diagnostics and tests. */
@@ -290,10 +296,18 @@ class TagMatcher {
     };
     ExactKey exact_key() const { return ExactKey{&posted_}; }
 
-    /* An exact receive can be queued without growing anything or hitting max_posted. */
-    bool exact_post_ready() const { return (posted_.live() < posted_room_) && exact_.has_room(); }
+    /* An exact receive can be queued without growing anything or hitting
+     * max_posted (the index has room for it and for every staged receive). */
+    bool exact_post_ready() const {
+        return (posted_.live() < posted_room_) && (exact_.size() + stage_count_ < exact_.max_size());
+    }
 
     PostResult   post_exact(Tag tag, void *ctx);
+    void         index_exact(uint32_t idx, Table::Hash h);
+    void         unstage_oldest();
+    void         unstage_all();
+    void         stage_exact(uint32_t idx, Table::Hash h);
+    bool         take_staged(Tag tag, Table::Hash h, Receive *recv);
     ArriveResult arrive_exact(Tag tag, Table::Hash h, uint64_t cookie);
     ArriveResult match_exact(Tag tag, Table::Hash h);
     bool         take_exact_any(Tag tag, Table::Hash h, Receive *recv);
@@ -324,39 +338,130 @@ class TagMatcher {
     /* receives in masked classes or the overflow ring: arrivals then merge classes */
     size_t                  masked_posted_    = 0;
     size_t                  unexpected_count_ = 0;
+
+    /* Staged exact posts (see MatcherOptions::staging_min_index_bytes): the
+     * entry is written at once, its index line prefetched, and the index
+     * insert done kStage posts later, or before any operation other than an
+     * exact post or arrival. Staged receives are newer than every indexed
+     * one (the ring is inserted in order, and a post that is not staged
+     * first inserts all staged ones), so an arrival takes an index hit if
+     * there is one, else the oldest staged match. */
+    static constexpr uint32_t kStage = 16;
+    struct Staged {
+        Table::Hash h;
+        uint32_t    idx; /* kNoIndex: taken by an arrival */
+    };
+    Staged      stage_[kStage];
+    alignas(16) int8_t stage_ctrl_[kStage] = {}; /* control bytes by position; kEmptyCtrl: taken */
+    uint32_t    stage_head_  = 0;
+    uint32_t    stage_count_ = 0;
+    bool        staging_     = false;
+    uintptr_t   last_home_   = 0; /* previous exact post's index line (compared only) */
     std::unique_ptr<Impl>   impl_;
 };
 
 /* The exact fast path reads every member it needs before its first store:
  * stores through the table's vector type may alias anything, and would force
  * reloads. */
-[[gnu::always_inline]] inline PostResult TagMatcher::post_exact(Tag tag, void *ctx) {
-    Entry *const      base = posted_.data();
-    const Table::Hash h    = exact_.hash_low(tag);
-    const uint32_t    idx  = posted_.take();
-    const uint64_t    seq  = posted_seq_++;
-    const Table::Found found =
-            exact_.find_or_insert_fast(tag, h, [base](uint32_t i) { return base[i].tag; }, idx);
+/* Inserts a written exact entry into the index (or appends it to its key's ring). */
+[[gnu::always_inline]] inline void TagMatcher::index_exact(uint32_t idx, Table::Hash h) {
+    Entry *const       base  = posted_.data();
+    const Table::Found found = exact_.find_or_insert_fast(
+            base[idx].tag, h, [base](uint32_t i) { return base[i].tag; }, idx);
     Entry &e = base[idx];
-    e.tag    = tag;
-    e.ctx    = ctx;
-    e.seq    = seq;
-    e.cls    = 0;
-    const uint32_t gen = e.gen + 1;
-    e.gen              = gen;
     if (__builtin_expect(found.inserted, 1)) {
         e.link = detail::Links{idx, idx};
     } else {
         /* append to the key's FIFO ring: the head's prev is the tail */
-        const uint32_t first = *found.ref;
-        const uint32_t tail  = base[first].link.prev;
-        e.link               = detail::Links{first, tail};
+        const uint32_t first  = *found.ref;
+        const uint32_t tail   = base[first].link.prev;
+        e.link                = detail::Links{first, tail};
         base[tail].link.next  = idx;
         base[first].link.prev = idx;
+    }
+}
+
+[[gnu::always_inline]] inline void TagMatcher::unstage_oldest() {
+    const Staged s          = stage_[stage_head_];
+    detail::TableGroup::set16(stage_ctrl_, stage_head_, detail::kEmptyCtrl);
+    stage_head_    = (stage_head_ + 1) % kStage;
+    --stage_count_;
+    if (s.idx != kNoIndex) {
+        index_exact(s.idx, s.h);
+    }
+}
+
+[[gnu::always_inline]] inline PostResult TagMatcher::post_exact(Tag tag, void *ctx) {
+    Entry *const      base = posted_.data();
+    const Table::Hash h    = exact_.hash_low(tag);
+    const uint32_t    idx  = posted_.take();
+    Entry            &e    = base[idx];
+    e.tag              = tag;
+    e.ctx              = ctx;
+    e.seq              = posted_seq_++;
+    e.cls              = 0;
+    const uint32_t gen = e.gen + 1;
+    e.gen              = gen;
+    if (__builtin_expect(!staging_, 1)) {
+        index_exact(idx, h);
+    } else {
+        stage_exact(idx, h);
     }
     PostResult result;
     result.handle = Handle{idx, gen};
     return result;
+}
+
+/* Staged unless its line is the previous post's or the next one (a sequence
+ * of tags walks the index in order: the line is in the cache or on its way,
+ * and staging would only cost). */
+[[gnu::always_inline]] inline void TagMatcher::stage_exact(uint32_t idx, Table::Hash h) {
+    const uintptr_t home = reinterpret_cast<uintptr_t>(h.home);
+    const uintptr_t step = home - last_home_ + sizeof(*h.home);
+    last_home_           = home;
+    if (step <= 2 * sizeof(*h.home)) {
+        if (stage_count_ != 0) {
+            unstage_all(); /* keep the index older than the stage */
+        }
+        index_exact(idx, h);
+        return;
+    }
+    exact_.prefetch(h);
+    if (stage_count_ == kStage) {
+        unstage_oldest();
+    }
+    const uint32_t pos = (stage_head_ + stage_count_++) % kStage;
+    stage_[pos]        = Staged{h, idx};
+    detail::TableGroup::set16(stage_ctrl_, pos, h.ctrl);
+}
+
+/* The oldest staged receive with tag `tag`, removed; false if none. The
+ * control bytes of the stage are compared at once, entries only on a match. */
+inline bool TagMatcher::take_staged(Tag tag, Table::Hash h, Receive *recv) {
+    uint32_t m = detail::TableGroup::match16(stage_ctrl_, h.ctrl);
+    /* in ring order from the oldest, restricted to the staged ones */
+    m = ((m >> stage_head_) | (m << (kStage - stage_head_))) & ((1u << stage_count_) - 1);
+    Entry *const base = posted_.data();
+    for (; m != 0; m &= m - 1) {
+        const uint32_t i   = detail::lowest(m);
+        const uint32_t pos = (stage_head_ + i) % kStage;
+        const uint32_t idx = stage_[pos].idx;
+        if (base[idx].tag == tag) {
+            Entry &e   = base[idx];
+            recv->tag  = tag;
+            recv->mask = kExactMask;
+            recv->ctx  = e.ctx;
+            e.gen += 1;
+            posted_.release(idx);
+            stage_[pos].idx  = kNoIndex;
+            detail::TableGroup::set16(stage_ctrl_, pos, detail::kEmptyCtrl);
+            if (i + 1 == stage_count_) {
+                --stage_count_; /* the newest: no hole left behind */
+            }
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Removes the receive at the head of an exact key's ring (the key's oldest). */
@@ -381,7 +486,7 @@ class TagMatcher {
     posted_.release(idx);
 }
 
-/* The oldest exact receive for `tag`, removed; false if none. */
+/* The oldest exact receive for `tag` (indexed, else staged), removed; false if none. */
 [[gnu::always_inline]] inline bool TagMatcher::take_exact_any(Tag tag, Table::Hash h, Receive *recv) {
     Entry *const     base = posted_.data();
     const Table::Ref slot = exact_.find_fast(tag, h, [base](uint32_t i) { return base[i].tag; });
@@ -389,7 +494,7 @@ class TagMatcher {
         take_exact(slot, h, recv);
         return true;
     }
-    return false;
+    return (stage_count_ != 0) && take_staged(tag, h, recv);
 }
 
 [[gnu::always_inline]] inline ArriveResult TagMatcher::match_exact(Tag tag, Table::Hash h) {

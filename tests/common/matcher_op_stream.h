@@ -210,9 +210,11 @@ struct Op {
 inline std::string options_string(const match::MatcherOptions &o) {
     auto lim = [](size_t v) { return v == SIZE_MAX ? std::string("SIZE_MAX") : std::to_string(v); };
     return strprintf("{max_posted=%s, max_unexpected=%s, max_mask_classes=%u, "
-                     "max_unexpected_indexes=%u, unexpected_index_threshold=%u}",
+                     "max_unexpected_indexes=%u, unexpected_index_threshold=%u, "
+                     "staging_min_index_bytes=%s}",
                      lim(o.max_posted).c_str(), lim(o.max_unexpected).c_str(), o.max_mask_classes,
-                     o.max_unexpected_indexes, o.unexpected_index_threshold);
+                     o.max_unexpected_indexes, o.unexpected_index_threshold,
+                     lim(o.staging_min_index_bytes).c_str());
 }
 
 struct OpStreamConfig {
@@ -502,6 +504,11 @@ class MatcherOpStream {
         o.max_mask_classes           = kClasses[s.below(8)];
         o.max_unexpected_indexes     = kIndexes[s.below(6)];
         o.unexpected_index_threshold = kThresholds[s.below(8)];
+        /* staged exact posts: from the first post (twice as likely), from a
+         * small index, never, the default */
+        static const size_t kStaging[] = {0, 0, 1024, SIZE_MAX,
+                                          match::MatcherOptions().staging_min_index_bytes};
+        o.staging_min_index_bytes = kStaging[s.below(5)];
         return o;
     }
 

@@ -1892,6 +1892,7 @@ struct ModelCase {
     uint32_t    max_mask_classes;
     uint32_t    max_unexpected_indexes;
     uint32_t    unexpected_index_threshold;
+    size_t      staging_min_index_bytes = MatcherOptions().staging_min_index_bytes;
 };
 
 class TagMatcherModel : public ::testing::TestWithParam<ModelCase> {};
@@ -1902,6 +1903,7 @@ TEST_P(TagMatcherModel, RandomOperationsAgreeWithNaiveModel) {
     o.max_mask_classes           = mc.max_mask_classes;
     o.max_unexpected_indexes     = mc.max_unexpected_indexes;
     o.unexpected_index_threshold = mc.unexpected_index_threshold;
+    o.staging_min_index_bytes    = mc.staging_min_index_bytes;
     TagMatcher m(o);
     std::mt19937_64 rng(mc.seed);
 
@@ -2069,12 +2071,14 @@ INSTANTIATE_TEST_SUITE_P(
         Configs, TagMatcherModel,
         ::testing::Values(ModelCase{1, 64, 4, 32}, ModelCase{2, 64, 4, 32}, ModelCase{3, 2, 1, 4},
                           ModelCase{4, 1, 0, 0}, ModelCase{5, 4, 4, 0}, ModelCase{6, 3, 2, 8},
-                          ModelCase{7, 1024, 4, 1}, ModelCase{8, 0, 3, 2}),
+                          ModelCase{7, 1024, 4, 1}, ModelCase{8, 0, 3, 2},
+                          ModelCase{9, 64, 4, 32, 0}, ModelCase{10, 2, 1, 4, 0}),
         [](const ::testing::TestParamInfo<ModelCase> &info) {
             const ModelCase &c = info.param;
             return "seed" + std::to_string(c.seed) + "_classes" + std::to_string(c.max_mask_classes) +
                    "_uidx" + std::to_string(c.max_unexpected_indexes) + "_thr" +
-                   std::to_string(c.unexpected_index_threshold);
+                   std::to_string(c.unexpected_index_threshold) +
+                   (c.staging_min_index_bytes == 0 ? "_staged" : "");
         });
 
 /* ========================================================================== */
@@ -2340,6 +2344,7 @@ struct BatchCase {
     size_t   max_unexpected;
     int      masked_percent; /* receives posted with a partial mask */
     size_t   depth;          /* receives posted before the bursts */
+    size_t   staging_min_index_bytes = MatcherOptions().staging_min_index_bytes;
 };
 
 class TagMatcherBatch : public ::testing::TestWithParam<BatchCase> {};
@@ -2353,7 +2358,8 @@ TEST_P(TagMatcherBatch, BurstsEqualOneByOneArrivals) {
     const BatchCase bc = GetParam();
     std::mt19937_64 rng(bc.seed);
     MatcherOptions o;
-    o.max_unexpected = bc.max_unexpected;
+    o.max_unexpected          = bc.max_unexpected;
+    o.staging_min_index_bytes = bc.staging_min_index_bytes;
     TagMatcher one(o), burst(o);
     const Tag masks[] = {0xffffffff00000000ull, 0x00000000ffffffffull, 0};
     std::vector<Tag> live; /* tags posted so far (arrivals pick from them) */
@@ -2417,12 +2423,14 @@ TEST_P(TagMatcherBatch, BurstsEqualOneByOneArrivals) {
 INSTANTIATE_TEST_SUITE_P(Configs, TagMatcherBatch,
                          ::testing::Values(BatchCase{1, SIZE_MAX, 0, 0}, BatchCase{2, SIZE_MAX, 0, 5000},
                                            BatchCase{3, SIZE_MAX, 30, 100}, BatchCase{4, 5, 0, 50},
-                                           BatchCase{5, 7, 20, 3000}, BatchCase{6, SIZE_MAX, 100, 200}),
+                                           BatchCase{5, 7, 20, 3000}, BatchCase{6, SIZE_MAX, 100, 200},
+                                           BatchCase{7, SIZE_MAX, 0, 300, 0}, BatchCase{8, 9, 10, 40, 0}),
                          [](const ::testing::TestParamInfo<BatchCase> &info) {
                              const BatchCase &c = info.param;
                              return "seed" + std::to_string(c.seed) + "_masked" +
                                     std::to_string(c.masked_percent) + "_depth" + std::to_string(c.depth) +
-                                    (c.max_unexpected == SIZE_MAX ? std::string() : "_maxu" + std::to_string(c.max_unexpected));
+                                    (c.max_unexpected == SIZE_MAX ? std::string() : "_maxu" + std::to_string(c.max_unexpected)) +
+                                    (c.staging_min_index_bytes == 0 ? "_staged" : "");
                          });
 
 TEST(TagMatcherBatchContract, RepeatedTagInOneBurstTakesReceivesOldestFirst) {
@@ -2577,4 +2585,130 @@ TEST(BucketTableOverflow, KeysSharingOneHomeGroupStayFindable) {
         }
     }
     EXPECT_EQ(0u, t.size());
+}
+
+/* ========================================================================== */
+/* Staged index inserts (MatcherOptions::staging_min_index_bytes)             */
+/* ========================================================================== */
+
+namespace {
+MatcherOptions staged_options() {
+    MatcherOptions o;
+    o.staging_min_index_bytes = 0; /* stage from the first post */
+    return o;
+}
+}  // namespace
+
+TEST(TagMatcherStaging, StagedReceivesKeepPostingOrderAgainstIndexedOnes) {
+    TagMatcher m(staged_options());
+    /* more than the stage holds: the oldest get indexed, the newest stay staged */
+    for (int i = 0; i < 40; ++i) post_queued(m, kT, kExactMask, ctx(i));
+    for (int i = 0; i < 40; ++i) {
+        ArriveResult a = m.arrive(kT, i);
+        ASSERT_TRUE(a.matched) << i;
+        EXPECT_EQ(ctx(i), a.recv.ctx) << i;
+    }
+    EXPECT_FALSE(m.match_posted(kT).matched);
+}
+
+/* Posts alternate between tags whose index lines are far apart (staged) and
+ * a tag posted right after itself (same line: not staged, which first
+ * inserts everything staged): posting order still decides. */
+TEST(TagMatcherStaging, UnstagedPostAfterStagedOnesKeepsOrder) {
+    TagMatcher m(staged_options());
+    std::mt19937_64 rng(3);
+    std::vector<Tag> order;
+    for (int i = 0; i < 300; ++i) {
+        const Tag t = (i % 3 == 2) ? order.back() : rng() % 7; /* repeats: same line as the previous post */
+        post_queued(m, t, kExactMask, ctx(i));
+        order.push_back(t);
+    }
+    std::vector<bool> taken(order.size(), false);
+    for (int i = 0; i < 300; ++i) {
+        ArriveResult a = m.match_posted(order[i]);
+        ASSERT_TRUE(a.matched) << i;
+        /* the oldest receive with that tag: the first not yet taken */
+        size_t want = 0;
+        while (taken[want] || order[want] != order[i]) ++want;
+        taken[want] = true;
+        EXPECT_EQ(ctx(want), a.recv.ctx) << i;
+    }
+    EXPECT_EQ(0u, m.posted_count());
+}
+
+TEST(TagMatcherStaging, NewestStagedReceiveMatchesAndCancelSeesIt) {
+    TagMatcher m(staged_options());
+    for (int i = 0; i < 100; ++i) post_queued(m, 1000 + i * 7919, kExactMask, ctx(i));
+    RecvHandle   h = post_queued(m, 7, kExactMask, ctx(100));
+    ArriveResult a = m.match_posted(7); /* the receive posted just before */
+    ASSERT_TRUE(a.matched);
+    EXPECT_EQ(ctx(100), a.recv.ctx);
+    EXPECT_EQ(UCS_ERR_NO_ELEM, m.cancel(h)); /* it left by the match */
+    RecvHandle h2 = post_queued(m, 8, kExactMask, ctx(101));
+    void      *c  = nullptr;
+    EXPECT_EQ(UCS_OK, m.cancel(h2, &c)); /* a staged receive can be cancelled */
+    EXPECT_EQ(ctx(101), c);
+    EXPECT_FALSE(m.match_posted(8).matched);
+    EXPECT_EQ(100u, m.posted_count());
+}
+
+TEST(TagMatcherStaging, MaskedReceivesAndDrainSeeStagedOnes) {
+    TagMatcher m(staged_options());
+    post_queued(m, 0x42, kExactMask, ctx(0)); /* staged */
+    post_queued(m, 0x40, 0xF0, ctx(1));       /* masked: everything staged is indexed first */
+    post_queued(m, 0x42, kExactMask, ctx(2));
+    post_queued(m, 0x43, kExactMask, ctx(3));
+    ArriveResult a = m.arrive(0x42, 0);
+    ASSERT_TRUE(a.matched);
+    EXPECT_EQ(ctx(0), a.recv.ctx);
+    a = m.arrive(0x42, 1);
+    ASSERT_TRUE(a.matched);
+    EXPECT_EQ(ctx(1), a.recv.ctx); /* the masked one was posted before ctx(2) */
+    Drained d = drain_all(m);
+    EXPECT_EQ((std::vector<void *>{ctx(2), ctx(3)}), d.recvs);
+}
+
+/* A deep FIFO rotation with the default threshold (the index outgrows
+ * 512 KiB, so posts are staged), with cancels of just-posted receives,
+ * arrivals of the newest and of absent tags mixed in. */
+TEST(TagMatcherStaging, DeepRotationWithDefaultThresholdStaysExact) {
+    TagMatcher     m;
+    const uint64_t depth  = 40000;
+    auto           tag_of = [](uint64_t i) { return (i * 0x9e3779b97f4a7c15ull) ^ (i >> 5); };
+    std::deque<std::pair<uint64_t, RecvHandle>> live; /* posting order */
+    uint64_t next = 0;
+    for (; next < depth; ++next) live.emplace_back(next, post_queued(m, tag_of(next), kExactMask, ctx(next)));
+    std::mt19937_64 rng(11);
+    for (int step = 0; step < 200000; ++step) {
+        const unsigned kind = rng() % 100;
+        if (kind < 80) { /* oldest leaves, a new one arrives at the tail */
+            ArriveResult a = m.arrive(tag_of(live.front().first), step);
+            ASSERT_TRUE(a.matched) << step;
+            ASSERT_EQ(ctx(live.front().first), a.recv.ctx) << step;
+            live.pop_front();
+        } else if (kind < 88) { /* the newest leaves by a match */
+            ArriveResult a = m.match_posted(tag_of(live.back().first));
+            ASSERT_TRUE(a.matched) << step;
+            ASSERT_EQ(ctx(live.back().first), a.recv.ctx) << step;
+            live.pop_back();
+        } else if (kind < 96) { /* one of the newest leaves by cancel */
+            const size_t k = live.size() - 1 - rng() % std::min<size_t>(live.size(), 20);
+            void        *c = nullptr;
+            ASSERT_EQ(UCS_OK, m.cancel(live[k].second, &c)) << step;
+            ASSERT_EQ(ctx(live[k].first), c);
+            ASSERT_EQ(UCS_ERR_NO_ELEM, m.cancel(live[k].second));
+            live.erase(live.begin() + static_cast<long>(k));
+        } else { /* nothing posted has this tag */
+            ASSERT_FALSE(m.match_posted(tag_of(next + 1000000)).matched) << step;
+        }
+        while (live.size() < depth) {
+            live.emplace_back(next, post_queued(m, tag_of(next), kExactMask, ctx(next)));
+            ++next;
+        }
+        if (HasFatalFailure()) return;
+    }
+    ASSERT_EQ(live.size(), m.posted_count());
+    Drained d = drain_all(m);
+    ASSERT_EQ(live.size(), d.recvs.size());
+    for (size_t i = 0; i < live.size(); ++i) ASSERT_EQ(ctx(live[i].first), d.recvs[i]) << i;
 }
