@@ -382,8 +382,9 @@ class TagMatcher {
 }
 
 [[gnu::always_inline]] inline void TagMatcher::unstage_oldest() {
-    const Staged s          = stage_[stage_head_];
-    detail::TableGroup::set16(stage_ctrl_, stage_head_, detail::kEmptyCtrl);
+    /* its control byte is left as is: past stage_count_, take_staged() never
+     * looks at it, and the next staged post overwrites it */
+    const Staged s = stage_[stage_head_];
     stage_head_    = (stage_head_ + 1) % kStage;
     --stage_count_;
     if (s.idx != kNoIndex) {
