@@ -60,7 +60,7 @@ ucs_status_t TagEngine::post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov
     const uintptr_t key = (iovcnt > 0) ? reinterpret_cast<uintptr_t>(iov[0].buffer) : 0;
     uint32_t        index;
     try {
-        if ((key > 1) && !buffers_.insert(key)) {
+        if ((key != 0) && !buffers_.insert(key)) {
             ++counters_.refused;
             return UCS_ERR_ALREADY_EXISTS;
         }
@@ -72,7 +72,7 @@ ucs_status_t TagEngine::post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov
     const match::PostResult result = matcher_.post_expected_only(tag, mask, &recv);
     if (result.status != UCS_OK) {
         recvs_.release(index);
-        if (key > 1) {
+        if (key != 0) {
             buffers_.erase(key);
         }
         return result.status;
@@ -84,7 +84,7 @@ ucs_status_t TagEngine::post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov
     recv.handle       = result.handle;
     recv.index        = index;
     recv.state        = kPosted;
-    recv.holds_buffer = (key > 1);
+    recv.holds_buffer = (key != 0);
     for (size_t i = 0; i < iovcnt; ++i) {
         recv.iov[i].iov_base = iov[i].buffer;
         recv.iov[i].iov_len  = iov[i].length;
@@ -179,7 +179,7 @@ TagEngine::Recv *TagEngine::match_posted(uct_tag_t tag) {
     return recv;
 }
 
-size_t TagEngine::scatter(Recv *recv, size_t offset, const void *data, size_t length) const {
+size_t TagEngine::scatter_iov(Recv *recv, size_t offset, const void *data, size_t length) const {
     const char *src     = static_cast<const char *>(data);
     size_t      written = 0;
     size_t      base    = 0;

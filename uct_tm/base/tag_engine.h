@@ -31,8 +31,10 @@
 
 #include <uct/api/uct.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <sys/uio.h>
 #include <vector>
 
@@ -90,7 +92,15 @@ class TagEngine {
 
     /* Copies `length` bytes at message offset `offset` into the receive,
      * dropping what does not fit. Returns the bytes written. */
-    size_t scatter(Recv *recv, size_t offset, const void *data, size_t length) const;
+    size_t scatter(Recv *recv, size_t offset, const void *data, size_t length) const {
+        if (recv->iovcnt == 1) { /* what UCP and most users post */
+            const size_t capacity = recv->iov[0].iov_len;
+            const size_t n = (offset < capacity) ? std::min(capacity - offset, length) : 0;
+            memcpy(static_cast<char *>(recv->iov[0].iov_base) + offset, data, n);
+            return n;
+        }
+        return scatter_iov(recv, offset, data, length);
+    }
 
     /* Local iovecs covering message bytes [0, min(length, capacity)). */
     size_t iovecs(const Recv *recv, size_t length, struct iovec *out) const;
@@ -140,6 +150,7 @@ class TagEngine {
     struct Priv; /* what the engine keeps in uct_tag_context::priv */
 
     Recv    *match_posted(uct_tag_t tag);
+    size_t   scatter_iov(Recv *recv, size_t offset, const void *data, size_t length) const;
     Recv    *lookup(uct_tag_context_t *ctx);
     void     release(Recv *recv);
     unsigned deliver_cancelled();
