@@ -46,6 +46,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -403,13 +404,19 @@ class TagMatcher {
     e.cls              = 0;
     const uint32_t gen = e.gen + 1;
     e.gen              = gen;
+    /* The handle as one 64-bit word, formed before the index update (which
+     * spills registers): callers copy it with one 64-bit load, and store
+     * forwarding serves that only from a store of the same width -- two
+     * 32-bit halves cost a ~15-cycle stall on every post. */
+    const uint64_t handle_bits = uint64_t{idx} | (uint64_t{gen} << 32);
     if (__builtin_expect(!staging_, 1)) {
         index_exact(idx, h);
     } else {
         stage_exact(idx, h);
     }
     PostResult result;
-    result.handle = Handle{idx, gen};
+    static_assert(sizeof(Handle) == sizeof(handle_bits), "Handle is two 32-bit words");
+    memcpy(static_cast<void *>(&result.handle), &handle_bits, sizeof(handle_bits));
     return result;
 }
 
