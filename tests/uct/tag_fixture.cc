@@ -39,6 +39,10 @@ void TagTest::close() {
         uct_ep_destroy(ep_);
         ep_ = nullptr;
     }
+    if (rx_ep_ != nullptr) {
+        uct_ep_destroy(rx_ep_);
+        rx_ep_ = nullptr;
+    }
     tx_.reset();
     rx_.reset();
     env_.reset();
@@ -47,7 +51,7 @@ void TagTest::close() {
 void TagTest::reopen(const Settings &rx_settings, const Settings &tx_settings,
                      size_t rx_headroom) {
     close();
-    env_.reset(new UctEnv());
+    env_.reset(new UctEnv(GetParam()));
     rx_.reset(new Node(*env_, GetParam(), rx_settings, rx_headroom));
     if (rx_->status == UCS_ERR_NO_ELEM) {
         GTEST_SKIP() << GetParam() << " has no such setting";
@@ -55,7 +59,14 @@ void TagTest::reopen(const Settings &rx_settings, const Settings &tx_settings,
     ASSERT_EQ(rx_->status, UCS_OK) << "receiver iface of " << GetParam();
     tx_.reset(new Node(*env_, GetParam(), tx_settings, rx_headroom));
     ASSERT_EQ(tx_->status, UCS_OK) << "sender iface of " << GetParam();
-    ASSERT_EQ(tx_->connect(rx_->address(), &ep_), UCS_OK);
+    ASSERT_EQ(tx_->connect_pair(*rx_, &ep_, &rx_ep_), UCS_OK);
+}
+
+uct_ep_h TagTest::reverse_ep() {
+    if (rx_ep_ == nullptr) {
+        EXPECT_EQ(rx_->connect(tx_->address(), &rx_ep_), UCS_OK);
+    }
+    return rx_ep_;
 }
 
 unsigned TagTest::progress() { return uct_worker_progress(env_->worker()); }

@@ -53,10 +53,15 @@ class TagTest : public ::testing::TestWithParam<std::string> {
      * buffer is not written. */
     void expect_rndv_cancel_before_match(uct_tag_t tag, size_t length);
 
+    /* An endpoint from rx to tx: the one bound to ep_ for CONNECT_TO_EP
+     * transports, else one made on first use. Closed by close(). */
+    uct_ep_h reverse_ep();
+
     std::unique_ptr<UctEnv> env_;
     std::unique_ptr<Node>   rx_;
     std::unique_ptr<Node>   tx_;
-    uct_ep_h                ep_ = nullptr;
+    uct_ep_h                ep_    = nullptr;
+    uct_ep_h                rx_ep_ = nullptr; /* rx -> tx */
     std::vector<std::string> shm_before_;
 };
 

@@ -39,8 +39,8 @@ ucs_status_t ignore_rndv(void *, unsigned, uint64_t, const void *, unsigned, uin
 std::vector<std::string> tag_transports() {
     std::vector<std::string> found;
     try {
-        UctEnv env;
         for (const std::string &tl : tm_transports()) {
+            UctEnv env(tl);
             uct_iface_params_t params = {};
             params.field_mask = UCT_IFACE_PARAM_FIELD_FEATURES | UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB |
                                 UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB;
@@ -63,6 +63,26 @@ std::vector<std::string> tag_transports() {
         fprintf(stderr, "[uct-tm tests] no tag transports: %s\n", e.what());
     }
     return found;
+}
+
+bool connects_to_iface(const std::string &tl) {
+    try {
+        UctEnv             env(tl);
+        uct_iface_params_t params = {};
+        params.field_mask         = UCT_IFACE_PARAM_FIELD_FEATURES;
+        params.features           = UCT_IFACE_FEATURE_AM;
+        uct_iface_h iface;
+        if (env.open_iface(tl, params, &iface) != UCS_OK) {
+            return false;
+        }
+        uct_iface_attr_t attr;
+        const bool       yes = (uct_iface_query(iface, &attr) == UCS_OK) &&
+                         (attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE);
+        uct_iface_close(iface);
+        return yes;
+    } catch (const std::exception &) {
+        return false;
+    }
 }
 
 /* ---- payloads ---------------------------------------------------------------------------- */
@@ -596,6 +616,53 @@ ucs_status_t Node::connect(const std::string &remote, uct_ep_h *ep) const {
     p.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(remote.data());
     p.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(remote.data() + attr.device_addr_len);
     return uct_ep_create(&p, ep);
+}
+
+ucs_status_t Node::connect_pair(const Node &peer, uct_ep_h *ep, uct_ep_h *peer_ep) const {
+    *peer_ep = nullptr;
+    if (attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) {
+        return connect(peer.address(), ep);
+    }
+    if (!(attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    uct_ep_params_t p = {};
+    p.field_mask      = UCT_EP_PARAM_FIELD_IFACE;
+    p.iface           = iface;
+    ucs_status_t status = uct_ep_create(&p, ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+    p.iface = peer.iface;
+    status  = uct_ep_create(&p, peer_ep);
+    if (status != UCS_OK) {
+        uct_ep_destroy(*ep);
+        *ep = nullptr;
+        return status;
+    }
+    std::string ep_addr(attr.ep_addr_len, '\0'), peer_ep_addr(peer.attr.ep_addr_len, '\0');
+    std::string dev(attr.device_addr_len, '\0'), peer_dev(peer.attr.device_addr_len, '\0');
+    uct_iface_get_device_address(iface, reinterpret_cast<uct_device_addr_t *>(&dev[0]));
+    uct_iface_get_device_address(peer.iface, reinterpret_cast<uct_device_addr_t *>(&peer_dev[0]));
+    status = uct_ep_get_address(*ep, reinterpret_cast<uct_ep_addr_t *>(&ep_addr[0]));
+    if (status == UCS_OK) {
+        status = uct_ep_get_address(*peer_ep, reinterpret_cast<uct_ep_addr_t *>(&peer_ep_addr[0]));
+    }
+    if (status == UCS_OK) {
+        status = uct_ep_connect_to_ep(*ep, reinterpret_cast<const uct_device_addr_t *>(peer_dev.data()),
+                                      reinterpret_cast<const uct_ep_addr_t *>(peer_ep_addr.data()));
+    }
+    if (status == UCS_OK) {
+        status = uct_ep_connect_to_ep(*peer_ep, reinterpret_cast<const uct_device_addr_t *>(dev.data()),
+                                      reinterpret_cast<const uct_ep_addr_t *>(ep_addr.data()));
+    }
+    if (status != UCS_OK) {
+        uct_ep_destroy(*ep);
+        uct_ep_destroy(*peer_ep);
+        *ep      = nullptr;
+        *peer_ep = nullptr;
+    }
+    return status;
 }
 
 namespace {

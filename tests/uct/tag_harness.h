@@ -51,6 +51,10 @@ class Rng {
  * at least one UCT_IFACE_FLAG_TAG_* capability. */
 std::vector<std::string> tag_transports();
 
+/* True if transport `tl` connects to a remote iface address
+ * (UCT_IFACE_FLAG_CONNECT_TO_IFACE) rather than endpoint to endpoint. */
+bool connects_to_iface(const std::string &tl);
+
 /* ---- payloads -------------------------------------------------------------------- */
 
 /* Byte `i` of the message identified by `seed`. */
@@ -303,8 +307,12 @@ class Node {
 
     /* Device address followed by iface address. */
     std::string address() const;
-    /* An endpoint to the iface whose address() is `remote`. */
+    /* An endpoint to the iface whose address() is `remote` (CONNECT_TO_IFACE). */
     ucs_status_t connect(const std::string &remote, uct_ep_h *ep) const;
+    /* Connects this node to `peer`: *ep from here to there. A CONNECT_TO_EP
+     * transport also needs the peer's endpoint back to us (*peer_ep, the two
+     * queue pairs are bound to each other); CONNECT_TO_IFACE ones leave it null. */
+    ucs_status_t connect_pair(const Node &peer, uct_ep_h *ep, uct_ep_h *peer_ep) const;
     /* uct_iface_set_am_handler(id) recording payloads into `log`. */
     ucs_status_t set_am_log(uint8_t id, std::vector<std::string> *log);
     /* uct_iface_release_desc() of descriptors the recorder kept. */

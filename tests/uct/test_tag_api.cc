@@ -257,8 +257,8 @@ TEST_P(TagTest, RndvUnexpectedGetZcopy) {
     if (lacks(Path::kRndv) || !(rx_->caps.flags & UCT_IFACE_FLAG_GET_ZCOPY)) {
         GTEST_SKIP();
     }
-    uct_ep_h back;
-    ASSERT_EQ(rx_->connect(tx_->address(), &back), UCS_OK);
+    uct_ep_h back = reverse_ep();
+    ASSERT_NE(back, nullptr);
     Rng rng(test_seed() ^ 6);
     for (size_t length : tx_->caps.sizes(Path::kRndv)) {
         SCOPED_TRACE("length " + std::to_string(length));
@@ -300,7 +300,6 @@ TEST_P(TagTest, RndvUnexpectedGetZcopy) {
         drain();
         EXPECT_EQ(s.comp->calls, 0);
     }
-    uct_ep_destroy(back);
 }
 
 /* tag_rndv_cancel before the receiver matched: the sender's completion is
@@ -317,8 +316,8 @@ TEST_P(TagTest, RndvCancelAfterUnexpectedArrival) {
     if (lacks(Path::kRndv) || !(rx_->caps.flags & UCT_IFACE_FLAG_GET_ZCOPY)) {
         GTEST_SKIP();
     }
-    uct_ep_h back;
-    ASSERT_EQ(rx_->connect(tx_->address(), &back), UCS_OK);
+    uct_ep_h back = reverse_ep();
+    ASSERT_NE(back, nullptr);
     Send s(Path::kRndv, 0x4321, 0, 12, 5000);
     ASSERT_EQ(send(s), UCS_OK);
     ASSERT_TRUE(wait([&] { return rx_->unexp.rndvs.size() == 1; }));
@@ -339,7 +338,6 @@ TEST_P(TagTest, RndvCancelAfterUnexpectedArrival) {
     uct_rkey_release(env_->component(), &rkey);
     drain();
     EXPECT_EQ(s.comp->calls, 0);
-    uct_ep_destroy(back);
 }
 
 /* Rendezvous through the pipelined copy (the sender copies into the

@@ -1,5 +1,6 @@
 #include "uct_env.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -24,7 +25,56 @@ uct_component_h find_tm_component() {
     return found;
 }
 
-UctEnv::UctEnv() {
+namespace {
+
+/* Opens MD `name` of `component`; null on failure. */
+uct_md_h open_md(uct_component_h component, const char *name) {
+    uct_md_config_t *config;
+    if (uct_md_config_read(component, nullptr, nullptr, &config) != UCS_OK) {
+        return nullptr;
+    }
+    uct_md_h           md     = nullptr;
+    const ucs_status_t status = uct_md_open(component, name, config, &md);
+    uct_config_release(config);
+    return (status == UCS_OK) ? md : nullptr;
+}
+
+/* MD names of component "tm". */
+std::vector<std::string> md_names(uct_component_h component) {
+    std::vector<std::string> names;
+    uct_component_attr_t     attr = {};
+    attr.field_mask               = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    if (uct_component_query(component, &attr) != UCS_OK) {
+        return names;
+    }
+    std::vector<uct_md_resource_desc_t> resources(attr.md_resource_count);
+    attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    attr.md_resources = resources.data();
+    if (uct_component_query(component, &attr) == UCS_OK) {
+        for (const auto &r : resources) {
+            names.emplace_back(r.md_name);
+        }
+    }
+    return names;
+}
+
+/* Transports `md` offers. */
+std::vector<std::string> md_transports(uct_md_h md) {
+    std::vector<std::string> names;
+    uct_tl_resource_desc_t  *resources;
+    unsigned                 count;
+    if (uct_md_query_tl_resources(md, &resources, &count) == UCS_OK) {
+        for (unsigned i = 0; i < count; ++i) {
+            names.emplace_back(resources[i].tl_name);
+        }
+        uct_release_tl_resource_list(resources);
+    }
+    return names;
+}
+
+}  // namespace
+
+UctEnv::UctEnv(const std::string &tl) {
     component_ = find_tm_component();
     if (component_ == nullptr) {
         throw std::runtime_error("component \"tm\" is not registered");
@@ -35,14 +85,25 @@ UctEnv::UctEnv() {
     if (uct_worker_create(async_, UCS_THREAD_MODE_SINGLE, &worker_) != UCS_OK) {
         throw std::runtime_error("uct_worker_create failed");
     }
-    uct_md_config_t *config;
-    if (uct_md_config_read(component_, nullptr, nullptr, &config) != UCS_OK) {
-        throw std::runtime_error("uct_md_config_read failed");
+    if (tl.empty()) {
+        md_ = open_md(component_, "tm");
     }
-    const ucs_status_t status = uct_md_open(component_, "tm", config, &md_);
-    uct_config_release(config);
-    if (status != UCS_OK) {
-        throw std::runtime_error("uct_md_open failed");
+    for (const std::string &name : tl.empty() ? std::vector<std::string>() : md_names(component_)) {
+        md_ = open_md(component_, name.c_str());
+        if (md_ == nullptr) {
+            continue;
+        }
+        const auto tls = md_transports(md_);
+        if (std::find(tls.begin(), tls.end(), tl) != tls.end()) {
+            break;
+        }
+        uct_md_close(md_);
+        md_ = nullptr;
+    }
+    if (md_ == nullptr) {
+        uct_worker_destroy(worker_);
+        ucs_async_context_destroy(async_);
+        throw std::runtime_error("no MD of component \"tm\" offers " + (tl.empty() ? "\"tm\"" : tl));
     }
 }
 
@@ -94,14 +155,21 @@ ucs_status_t UctEnv::open_iface(const std::string &tl, uct_iface_params_t params
 
 std::vector<std::string> tm_transports() {
     std::vector<std::string> names;
-    UctEnv                   env;
-    uct_tl_resource_desc_t  *resources;
-    unsigned                 count;
-    if (uct_md_query_tl_resources(env.md(), &resources, &count) == UCS_OK) {
-        for (unsigned i = 0; i < count; ++i) {
-            names.emplace_back(resources[i].tl_name);
+    uct_component_h          component = find_tm_component();
+    if (component == nullptr) {
+        return names;
+    }
+    for (const std::string &md_name : md_names(component)) {
+        uct_md_h md = open_md(component, md_name.c_str());
+        if (md == nullptr) {
+            continue;
         }
-        uct_release_tl_resource_list(resources);
+        for (const std::string &tl : md_transports(md)) {
+            if (std::find(names.begin(), names.end(), tl) == names.end()) {
+                names.push_back(tl);
+            }
+        }
+        uct_md_close(md);
     }
     return names;
 }

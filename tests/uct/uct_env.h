@@ -13,13 +13,16 @@
 
 namespace uct_tm_test {
 
-/* Names of transports of component "tm" (from uct_md_query_tl_resources). */
+/* Names of transports of component "tm" on any of its MDs (the shared-memory
+ * MD "tm", the verbs MDs "tm_<device>"), from uct_md_query_tl_resources. */
 std::vector<std::string> tm_transports();
 
-/* A worker, the "tm" MD, and helpers to open ifaces on it. */
+/* A worker, an MD of component "tm", and helpers to open ifaces on it. */
 class UctEnv {
   public:
-    UctEnv();
+    /* Opens the MD that offers transport `tl`; the shared-memory MD "tm"
+     * when `tl` is empty. */
+    explicit UctEnv(const std::string &tl = "");
     ~UctEnv();
 
     uct_component_h component() const { return component_; }

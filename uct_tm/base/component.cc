@@ -3,7 +3,12 @@
  * from an ELF constructor, before main() or right after dlopen(). The library
  * is linked -z nodelete: libuct 1.13 cannot forget a component once listed.
  */
+
 #include "tm_md.h"
+
+#if UCT_TM_HAVE_VERBS
+#include "ib/rc_ops.h"
+#endif
 
 #include "sm/sm_ops.h"
 
@@ -23,6 +28,12 @@ __attribute__((constructor)) void register_everything() {
     if (status != UCS_OK) {
         ucs_error("uct-tm: registering transport tm_sm failed: %s", ucs_status_string(status));
     }
+#if UCT_TM_HAVE_VERBS
+    status = ib::register_rc_transport();
+    if (status != UCS_OK) {
+        ucs_error("uct-tm: registering transport tm_rc failed: %s", ucs_status_string(status));
+    }
+#endif
 }
 
 }  // namespace

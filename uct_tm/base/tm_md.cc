@@ -1,5 +1,9 @@
 #include "tm_md.h"
 
+#if UCT_TM_HAVE_VERBS
+#include "ib/ib_md.h"
+#endif
+
 #include <ucs/debug/log_def.h>
 
 #include <climits>
@@ -173,7 +177,32 @@ const abi::MdCallbacks md_callbacks = {
     md_close, md_query, md_mem_alloc, md_mem_free, md_mem_reg, md_mem_dereg, md_mkey_pack,
 };
 
-ucs_status_t md_open(const char *, const uct_md_config_t *, uct_md_h *md_p) {
+/* The MD "tm" is the shared-memory MD; verbs MDs are "tm_<device>". */
+constexpr char kShmMdName[] = "tm";
+
+unsigned md_names(char (*names)[UCT_MD_NAME_MAX], unsigned max) {
+    snprintf(names[0], UCT_MD_NAME_MAX, "%s", kShmMdName);
+    unsigned n = 1;
+#if UCT_TM_HAVE_VERBS
+    n += ib::md_names(names + 1, max - 1);
+#else
+    (void)max;
+#endif
+    return n;
+}
+
+ucs_status_t md_open(const char *name, const uct_md_config_t *config, uct_md_h *md_p) {
+    if ((name == nullptr) || (md_p == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (strcmp(name, kShmMdName) != 0) {
+#if UCT_TM_HAVE_VERBS
+        return ib::md_open(name, config, md_p);
+#else
+        (void)config;
+        return UCS_ERR_NO_DEVICE;
+#endif
+    }
     TmMd *md;
     try {
         md = new TmMd;
@@ -192,6 +221,11 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
     if ((rkey_buffer == nullptr) || (rkey == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
+#if UCT_TM_HAVE_VERBS
+    if (ib::is_packed_rkey(rkey_buffer)) {
+        return ib::rkey_unpack(rkey_buffer, rkey, handle);
+    }
+#endif
     PackedRkey packed;
     memcpy(&packed, rkey_buffer, sizeof(packed));
     if ((packed.magic != kRkeyMagic) || (packed.pid <= 0) ||
@@ -221,17 +255,31 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
     return UCS_OK;
 }
 
-ucs_status_t rkey_ptr(uct_rkey_t rkey, void *, uint64_t raddr, void **laddr) {
+ucs_status_t rkey_ptr(uct_rkey_t rkey, void *handle, uint64_t raddr, void **laddr) {
+#if UCT_TM_HAVE_VERBS
+    if (ib::is_rkey_handle(handle)) {
+        return UCS_ERR_UNSUPPORTED; /* remote memory of a verbs peer: RDMA only */
+    }
+#else
+    (void)handle;
+#endif
     return remote_key_address(remote_key(rkey), raddr, laddr);
 }
 
-ucs_status_t rkey_release(uct_rkey_t rkey, void *) {
+ucs_status_t rkey_release(uct_rkey_t rkey, void *handle) {
+#if UCT_TM_HAVE_VERBS
+    if (ib::is_rkey_handle(handle)) {
+        return UCS_OK; /* the rkey is the peer's 32-bit key itself */
+    }
+#else
+    (void)handle;
+#endif
     delete remote_key(rkey);
     return UCS_OK;
 }
 
 const abi::ComponentDesc component_desc = {
-    "tm",           md_open,  rkey_unpack,     rkey_ptr, rkey_release,
+    "tm",           md_names, md_open,  rkey_unpack,     rkey_ptr, rkey_release,
     "TM memory domain", "TM_", md_config_table, sizeof(TmMdConfig),
 };
 
@@ -253,6 +301,10 @@ ucs_status_t remote_key_address(RemoteKey *key, uint64_t raddr, void **laddr) {
     *laddr = static_cast<char *>(key->mapping.address()) + key->shm_offset +
              (raddr - key->address);
     return UCS_OK;
+}
+
+bool is_shm_md(uct_md_h md) {
+    return (md != nullptr) && (abi::from_uct(md)->callbacks == &md_callbacks);
 }
 
 bool md_range_registered(uct_md_h md, uint64_t address, size_t length) {

@@ -56,6 +56,9 @@ inline const MemHandle *mem_handle(uct_mem_h memh) {
                ? h : nullptr;
 }
 
+/* True if `md` is the shared-memory MD "tm" (not a verbs MD of the component). */
+bool is_shm_md(uct_md_h md);
+
 /* True if [address, address + length) lies inside memory registered or
  * allocated with `md` (an MD "tm") and not yet released: what a peer may ask
  * this process to copy out for it when it cannot read it with CMA itself. */

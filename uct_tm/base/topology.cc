@@ -1,6 +1,7 @@
 #include "topology.h"
 
 #include <hwloc.h>
+#include <hwloc/linux.h>
 #include <ucs/debug/log_def.h>
 
 #include <mutex>
@@ -84,6 +85,38 @@ int bind_to_local_numa(void *address, size_t length) {
         ucs_debug("hwloc_set_area_membind(%p, %zu) failed: %m", address, length);
     }
     return hwloc_bitmap_first(local.nodes);
+}
+
+int cpuset_rank(const void *cpus_arg) {
+    auto             cpus = static_cast<hwloc_const_bitmap_t>(cpus_arg);
+    hwloc_topology_t topo = Topology::instance().get();
+    if ((topo == nullptr) || (cpus == nullptr) || hwloc_bitmap_iszero(cpus)) {
+        return kRankUnknown;
+    }
+    hwloc_bitmap_t here = hwloc_bitmap_alloc();
+    int            rank = kRankUnknown;
+    if ((here != nullptr) && (hwloc_get_last_cpu_location(topo, here, HWLOC_CPUBIND_THREAD) == 0)) {
+        if (hwloc_bitmap_intersects(here, cpus)) {
+            rank = 0;
+        } else {
+            LocalNodes     local;
+            hwloc_bitmap_t dev_nodes = hwloc_bitmap_alloc();
+            hwloc_cpuset_to_nodeset(topo, cpus, dev_nodes);
+            rank = (local.load(topo) && hwloc_bitmap_intersects(local.nodes, dev_nodes)) ? 1 : 2;
+            hwloc_bitmap_free(dev_nodes);
+        }
+    }
+    hwloc_bitmap_free(here);
+    return rank;
+}
+
+int sysfs_cpumask_rank(const char *path) {
+    hwloc_bitmap_t cpus = hwloc_bitmap_alloc();
+    const int      rank = ((cpus != nullptr) && (hwloc_linux_read_path_as_cpumask(path, cpus) == 0))
+                              ? cpuset_rank(cpus)
+                              : kRankUnknown;
+    hwloc_bitmap_free(cpus);
+    return rank;
 }
 
 }  // namespace uct_tm

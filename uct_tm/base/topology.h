@@ -18,6 +18,16 @@ int bind_to_local_numa(void *address, size_t length);
 /* NUMA node of the calling thread's CPU binding, or -1 if unknown. */
 int local_numa_node();
 
+/* How close a device whose local CPUs are `cpus` (an hwloc_cpuset_t) is to
+ * the calling thread: 0 the thread runs on one of them, 1 they share a NUMA
+ * node with the thread's binding, 2 farther, kRankUnknown when hwloc cannot
+ * tell. Devices are listed by rank. */
+inline constexpr int kRankUnknown = 3;
+int cpuset_rank(const void *cpus);
+
+/* cpuset_rank() of the CPU mask in sysfs file `path` (a device's local_cpus). */
+int sysfs_cpumask_rank(const char *path);
+
 }  // namespace uct_tm
 
 #endif

@@ -101,16 +101,31 @@ uct_md_ops_t md_ops = {
 
 /* ---- the component ----------------------------------------------------------- */
 
+constexpr unsigned kMaxMds = 16;
+
 const ComponentDesc *component_desc = nullptr;
 uct_component        component;
 bool                 component_registered = false;
 
 extern "C" {
 
-static ucs_status_t component_query_md_resources(uct_component_t *comp,
+static ucs_status_t component_query_md_resources(uct_component_t *,
                                                  uct_md_resource_desc_t **resources,
                                                  unsigned *count) {
-    return uct_md_query_single_md_resource(comp, resources, count);
+    char           names[kMaxMds][UCT_MD_NAME_MAX];
+    const unsigned n = component_desc->md_names(names, kMaxMds);
+    /* libuct releases the list with ucs_free() */
+    auto *list = static_cast<uct_md_resource_desc_t *>(
+        ucs_malloc(sizeof(uct_md_resource_desc_t) * (n ? n : 1), "tm md resources"));
+    if (list == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (unsigned i = 0; i < n; ++i) {
+        memcpy(list[i].md_name, names[i], UCT_MD_NAME_MAX);
+    }
+    *resources = list;
+    *count     = n;
+    return UCS_OK;
 }
 
 static ucs_status_t component_md_open(uct_component_t *, const char *md_name,
@@ -146,12 +161,27 @@ uct_tl_t             tls[kMaxTransports];
 const TransportDesc *tl_descs[kMaxTransports];
 int                  num_tls = 0;
 
+static_assert(sizeof(DeviceDesc) == sizeof(uct_tl_device_resource_t), "DeviceDesc layout");
+static_assert(offsetof(DeviceDesc, type) == offsetof(uct_tl_device_resource_t, type),
+              "DeviceDesc::type");
+static_assert(offsetof(DeviceDesc, sys_device) == offsetof(uct_tl_device_resource_t, sys_device),
+              "DeviceDesc::sys_device");
+
 /* libuct's query_devices has no per-transport argument: one trampoline each. */
 template <int I>
 ucs_status_t query_devices(uct_md_h md, uct_tl_device_resource_t **devices, unsigned *count) {
-    const TransportDesc &d = *tl_descs[I];
-    return uct_single_device_resource(md, d.device_name, d.device_type, d.sys_device(), devices,
-                                      count);
+    DeviceDesc     found[kMaxDevices];
+    const unsigned n = tl_descs[I]->devices(md, found);
+    /* libuct releases the list with ucs_free() */
+    auto *list = static_cast<uct_tl_device_resource_t *>(
+        ucs_malloc(sizeof(uct_tl_device_resource_t) * (n ? n : 1), "tm devices"));
+    if (list == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    memcpy(list, found, sizeof(DeviceDesc) * n);
+    *devices = list;
+    *count   = n;
+    return UCS_OK;
 }
 
 template <int... I>

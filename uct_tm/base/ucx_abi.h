@@ -76,7 +76,9 @@ inline MdHeader *from_uct(uct_md_h md) { return reinterpret_cast<MdHeader *>(md)
 /* ---- the component --------------------------------------------------------- */
 
 struct ComponentDesc {
-    const char *name; /* component and its single MD */
+    const char *name; /* the component */
+    /* Names of the component's MDs (the shared-memory MD first), at most `max`. */
+    unsigned (*md_names)(char (*names)[UCT_MD_NAME_MAX], unsigned max);
     ucs_status_t (*md_open)(const char *md_name, const uct_md_config_t *config, uct_md_h *md);
     ucs_status_t (*rkey_unpack)(const void *rkey_buffer, uct_rkey_t *rkey, void **handle);
     ucs_status_t (*rkey_ptr)(uct_rkey_t rkey, void *handle, uint64_t raddr, void **laddr);
@@ -92,11 +94,20 @@ ucs_status_t register_component(const ComponentDesc &desc);
 
 /* ---- transports -------------------------------------------------------------- */
 
+/* One device a transport offers on an MD. */
+struct DeviceDesc {
+    char              name[UCT_DEVICE_NAME_MAX];
+    uct_device_type_t type;
+    ucs_sys_device_t  sys_device;
+};
+
+inline constexpr unsigned kMaxDevices = 32;
+
 struct TransportDesc {
-    const char        *name;        /* at most UCT_TL_NAME_MAX - 1 characters */
-    const char        *device_name; /* the transport's single device */
-    uct_device_type_t  device_type;
-    ucs_sys_device_t (*sys_device)(); /* the device's locality, asked at query time */
+    const char *name; /* at most UCT_TL_NAME_MAX - 1 characters */
+    /* The transport's devices on `md` (none on an MD of another kind), at
+     * most kMaxDevices, closest to the calling thread first. */
+    unsigned (*devices)(uct_md_h md, DeviceDesc *out);
     ucs_status_t (*iface_open)(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                                const uct_iface_config_t *config, uct_iface_h *iface);
     const char         *config_name;

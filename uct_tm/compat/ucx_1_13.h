@@ -227,6 +227,9 @@ ucs_status_t uct_iface_handle_ep_err(uct_iface_h iface, uct_ep_h ep, ucs_status_
 void uct_base_iface_progress_enable(uct_iface_h iface, unsigned flags);
 void uct_base_iface_progress_disable(uct_iface_h iface, unsigned flags);
 void ucs_empty_function(void);
+/* libucs's allocator: libuct releases resource lists with ucs_free(). */
+void *ucs_malloc(size_t size, const char *name);
+void ucs_free(void *ptr);
 ucs_status_t ucs_empty_function_return_unsupported(void);
 }
 

@@ -5,6 +5,7 @@
 #include "sm_iface.h"
 
 #include "sm_ops.h"
+#include "base/tm_md.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -53,6 +54,10 @@ ucs_status_t SmIface::open(uct_md_h md, uct_worker_h worker, const uct_iface_par
         !(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
         ucs_error("tm_sm: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
         return UCS_ERR_UNSUPPORTED;
+    }
+    if (!is_shm_md(md)) {
+        ucs_error("tm_sm: opens on the shared-memory MD \"tm\" only");
+        return UCS_ERR_NO_DEVICE;
     }
     const auto &config = *reinterpret_cast<const SmConfig *>(tl_config);
     SmIface    *iface;

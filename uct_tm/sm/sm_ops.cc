@@ -3,7 +3,10 @@
 #include "sm_config.h"
 #include "sm_iface.h"
 
+#include "base/tm_md.h"
 #include "base/topology.h"
+
+#include <cstdio>
 
 namespace uct_tm {
 namespace sm {
@@ -164,17 +167,23 @@ uct_iface_ops_t make_ops() {
     return ops;
 }
 
-ucs_sys_device_t sm_sys_device() {
+/* One device, "tm_shm", on the shared-memory MD "tm". */
+unsigned sm_devices(uct_md_h md, abi::DeviceDesc *out) {
+    if (!is_shm_md(md)) {
+        return 0;
+    }
+    abi::DeviceDesc &d = out[0];
+    snprintf(d.name, sizeof(d.name), "tm_shm");
+    d.type = UCT_DEVICE_TYPE_SHM;
     /* Memory has no PCI location UCX 1.13 could name; the FIFO's NUMA
      * placement is done with hwloc when the iface opens. */
-    return UCS_SYS_DEVICE_ID_UNKNOWN;
+    d.sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+    return 1;
 }
 
 const abi::TransportDesc sm_transport = {
     "tm_sm",
-    "tm_shm",
-    UCT_DEVICE_TYPE_SHM,
-    sm_sys_device,
+    sm_devices,
     SmIface::open,
     "TM shared memory transport",
     "TM_SM_",
