@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Runs a command against real verbs: boots Debian's stock kernel under QEMU
+# (software emulation: KVM here is PVM, which cannot boot it), adds a
+# Soft-RoCE device rxe0 on the guest's loopback, and runs the command in a
+# chroot of the host's root filesystem (9p, read-only), so the build tree and
+# its libraries are used as they are.
+#
+#   contrib/rxe_qemu.sh COMMAND [ARGS...]
+#
+# Exit status: the command's, or 77 (automake's SKIP) with a message when
+# QEMU, the kernel package or its modules cannot be had, or 1 when the guest
+# never ran the command.
+#
+# Environment:
+#   RXE_WORK=/var/tmp/uct-tm-rxe  cache: unpacked kernel, initramfs, logs
+#   RXE_TIMEOUT=900               seconds for one boot, command included
+#   RXE_BOOT_TRIES=2              boots tried when the guest stalls before the
+#                                 command starts (slow emulated runs happen)
+#   RXE_MEM=2048 RXE_SMP=2        guest size
+#   RXE_VERBOSE=0                 1: print the whole guest console
+set -uo pipefail
+
+work=${RXE_WORK:-/var/tmp/uct-tm-rxe}
+timeout_s=${RXE_TIMEOUT:-900}
+tries=${RXE_BOOT_TRIES:-2}
+mem=${RXE_MEM:-2048}
+smp=${RXE_SMP:-2}
+verbose=${RXE_VERBOSE:-0}
+
+skip() { echo "rxe_qemu: SKIP: $*" >&2; exit 77; }
+log() { echo "rxe_qemu: $*" >&2; }
+
+[[ $# -gt 0 ]] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
+[[ $(uname -m) == x86_64 ]] || skip "needs an x86_64 host"
+
+# ---- host packages (not rdma-core: it drags in udev and systemd) ----------------------
+packages=(qemu-system-x86 busybox-static kmod cpio iproute2 ibverbs-providers)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    [[ $(id -u) -eq 0 ]] || skip "not root and missing ${missing[*]}"
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+        >/dev/null 2>&1 || skip "cannot install ${missing[*]}"
+fi
+command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not found"
+[[ -x /bin/busybox ]] || skip "busybox-static not found"
+
+# ---- kernel: Debian's current one, unpacked (not installed) ---------------------------
+mkdir -p "$work" || skip "cannot create $work"
+kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+if [[ -z $kpkg ]]; then
+    apt-get update -qq >/dev/null 2>&1
+    kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+fi
+if [[ -z $kpkg ]]; then
+    # offline: reuse an unpacked kernel if there is one
+    kpkg=$(ls -d "$work"/kroot/boot/vmlinuz-* 2>/dev/null | head -1 | sed 's|.*/vmlinuz-|linux-image-|')
+fi
+[[ -n $kpkg ]] || skip "no Debian kernel package (apt-cache depends linux-image-amd64 found none)"
+kver=${kpkg#linux-image-}
+kroot=$work/kroot
+if [[ ! -f $kroot/boot/vmlinuz-$kver || ! -f $kroot/lib/modules/$kver/modules.dep ]]; then
+    log "unpacking $kpkg"
+    rm -rf "$work/kroot" "$work/debs"
+    mkdir -p "$work/debs" "$kroot"
+    (cd "$work/debs" && apt-get download -q "$kpkg" >/dev/null 2>&1) || skip "cannot download $kpkg"
+    dpkg-deb -x "$work"/debs/"$kpkg"_*.deb "$kroot" || skip "cannot unpack $kpkg"
+    rm -rf "$work/debs"
+    depmod -b "$kroot" "$kver" || skip "depmod failed for $kver"
+fi
+
+# ---- initramfs: busybox, rdma_rxe and its dependencies, 9p ------------------------------
+initrd=$work/initrd-$kver.cpio.gz
+if [[ ! -f $initrd || $0 -nt $initrd ]]; then
+    root=$work/initramfs
+    rm -rf "$root"
+    mkdir -p "$root"/{bin,proc,sys,dev,host,etc}
+    cp /bin/busybox "$root/bin/busybox"
+    # crc32_generic: rxe allocates the "crc32" hash when a link is added, and the
+    # kernel has no modprobe to call in here to load it on demand.
+    mods=""
+    for m in crc32_generic rdma_rxe 9pnet_virtio 9p virtio_pci; do
+        deps=$(modprobe -d "$kroot" -S "$kver" --show-depends "$m" 2>/dev/null | awk '/^insmod/{print $2}')
+        [[ -n $deps ]] || skip "kernel $kver has no module $m"
+        for p in $deps; do
+            rel=${p#"$kroot"}
+            mkdir -p "$root$(dirname "$rel")"
+            cp "$p" "$root$rel"
+            case " $mods " in *" $rel "*) ;; *) mods="$mods $rel" ;; esac
+        done
+    done
+    echo "$mods" >"$root/etc/modules.order"
+    cat >"$root/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+for m in $(cat /etc/modules.order); do insmod "$m" || echo "rxe-guest: insmod $m failed"; done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host || echo "rxe-guest: 9p mount failed"
+mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
+mount -t tmpfs run /host/run; mount -t tmpfs tmp /host/tmp; mkdir -p /host/dev/shm
+mount -t tmpfs shm /host/dev/shm; mount -t tmpfs vartmp /host/var/tmp
+cp /guest.sh /host/run/guest.sh
+# iproute2's rdma tool comes from the host
+chroot /host /bin/sh -c 'ip link set lo up; rdma link add rxe0 type rxe netdev lo || echo "rxe-guest: rdma link add failed"'
+echo "RXE-GUEST-READY"
+chroot /host /bin/sh -c 'cd "$(sed -n "s/.*rxe.cwd=\([^ ]*\).*/\1/p" /proc/cmdline)" 2>/dev/null; exec /bin/sh /run/guest.sh'
+echo "RXE-GUEST-EXIT: $?"
+poweroff -f
+INIT
+    chmod +x "$root/init"
+    (cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 >"$initrd.tmp" &&
+        mv "$initrd.tmp" "$initrd"
+    rm -rf "$root"
+fi
+
+# ---- the command, as a script appended to the initramfs ------------------------------------
+# (a second cpio archive concatenated to the first is unpacked over it)
+run=$(mktemp -d "$work/run.XXXXXX")
+trap 'rm -rf "$run"' EXIT
+{
+    echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+    echo 'export HOME=/tmp'
+    for v in $(compgen -e | grep -E '^(UCX_|TM_|GTEST_|PLUGIN$|LD_PRELOAD$)'); do
+        printf 'export %s=%q\n' "$v" "${!v}"
+    done
+    printf '%q ' "$@"
+    echo
+} >"$run/guest.sh"
+(cd "$run" && echo guest.sh | cpio -o -H newc --quiet | gzip -1 >"$run/cmd.cpio.gz")
+cat "$initrd" "$run/cmd.cpio.gz" >"$run/initrd.gz"
+
+# Without a writable share the guest reports its exit status on the console.
+cwd=$(pwd)
+[[ $cwd == *' '* ]] && cwd=/
+for ((try = 1; try <= tries; ++try)); do
+    console=$work/console.log
+    log "booting $kver (try $try/$tries, timeout ${timeout_s}s), console in $console"
+    start=$(date +%s)
+    timeout "$timeout_s" qemu-system-x86_64 -machine q35,accel=tcg -cpu max -m "$mem" -smp "$smp" \
+        -kernel "$kroot/boot/vmlinuz-$kver" -initrd "$run/initrd.gz" \
+        -append "console=ttyS0 panic=-1 loglevel=3 rdinit=/init rxe.cwd=$cwd" \
+        -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+        -nic none -display none -serial stdio -monitor none -no-reboot </dev/null >"$console" 2>&1
+    qrc=$?
+    elapsed=$(($(date +%s) - start))
+    if [[ $verbose == 1 ]]; then cat "$console"; fi
+    if grep -q 'RXE-GUEST-EXIT:' "$console"; then
+        rc=$(sed -n 's/.*RXE-GUEST-EXIT: \([0-9]*\).*/\1/p' "$console" | tail -1)
+        [[ $verbose == 1 ]] || sed -n '/RXE-GUEST-READY/,/RXE-GUEST-EXIT/p' "$console" | sed '1d;$d' | tr -d '\r'
+        log "guest command exited $rc after ${elapsed}s"
+        exit "$rc"
+    fi
+    if grep -q 'RXE-GUEST-READY' "$console"; then
+        sed -n '/RXE-GUEST-READY/,$p' "$console" | tr -d '\r' | tail -50
+        log "the command did not finish within ${timeout_s}s (qemu rc $qrc)"
+        exit 1
+    fi
+    log "the guest stalled before the command (qemu rc $qrc after ${elapsed}s); last lines:"
+    tail -5 "$console" >&2
+done
+exit 1

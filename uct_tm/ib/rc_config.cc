@@ -1,0 +1,90 @@
+#include "rc_config.h"
+
+#include <ucs/config/parser.h>
+
+#include <cstddef>
+
+namespace uct_tm {
+namespace ib {
+
+ucs_config_field_t rc_config_table[] = {
+    {"", "", nullptr, offsetof(RcConfig, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"SEG_SIZE", "8k",
+     "Size of one receive buffer of the shared receive queue: the largest message sent in\n"
+     "one piece (eager short/bcopy/zcopy, active messages), header included.",
+     offsetof(RcConfig, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"RX_QUEUE_LEN", "1024",
+     "Receive buffers posted to the interface's shared receive queue.",
+     offsetof(RcConfig, rx_queue_len), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_QUEUE_LEN", "256",
+     "Send work requests outstanding on one endpoint's queue pair; the next send gets\n"
+     "UCS_ERR_NO_RESOURCE.",
+     offsetof(RcConfig, tx_queue_len), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_BUFS", "512",
+     "Registered send buffers of an interface (bcopy and copied short messages).",
+     offsetof(RcConfig, tx_bufs), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_CQ_LEN", "4096",
+     "Send completions outstanding on one interface (all its endpoints).",
+     offsetof(RcConfig, tx_cq_len), UCS_CONFIG_TYPE_UINT},
+
+    {"MAX_INLINE", "64",
+     "Largest send the NIC copies from the work request itself (IBV_SEND_INLINE); the device\n"
+     "may grant less.",
+     offsetof(RcConfig, max_inline), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"GID_INDEX", "-1",
+     "GID table index on RoCE ports; -1 picks the first RoCE v2 entry with an IPv4 address,\n"
+     "else the first RoCE v2 entry.",
+     offsetof(RcConfig, gid_index), UCS_CONFIG_TYPE_INT},
+
+    {"PATH_MTU", "0",
+     "Path MTU in bytes (256..4096); 0 uses the smaller of both ports' active MTUs.",
+     offsetof(RcConfig, path_mtu), UCS_CONFIG_TYPE_UINT},
+
+    {"TIMEOUT", "18",
+     "Queue pair local ACK timeout exponent: 4.096 us * 2^TIMEOUT (18: about 1 s). With\n"
+     "RETRY_COUNT it bounds how long a dead peer goes unnoticed.",
+     offsetof(RcConfig, timeout), UCS_CONFIG_TYPE_UINT},
+
+    {"RETRY_COUNT", "7", "Transport retries before a send fails (0..7).",
+     offsetof(RcConfig, retry_count), UCS_CONFIG_TYPE_UINT},
+
+    {"RNR_RETRY", "7",
+     "Retries when the peer has no receive buffer posted (0..7, 7: forever).",
+     offsetof(RcConfig, rnr_retry), UCS_CONFIG_TYPE_UINT},
+
+    {"HW_TM", "y",
+     "Match tags on the NIC (a tag-matching SRQ) when the device reports tag matching.\n"
+     "With n, or on devices without it, tags are matched in software over a plain SRQ.",
+     offsetof(RcConfig, hw_tm), UCS_CONFIG_TYPE_BOOL},
+
+    {"TAG_LIST_SIZE", "1048576",
+     "Receives that may be posted with uct_iface_tag_recv_zcopy at once; the next one gets\n"
+     "UCS_ERR_EXCEEDS_LIMIT.",
+     offsetof(RcConfig, tag_list_size), UCS_CONFIG_TYPE_UINT},
+
+    {"RECV_MAX_IOV", "8", "Largest iovcnt of uct_iface_tag_recv_zcopy (1..8).",
+     offsetof(RcConfig, recv_max_iov), UCS_CONFIG_TYPE_UINT},
+
+    {"RNDV_OPS", "1024",
+     "Rendezvous operations (tag_rndv_zcopy sends and matched rendezvous receives) outstanding\n"
+     "at once per interface.",
+     offsetof(RcConfig, rndv_ops), UCS_CONFIG_TYPE_UINT},
+
+    {"PROGRESS_BUDGET", "32", "Completions handled per completion queue and progress call.",
+     offsetof(RcConfig, progress_budget), UCS_CONFIG_TYPE_UINT},
+
+    {"PRINT_STATS", "n",
+     "Print each interface's counters to stderr when it closes (receives posted and matched,\n"
+     "unexpected messages, rendezvous reads, send completions with errors).",
+     offsetof(RcConfig, print_stats), UCS_CONFIG_TYPE_BOOL},
+
+    {}};
+
+}  // namespace ib
+}  // namespace uct_tm

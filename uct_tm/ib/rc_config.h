@@ -1,0 +1,41 @@
+/*
+ * tm_rc configuration (UCX_TM_RC_*), parsed by UCX's config parser and
+ * listed by `ucx_info -c -f`.
+ */
+#ifndef UCT_TM_IB_RC_CONFIG_H_
+#define UCT_TM_IB_RC_CONFIG_H_
+
+#include "base/ucx_abi.h"
+
+#include <cstddef>
+
+namespace uct_tm {
+namespace ib {
+
+struct RcConfig {
+    abi::IfaceConfig super; /* UCX's base iface settings */
+    size_t           seg_size;
+    unsigned         rx_queue_len;
+    unsigned         tx_queue_len;
+    unsigned         tx_bufs;
+    unsigned         tx_cq_len;
+    size_t           max_inline;
+    int              gid_index;
+    unsigned         path_mtu;
+    unsigned         timeout;
+    unsigned         retry_count;
+    unsigned         rnr_retry;
+    int              hw_tm;
+    unsigned         tag_list_size;
+    unsigned         recv_max_iov;
+    unsigned         rndv_ops;
+    unsigned         progress_budget;
+    int              print_stats;
+};
+
+extern ucs_config_field_t rc_config_table[];
+
+}  // namespace ib
+}  // namespace uct_tm
+
+#endif

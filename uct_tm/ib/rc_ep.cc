@@ -1,0 +1,944 @@
+/*
+ * tm_rc endpoints: queue-pair setup, every send path, rendezvous, RDMA
+ * get/put, pending requests, flush, and send completions.
+ */
+#include "rc_iface.h"
+
+#include "ib_device.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+namespace uct_tm {
+namespace ib {
+namespace {
+
+uct_pending_req_t *&next_of(uct_pending_req_t *req) {
+    return *reinterpret_cast<uct_pending_req_t **>(req->priv);
+}
+
+void complete(uct_completion_t *comp, ucs_status_t status) {
+    if (comp == nullptr) {
+        return;
+    }
+    uct_completion_update_status(comp, status);
+    if (--comp->count == 0) {
+        comp->func(comp);
+    }
+}
+
+/* Rendezvous operation ids travel in app_ctx: slot index and a generation. */
+constexpr uint32_t kRndvIndexBits = 20;
+constexpr uint32_t kRndvIndexMask = (1u << kRndvIndexBits) - 1;
+
+uint32_t rndv_id(uint32_t index, uint32_t gen) { return (gen << kRndvIndexBits) | index; }
+
+}  // namespace
+
+/* ---- endpoint lifetime ------------------------------------------------------------------- */
+
+ucs_status_t RcIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
+    if (params->field_mask & (UCT_EP_PARAM_FIELD_IFACE_ADDR | UCT_EP_PARAM_FIELD_SOCKADDR)) {
+        return UCS_ERR_UNSUPPORTED; /* CONNECT_TO_EP only */
+    }
+    RcEp *ep = new (std::nothrow) RcEp;
+    if (ep == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    ep->super.iface = abi::to_uct(&base);
+    ep->iface       = this;
+    struct ibv_qp_init_attr qa = {};
+    qa.send_cq          = tx_cq_;
+    qa.recv_cq          = rx_cq_;
+    qa.srq              = srq_;
+    qa.qp_type          = IBV_QPT_RC;
+    qa.sq_sig_all       = 0;
+    qa.cap.max_send_wr  = tx_queue_len_;
+    qa.cap.max_send_sge = std::min(md_->attr.orig_attr.max_sge, 8);
+    qa.cap.max_inline_data = static_cast<uint32_t>(config_.max_inline);
+    ep->qp = ibv_create_qp(md_->pd, &qa);
+    if (ep->qp == nullptr) {
+        /* Some devices grant no inline data at all. */
+        qa.cap.max_inline_data = 0;
+        ep->qp = ibv_create_qp(md_->pd, &qa);
+    }
+    if (ep->qp == nullptr) {
+        ucs_error("tm_rc: ibv_create_qp on %s: %s", md_->device.c_str(), strerror(errno));
+        delete ep;
+        return UCS_ERR_IO_ERROR;
+    }
+    max_inline_  = eps_.empty() ? qa.cap.max_inline_data : std::min(max_inline_, qa.cap.max_inline_data);
+    ep->sq_avail = tx_queue_len_;
+    struct ibv_qp_attr attr = {};
+    attr.qp_state        = IBV_QPS_INIT;
+    attr.pkey_index      = 0;
+    attr.port_num        = port_;
+    attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    if (ibv_modify_qp(ep->qp, &attr,
+                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+        ucs_error("tm_rc: QP to INIT: %s", strerror(errno));
+        ibv_destroy_qp(ep->qp);
+        delete ep;
+        return UCS_ERR_IO_ERROR;
+    }
+    try {
+        eps_.push_back(ep);
+    } catch (const std::bad_alloc &) {
+        ibv_destroy_qp(ep->qp);
+        delete ep;
+        return UCS_ERR_NO_MEMORY;
+    }
+    *ep_p = &ep->super;
+    return UCS_OK;
+}
+
+void RcIface::ep_destroy(RcEp *ep) {
+    pending_purge(ep, nullptr, nullptr);
+    pending_eps_.erase(std::remove(pending_eps_.begin(), pending_eps_.end(), ep), pending_eps_.end());
+    flush_waiters_.erase(std::remove_if(flush_waiters_.begin(), flush_waiters_.end(),
+                                        [ep](const FlushWaiter &w) { return w.ep == ep; }),
+                         flush_waiters_.end());
+    /* Our rendezvous sends on it never get their FIN: gone without a callback. */
+    for (uint32_t i = 0; i < rndv_sends_.size(); ++i) {
+        RndvSend &s = rndv_sends_[i];
+        if (s.active && (s.ep == ep)) {
+            tag_rndv_cancel(ep, &s);
+        }
+    }
+    /* Send completions still due name this endpoint: they complete silently,
+     * from an errored QP, before the endpoint and its QP go. */
+    for (TxOp &op : tx_ops_) {
+        if ((op.type != TxOp::Type::kFree) && (op.ep == ep)) {
+            op.comp = nullptr;
+        }
+    }
+    for (RndvRecv &r : rndv_recvs_) {
+        if (r.active && (r.ep == ep)) {
+            r.ep = nullptr; /* no FIN to send */
+        }
+    }
+    ep->notified = true;
+    ep->failed   = true;
+    if (ep->outstanding == 0) {
+        ibv_destroy_qp(ep->qp);
+        eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
+        delete ep;
+        return;
+    }
+    struct ibv_qp_attr attr = {};
+    attr.qp_state           = IBV_QPS_ERR;
+    ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
+    ep->super.iface = nullptr; /* reaped by handle_tx() when its last completion arrives */
+}
+
+ucs_status_t RcIface::ep_get_address(RcEp *ep, uct_ep_addr_t *addr) const {
+    const EpAddress a = {ep->qp->qp_num};
+    memcpy(addr, &a, sizeof(a));
+    return UCS_OK;
+}
+
+ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_addr,
+                                       const uct_ep_addr_t *ep_addr) {
+    if ((dev_addr == nullptr) || (ep_addr == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (ep->connected) {
+        return UCS_ERR_ALREADY_EXISTS;
+    }
+    DeviceAddress remote;
+    EpAddress     rep;
+    memcpy(&remote, dev_addr, sizeof(remote));
+    memcpy(&rep, ep_addr, sizeof(rep));
+    if (!is_reachable(dev_addr)) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    const auto &dev = md_->attr.orig_attr;
+    struct ibv_qp_attr attr = {};
+    attr.qp_state = IBV_QPS_RTR;
+    enum ibv_mtu mtu = std::min(static_cast<enum ibv_mtu>(dev_addr_.mtu),
+                                static_cast<enum ibv_mtu>(remote.mtu));
+    if (config_.path_mtu != 0) {
+        for (enum ibv_mtu m : {IBV_MTU_256, IBV_MTU_512, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_4096}) {
+            if (mtu_bytes(m) <= config_.path_mtu) {
+                mtu = std::min(m, static_cast<enum ibv_mtu>(dev_addr_.mtu));
+            }
+        }
+    }
+    attr.path_mtu           = mtu;
+    attr.dest_qp_num        = rep.qp_num;
+    attr.rq_psn             = 0;
+    attr.max_dest_rd_atomic = static_cast<uint8_t>(std::min(dev.max_qp_rd_atom, 16));
+    attr.min_rnr_timer      = 12;
+    attr.ah_attr.port_num   = port_;
+    attr.ah_attr.dlid       = remote.lid;
+    if (remote.roce) {
+        attr.ah_attr.is_global      = 1;
+        memcpy(attr.ah_attr.grh.dgid.raw, remote.gid, sizeof(remote.gid));
+        attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index_);
+        attr.ah_attr.grh.hop_limit  = 64;
+    }
+    if (ibv_modify_qp(ep->qp, &attr,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
+        ucs_error("tm_rc: QP 0x%x to RTR (remote QP 0x%x): %s", ep->qp->qp_num, rep.qp_num,
+                  strerror(errno));
+        return UCS_ERR_IO_ERROR;
+    }
+    attr          = {};
+    attr.qp_state = IBV_QPS_RTS;
+    attr.timeout  = static_cast<uint8_t>(std::min(config_.timeout, 31u));
+    attr.retry_cnt = static_cast<uint8_t>(std::min(config_.retry_count, 7u));
+    attr.rnr_retry = static_cast<uint8_t>(std::min(config_.rnr_retry, 7u));
+    attr.sq_psn    = 0;
+    attr.max_rd_atomic = static_cast<uint8_t>(std::min(dev.max_qp_rd_atom, 16));
+    if (ibv_modify_qp(ep->qp, &attr,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
+        ucs_error("tm_rc: QP 0x%x to RTS: %s", ep->qp->qp_num, strerror(errno));
+        return UCS_ERR_IO_ERROR;
+    }
+    ep->connected = true;
+    return UCS_OK;
+}
+
+/* ---- send resources -------------------------------------------------------------------- */
+
+ucs_status_t RcIface::tx_ready(RcEp *ep, bool needs_buf) const {
+    if (ucs_unlikely(ep->failed)) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    if (ucs_unlikely(!ep->connected || (ep->sq_avail == 0) || (tx_ops_used_ == tx_ops_.size()) ||
+                     (needs_buf && free_tx_bufs_.empty()) ||
+                     ((ep->pending_head != nullptr) && !dispatching_))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
+uint32_t RcIface::alloc_tx_op() {
+    const uint32_t index = free_tx_op_;
+    free_tx_op_          = tx_ops_[index].next_free;
+    ++tx_ops_used_;
+    return index;
+}
+
+void RcIface::free_tx_op(uint32_t index) {
+    TxOp &op = tx_ops_[index];
+    if (op.tx_buf >= 0) {
+        free_tx_bufs_.push_back(op.tx_buf);
+    }
+    if (op.temp_mr != nullptr) {
+        ibv_dereg_mr(op.temp_mr);
+    }
+    op           = TxOp{};
+    op.next_free = free_tx_op_;
+    free_tx_op_  = index;
+    --tx_ops_used_;
+}
+
+ucs_status_t RcIface::post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &desc) {
+    const uint32_t index = alloc_tx_op();
+    tx_ops_[index]       = desc;
+    tx_ops_[index].ep    = ep;
+    wr->wr_id            = index;
+    wr->send_flags |= IBV_SEND_SIGNALED;
+    wr->next             = nullptr;
+    struct ibv_send_wr *bad = nullptr;
+    const int           rc  = ibv_post_send(ep->qp, wr, &bad);
+    if (ucs_unlikely(rc != 0)) {
+        ucs_error("tm_rc: ibv_post_send on QP 0x%x: %s", ep->qp->qp_num, strerror(rc));
+        tx_ops_[index].comp = nullptr;
+        free_tx_op(index);
+        return UCS_ERR_IO_ERROR;
+    }
+    --ep->sq_avail;
+    ++ep->outstanding;
+    return UCS_OK;
+}
+
+ucs_status_t RcIface::check_iov(const uct_iov_t *iov, size_t iovcnt, size_t max_iov,
+                                size_t max_total, size_t *total) const {
+    if ((iovcnt > 0) && (iov == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (iovcnt > max_iov) {
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    size_t sum = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        if ((iov[i].count > 1) && (iov[i].stride != iov[i].length)) {
+            return UCS_ERR_UNSUPPORTED; /* strided entries */
+        }
+        const size_t count = std::max<unsigned>(iov[i].count, 1);
+        if ((iov[i].length > max_total) || (count > max_total) ||
+            (iov[i].length * count > max_total - sum)) {
+            return UCS_ERR_EXCEEDS_LIMIT;
+        }
+        const size_t len = iov[i].length * count;
+        if ((len > 0) && (iov[i].buffer == nullptr)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        sum += len;
+    }
+    *total = sum;
+    return UCS_OK;
+}
+
+ucs_status_t RcIface::send_message(RcEp *ep, const WireHeader &header, uint32_t imm_low,
+                                   bool with_imm, const void *prefix, size_t prefix_length,
+                                   const uct_iov_t *iov, size_t iovcnt,
+                                   uct_completion_t *comp) {
+    const size_t max_sge = std::min(md_->attr.orig_attr.max_sge, 8);
+    size_t       payload;
+    const size_t head = sizeof(WireHeader) + prefix_length;
+    if (head > seg_size_) {
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    ucs_status_t status = check_iov(iov, iovcnt, max_sge - 1, seg_size_ - head, &payload);
+    if (status != UCS_OK) {
+        return status;
+    }
+    const size_t total = head + payload;
+    if (total > seg_size_) {
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    /* Zero copy when the layer above registered every piece and waits for a
+     * completion; otherwise the message is copied and done on return. */
+    bool zcopy = (comp != nullptr) && (payload > 0) && (total > max_inline_);
+    for (size_t i = 0; zcopy && (i < iovcnt); ++i) {
+        zcopy = (iov[i].length == 0) || (mr_of(iov[i].memh) != nullptr);
+    }
+    const bool inline_send = !zcopy && (total <= max_inline_);
+    status = tx_ready(ep, !inline_send);
+    if (status != UCS_OK) {
+        return status;
+    }
+    struct ibv_send_wr wr = {};
+    struct ibv_sge     sge[8];
+    TxOp               op;
+    op.type = TxOp::Type::kSend;
+    char  stack[256];
+    char *buf;
+    if (inline_send) {
+        buf = stack;
+    } else {
+        op.tx_buf = free_tx_bufs_.back();
+        free_tx_bufs_.pop_back();
+        buf = tx_buf(op.tx_buf);
+    }
+    memcpy(buf, &header, sizeof(header));
+    if (prefix_length > 0) {
+        memcpy(buf + sizeof(header), prefix, prefix_length);
+    }
+    int nsge = 1;
+    if (zcopy) {
+        sge[0] = {reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(head), tx_mr_->lkey};
+        for (size_t i = 0; i < iovcnt; ++i) {
+            const size_t len = iov[i].length * std::max<unsigned>(iov[i].count, 1);
+            if (len > 0) {
+                sge[nsge++] = {reinterpret_cast<uintptr_t>(iov[i].buffer),
+                               static_cast<uint32_t>(len), mr_of(iov[i].memh)->lkey};
+            }
+        }
+        op.type = TxOp::Type::kZcopy;
+        op.comp = comp;
+    } else {
+        size_t offset = head;
+        for (size_t i = 0; i < iovcnt; ++i) {
+            const size_t len = iov[i].length * std::max<unsigned>(iov[i].count, 1);
+            memcpy(buf + offset, iov[i].buffer, len);
+            offset += len;
+        }
+        sge[0] = {reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(total),
+                  inline_send ? 0 : tx_mr_->lkey};
+        if (inline_send) {
+            wr.send_flags |= IBV_SEND_INLINE;
+        }
+    }
+    wr.sg_list = sge;
+    wr.num_sge = nsge;
+    wr.opcode  = with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+    wr.imm_data = htobe32(imm_low);
+    status = post_send(ep, &wr, op);
+    if (status != UCS_OK) {
+        return status;
+    }
+    return zcopy ? UCS_INPROGRESS : UCS_OK;
+}
+
+/* ---- active messages -------------------------------------------------------------------- */
+
+ucs_status_t RcIface::am_short(RcEp *ep, uint8_t id, uint64_t header, const void *payload,
+                               unsigned length) {
+    if (id >= UCT_AM_ID_MAX) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const uct_iov_t iov = {const_cast<void *>(payload), length, UCT_MEM_HANDLE_NULL, 0, 1};
+    return send_message(ep, am_header(id), 0, false, &header, sizeof(header), &iov, 1, nullptr);
+}
+
+ssize_t RcIface::am_bcopy(RcEp *ep, uint8_t id, uct_pack_callback_t pack_cb, void *arg) {
+    if ((id >= UCT_AM_ID_MAX) || (pack_cb == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const ucs_status_t status = tx_ready(ep, true);
+    if (status != UCS_OK) {
+        return status;
+    }
+    TxOp op;
+    op.type   = TxOp::Type::kSend;
+    op.tx_buf = free_tx_bufs_.back();
+    char *buf = tx_buf(op.tx_buf);
+    const WireHeader hdr = am_header(id);
+    memcpy(buf, &hdr, sizeof(hdr));
+    const size_t length = pack_cb(buf + sizeof(hdr), arg);
+    if (length > seg_size_ - sizeof(hdr)) {
+        ucs_error("tm_rc: am_bcopy packed %zu bytes, more than max_bcopy: dropped", length);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    free_tx_bufs_.pop_back();
+    struct ibv_sge     sge = {reinterpret_cast<uintptr_t>(buf),
+                              static_cast<uint32_t>(sizeof(hdr) + length), tx_mr_->lkey};
+    struct ibv_send_wr wr  = {};
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode  = IBV_WR_SEND;
+    const ucs_status_t posted = post_send(ep, &wr, op);
+    return (posted == UCS_OK) ? static_cast<ssize_t>(length) : static_cast<ssize_t>(posted);
+}
+
+ucs_status_t RcIface::am_zcopy(RcEp *ep, uint8_t id, const void *header, unsigned header_length,
+                               const uct_iov_t *iov, size_t iovcnt, uct_completion_t *comp) {
+    if ((id >= UCT_AM_ID_MAX) || (header_length > 128) ||
+        ((header_length > 0) && (header == nullptr))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return send_message(ep, am_header(id), 0, false, header, header_length, iov, iovcnt, comp);
+}
+
+/* ---- tagged eager ----------------------------------------------------------------------- */
+
+ucs_status_t RcIface::tag_eager_short(RcEp *ep, uct_tag_t tag, const void *data, size_t length) {
+    if ((length > 0) && (data == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const uct_iov_t iov = {const_cast<void *>(data), length, UCT_MEM_HANDLE_NULL, 0, 1};
+    return send_message(ep, tag_header(IBV_TMH_EAGER, tag, 0), 0, false, nullptr, 0, &iov, 1,
+                        nullptr);
+}
+
+ssize_t RcIface::tag_eager_bcopy(RcEp *ep, uct_tag_t tag, uint64_t imm,
+                                 uct_pack_callback_t pack_cb, void *arg) {
+    if (pack_cb == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const ucs_status_t status = tx_ready(ep, true);
+    if (status != UCS_OK) {
+        return status;
+    }
+    TxOp op;
+    op.type   = TxOp::Type::kSend;
+    op.tx_buf = free_tx_bufs_.back();
+    char *buf = tx_buf(op.tx_buf);
+    const WireHeader hdr =
+        tag_header(IBV_TMH_EAGER, tag, static_cast<uint32_t>(imm >> 32));
+    memcpy(buf, &hdr, sizeof(hdr));
+    const size_t length = pack_cb(buf + sizeof(hdr), arg);
+    if (length > seg_size_ - sizeof(hdr)) {
+        ucs_error("tm_rc: tag_eager_bcopy packed %zu bytes, more than max_bcopy: dropped", length);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    free_tx_bufs_.pop_back();
+    struct ibv_sge     sge = {reinterpret_cast<uintptr_t>(buf),
+                              static_cast<uint32_t>(sizeof(hdr) + length), tx_mr_->lkey};
+    struct ibv_send_wr wr  = {};
+    wr.sg_list  = &sge;
+    wr.num_sge  = 1;
+    wr.opcode   = (imm != 0) ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+    wr.imm_data = htobe32(static_cast<uint32_t>(imm));
+    const ucs_status_t posted = post_send(ep, &wr, op);
+    return (posted == UCS_OK) ? static_cast<ssize_t>(length) : static_cast<ssize_t>(posted);
+}
+
+ucs_status_t RcIface::tag_eager_zcopy(RcEp *ep, uct_tag_t tag, uint64_t imm,
+                                      const uct_iov_t *iov, size_t iovcnt,
+                                      uct_completion_t *comp) {
+    return send_message(ep, tag_header(IBV_TMH_EAGER, tag, static_cast<uint32_t>(imm >> 32)),
+                        static_cast<uint32_t>(imm), imm != 0, nullptr, 0, iov, iovcnt, comp);
+}
+
+/* ---- rendezvous ------------------------------------------------------------------------- */
+
+ucs_status_ptr_t RcIface::tag_rndv_zcopy(RcEp *ep, uct_tag_t tag, const void *header,
+                                         unsigned header_length, const uct_iov_t *iov,
+                                         size_t iovcnt, uct_completion_t *comp) {
+    if ((iovcnt != 1) || (iov == nullptr) || ((iov->length > 0) && (iov->buffer == nullptr)) ||
+        ((header_length > 0) && (header == nullptr)) || (iov->count > 1)) {
+        return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
+    }
+    if (header_length > seg_size_ - sizeof(struct ibv_rvh) - sizeof(WireHeader)) {
+        return UCS_STATUS_PTR(UCS_ERR_EXCEEDS_LIMIT);
+    }
+    if (iov->length > (size_t{1} << 30)) {
+        return UCS_STATUS_PTR(UCS_ERR_EXCEEDS_LIMIT);
+    }
+    ucs_status_t status = tx_ready(ep, true);
+    if (status != UCS_OK) {
+        return UCS_STATUS_PTR(status);
+    }
+    if (free_rndv_sends_.empty()) {
+        return UCS_STATUS_PTR(UCS_ERR_NO_RESOURCE);
+    }
+    struct ibv_mr *mr      = mr_of(iov->memh);
+    struct ibv_mr *temp_mr = nullptr;
+    if ((mr == nullptr) && (iov->length > 0)) {
+        temp_mr = ibv_reg_mr(md_->pd, iov->buffer, iov->length, IBV_ACCESS_REMOTE_READ);
+        if (temp_mr == nullptr) {
+            ucs_error("tm_rc: registering a rendezvous buffer of %zu bytes: %s", iov->length,
+                      strerror(errno));
+            return UCS_STATUS_PTR(UCS_ERR_IO_ERROR);
+        }
+        ++counters_.temp_regs;
+        mr = temp_mr;
+    }
+    const uint32_t index = free_rndv_sends_.back();
+    RndvSend      &s     = rndv_sends_[index];
+    struct ibv_rvh rvh;
+    rvh.va   = htobe64(reinterpret_cast<uintptr_t>(iov->buffer));
+    rvh.rkey = htobe32((mr != nullptr) ? mr->rkey : 0);
+    rvh.len  = htobe32(static_cast<uint32_t>(iov->length));
+    char prefix[sizeof(rvh) + 0];
+    memcpy(prefix, &rvh, sizeof(rvh));
+    /* header + rvh + the layer above's header, copied */
+    const uct_iov_t hdr_iov = {const_cast<void *>(header), header_length, UCT_MEM_HANDLE_NULL, 0, 1};
+    status = send_message(ep, tag_header(IBV_TMH_RNDV, tag, rndv_id(index, s.gen)), 0, false,
+                          prefix, sizeof(prefix), &hdr_iov, 1, nullptr);
+    if (status != UCS_OK) {
+        if (temp_mr != nullptr) {
+            ibv_dereg_mr(temp_mr);
+        }
+        return UCS_STATUS_PTR(status);
+    }
+    free_rndv_sends_.pop_back();
+    s.active  = true;
+    s.comp    = comp;
+    s.ep      = ep;
+    s.temp_mr = temp_mr;
+    return &s;
+}
+
+ucs_status_t RcIface::tag_rndv_cancel(RcEp *, void *op) {
+    auto *s = static_cast<RndvSend *>(op);
+    if ((rndv_sends_.empty()) || (s < rndv_sends_.data()) ||
+        (s >= rndv_sends_.data() + rndv_sends_.size()) || !s->active) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (s->temp_mr != nullptr) {
+        ibv_dereg_mr(s->temp_mr);
+        s->temp_mr = nullptr;
+    }
+    s->active = false;
+    s->comp   = nullptr;
+    s->ep     = nullptr;
+    ++s->gen;
+    free_rndv_sends_.push_back(static_cast<uint32_t>(s - rndv_sends_.data()));
+    return UCS_OK;
+}
+
+ucs_status_t RcIface::tag_rndv_request(RcEp *ep, uct_tag_t tag, const void *header,
+                                       unsigned header_length) {
+    if ((header_length > 0) && (header == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const uct_iov_t iov = {const_cast<void *>(header), header_length, UCT_MEM_HANDLE_NULL, 0, 1};
+    return send_message(ep, rndv_request_header(tag), 0, false, nullptr, 0, &iov, 1, nullptr);
+}
+
+void RcIface::receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, uint32_t op) {
+    if (ucs_unlikely(!tag_enabled_ || (length < sizeof(struct ibv_rvh)))) {
+        ++counters_.dropped;
+        return;
+    }
+    struct ibv_rvh rvh;
+    memcpy(&rvh, data, sizeof(rvh));
+    const uint64_t va       = be64toh(rvh.va);
+    const uint32_t rkey     = be32toh(rvh.rkey);
+    const size_t   msg_len  = be32toh(rvh.len);
+    const char    *hdr      = data + sizeof(rvh);
+    const unsigned hdr_len  = static_cast<unsigned>(length - sizeof(rvh));
+    TagEngine::Recv *recv   = tags_.match(tag);
+    if (recv == nullptr) {
+        if (rndv_cb_ == nullptr) {
+            ++counters_.dropped;
+            return;
+        }
+        ++counters_.unexpected;
+        const PackedRkey packed = {kRkeyMagic, rkey};
+        rndv_cb_(rndv_arg_, 0, tag, hdr, hdr_len, va, msg_len, &packed);
+        return;
+    }
+    if ((ep == nullptr) || ep->failed || free_rndv_recvs_.empty()) {
+        tags_.complete(recv, tag, 0, msg_len,
+                       free_rndv_recvs_.empty() ? UCS_ERR_NO_RESOURCE : UCS_ERR_CONNECTION_RESET);
+        return;
+    }
+    const uint32_t index = free_rndv_recvs_.back();
+    free_rndv_recvs_.pop_back();
+    RndvRecv &r = rndv_recvs_[index];
+    r        = RndvRecv{};
+    r.active = true;
+    r.recv   = recv;
+    r.ep     = ep;
+    r.tag    = tag;
+    r.length = msg_len;
+    r.op     = op;
+    ++counters_.rndv_reads;
+    struct iovec local[kMaxRecvIov];
+    const size_t n      = tags_.iovecs(recv, msg_len, local);
+    uint64_t     remote = va;
+    for (size_t i = 0; i < n; ++i) {
+        if (local[i].iov_len == 0) {
+            continue;
+        }
+        /* The posted buffers came without their memh: register for this read. */
+        struct ibv_mr *mr = ibv_reg_mr(md_->pd, local[i].iov_base, local[i].iov_len,
+                                       IBV_ACCESS_LOCAL_WRITE);
+        if (mr == nullptr) {
+            r.status = UCS_ERR_IO_ERROR;
+            break;
+        }
+        ++counters_.temp_regs;
+        if ((ep->sq_avail == 0) || (tx_ops_used_ == tx_ops_.size())) {
+            ibv_dereg_mr(mr);
+            r.status = UCS_ERR_NO_RESOURCE;
+            break;
+        }
+        struct ibv_sge     sge = {reinterpret_cast<uintptr_t>(local[i].iov_base),
+                                  static_cast<uint32_t>(local[i].iov_len), mr->lkey};
+        struct ibv_send_wr wr  = {};
+        wr.sg_list             = &sge;
+        wr.num_sge             = 1;
+        wr.opcode              = IBV_WR_RDMA_READ;
+        wr.wr.rdma.remote_addr = remote;
+        wr.wr.rdma.rkey        = rkey;
+        TxOp read;
+        read.type    = TxOp::Type::kRndvRead;
+        read.rndv    = index;
+        read.temp_mr = mr;
+        if (post_send(ep, &wr, read) != UCS_OK) {
+            r.status = UCS_ERR_IO_ERROR;
+            break;
+        }
+        ++r.reads;
+        remote += local[i].iov_len;
+    }
+    if (r.reads == 0) {
+        finish_rndv_recv(index);
+    }
+}
+
+void RcIface::finish_rndv_recv(uint32_t index) {
+    RndvRecv &r = rndv_recvs_[index];
+    if ((r.ep != nullptr) && !r.ep->failed) {
+        send_fin(r.ep, r.op);
+    }
+    r.active = false;
+    free_rndv_recvs_.push_back(index);
+    tags_.complete(r.recv, r.tag, 0, r.length, r.status);
+}
+
+ucs_status_t RcIface::send_fin(RcEp *ep, uint32_t op) {
+    /* The FIN must go even when the queue is short: it may take the slot
+     * the layer above would have used next (it then gets NO_RESOURCE). */
+    const bool saved = dispatching_;
+    dispatching_     = true;
+    ucs_status_t status =
+        send_message(ep, tag_header(IBV_TMH_FIN, 0, op), 0, false, nullptr, 0, nullptr, 0, nullptr);
+    dispatching_ = saved;
+    if (status != UCS_OK) {
+        ucs_error("tm_rc: cannot send a rendezvous FIN: %s (the sender's operation stays pending)",
+                  ucs_status_string(status));
+    }
+    return status;
+}
+
+void RcIface::receive_fin(uint32_t op) {
+    const uint32_t index = op & kRndvIndexMask;
+    if (index >= rndv_sends_.size()) {
+        ++counters_.dropped;
+        return;
+    }
+    RndvSend &s = rndv_sends_[index];
+    if (!s.active || (rndv_id(index, s.gen) != op)) {
+        return; /* cancelled meanwhile */
+    }
+    uct_completion_t *comp = s.comp;
+    if (s.temp_mr != nullptr) {
+        ibv_dereg_mr(s.temp_mr);
+        s.temp_mr = nullptr;
+    }
+    s.active = false;
+    s.comp   = nullptr;
+    s.ep     = nullptr;
+    ++s.gen;
+    free_rndv_sends_.push_back(index);
+    complete(comp, UCS_OK);
+}
+
+/* ---- RDMA ----------------------------------------------------------------------------------- */
+
+ucs_status_t RcIface::rdma_zcopy(RcEp *ep, const uct_iov_t *iov, size_t iovcnt,
+                                 uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp,
+                                 bool write) {
+    const size_t max_sge = std::min(md_->attr.orig_attr.max_sge, 8);
+    size_t       total;
+    ucs_status_t status = check_iov(iov, iovcnt, max_sge, size_t{1} << 30, &total);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = tx_ready(ep, false);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (total == 0) {
+        return UCS_OK;
+    }
+    struct ibv_sge sge[8];
+    int            nsge    = 0;
+    struct ibv_mr *temp_mr = nullptr;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        const size_t len = iov[i].length * std::max<unsigned>(iov[i].count, 1);
+        if (len == 0) {
+            continue;
+        }
+        struct ibv_mr *mr = mr_of(iov[i].memh);
+        if (mr == nullptr) {
+            if (temp_mr != nullptr) {
+                ibv_dereg_mr(temp_mr);
+                return UCS_ERR_UNSUPPORTED; /* one unregistered piece at most */
+            }
+            temp_mr = ibv_reg_mr(md_->pd, iov[i].buffer, len, IBV_ACCESS_LOCAL_WRITE);
+            if (temp_mr == nullptr) {
+                return UCS_ERR_IO_ERROR;
+            }
+            ++counters_.temp_regs;
+            mr = temp_mr;
+        }
+        sge[nsge++] = {reinterpret_cast<uintptr_t>(iov[i].buffer), static_cast<uint32_t>(len),
+                       mr->lkey};
+    }
+    struct ibv_send_wr wr  = {};
+    wr.sg_list             = sge;
+    wr.num_sge             = nsge;
+    wr.opcode              = write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
+    TxOp op;
+    op.type    = write ? TxOp::Type::kPut : TxOp::Type::kGet;
+    op.comp    = comp;
+    op.temp_mr = temp_mr;
+    status     = post_send(ep, &wr, op);
+    return (status == UCS_OK) ? UCS_INPROGRESS : status;
+}
+
+/* ---- send completions ------------------------------------------------------------------- */
+
+void RcIface::handle_tx(const struct ibv_wc &wc) {
+    const uint32_t index = static_cast<uint32_t>(wc.wr_id);
+    if (ucs_unlikely(index >= tx_ops_.size())) {
+        return;
+    }
+    TxOp         op = tx_ops_[index];
+    RcEp        *ep = op.ep;
+    ucs_status_t status = UCS_OK;
+    if (ucs_unlikely(wc.status != IBV_WC_SUCCESS)) {
+        status = (wc.status == IBV_WC_WR_FLUSH_ERR) ? UCS_ERR_CANCELED : UCS_ERR_IO_ERROR;
+        if (wc.status != IBV_WC_WR_FLUSH_ERR) {
+            ++counters_.tx_errors;
+            ucs_debug("tm_rc: send completion on QP 0x%x: %s", wc.qp_num,
+                      ibv_wc_status_str(wc.status));
+        }
+        if ((ep != nullptr) && !ep->failed) {
+            fail_ep(ep, (wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_RNR_RETRY_EXC_ERR)
+                            ? UCS_ERR_ENDPOINT_TIMEOUT
+                            : UCS_ERR_CONNECTION_RESET);
+        }
+    }
+    tx_ops_[index].comp = nullptr;
+    free_tx_op(index);
+    if (ep != nullptr) {
+        ++ep->sq_avail;
+        --ep->outstanding;
+    }
+    switch (op.type) {
+    case TxOp::Type::kZcopy:
+    case TxOp::Type::kGet:
+    case TxOp::Type::kPut:
+        complete(op.comp, status);
+        break;
+    case TxOp::Type::kRndvRead: {
+        RndvRecv &r = rndv_recvs_[op.rndv];
+        if (status != UCS_OK) {
+            r.status = status;
+        }
+        if (--r.reads == 0) {
+            finish_rndv_recv(op.rndv);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    if ((ep != nullptr) && (ep->super.iface == nullptr) && (ep->outstanding == 0)) {
+        /* destroyed while sends were in flight: its last one is back */
+        ibv_destroy_qp(ep->qp);
+        eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
+        delete ep;
+    }
+}
+
+void RcIface::fail_ep(RcEp *ep, ucs_status_t status) {
+    ep->failed = true;
+    /* Rendezvous sends on it will never see their FIN. */
+    for (RndvSend &s : rndv_sends_) {
+        if (s.active && (s.ep == ep)) {
+            uct_completion_t *comp = s.comp;
+            tag_rndv_cancel(ep, &s);
+            complete(comp, status);
+        }
+    }
+    if (!ep->notified && (ep->super.iface != nullptr)) {
+        ep->notified = true;
+        abi::handle_ep_error(&base, &ep->super, status);
+    }
+}
+
+/* ---- pending and flush ------------------------------------------------------------------ */
+
+ucs_status_t RcIface::pending_add(RcEp *ep, uct_pending_req_t *req) {
+    if (req == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (ep->failed || ((ep->pending_head == nullptr) && (tx_ready(ep, true) == UCS_OK))) {
+        return UCS_ERR_BUSY;
+    }
+    next_of(req) = nullptr;
+    if (ep->pending_tail != nullptr) {
+        next_of(ep->pending_tail) = req;
+    } else {
+        ep->pending_head = req;
+    }
+    ep->pending_tail = req;
+    if (!ep->in_pending_list) {
+        try {
+            pending_eps_.push_back(ep);
+        } catch (const std::bad_alloc &) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        ep->in_pending_list = true;
+    }
+    return UCS_OK;
+}
+
+void RcIface::pending_purge(RcEp *ep, uct_pending_purge_callback_t cb, void *arg) {
+    while (uct_pending_req_t *req = ep->pending_head) {
+        ep->pending_head = next_of(req);
+        if (ep->pending_head == nullptr) {
+            ep->pending_tail = nullptr;
+        }
+        if (cb != nullptr) {
+            cb(req, arg);
+        }
+    }
+}
+
+unsigned RcIface::dispatch_pending() {
+    unsigned count = 0;
+    for (size_t i = 0; i < pending_eps_.size();) {
+        RcEp *ep = pending_eps_[i];
+        while ((ep->pending_head != nullptr) && !ep->failed && (ep->sq_avail > 0) &&
+               !free_tx_bufs_.empty() && (tx_ops_used_ < tx_ops_.size())) {
+            uct_pending_req_t *req = ep->pending_head;
+            ep->pending_head       = next_of(req);
+            if (ep->pending_head == nullptr) {
+                ep->pending_tail = nullptr;
+            }
+            dispatching_              = true;
+            const ucs_status_t status = req->func(req);
+            dispatching_              = false;
+            if (status == UCS_OK) {
+                ++count;
+                continue;
+            }
+            next_of(req)     = ep->pending_head;
+            ep->pending_head = req;
+            if (ep->pending_tail == nullptr) {
+                ep->pending_tail = req;
+            }
+            break;
+        }
+        if ((i < pending_eps_.size()) && (pending_eps_[i] == ep) && (ep->pending_head == nullptr)) {
+            ep->in_pending_list = false;
+            pending_eps_.erase(pending_eps_.begin() + static_cast<ptrdiff_t>(i));
+        } else {
+            ++i;
+        }
+    }
+    return count;
+}
+
+bool RcIface::flush_done(const RcEp *ep) const {
+    return (ep != nullptr) ? (ep->outstanding == 0) : (tx_ops_used_ == 0);
+}
+
+void RcIface::complete_flushes() {
+    for (size_t i = 0; i < flush_waiters_.size();) {
+        const FlushWaiter w = flush_waiters_[i];
+        if (!flush_done(w.ep)) {
+            ++i;
+            continue;
+        }
+        flush_waiters_.erase(flush_waiters_.begin() + static_cast<ptrdiff_t>(i));
+        complete(w.comp, UCS_OK);
+        i = 0;
+    }
+}
+
+ucs_status_t RcIface::ep_flush(RcEp *ep, unsigned flags, uct_completion_t *comp) {
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        /* Everything posted completes with an error; the endpoint is only
+         * good for destruction afterwards. */
+        for (RndvSend &s : rndv_sends_) {
+            if (s.active && (s.ep == ep)) {
+                uct_completion_t *c = s.comp;
+                tag_rndv_cancel(ep, &s);
+                complete(c, UCS_ERR_CANCELED);
+            }
+        }
+        ep->failed   = true;
+        ep->notified = true;
+        struct ibv_qp_attr attr = {};
+        attr.qp_state           = IBV_QPS_ERR;
+        ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
+    } else if (ep->pending_head != nullptr) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (flush_done(ep)) {
+        return UCS_OK;
+    }
+    if (comp != nullptr) {
+        try {
+            flush_waiters_.push_back(FlushWaiter{ep, comp});
+        } catch (const std::bad_alloc &) {
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
+    return UCS_INPROGRESS;
+}
+
+}  // namespace ib
+}  // namespace uct_tm

@@ -1,0 +1,623 @@
+/*
+ * tm_rc iface: verbs resources, the receive path and software tag matching.
+ */
+#include "rc_iface.h"
+
+#include "ib_device.h"
+#include "rc_ops.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <new>
+
+namespace uct_tm {
+namespace ib {
+
+extern "C" void rc_release_desc(uct_recv_desc_t *self, void *desc);
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+TagEngineLimits tag_limits(const RcConfig &config) {
+    TagEngineLimits limits;
+    limits.list_size = config.tag_list_size;
+    limits.max_iov   = std::min<size_t>(std::max(config.recv_max_iov, 1u), kMaxRecvIov);
+    return limits;
+}
+
+}  // namespace
+
+RcIface::RcIface(const RcConfig &config) : config_(config), tags_(tag_limits(config)) {}
+
+ucs_status_t RcIface::open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config, uct_iface_h *iface_p) {
+    if ((params == nullptr) || (tl_config == nullptr) || (iface_p == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE) ||
+        !(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("tm_rc: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+    if (ib_md(md) == nullptr) {
+        ucs_error("tm_rc: opens on a verbs MD (tm_<device>) only");
+        return UCS_ERR_NO_DEVICE;
+    }
+    const auto &config = *reinterpret_cast<const RcConfig *>(tl_config);
+    RcIface    *iface  = new (std::nothrow) RcIface(config);
+    if (iface == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    const ucs_status_t status = iface->init(md, worker, params, tl_config);
+    if (status != UCS_OK) {
+        delete iface;
+        return status;
+    }
+    *iface_p = abi::to_uct(&iface->base);
+    return UCS_OK;
+}
+
+ucs_status_t RcIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config) {
+    md_ = ib_md(md);
+    /* Device name "tm_<dev>:<port>": the port comes after the colon. */
+    const char *dev_name = params->mode.device.dev_name;
+    const char *colon    = (dev_name != nullptr) ? strrchr(dev_name, ':') : nullptr;
+    const std::string expected_prefix = std::string(kMdPrefix) + md_->device + ":";
+    if ((colon == nullptr) || (strncmp(dev_name, expected_prefix.c_str(), expected_prefix.size()) != 0)) {
+        ucs_error("tm_rc: device \"%s\" is not a port of %s", dev_name ? dev_name : "(null)",
+                  md_->device.c_str());
+        return UCS_ERR_NO_DEVICE;
+    }
+    port_ = static_cast<uint8_t>(atoi(colon + 1));
+    const DeviceInfo *info = find_device(md_->device);
+    const PortInfo   *port = nullptr;
+    for (const PortInfo &p : info->ports) {
+        if (p.num == port_) {
+            port = &p;
+        }
+    }
+    if (port == nullptr) {
+        ucs_error("tm_rc: %s has no active port %u", md_->device.c_str(), port_);
+        return UCS_ERR_NO_DEVICE;
+    }
+    if ((config_.seg_size < 256) || (config_.seg_size > (1u << 30)) || (config_.rx_queue_len == 0) ||
+        (config_.tx_queue_len == 0) || (config_.tx_bufs == 0) || (config_.tx_cq_len == 0) ||
+        (config_.rndv_ops == 0)) {
+        ucs_error("tm_rc: SEG_SIZE must be 256..1g and the queue/buffer counts non-zero");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    ucs_status_t status = abi::init_base_iface(&base, rc_iface_ops(), md, worker, params, tl_config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    base_initialized_ = true;
+
+    seg_size_    = config_.seg_size;
+    rx_headroom_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ? params->rx_headroom : 0;
+    rx_offset_   = align_up(sizeof(uct_recv_desc_t *) + rx_headroom_, 8);
+    rx_stride_   = align_up(rx_offset_ + seg_size_, kAlign);
+    rx_queue_len_ = std::min<uint32_t>(config_.rx_queue_len, md_->attr.orig_attr.max_srq_wr);
+    tx_queue_len_ = std::min<uint32_t>(config_.tx_queue_len, md_->attr.orig_attr.max_qp_wr);
+    tx_cq_len_    = std::min<uint32_t>(config_.tx_cq_len, md_->attr.orig_attr.max_cqe);
+    budget_       = std::max(config_.progress_budget, 1u);
+    print_stats_  = config_.print_stats != 0;
+    roce_         = port->roce();
+
+    tag_enabled_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_FEATURES)
+                       ? (params->features & UCT_IFACE_FEATURE_TAG) != 0
+                       : true;
+    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB) {
+        eager_cb_  = params->eager_cb;
+        eager_arg_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG) ? params->eager_arg
+                                                                                  : nullptr;
+    }
+    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB) {
+        rndv_cb_  = params->rndv_cb;
+        rndv_arg_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG) ? params->rndv_arg
+                                                                               : nullptr;
+    }
+    tags_.set_orphan_hook(
+        [](void *arg, const TagEngine::Recv *recv) { static_cast<RcIface *>(arg)->wait_reads(recv); },
+        this);
+    desc_owner_.desc.cb = rc_release_desc;
+    desc_owner_.iface   = this;
+    recv_desc_ptr_      = &desc_owner_.desc;
+
+    try {
+        rx_held_.assign(rx_queue_len_, 0);
+        rx_repost_.reserve(rx_queue_len_);
+        free_tx_bufs_.reserve(config_.tx_bufs);
+        for (int32_t i = static_cast<int32_t>(config_.tx_bufs) - 1; i >= 0; --i) {
+            free_tx_bufs_.push_back(i);
+        }
+        tx_ops_.resize(tx_cq_len_);
+        for (uint32_t i = 0; i < tx_cq_len_; ++i) {
+            tx_ops_[i].next_free = i + 1;
+        }
+        free_tx_op_ = 0;
+        rndv_sends_.resize(config_.rndv_ops);
+        rndv_recvs_.resize(config_.rndv_ops);
+        for (uint32_t i = config_.rndv_ops; i-- > 0;) {
+            free_rndv_sends_.push_back(i);
+            free_rndv_recvs_.push_back(i);
+        }
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    return init_verbs(config_);
+}
+
+ucs_status_t RcIface::init_verbs(const RcConfig &config) {
+    struct ibv_context *ctx = md_->ctx;
+    const auto         &tm  = md_->attr.tm_caps;
+    hw_tm_capable_ = tm.max_num_tags > 0;
+    if (hw_tm_capable_ && config.hw_tm) {
+        /* The hardware tag list (a TM SRQ, IBV_SRQT_TM, driven through
+         * ibv_post_srq_ops) plugs in here; tm_rc does not drive it yet. */
+        ucs_diag("tm_rc: %s reports tag matching (max_num_tags %u, max_ops %u); the hardware tag "
+                 "list is not wired into tm_rc yet: matching in software",
+                 md_->device.c_str(), tm.max_num_tags, tm.max_ops);
+    } else {
+        ucs_debug("tm_rc: %s: %s, tags matched in software over a plain SRQ", md_->device.c_str(),
+                  hw_tm_capable_ ? "hardware tag matching disabled (UCX_TM_RC_HW_TM=n)"
+                                 : "no hardware tag matching (tm_caps.max_num_tags == 0)");
+    }
+
+    tx_cq_ = ibv_create_cq(ctx, static_cast<int>(tx_cq_len_), nullptr, nullptr, 0);
+    rx_cq_ = ibv_create_cq(ctx, static_cast<int>(rx_queue_len_), nullptr, nullptr, 0);
+    if ((tx_cq_ == nullptr) || (rx_cq_ == nullptr)) {
+        ucs_error("tm_rc: ibv_create_cq on %s: %s", md_->device.c_str(), strerror(errno));
+        return UCS_ERR_IO_ERROR;
+    }
+    struct ibv_srq_init_attr srq_attr = {};
+    srq_attr.attr.max_wr  = rx_queue_len_;
+    srq_attr.attr.max_sge = 1;
+    srq_ = ibv_create_srq(md_->pd, &srq_attr);
+    if (srq_ == nullptr) {
+        ucs_error("tm_rc: ibv_create_srq on %s: %s", md_->device.c_str(), strerror(errno));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    const size_t rx_bytes = rx_stride_ * rx_queue_len_;
+    /* One spare segment after the last buffer: a pack callback that writes
+     * past max_bcopy (its send is refused) scribbles on our memory only. */
+    const size_t tx_bytes = seg_size_ * (config.tx_bufs + 1);
+    if ((posix_memalign(reinterpret_cast<void **>(&rx_pool_), 4096, rx_bytes) != 0) ||
+        (posix_memalign(reinterpret_cast<void **>(&tx_pool_), 4096, tx_bytes) != 0)) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    rx_mr_ = ibv_reg_mr(md_->pd, rx_pool_, rx_bytes, IBV_ACCESS_LOCAL_WRITE);
+    tx_mr_ = ibv_reg_mr(md_->pd, tx_pool_, tx_bytes, IBV_ACCESS_LOCAL_WRITE);
+    if ((rx_mr_ == nullptr) || (tx_mr_ == nullptr)) {
+        ucs_error("tm_rc: registering %zu + %zu bytes of buffers on %s: %s", rx_bytes, tx_bytes,
+                  md_->device.c_str(), strerror(errno));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    union ibv_gid gid = {};
+    if (roce_) {
+        const ucs_status_t status = select_gid(ctx, port_, config.gid_index, &gid_index_, &gid);
+        if (status != UCS_OK) {
+            ucs_error("tm_rc: no usable GID on %s port %u", md_->device.c_str(), port_);
+            return status;
+        }
+    }
+    struct ibv_port_attr pa;
+    if (ibv_query_port(ctx, port_, &pa) != 0) {
+        return UCS_ERR_IO_ERROR;
+    }
+    dev_addr_.roce = roce_ ? 1 : 0;
+    dev_addr_.mtu  = static_cast<uint8_t>(pa.active_mtu);
+    dev_addr_.lid  = pa.lid;
+    memcpy(dev_addr_.gid, gid.raw, sizeof(dev_addr_.gid));
+
+    for (uint32_t i = 0; i < rx_queue_len_; ++i) {
+        rx_repost_.push_back(i);
+    }
+    post_rx(rx_queue_len_);
+    return (rx_posted_ == rx_queue_len_) ? UCS_OK : UCS_ERR_IO_ERROR;
+}
+
+RcIface::~RcIface() {
+    if (print_stats_) {
+        fprintf(stderr,
+                "tm_rc %s:%u: posted %lu matched %lu unexpected %lu rndv_reads %lu temp_regs %lu "
+                "tx_errors %lu dropped %lu\n",
+                md_ ? md_->device.c_str() : "?", port_, (unsigned long)tags_.counters().posts,
+                (unsigned long)tags_.counters().matches, (unsigned long)counters_.unexpected,
+                (unsigned long)counters_.rndv_reads, (unsigned long)counters_.temp_regs,
+                (unsigned long)counters_.tx_errors, (unsigned long)counters_.dropped);
+    }
+    if (base_initialized_) {
+        abi::progress_disable(abi::to_uct(&base), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    }
+    for (RcEp *ep : eps_) {
+        if (ep->qp != nullptr) {
+            ibv_destroy_qp(ep->qp);
+        }
+        delete ep;
+    }
+    for (TxOp &op : tx_ops_) {
+        if (op.temp_mr != nullptr) {
+            ibv_dereg_mr(op.temp_mr);
+        }
+    }
+    for (RndvSend &s : rndv_sends_) {
+        if (s.temp_mr != nullptr) {
+            ibv_dereg_mr(s.temp_mr);
+        }
+    }
+    if (srq_ != nullptr) {
+        ibv_destroy_srq(srq_);
+    }
+    if (rx_cq_ != nullptr) {
+        ibv_destroy_cq(rx_cq_);
+    }
+    if (tx_cq_ != nullptr) {
+        ibv_destroy_cq(tx_cq_);
+    }
+    if (rx_mr_ != nullptr) {
+        ibv_dereg_mr(rx_mr_);
+    }
+    if (tx_mr_ != nullptr) {
+        ibv_dereg_mr(tx_mr_);
+    }
+    free(rx_pool_);
+    free(tx_pool_);
+    if (base_initialized_) {
+        abi::cleanup_base_iface(&base);
+    }
+}
+
+/* ---- queries ------------------------------------------------------------------------- */
+
+ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
+    memset(attr, 0, sizeof(*attr));
+    const size_t hdr      = sizeof(WireHeader);
+    const size_t one_msg  = seg_size_ - hdr;
+    const size_t max_iov  = std::min<size_t>(md_->attr.orig_attr.max_sge, 8) - 1; /* + header */
+    attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
+                      UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
+                      UCT_IFACE_FLAG_CONNECT_TO_EP | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    if (tag_enabled_) {
+        attr->cap.flags |= UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
+                           UCT_IFACE_FLAG_TAG_EAGER_ZCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
+    }
+    attr->cap.event_flags = 0;
+
+    attr->cap.am.max_short  = one_msg - sizeof(uint64_t);
+    attr->cap.am.max_bcopy  = one_msg;
+    attr->cap.am.min_zcopy  = 0;
+    attr->cap.am.max_zcopy  = one_msg;
+    attr->cap.am.max_hdr    = 128;
+    attr->cap.am.max_iov    = max_iov - 1; /* the AM header takes one */
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu  = 1;
+
+    attr->cap.get.max_zcopy = md_->attr.orig_attr.max_mr_size ? (1ul << 30) : 0;
+    attr->cap.get.max_iov   = max_iov;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu = 1;
+    attr->cap.put.max_zcopy = attr->cap.get.max_zcopy;
+    attr->cap.put.max_iov   = max_iov;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu = 1;
+
+    if (tag_enabled_) {
+        attr->cap.tag.recv.min_recv         = 0;
+        attr->cap.tag.recv.max_zcopy        = 1ul << 30;
+        attr->cap.tag.recv.max_iov          = tags_.limits().max_iov;
+        attr->cap.tag.recv.max_outstanding  = tags_.limits().list_size;
+        attr->cap.tag.eager.max_short       = one_msg;
+        attr->cap.tag.eager.max_bcopy       = one_msg;
+        attr->cap.tag.eager.max_zcopy       = one_msg;
+        attr->cap.tag.eager.max_iov         = max_iov;
+        attr->cap.tag.rndv.max_zcopy        = 1ul << 30;
+        attr->cap.tag.rndv.max_hdr          = one_msg - sizeof(struct ibv_rvh);
+        attr->cap.tag.rndv.max_iov          = 1;
+    }
+
+    attr->device_addr_len = sizeof(DeviceAddress);
+    attr->iface_addr_len  = 0;
+    attr->ep_addr_len     = sizeof(EpAddress);
+    attr->max_conn_priv   = 0;
+    attr->overhead        = 75e-9;
+    attr->latency.c       = 1.5e-6;
+    attr->latency.m       = 0;
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared    = 10e9;
+    attr->priority        = 0;
+    attr->dev_num_paths   = 1;
+    attr->max_num_eps     = static_cast<size_t>(md_->attr.orig_attr.max_qp);
+    return UCS_OK;
+}
+
+ucs_status_t RcIface::get_device_address(uct_device_addr_t *addr) const {
+    memcpy(addr, &dev_addr_, sizeof(dev_addr_));
+    return UCS_OK;
+}
+
+int RcIface::is_reachable(const uct_device_addr_t *dev_addr) const {
+    if (dev_addr == nullptr) {
+        return 0;
+    }
+    DeviceAddress remote;
+    memcpy(&remote, dev_addr, sizeof(remote));
+    /* RoCE reaches RoCE through IP routing; InfiniBand needs a LID. */
+    return (remote.roce == dev_addr_.roce) && (remote.roce || (remote.lid != 0));
+}
+
+/* ---- progress ------------------------------------------------------------------------ */
+
+unsigned RcIface::progress() {
+    unsigned count = poll_tx() + poll_rx();
+    count += tags_.progress();
+    if (!pending_eps_.empty()) {
+        count += dispatch_pending();
+    }
+    if (!flush_waiters_.empty()) {
+        complete_flushes();
+    }
+    return count;
+}
+
+unsigned RcIface::poll_tx() {
+    struct ibv_wc wcs[16];
+    const int     max = static_cast<int>(std::min<unsigned>(budget_, 16));
+    const int     n   = ibv_poll_cq(tx_cq_, max, wcs);
+    for (int i = 0; i < n; ++i) {
+        handle_tx(wcs[i]);
+    }
+    return (n > 0) ? static_cast<unsigned>(n) : 0;
+}
+
+unsigned RcIface::poll_rx() {
+    struct ibv_wc wcs[16];
+    const int     max = static_cast<int>(std::min<unsigned>(budget_, 16));
+    const int     n   = ibv_poll_cq(rx_cq_, max, wcs);
+    for (int i = 0; i < n; ++i) {
+        handle_rx(wcs[i]);
+    }
+    if (!rx_repost_.empty()) {
+        post_rx(static_cast<uint32_t>(rx_repost_.size()));
+    }
+    return (n > 0) ? static_cast<unsigned>(n) : 0;
+}
+
+void RcIface::post_rx(uint32_t) {
+    struct ibv_recv_wr  wrs[32];
+    struct ibv_sge      sges[32];
+    while (!rx_repost_.empty()) {
+        const size_t n = std::min<size_t>(rx_repost_.size(), 32);
+        for (size_t i = 0; i < n; ++i) {
+            const uint32_t buf = rx_repost_[rx_repost_.size() - n + i];
+            sges[i].addr   = reinterpret_cast<uintptr_t>(rx_buf(buf) + rx_offset_);
+            sges[i].length = static_cast<uint32_t>(seg_size_);
+            sges[i].lkey   = rx_mr_->lkey;
+            wrs[i].wr_id   = buf;
+            wrs[i].sg_list = &sges[i];
+            wrs[i].num_sge = 1;
+            wrs[i].next    = (i + 1 < n) ? &wrs[i + 1] : nullptr;
+        }
+        struct ibv_recv_wr *bad = nullptr;
+        const int           rc  = ibv_post_srq_recv(srq_, wrs, &bad);
+        const size_t posted = (rc == 0) ? n : static_cast<size_t>(bad - wrs);
+        rx_posted_ += static_cast<uint32_t>(posted);
+        if (rc != 0) {
+            ucs_error("tm_rc: ibv_post_srq_recv: %s", strerror(rc));
+            rx_repost_.resize(rx_repost_.size() - posted);
+            return;
+        }
+        rx_repost_.resize(rx_repost_.size() - n);
+    }
+}
+
+void RcIface::repost(uint32_t buf) { rx_repost_.push_back(buf); }
+
+RcEp *RcIface::ep_by_qp(uint32_t qp_num) const {
+    for (RcEp *ep : eps_) {
+        if ((ep->qp != nullptr) && (ep->qp->qp_num == qp_num)) {
+            return ep;
+        }
+    }
+    return nullptr;
+}
+
+void RcIface::handle_rx(const struct ibv_wc &wc) {
+    const uint32_t buf = static_cast<uint32_t>(wc.wr_id);
+    --rx_posted_;
+    ++counters_.received;
+    if (ucs_unlikely(buf >= rx_queue_len_)) {
+        ucs_error("tm_rc: receive completion for unknown buffer %u", buf);
+        return;
+    }
+    if (ucs_unlikely(wc.status != IBV_WC_SUCCESS)) {
+        if (wc.status != IBV_WC_WR_FLUSH_ERR) {
+            ucs_diag("tm_rc: receive completion error: %s", ibv_wc_status_str(wc.status));
+        }
+        repost(buf);
+        return;
+    }
+    char *msg = rx_buf(buf) + rx_offset_;
+    if (ucs_unlikely(wc.byte_len < sizeof(WireHeader))) {
+        ++counters_.dropped;
+        repost(buf);
+        return;
+    }
+    WireHeader hdr;
+    memcpy(&hdr, msg, sizeof(hdr));
+    char        *data   = msg + sizeof(WireHeader);
+    const size_t length = wc.byte_len - sizeof(WireHeader);
+    bool         keep   = false;
+    switch (hdr.opcode) {
+    case IBV_TMH_EAGER: {
+        uint64_t imm = 0;
+        if (wc.wc_flags & IBV_WC_WITH_IMM) {
+            imm = (uint64_t{be32toh(hdr.app_ctx)} << 32) | be32toh(wc.imm_data);
+        }
+        keep = receive_eager(data, length, be64toh(hdr.tag), imm);
+        break;
+    }
+    case IBV_TMH_RNDV:
+        receive_rndv(ep_by_qp(wc.qp_num), data, length, be64toh(hdr.tag), be32toh(hdr.app_ctx));
+        break;
+    case IBV_TMH_FIN:
+        receive_fin(be32toh(hdr.app_ctx));
+        break;
+    case IBV_TMH_NO_TAG:
+        if (hdr.kind == static_cast<uint8_t>(Kind::kAm)) {
+            keep = receive_am(hdr.am_id, data, length);
+        } else if ((hdr.kind == static_cast<uint8_t>(Kind::kRndvRequest)) && tag_enabled_) {
+            const uct_tag_t  tag  = be64toh(hdr.tag);
+            TagEngine::Recv *recv = tags_.match(tag);
+            if (recv != nullptr) {
+                tags_.complete_rndv(recv, tag, data, static_cast<unsigned>(length));
+            } else if (rndv_cb_ != nullptr) {
+                ++counters_.unexpected;
+                rndv_cb_(rndv_arg_, 0, tag, data, static_cast<unsigned>(length), 0, 0, nullptr);
+            } else {
+                ++counters_.dropped;
+            }
+        } else {
+            ++counters_.dropped;
+        }
+        break;
+    default:
+        ++counters_.dropped;
+        break;
+    }
+    if (keep) {
+        rx_held_[buf] = 1;
+    } else {
+        repost(buf);
+    }
+}
+
+template <typename Invoke>
+bool RcIface::deliver(char *data, const Invoke &invoke) {
+    /* uct_iface_release_desc() finds us through the pointer before the headroom. */
+    char *desc = data - rx_headroom_;
+    memcpy(desc - sizeof(uct_recv_desc_t *), &recv_desc_ptr_, sizeof(recv_desc_ptr_));
+    return invoke(UCT_CB_PARAM_FLAG_DESC) == UCS_INPROGRESS;
+}
+
+bool RcIface::receive_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm) {
+    if (ucs_unlikely(!tag_enabled_)) {
+        ++counters_.dropped;
+        return false;
+    }
+    TagEngine::Recv *recv = tags_.match(tag);
+    if (recv != nullptr) {
+        if (tags_.wanted(recv)) {
+            tags_.scatter(recv, 0, data, length);
+        }
+        tags_.complete(recv, tag, imm, length, UCS_OK);
+        return false;
+    }
+    if (ucs_unlikely(eager_cb_ == nullptr)) {
+        ++counters_.dropped;
+        return false;
+    }
+    ++counters_.unexpected;
+    return deliver(data, [&](unsigned flags) {
+        void *context = nullptr;
+        return eager_cb_(eager_arg_, data, length, flags | UCT_CB_PARAM_FLAG_FIRST, tag, imm,
+                         &context);
+    });
+}
+
+bool RcIface::receive_am(uint8_t id, char *data, size_t length) {
+    if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
+        ++counters_.dropped;
+        return false;
+    }
+    return deliver(data, [&](unsigned flags) {
+        return abi::invoke_am(&base, id, data, static_cast<unsigned>(length), flags);
+    });
+}
+
+void RcIface::release_desc(void *desc) {
+    const char  *data   = static_cast<char *>(desc) + rx_headroom_;
+    const size_t offset = static_cast<size_t>(data - rx_pool_);
+    const uint32_t buf  = static_cast<uint32_t>(offset / rx_stride_);
+    if ((data < rx_pool_) || (buf >= rx_queue_len_) || !rx_held_[buf]) {
+        ucs_error("tm_rc: uct_iface_release_desc(%p) is not a descriptor held from this iface",
+                  desc);
+        return;
+    }
+    rx_held_[buf] = 0;
+    repost(buf);
+    post_rx(1);
+}
+
+/* ---- tag list ------------------------------------------------------------------------- */
+
+ucs_status_t RcIface::tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
+                                     size_t iovcnt, uct_tag_context_t *ctx) {
+    if (ucs_unlikely(!tag_enabled_)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return tags_.post(tag, mask, iov, iovcnt, ctx);
+}
+
+ucs_status_t RcIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
+    if (ucs_unlikely(!tag_enabled_)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return tags_.cancel(ctx, force);
+}
+
+void RcIface::wait_reads(const TagEngine::Recv *recv) {
+    for (const RndvRecv &r : rndv_recvs_) {
+        if (!r.active || (r.recv != recv)) {
+            continue;
+        }
+        /* Bounded: a READ ends with data or with an error within the QP's
+         * retry timeout. */
+        const time_t deadline = time(nullptr) + 60;
+        while (r.active && (r.recv == recv) && (time(nullptr) < deadline)) {
+            poll_tx();
+        }
+        if (r.active && (r.recv == recv)) {
+            ucs_error("tm_rc: a rendezvous READ into a cancelled receive did not finish");
+        }
+        return;
+    }
+}
+
+/* ---- flush ---------------------------------------------------------------------------- */
+
+ucs_status_t RcIface::flush(unsigned flags, uct_completion_t *comp) {
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    if (flush_done(nullptr)) {
+        return UCS_OK;
+    }
+    if (comp != nullptr) {
+        try {
+            flush_waiters_.push_back({nullptr, comp});
+        } catch (const std::bad_alloc &) {
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
+    return UCS_INPROGRESS;
+}
+
+extern "C" void rc_release_desc(uct_recv_desc_t *self, void *desc) {
+    RcIface::from_recv_desc(self)->release_desc(desc);
+}
+
+}  // namespace ib
+}  // namespace uct_tm

@@ -1,0 +1,275 @@
+/*
+ * tm_rc: UCT's tag API over verbs RC queue pairs, matched in software.
+ *
+ * An iface owns a completion queue for sends, one for receives, and a plain
+ * shared receive queue (SRQ) of SEG_SIZE buffers that every endpoint's QP
+ * receives into. Endpoints are connected QP to QP (UCT_IFACE_FLAG_CONNECT_TO_EP:
+ * ep_get_address / ep_connect_to_ep). Tagged eager messages land in an SRQ
+ * buffer and are matched by the TagEngine, then copied into the posted receive
+ * or handed to the unexpected callback; rendezvous messages carry the sender's
+ * buffer (ibv_rvh), which a matched receiver reads with RDMA READ before it
+ * sends a FIN. get/put zcopy are RDMA READ/WRITE.
+ *
+ * Hardware tag matching: when the device reports it (tm_caps.max_num_tags > 0)
+ * and UCX_TM_RC_HW_TM allows, the receive side is where a hardware tag list
+ * (uct_tm/ib/tm_list.h: a TM SRQ driven with ibv_post_srq_ops) replaces the
+ * TagEngine; the wire format is already the NIC's. Until that driver is
+ * plugged in here, such devices run the software path and say so.
+ */
+#ifndef UCT_TM_IB_RC_IFACE_H_
+#define UCT_TM_IB_RC_IFACE_H_
+
+#include "ib_md.h"
+#include "rc_config.h"
+#include "rc_wire.h"
+
+#include "base/tag_engine.h"
+#include "base/ucx_abi.h"
+
+#include <infiniband/verbs.h>
+#include <uct/api/uct.h>
+
+#include <cstdio>
+#include <vector>
+
+namespace uct_tm {
+namespace ib {
+
+class RcIface;
+
+/* An endpoint: one RC queue pair. */
+struct RcEp {
+    uct_ep_t       super; /* UCX's view: {iface}; must stay first */
+    RcIface       *iface = nullptr;
+    struct ibv_qp *qp    = nullptr;
+    uint32_t       sq_avail    = 0; /* send work requests we may still post */
+    uint32_t       outstanding = 0; /* posted, not completed */
+    bool           connected   = false;
+    bool           failed      = false; /* QP in error: every operation fails */
+    bool           notified    = false; /* error handler called */
+    bool           in_pending_list = false;
+    uct_pending_req_t *pending_head = nullptr;
+    uct_pending_req_t *pending_tail = nullptr;
+};
+
+/* What a signalled send work request was for; wr_id is its index. */
+struct TxOp {
+    enum class Type : uint8_t { kFree, kSend, kZcopy, kRndvRead, kGet, kPut };
+    Type              type    = Type::kFree;
+    RcEp             *ep      = nullptr;
+    uct_completion_t *comp    = nullptr;
+    int32_t           tx_buf  = -1; /* send buffer to release */
+    uint32_t          rndv    = 0;  /* kRndvRead: index into rndv_recvs_ */
+    struct ibv_mr    *temp_mr = nullptr; /* registered for this operation only */
+    uint32_t          next_free = 0;
+};
+
+/* A tag_rndv_zcopy send waiting for the receiver's FIN. */
+struct RndvSend {
+    uct_completion_t *comp    = nullptr;
+    RcEp             *ep      = nullptr;
+    struct ibv_mr    *temp_mr = nullptr; /* the buffer had no memh */
+    uint32_t          gen     = 1;
+    bool              active  = false;
+};
+
+/* A matched rendezvous receive whose RDMA READ is in flight. */
+struct RndvRecv {
+    TagEngine::Recv *recv     = nullptr;
+    RcEp            *ep       = nullptr; /* the QP the message came on: FIN goes back on it */
+    uct_tag_t        tag      = 0;
+    size_t           length   = 0; /* the sender's full length */
+    uint32_t         op       = 0; /* the sender's app_ctx */
+    uint32_t         reads    = 0; /* READ work requests outstanding */
+    ucs_status_t     status   = UCS_OK;
+    bool             active   = false;
+};
+
+class RcIface {
+  public:
+    abi::BaseIface base; /* UCX's base iface; must stay the first member */
+
+    static ucs_status_t open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                             const uct_iface_config_t *config, uct_iface_h *iface_p);
+    static RcIface *from(uct_iface_h iface) { return reinterpret_cast<RcIface *>(iface); }
+    static RcEp    *ep_of(uct_ep_h ep) { return reinterpret_cast<RcEp *>(ep); }
+    static RcIface *from_recv_desc(uct_recv_desc_t *desc) {
+        return reinterpret_cast<DescOwner *>(desc)->iface;
+    }
+
+    ~RcIface();
+    RcIface(const RcIface &)            = delete;
+    RcIface &operator=(const RcIface &) = delete;
+
+    /* ---- iface operations ---- */
+    ucs_status_t query(uct_iface_attr_t *attr) const;
+    ucs_status_t get_device_address(uct_device_addr_t *addr) const;
+    int          is_reachable(const uct_device_addr_t *dev_addr) const;
+    unsigned     progress();
+    ucs_status_t flush(unsigned flags, uct_completion_t *comp);
+    ucs_status_t tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
+                                size_t iovcnt, uct_tag_context_t *ctx);
+    ucs_status_t tag_recv_cancel(uct_tag_context_t *ctx, int force);
+    void         release_desc(void *desc);
+
+    /* ---- endpoints (rc_ep.cc) ---- */
+    ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
+    void         ep_destroy(RcEp *ep);
+    ucs_status_t ep_get_address(RcEp *ep, uct_ep_addr_t *addr) const;
+    ucs_status_t ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_addr,
+                                  const uct_ep_addr_t *ep_addr);
+
+    ucs_status_t am_short(RcEp *ep, uint8_t id, uint64_t header, const void *payload,
+                          unsigned length);
+    ssize_t      am_bcopy(RcEp *ep, uint8_t id, uct_pack_callback_t pack_cb, void *arg);
+    ucs_status_t am_zcopy(RcEp *ep, uint8_t id, const void *header, unsigned header_length,
+                          const uct_iov_t *iov, size_t iovcnt, uct_completion_t *comp);
+    ucs_status_t tag_eager_short(RcEp *ep, uct_tag_t tag, const void *data, size_t length);
+    ssize_t      tag_eager_bcopy(RcEp *ep, uct_tag_t tag, uint64_t imm,
+                                 uct_pack_callback_t pack_cb, void *arg);
+    ucs_status_t tag_eager_zcopy(RcEp *ep, uct_tag_t tag, uint64_t imm, const uct_iov_t *iov,
+                                 size_t iovcnt, uct_completion_t *comp);
+    ucs_status_ptr_t tag_rndv_zcopy(RcEp *ep, uct_tag_t tag, const void *header,
+                                    unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
+                                    uct_completion_t *comp);
+    ucs_status_t tag_rndv_cancel(RcEp *ep, void *op);
+    ucs_status_t tag_rndv_request(RcEp *ep, uct_tag_t tag, const void *header,
+                                  unsigned header_length);
+    ucs_status_t rdma_zcopy(RcEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                            uct_rkey_t rkey, uct_completion_t *comp, bool write);
+    ucs_status_t pending_add(RcEp *ep, uct_pending_req_t *req);
+    void         pending_purge(RcEp *ep, uct_pending_purge_callback_t cb, void *arg);
+    ucs_status_t ep_flush(RcEp *ep, unsigned flags, uct_completion_t *comp);
+
+    struct Counters {
+        uint64_t received    = 0; /* receive completions */
+        uint64_t unexpected  = 0; /* tagged messages handed to eager_cb / rndv_cb */
+        uint64_t rndv_reads  = 0; /* rendezvous receives read with RDMA READ */
+        uint64_t temp_regs   = 0; /* buffers registered for one operation (no memh) */
+        uint64_t tx_errors   = 0; /* send completions with an error */
+        uint64_t dropped     = 0; /* malformed or unwanted messages */
+    };
+
+  private:
+    struct DescOwner {
+        uct_recv_desc_t desc;
+        RcIface        *iface;
+    };
+    struct FlushWaiter {
+        RcEp             *ep; /* null: iface flush */
+        uct_completion_t *comp;
+    };
+
+    explicit RcIface(const RcConfig &config);
+    ucs_status_t init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                      const uct_iface_config_t *config);
+    ucs_status_t init_verbs(const RcConfig &config);
+
+    /* ---- sending (rc_ep.cc) ---- */
+    ucs_status_t tx_ready(RcEp *ep, bool needs_buf) const;
+    /* Posts one signalled work request on `ep`; `op` describes it. */
+    ucs_status_t post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &op);
+    /* Sends `header`, then `prefix`, then the iov list (copied when it has no memh, or
+     * when `copy` is set) as one message. */
+    ucs_status_t send_message(RcEp *ep, const WireHeader &header, uint32_t imm_low,
+                              bool with_imm, const void *prefix, size_t prefix_length,
+                              const uct_iov_t *iov, size_t iovcnt, uct_completion_t *comp);
+    ucs_status_t send_fin(RcEp *ep, uint32_t op);
+    /* Validates an iov list of at most `max_iov` entries and `max_total` bytes. */
+    ucs_status_t check_iov(const uct_iov_t *iov, size_t iovcnt, size_t max_iov, size_t max_total,
+                           size_t *total) const;
+    char        *tx_buf(int32_t index) const { return tx_pool_ + size_t(index) * seg_size_; }
+    uint32_t     alloc_tx_op();
+    void         free_tx_op(uint32_t index);
+    void         fail_ep(RcEp *ep, ucs_status_t status);
+    unsigned     dispatch_pending();
+    bool         flush_done(const RcEp *ep) const;
+    void         complete_flushes();
+
+    /* ---- receiving (rc_iface.cc) ---- */
+    unsigned     poll_rx();
+    unsigned     poll_tx();
+    void         handle_tx(const struct ibv_wc &wc);
+    void         handle_rx(const struct ibv_wc &wc);
+    bool         receive_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm);
+    void         receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, uint32_t op);
+    bool         receive_am(uint8_t id, char *data, size_t length);
+    void         receive_fin(uint32_t op);
+    void         finish_rndv_recv(uint32_t index);
+    /* A receive force-cancelled while an RDMA READ writes into it: waits
+     * for the READ (the buffer is the user's once cancel returns). */
+    void         wait_reads(const TagEngine::Recv *recv);
+    template <typename Invoke> bool deliver(char *data, const Invoke &invoke);
+    void         post_rx(uint32_t count);
+    void         repost(uint32_t buf);
+    char        *rx_buf(uint32_t index) const { return rx_pool_ + size_t(index) * rx_stride_; }
+    RcEp        *ep_by_qp(uint32_t qp_num) const;
+
+    /* settings */
+    size_t   seg_size_      = 0; /* receive buffer = largest message */
+    size_t   rx_headroom_   = 0;
+    size_t   rx_offset_     = 0; /* where a message lands in its receive buffer */
+    size_t   rx_stride_     = 0;
+    uint32_t rx_queue_len_  = 0;
+    uint32_t tx_queue_len_  = 0;
+    uint32_t tx_cq_len_     = 0;
+    uint32_t max_inline_    = 0;
+    unsigned budget_        = 32;
+    const RcConfig config_;
+
+    /* verbs */
+    IbMd              *md_     = nullptr;
+    uint8_t            port_   = 1;
+    DeviceAddress      dev_addr_{};
+    int                gid_index_ = 0;
+    bool               roce_   = false;
+    struct ibv_cq     *tx_cq_  = nullptr;
+    struct ibv_cq     *rx_cq_  = nullptr;
+    struct ibv_srq    *srq_    = nullptr;
+    char              *rx_pool_ = nullptr;
+    struct ibv_mr     *rx_mr_   = nullptr;
+    char              *tx_pool_ = nullptr;
+    struct ibv_mr     *tx_mr_   = nullptr;
+    bool               hw_tm_capable_ = false; /* the device reports tag matching */
+    bool               base_initialized_ = false;
+
+    /* receive buffers */
+    std::vector<uint8_t>  rx_held_;   /* 1: kept by the layer above (DESC) */
+    std::vector<uint32_t> rx_repost_; /* to post at the end of progress */
+    uint32_t              rx_posted_ = 0;
+    DescOwner             desc_owner_{};
+    uct_recv_desc_t      *recv_desc_ptr_ = nullptr;
+
+    /* send resources */
+    std::vector<int32_t>  free_tx_bufs_;
+    std::vector<TxOp>     tx_ops_;
+    uint32_t              free_tx_op_   = 0; /* head of the free list, tx_ops_.size(): none */
+    uint32_t              tx_ops_used_  = 0;
+
+    /* tag matching */
+    TagEngine                tags_;
+    bool                     tag_enabled_ = false;
+    uct_tag_unexp_eager_cb_t eager_cb_  = nullptr;
+    void                    *eager_arg_ = nullptr;
+    uct_tag_unexp_rndv_cb_t  rndv_cb_   = nullptr;
+    void                    *rndv_arg_  = nullptr;
+
+    /* rendezvous */
+    std::vector<RndvSend> rndv_sends_;
+    std::vector<uint32_t> free_rndv_sends_;
+    std::vector<RndvRecv> rndv_recvs_;
+    std::vector<uint32_t> free_rndv_recvs_;
+
+    /* endpoints and deferred work */
+    std::vector<RcEp *>      eps_;
+    std::vector<RcEp *>      pending_eps_;
+    std::vector<FlushWaiter> flush_waiters_;
+    bool                     dispatching_ = false;
+    Counters                 counters_;
+    bool                     print_stats_ = false;
+};
+
+}  // namespace ib
+}  // namespace uct_tm
+
+#endif

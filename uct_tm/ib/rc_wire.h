@@ -1,0 +1,74 @@
+/*
+ * tm_rc wire format. Every message starts with a header laid out as rdma-core's
+ * struct ibv_tmh (tm_types.h), so the software path and a NIC's tag-matching
+ * engine read the same bytes:
+ *   EAGER   tag message; the 64-bit immediate is app_ctx (high half) and the
+ *           send's immediate data (low half), as rc_mlx5 does
+ *   RNDV    tag rendezvous: struct ibv_rvh {va, rkey, len} of the sender's
+ *           buffer, then the layer above's header; app_ctx names the sender's
+ *           operation, echoed by the receiver's FIN
+ *   FIN     the receiver read a rendezvous message; app_ctx = the operation
+ *   NO_TAG  everything else, told apart by the first reserved byte (Kind):
+ *           active messages (second byte: AM id), software rendezvous
+ *           requests (tag_rndv_request)
+ * Multi-byte fields are big-endian, as the NIC expects.
+ */
+#ifndef UCT_TM_IB_RC_WIRE_H_
+#define UCT_TM_IB_RC_WIRE_H_
+
+#include <infiniband/tm_types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <endian.h>
+
+namespace uct_tm {
+namespace ib {
+
+enum class Kind : uint8_t { kTag = 0, kAm = 1, kRndvRequest = 2 };
+
+struct WireHeader {
+    uint8_t  opcode;  /* enum ibv_tmh_op */
+    uint8_t  kind;    /* Kind, for IBV_TMH_NO_TAG; zero otherwise */
+    uint8_t  am_id;   /* Kind::kAm */
+    uint8_t  zero;
+    uint32_t app_ctx; /* big-endian */
+    uint64_t tag;     /* big-endian */
+};
+static_assert(sizeof(WireHeader) == sizeof(struct ibv_tmh), "header is an ibv_tmh");
+static_assert(offsetof(WireHeader, opcode) == offsetof(struct ibv_tmh, opcode), "opcode");
+static_assert(offsetof(WireHeader, app_ctx) == offsetof(struct ibv_tmh, app_ctx), "app_ctx");
+static_assert(offsetof(WireHeader, tag) == offsetof(struct ibv_tmh, tag), "tag");
+static_assert(sizeof(struct ibv_rvh) == 16, "rendezvous header");
+
+inline WireHeader tag_header(uint8_t opcode, uint64_t tag, uint32_t app_ctx) {
+    return WireHeader{opcode, 0, 0, 0, htobe32(app_ctx), htobe64(tag)};
+}
+
+inline WireHeader am_header(uint8_t id) {
+    return WireHeader{IBV_TMH_NO_TAG, static_cast<uint8_t>(Kind::kAm), id, 0, 0, 0};
+}
+
+inline WireHeader rndv_request_header(uint64_t tag) {
+    return WireHeader{IBV_TMH_NO_TAG, static_cast<uint8_t>(Kind::kRndvRequest), 0, 0, 0,
+                      htobe64(tag)};
+}
+
+/* Address of an iface's port: what a peer needs to build the path to it. */
+struct DeviceAddress {
+    uint8_t  roce;    /* 1: Ethernet link layer (GID routed), 0: InfiniBand (LID) */
+    uint8_t  mtu;     /* enum ibv_mtu of the port */
+    uint16_t lid;
+    uint8_t  gid[16];
+};
+static_assert(sizeof(DeviceAddress) == 20, "device address layout");
+
+/* Address of an endpoint: its queue pair. */
+struct EpAddress {
+    uint32_t qp_num;
+};
+
+}  // namespace ib
+}  // namespace uct_tm
+
+#endif
