@@ -1,0 +1,158 @@
+/* The C entry points: argument checks, then the worker. */
+#include "api/uct_tm_proto.h"
+#include "worker.h"
+
+#include <new>
+
+using uct_tm::proto::Config;
+using uct_tm::proto::Endpoint;
+
+namespace {
+
+bool valid(const uct_tm_proto_ep *ep) {
+    return (ep != nullptr) && (ep->magic == Endpoint::kMagic) && (ep->worker != nullptr);
+}
+
+}  // namespace
+
+extern "C" {
+
+ucs_status_t uct_tm_proto_worker_create(const uct_tm_proto_worker_params_t *params,
+                                        uct_tm_proto_worker_h *worker_p) {
+    if (worker_p == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    *worker_p = nullptr;
+    Config       config;
+    ucs_status_t status = uct_tm::proto::read_config(params, &config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    uct_tm_proto_worker *w;
+    try {
+        w = new uct_tm_proto_worker(config);
+        status = w->open();
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    if (status != UCS_OK) {
+        delete w;
+        return status;
+    }
+    *worker_p = w;
+    return UCS_OK;
+}
+
+void uct_tm_proto_worker_destroy(uct_tm_proto_worker_h worker) {
+    delete worker;
+}
+
+unsigned uct_tm_proto_worker_progress(uct_tm_proto_worker_h worker) {
+    return (worker != nullptr) ? worker->progress() : 0;
+}
+
+ucs_status_t uct_tm_proto_worker_address(uct_tm_proto_worker_h worker, void *buffer,
+                                         size_t *length) {
+    if (worker == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    try {
+        return worker->address(buffer, length);
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+}
+
+uint32_t uct_tm_proto_worker_id(uct_tm_proto_worker_h worker) {
+    return (worker != nullptr) ? worker->id() : 0;
+}
+
+void uct_tm_proto_worker_stats(uct_tm_proto_worker_h worker, uct_tm_proto_stats_t *stats) {
+    if ((worker != nullptr) && (stats != nullptr)) {
+        worker->stats(stats);
+    }
+}
+
+ucs_status_t uct_tm_proto_ep_create(uct_tm_proto_worker_h worker, const void *address,
+                                    size_t length, uct_tm_proto_ep_h *ep_p) {
+    if ((worker == nullptr) || (ep_p == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    *ep_p = nullptr;
+    Endpoint *ep;
+    ucs_status_t status;
+    try {
+        status = worker->ep_create(address, length, &ep);
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    if (status == UCS_OK) {
+        *ep_p = static_cast<uct_tm_proto_ep_h>(ep);
+    }
+    return status;
+}
+
+void uct_tm_proto_ep_destroy(uct_tm_proto_ep_h ep) {
+    if (valid(ep) && ep->worker->owns(ep)) {
+        ep->worker->ep_destroy(ep);
+    }
+}
+
+ucs_status_t uct_tm_proto_send(uct_tm_proto_ep_h ep, const void *buffer, size_t length,
+                               uct_tm_proto_tag_t tag, const uct_tm_proto_op_params_t *params,
+                               uct_tm_proto_request_t *req) {
+    if (!valid(ep)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return ep->worker->send(ep, buffer, length, tag, params, req);
+}
+
+ucs_status_t uct_tm_proto_recv(uct_tm_proto_worker_h worker, void *buffer, size_t length,
+                               uct_tm_proto_tag_t tag, uct_tm_proto_tag_t mask,
+                               uct_tm_proto_ep_h source, const uct_tm_proto_op_params_t *params,
+                               uct_tm_proto_request_t *req) {
+    if (worker == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return worker->recv(buffer, length, tag, mask, source, params, req);
+}
+
+ucs_status_t uct_tm_proto_probe(uct_tm_proto_worker_h worker, uct_tm_proto_tag_t tag,
+                                uct_tm_proto_tag_t mask, uct_tm_proto_ep_h source, unsigned flags,
+                                uct_tm_proto_info_t *info, uct_tm_proto_msg_t *msg) {
+    if (worker == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return worker->probe(tag, mask, source, flags, info, msg);
+}
+
+ucs_status_t uct_tm_proto_recv_claimed(uct_tm_proto_worker_h worker, uct_tm_proto_msg_t msg,
+                                       void *buffer, size_t length,
+                                       const uct_tm_proto_op_params_t *params,
+                                       uct_tm_proto_request_t *req) {
+    if (worker == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return worker->recv_claimed(msg, buffer, length, params, req);
+}
+
+ucs_status_t uct_tm_proto_discard_claimed(uct_tm_proto_worker_h worker, uct_tm_proto_msg_t msg) {
+    return (worker == nullptr) ? UCS_ERR_INVALID_PARAM : worker->discard_claimed(msg);
+}
+
+ucs_status_t uct_tm_proto_request_test(uct_tm_proto_worker_h worker, uct_tm_proto_request_t req,
+                                       uct_tm_proto_info_t *info) {
+    return (worker == nullptr) ? UCS_ERR_INVALID_PARAM : worker->test(req, info);
+}
+
+ucs_status_t uct_tm_proto_request_release(uct_tm_proto_worker_h worker,
+                                          uct_tm_proto_request_t req) {
+    return (worker == nullptr) ? UCS_ERR_INVALID_PARAM : worker->release(req);
+}
+
+ucs_status_t uct_tm_proto_request_cancel(uct_tm_proto_worker_h worker,
+                                         uct_tm_proto_request_t req) {
+    return (worker == nullptr) ? UCS_ERR_INVALID_PARAM : worker->cancel(req);
+}
+
+}  // extern "C"

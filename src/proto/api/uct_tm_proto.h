@@ -1,0 +1,187 @@
+/*
+ * uct_tm_proto: a thin tagged-messaging protocol layer over UCT ifaces.
+ *
+ * A worker opens one or more UCT ifaces (component "tm" transports such as
+ * tm_sm, or UCX's own posix and tcp), endpoints connect it to peer workers,
+ * and tagged sends and receives run over them: eager or rendezvous picked per
+ * message, tag matching offloaded to the transport when it has a tag list and
+ * done in software otherwise, with MPI ordering either way. The contract, wire
+ * format and configuration are in docs/proto.md.
+ *
+ * Threading: a worker and everything created from it is used by one thread at
+ * a time. Callbacks run only inside uct_tm_proto_worker_progress().
+ *
+ * Requests: an operation that does not finish at once returns UCS_INPROGRESS
+ * and a request handle. The request completes exactly once (its callback runs,
+ * if one was given, and uct_tm_proto_request_test() stops returning
+ * UCS_INPROGRESS); the caller then releases it with
+ * uct_tm_proto_request_release(). Handles are checked: a stale or foreign
+ * handle returns UCS_ERR_INVALID_PARAM, never undefined behaviour.
+ */
+#ifndef UCT_TM_PROTO_H_
+#define UCT_TM_PROTO_H_
+
+#include <ucs/type/status.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint64_t                     uct_tm_proto_tag_t;
+typedef struct uct_tm_proto_worker  *uct_tm_proto_worker_h;
+typedef struct uct_tm_proto_ep      *uct_tm_proto_ep_h;
+/* An operation in progress (0: none). */
+typedef uint64_t                     uct_tm_proto_request_t;
+/* An unexpected message held by a PEEK|CLAIM probe (0: none). */
+typedef uint64_t                     uct_tm_proto_msg_t;
+
+/* What a completion (or a probe) reports. */
+typedef struct uct_tm_proto_info {
+    ucs_status_t       status; /* UCS_OK, UCS_ERR_MESSAGE_TRUNCATED, UCS_ERR_CANCELED, ... */
+    uct_tm_proto_tag_t tag;    /* receives and probes: the sender's tag */
+    size_t             length; /* receives and probes: the sender's full length */
+    uint32_t           imm;    /* the sender's immediate data (0 if none was sent) */
+    uint32_t           source; /* the sending worker's id */
+    uct_tm_proto_ep_h  ep;     /* this worker's endpoint to the sender, or NULL */
+} uct_tm_proto_info_t;
+
+typedef void (*uct_tm_proto_cb_t)(void *arg, uct_tm_proto_request_t req,
+                                  const uct_tm_proto_info_t *info);
+
+/* ---- worker ---------------------------------------------------------------- */
+
+enum uct_tm_proto_worker_field {
+    UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS     = 1u << 0,
+    UCT_TM_PROTO_WORKER_FIELD_ID             = 1u << 1,
+    UCT_TM_PROTO_WORKER_FIELD_RNDV_THRESH    = 1u << 2,
+    UCT_TM_PROTO_WORKER_FIELD_UNEXPECTED_CAP = 1u << 3,
+    UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS      = 1u << 4,
+    UCT_TM_PROTO_WORKER_FIELD_OFFLOAD        = 1u << 5
+};
+
+/* Parameters override the UCX_TM_PROTO_* environment (docs/proto.md). */
+typedef struct uct_tm_proto_worker_params {
+    uint64_t    field_mask;     /* uct_tm_proto_worker_field bits of the fields set */
+    /* Comma-separated "tl[:device]" list, e.g. "tm_sm", "posix", "tcp:lo". */
+    const char *transports;
+    uint32_t    id;             /* this worker's id as peers see it (non-zero) */
+    size_t      rndv_thresh;    /* messages of at least this many bytes use rendezvous */
+    size_t      unexpected_cap; /* bytes of eager data buffered for unmatched messages */
+    unsigned    max_peers;      /* peers sharing unexpected_cap (each gets cap / max_peers) */
+    int         offload;        /* post receives to the transport's tag list when it has one */
+} uct_tm_proto_worker_params_t;
+
+ucs_status_t uct_tm_proto_worker_create(const uct_tm_proto_worker_params_t *params,
+                                        uct_tm_proto_worker_h *worker_p);
+/* Outstanding requests are dropped without callbacks; endpoints are destroyed. */
+void         uct_tm_proto_worker_destroy(uct_tm_proto_worker_h worker);
+/* Drives every iface and delivers completions; returns the events handled. */
+unsigned     uct_tm_proto_worker_progress(uct_tm_proto_worker_h worker);
+/* The address peers pass to uct_tm_proto_ep_create(). *length in: room at
+ * buffer, out: bytes needed (UCS_ERR_BUFFER_TOO_SMALL if it did not fit). */
+ucs_status_t uct_tm_proto_worker_address(uct_tm_proto_worker_h worker, void *buffer,
+                                         size_t *length);
+uint32_t     uct_tm_proto_worker_id(uct_tm_proto_worker_h worker);
+
+/* Worker counters (diagnostics and tests). */
+typedef struct uct_tm_proto_stats {
+    uint64_t eager_sends;       /* messages sent eagerly (any fragmenting) */
+    uint64_t rndv_sends;        /* messages sent by rendezvous */
+    uint64_t offloaded_recvs;   /* receives posted to a transport's tag list */
+    uint64_t software_recvs;    /* receives queued in software */
+    uint64_t expected;          /* arrivals that matched a posted receive */
+    uint64_t unexpected;        /* arrivals queued as unexpected */
+    uint64_t backpressure;      /* sends pushed to rendezvous for lack of eager credit */
+    size_t   unexpected_bytes;  /* eager bytes buffered now */
+    size_t   unexpected_peak;   /* their maximum so far */
+} uct_tm_proto_stats_t;
+void uct_tm_proto_worker_stats(uct_tm_proto_worker_h worker, uct_tm_proto_stats_t *stats);
+
+/* ---- endpoints ------------------------------------------------------------- */
+
+/* Connects to the worker whose address is given. Replies (rendezvous, sync
+ * acknowledgements, credits) travel back over the peer's endpoint to this
+ * worker: two workers that talk create endpoints to each other. */
+ucs_status_t uct_tm_proto_ep_create(uct_tm_proto_worker_h worker, const void *address,
+                                    size_t length, uct_tm_proto_ep_h *ep_p);
+/* Requests still using the endpoint are completed with UCS_ERR_CANCELED. */
+void         uct_tm_proto_ep_destroy(uct_tm_proto_ep_h ep);
+
+/* ---- operations -------------------------------------------------------------- */
+
+enum uct_tm_proto_op_flags {
+    /* send: the buffer may be reused as soon as the call returns */
+    UCT_TM_PROTO_SEND_INJECT = 1u << 0,
+    /* send: complete only once the message matched a receive or was discarded
+     * (FI_MATCH_COMPLETE) */
+    UCT_TM_PROTO_SEND_SYNC   = 1u << 1
+};
+
+typedef struct uct_tm_proto_op_params {
+    unsigned          flags; /* uct_tm_proto_op_flags */
+    uint32_t          imm;   /* send: immediate data delivered with the message */
+    uct_tm_proto_cb_t cb;    /* optional completion callback */
+    void             *arg;   /* its first argument */
+} uct_tm_proto_op_params_t;
+
+/* Sends `length` bytes tagged `tag`. UCS_OK: done, the buffer is free and no
+ * request was made; UCS_INPROGRESS: *req completes later (the buffer is in
+ * use until then, unless INJECT); an error: nothing was sent. params may be
+ * NULL. */
+ucs_status_t uct_tm_proto_send(uct_tm_proto_ep_h ep, const void *buffer, size_t length,
+                               uct_tm_proto_tag_t tag, const uct_tm_proto_op_params_t *params,
+                               uct_tm_proto_request_t *req);
+
+/* Posts a receive for a message whose tag matches (tag, mask) -- (msg_tag &
+ * mask) == (tag & mask) -- and, if `source` is not NULL, sent by that
+ * endpoint's peer. Always returns UCS_INPROGRESS and a request (or an error).
+ * The earliest-posted matching receive takes each message. A longer message
+ * fills the buffer and completes with UCS_ERR_MESSAGE_TRUNCATED and the
+ * sender's length. */
+ucs_status_t uct_tm_proto_recv(uct_tm_proto_worker_h worker, void *buffer, size_t length,
+                               uct_tm_proto_tag_t tag, uct_tm_proto_tag_t mask,
+                               uct_tm_proto_ep_h source, const uct_tm_proto_op_params_t *params,
+                               uct_tm_proto_request_t *req);
+
+enum uct_tm_proto_probe_flags {
+    UCT_TM_PROTO_PROBE_PEEK    = 1u << 0, /* report the earliest matching unexpected message */
+    UCT_TM_PROTO_PROBE_CLAIM   = 1u << 1, /* with PEEK: hold it for uct_tm_proto_recv_claimed() */
+    UCT_TM_PROTO_PROBE_DISCARD = 1u << 2  /* with PEEK: drop it (the sender completes normally) */
+};
+
+/* fi_tagged(3) FI_PEEK / FI_CLAIM / FI_DISCARD on the unexpected messages.
+ * UCS_OK: *info describes the message (and *msg holds it, with CLAIM);
+ * UCS_ERR_NO_ELEM: no matching message has arrived. */
+ucs_status_t uct_tm_proto_probe(uct_tm_proto_worker_h worker, uct_tm_proto_tag_t tag,
+                                uct_tm_proto_tag_t mask, uct_tm_proto_ep_h source, unsigned flags,
+                                uct_tm_proto_info_t *info, uct_tm_proto_msg_t *msg);
+/* Receives a claimed message (as uct_tm_proto_recv, without matching). */
+ucs_status_t uct_tm_proto_recv_claimed(uct_tm_proto_worker_h worker, uct_tm_proto_msg_t msg,
+                                       void *buffer, size_t length,
+                                       const uct_tm_proto_op_params_t *params,
+                                       uct_tm_proto_request_t *req);
+/* Drops a claimed message (FI_CLAIM | FI_DISCARD). */
+ucs_status_t uct_tm_proto_discard_claimed(uct_tm_proto_worker_h worker, uct_tm_proto_msg_t msg);
+
+/* UCS_INPROGRESS, or the final status with *info filled (info may be NULL). */
+ucs_status_t uct_tm_proto_request_test(uct_tm_proto_worker_h worker, uct_tm_proto_request_t req,
+                                       uct_tm_proto_info_t *info);
+/* Frees a completed request. UCS_ERR_BUSY: it has not completed yet. */
+ucs_status_t uct_tm_proto_request_release(uct_tm_proto_worker_h worker,
+                                          uct_tm_proto_request_t req);
+/* Cancels a receive that has not matched yet, or a rendezvous send the
+ * receiver has not started to fetch. UCS_OK: the request will complete, with
+ * UCS_ERR_CANCELED if the cancel won or normally if it lost. UCS_ERR_BUSY:
+ * the operation cannot be cancelled any more (eager data already sent);
+ * UCS_ERR_NO_ELEM: it already completed. */
+ucs_status_t uct_tm_proto_request_cancel(uct_tm_proto_worker_h worker,
+                                         uct_tm_proto_request_t req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

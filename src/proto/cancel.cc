@@ -1,0 +1,95 @@
+/*
+ * Cancellation. A receive not matched yet leaves its queue and completes
+ * with UCS_ERR_CANCELED; one already matched completes normally. A
+ * rendezvous send still queued completes with UCS_ERR_CANCELED at once; one
+ * whose RTS went out asks the receiver, which withdraws the RTS only if no
+ * receive took it: the sender completes with UCS_ERR_CANCELED on that
+ * answer, or normally once the data went out. The receiver never reads the
+ * sender's memory (the sender pushes the data itself), so a cancelled
+ * buffer is never touched after completion.
+ */
+#include "worker.h"
+
+#include <algorithm>
+
+namespace uct_tm {
+namespace proto {
+
+ucs_status_t Worker::cancel(uint64_t req) {
+    Request *r = reqs_.lookup(req);
+    if (r == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (r->done) {
+        return UCS_ERR_NO_ELEM;
+    }
+    return (r->kind == ReqKind::kSend) ? cancel_send(*r) : cancel_recv(*r);
+}
+
+ucs_status_t Worker::cancel_recv(Request &r) {
+    if (r.rstate != RecvState::kPosted) {
+        return UCS_OK; /* matched: it completes normally */
+    }
+    if (r.tier == 1) {
+        if (matcher_.cancel(r.mh) != UCS_OK) {
+            return UCS_OK;
+        }
+    } else {
+        --tier2_live_; /* its tier2_ entry is skipped from now on */
+        if (tier2_live_ == 0) {
+            tier2_.clear();
+        }
+    }
+    complete(r, UCS_ERR_CANCELED);
+    return UCS_OK;
+}
+
+ucs_status_t Worker::cancel_send(Request &r) {
+    if ((r.sstate == SendState::kQueued) && !r.started) {
+        auto &q = r.ep->sends;
+        q.erase(std::remove(q.begin(), q.end(), r.self), q.end());
+        if (!r.rndv) {
+            r.ep->credits += r.length;
+        }
+        complete(r, UCS_ERR_CANCELED);
+        return UCS_OK;
+    }
+    if (r.sstate == SendState::kRtsSent) {
+        if (!r.cancel) {
+            r.cancel     = true;
+            CtrlHeader h = {};
+            h.kind       = Kind::kCancel;
+            h.source     = config_.id;
+            h.req        = r.self;
+            send_ctrl(r.ep, h);
+        }
+        return UCS_OK;
+    }
+    if (r.sstate == SendState::kPushing) {
+        return UCS_OK; /* the receiver asked for the data: it completes normally */
+    }
+    return UCS_ERR_BUSY; /* eager data is out */
+}
+
+/* Receiver: the sender withdraws its rendezvous request `sreq`. */
+void Worker::cancel_rts(uint32_t source, uint64_t sreq) {
+    CtrlHeader h = {};
+    h.kind       = Kind::kCancelAck;
+    h.req        = sreq;
+    h.status     = UCS_OK; /* lost: a receive has it */
+    for (uint64_t handle : arrival_) {
+        uint32_t    idx;
+        Unexpected *u = unex_.lookup(handle, &idx);
+        if ((u != nullptr) && u->rndv && !u->claimed && (u->source == source) &&
+            (u->sreq == sreq) && (matcher_.take(u->mh) == UCS_OK)) {
+            unex_.release(idx);
+            trim_arrival();
+            h.status = UCS_ERR_CANCELED;
+            break;
+        }
+    }
+    send_ctrl_to(source, h);
+}
+
+}  // namespace proto
+}  // namespace uct_tm

@@ -1,0 +1,89 @@
+#include "config.h"
+
+#include <ucs/config/parser.h>
+#include <ucs/debug/log_def.h>
+
+#include <cstddef>
+
+namespace uct_tm {
+namespace proto {
+namespace {
+
+/* What UCX's parser fills (its types: char* strings, unsigned, size_t, int). */
+struct EnvConfig {
+    char    *transports;
+    size_t   rndv_thresh;
+    size_t   unexpected_cap;
+    unsigned max_peers;
+    int      offload;
+};
+
+ucs_config_field_t env_table[] = {
+    {"TRANSPORTS", "tm_sm", "Comma-separated tl[:device] list of the ifaces a worker opens.",
+     offsetof(EnvConfig, transports), UCS_CONFIG_TYPE_STRING},
+    {"RNDV_THRESH", "64k", "Messages of at least this size are sent by rendezvous.",
+     offsetof(EnvConfig, rndv_thresh), UCS_CONFIG_TYPE_MEMUNITS},
+    {"UNEXPECTED_CAP", "64m",
+     "Eager bytes a worker buffers for unmatched messages, shared by MAX_PEERS senders; "
+     "a sender out of its share uses rendezvous.",
+     offsetof(EnvConfig, unexpected_cap), UCS_CONFIG_TYPE_MEMUNITS},
+    {"MAX_PEERS", "256", "Senders sharing UNEXPECTED_CAP.", offsetof(EnvConfig, max_peers),
+     UCS_CONFIG_TYPE_UINT},
+    {"OFFLOAD", "y", "Post receives to the transport's tag list when it has one.",
+     offsetof(EnvConfig, offload), UCS_CONFIG_TYPE_BOOL},
+    {}};
+
+}  // namespace
+
+ucs_status_t read_config(const uct_tm_proto_worker_params_t *params, Config *config) {
+    EnvConfig env = {};
+    ucs_status_t status = ucs_config_parser_fill_opts(&env, env_table, "UCX_", "TM_PROTO_", 0);
+    if (status != UCS_OK) {
+        return status;
+    }
+    config->transports     = env.transports;
+    config->rndv_thresh    = env.rndv_thresh;
+    config->unexpected_cap = env.unexpected_cap;
+    config->max_peers      = env.max_peers;
+    config->offload        = env.offload != 0;
+    ucs_config_parser_release_opts(&env, env_table);
+
+    if (params != nullptr) {
+        const uint64_t f = params->field_mask;
+        if (f & UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS) {
+            if (params->transports == nullptr) {
+                return UCS_ERR_INVALID_PARAM;
+            }
+            config->transports = params->transports;
+        }
+        if (f & UCT_TM_PROTO_WORKER_FIELD_ID) {
+            if (params->id == 0) {
+                return UCS_ERR_INVALID_PARAM;
+            }
+            config->id = params->id;
+        }
+        if (f & UCT_TM_PROTO_WORKER_FIELD_RNDV_THRESH) {
+            config->rndv_thresh = params->rndv_thresh;
+        }
+        if (f & UCT_TM_PROTO_WORKER_FIELD_UNEXPECTED_CAP) {
+            config->unexpected_cap = params->unexpected_cap;
+        }
+        if (f & UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS) {
+            config->max_peers = params->max_peers;
+        }
+        if (f & UCT_TM_PROTO_WORKER_FIELD_OFFLOAD) {
+            config->offload = params->offload != 0;
+        }
+    }
+    if ((config->max_peers == 0) || config->transports.empty() ||
+        (config->unexpected_cap / config->max_peers > UINT32_MAX)) {
+        ucs_error("tm_proto: invalid configuration (MAX_PEERS %u, UNEXPECTED_CAP %zu, "
+                  "TRANSPORTS '%s')", config->max_peers, config->unexpected_cap,
+                  config->transports.c_str());
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
+}  // namespace proto
+}  // namespace uct_tm

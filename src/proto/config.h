@@ -1,0 +1,32 @@
+/*
+ * Worker configuration: UCX_TM_PROTO_* variables read with UCX's config
+ * parser, then overridden by the fields set in uct_tm_proto_worker_params_t.
+ */
+#ifndef UCT_TM_PROTO_CONFIG_H_
+#define UCT_TM_PROTO_CONFIG_H_
+
+#include "api/uct_tm_proto.h"
+
+#include <cstddef>
+#include <string>
+
+namespace uct_tm {
+namespace proto {
+
+struct Config {
+    std::string transports     = "tm_sm";
+    uint32_t    id             = 0; /* 0: pick one */
+    size_t      rndv_thresh    = 64 << 10;
+    size_t      unexpected_cap = 64 << 20;
+    unsigned    max_peers      = 256;
+    bool        offload        = true;
+};
+
+/* Environment first, then params. Returns UCS_ERR_INVALID_PARAM for values
+ * out of range. */
+ucs_status_t read_config(const uct_tm_proto_worker_params_t *params, Config *config);
+
+}  // namespace proto
+}  // namespace uct_tm
+
+#endif

@@ -1,0 +1,115 @@
+/*
+ * Control messages between workers: CTS (rendezvous go-ahead), ACK (sync
+ * send matched, or rendezvous finished without data), CANCEL / CANCEL_ACK
+ * (rendezvous withdrawal) and CREDIT (eager buffer returned). Replies travel
+ * over our endpoint to the peer; one refused with NO_RESOURCE waits in the
+ * endpoint's control queue. A reply naming a request that is gone is dropped.
+ */
+#include "worker.h"
+
+#include <ucs/debug/log_def.h>
+
+namespace uct_tm {
+namespace proto {
+
+void Worker::send_ctrl(Endpoint *ep, const CtrlHeader &hdr) {
+    if (ep->ctrl.empty()) {
+        const ssize_t n = am_send(ep, &hdr, sizeof(hdr), nullptr, 0);
+        if (n >= 0) {
+            return;
+        }
+        if (n != UCS_ERR_NO_RESOURCE) {
+            ucs_error("tm_proto: control message to worker %u failed: %s", ep->peer_id,
+                      ucs_status_string(static_cast<ucs_status_t>(n)));
+            return;
+        }
+    }
+    ep->ctrl.push_back(hdr);
+    mark_busy(ep);
+}
+
+void Worker::send_ctrl_to(uint32_t source, const CtrlHeader &hdr) {
+    Endpoint *ep = endpoint_of(source);
+    if (ep == nullptr) {
+        ucs_error("tm_proto: no endpoint to worker %u for a reply: create one (docs/proto.md)",
+                  source);
+        return;
+    }
+    CtrlHeader h = hdr;
+    h.source     = config_.id;
+    send_ctrl(ep, h);
+}
+
+void Worker::return_credit(uint32_t source, uint64_t bytes) {
+    Endpoint *ep = endpoint_of(source);
+    if ((ep == nullptr) || (bytes == 0)) {
+        return;
+    }
+    ep->owed += bytes;
+    const uint64_t window = config_.unexpected_cap / config_.max_peers;
+    if (ep->owed >= window / 4) {
+        CtrlHeader h = {};
+        h.kind  = Kind::kCredit;
+        h.value = ep->owed;
+        ep->owed = 0;
+        send_ctrl_to(source, h);
+    }
+}
+
+void Worker::handle_ctrl(const CtrlHeader &hdr) {
+    if (hdr.kind == Kind::kCredit) {
+        Endpoint *ep = endpoint_of(hdr.source);
+        if (ep != nullptr) {
+            ep->credits = std::min<uint64_t>(ep->credits + hdr.value, ep->peer_window);
+        }
+        return;
+    }
+    if (hdr.kind == Kind::kCancel) {
+        cancel_rts(hdr.source, hdr.req);
+        return;
+    }
+    Request *r = reqs_.lookup(hdr.req);
+    if ((r == nullptr) || (r->kind != ReqKind::kSend) || r->done ||
+        (r->ep->peer_id != hdr.source)) {
+        return; /* the request completed otherwise (cancel, endpoint destroyed) */
+    }
+    switch (hdr.kind) {
+    case Kind::kCts:
+        if ((r->sstate != SendState::kRtsSent) || (hdr.value2 > r->length)) {
+            ucs_error("tm_proto: unexpected CTS from worker %u", hdr.source);
+            return;
+        }
+        r->rreq   = hdr.value;
+        r->limit  = hdr.value2;
+        r->offset = 0;
+        r->sstate = SendState::kPushing;
+        if (r->ep->sends.empty()) {
+            const ucs_status_t status = push_data(*r);
+            if (status == UCS_OK) {
+                return;
+            }
+            if (status != UCS_ERR_NO_RESOURCE) {
+                complete(*r, status);
+                return;
+            }
+        }
+        r->ep->sends.push_back(r->self);
+        mark_busy(r->ep);
+        return;
+    case Kind::kAck:
+        if ((r->sstate == SendState::kEagerSent) || (r->sstate == SendState::kRtsSent)) {
+            complete(*r, UCS_OK);
+        }
+        return;
+    case Kind::kCancelAck:
+        if ((r->sstate == SendState::kRtsSent) && (hdr.status == UCS_ERR_CANCELED)) {
+            complete(*r, UCS_ERR_CANCELED);
+        }
+        return;
+    default:
+        return;
+    }
+}
+
+}  // namespace proto
+}  // namespace uct_tm

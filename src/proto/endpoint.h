@@ -1,0 +1,44 @@
+/*
+ * Endpoint: this worker's connection to one peer worker over one iface, with
+ * the sends waiting for transport resources (in posting order: messages to a
+ * peer never overtake each other) and the control replies waiting likewise.
+ */
+#ifndef UCT_TM_PROTO_ENDPOINT_H_
+#define UCT_TM_PROTO_ENDPOINT_H_
+
+#include "wire.h"
+
+#include <uct/api/uct.h>
+
+#include <cstdint>
+#include <deque>
+
+namespace uct_tm {
+namespace proto {
+
+class Worker;
+struct Iface;
+
+class Endpoint {
+  public:
+    static constexpr uint32_t kMagic = 0x7470e9e1;
+    uint32_t magic       = kMagic; /* cleared on destroy: catches some stale handles */
+    Worker  *worker      = nullptr;
+    Iface   *iface       = nullptr;
+    uct_ep_h uct_ep      = nullptr;
+    uint32_t peer_id     = 0;
+    uint64_t credits     = 0; /* eager bytes the peer still buffers for us */
+    uint64_t peer_window = 0; /* its share of its unexpected cap */
+    uint64_t owed        = 0; /* eager bytes of the peer's we consumed and not yet returned */
+    uint32_t next_msg_id = 1;
+    bool     busy        = false; /* in the worker's list of endpoints with queued work */
+    std::deque<uint64_t>   sends; /* send requests not fully handed to the transport */
+    std::deque<CtrlHeader> ctrl;  /* control messages refused with NO_RESOURCE */
+};
+
+}  // namespace proto
+}  // namespace uct_tm
+
+struct uct_tm_proto_ep : uct_tm::proto::Endpoint {};
+
+#endif

@@ -1,0 +1,569 @@
+/*
+ * Receives: posting (an earlier unexpected message first, else a queue),
+ * arrival matching across the receive tiers, unexpected messages, probe,
+ * truncation. The ordering rule and its proof are in docs/proto.md
+ * "Ordering": tier 0 (the transport's tag list) holds receives older than
+ * every tier-1 receive (the matcher), which are older than every tier-2
+ * receive (source-filtered ones and those posted after them); a receive
+ * joins tier k only while every tier above k is empty, so the first tier
+ * with a match holds the earliest matching receive.
+ */
+#include "worker.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace uct_tm {
+namespace proto {
+
+namespace {
+
+/* Copies a header out of (unaligned) AM data; false if the data is shorter. */
+template <typename Header> bool read_header(const char *p, size_t length, Header *h) {
+    if (length < sizeof(Header)) {
+        return false;
+    }
+    memcpy(h, p, sizeof(Header));
+    return true;
+}
+
+uint64_t partial_key(uint32_t source, uint32_t msg_id) {
+    return (uint64_t{source} << 32) | msg_id;
+}
+
+}  // namespace
+
+template <typename Header>
+bool Worker::dispatch(const char *p, size_t length,
+                      void (Worker::*handler)(const Header &, const char *, size_t)) {
+    Header h;
+    if (!read_header(p, length, &h)) {
+        return false;
+    }
+    (this->*handler)(h, p + sizeof(h), length - sizeof(h));
+    return true;
+}
+
+ucs_status_t Worker::handle_am(const void *data, size_t length) {
+    if (length < 1) {
+        return UCS_OK;
+    }
+    const char *p = static_cast<const char *>(data);
+    Kind        kind;
+    memcpy(&kind, p, 1);
+    switch (kind) {
+    case Kind::kEager:
+    case Kind::kFirst:
+    case Kind::kRts: {
+        MsgHeader h;
+        if (!read_header(p, length, &h)) {
+            break;
+        }
+        const size_t len = length - sizeof(h);
+        if (((kind == Kind::kEager) && (len != h.length)) ||
+            ((kind == Kind::kFirst) && (len >= h.length)) || ((kind == Kind::kRts) && (len != 0))) {
+            break;
+        }
+        handle_message(h, p + sizeof(h), len);
+        return UCS_OK;
+    }
+    case Kind::kMiddle:
+        if (!dispatch(p, length, &Worker::handle_fragment)) {
+            break;
+        }
+        return UCS_OK;
+    case Kind::kData:
+        if (!dispatch(p, length, &Worker::handle_data)) {
+            break;
+        }
+        return UCS_OK;
+    case Kind::kCts:
+    case Kind::kAck:
+    case Kind::kCancel:
+    case Kind::kCancelAck:
+    case Kind::kCredit: {
+        CtrlHeader c;
+        if ((length != sizeof(c)) || !read_header(p, length, &c)) {
+            break;
+        }
+        handle_ctrl(c);
+        return UCS_OK;
+    }
+    default:
+        break;
+    }
+    ucs_error("tm_proto: dropped a malformed message (kind %u, %zu bytes)",
+              static_cast<unsigned>(static_cast<uint8_t>(kind)), length);
+    return UCS_OK;
+}
+
+/* The earliest posted receive that matches, removed from its tier; or null. */
+Request *Worker::match_arrival(uint64_t tag, uint32_t source) {
+    if (matcher_.posted_count() != 0) {
+        const match::ArriveResult ar = matcher_.match_posted(tag);
+        if (ar.matched) {
+            return static_cast<Request *>(ar.recv.ctx);
+        }
+    }
+    if (tier2_live_ == 0) {
+        return nullptr;
+    }
+    for (auto it = tier2_.begin(); it != tier2_.end(); ++it) {
+        Request *r = reqs_.lookup(*it);
+        if ((r == nullptr) || r->done || (r->rstate != RecvState::kPosted)) {
+            continue;
+        }
+        if (match::tag_matches(tag, r->tag, r->mask) &&
+            (!r->has_source || (r->src_filter == source))) {
+            tier2_.erase(it);
+            --tier2_live_;
+            if (tier2_live_ == 0) {
+                tier2_.clear();
+            }
+            return r;
+        }
+    }
+    return nullptr;
+}
+
+void Worker::accept_message(Request &r, const MsgHeader &h) {
+    r.rstate        = RecvState::kArriving;
+    r.info.tag      = h.tag;
+    r.info.length   = h.length;
+    r.info.imm      = h.imm;
+    r.info.source   = h.source;
+    r.info.ep       = reinterpret_cast<uct_tm_proto_ep_h>(endpoint_of(h.source));
+    r.expect        = std::min<uint64_t>(h.length, r.capacity);
+    r.received      = 0;
+    r.offset        = 0;
+}
+
+/* Copies message bytes [offset, offset + len) into the receive; whatever
+ * falls past its buffer is dropped. */
+void Worker::place(Request &r, size_t offset, const char *data, size_t len) {
+    if (offset >= r.capacity) {
+        return;
+    }
+    const size_t n = std::min(len, r.capacity - offset);
+    memcpy(r.rbuf + offset, data, n);
+    r.received += n;
+}
+
+void Worker::finish_recv(Request &r) {
+    complete(r, (r.info.length > r.capacity) ? UCS_ERR_MESSAGE_TRUNCATED : UCS_OK);
+}
+
+/* An eager message left the unexpected buffer or went straight to a
+ * receive: its credit goes back, and a sync sender learns it matched. */
+void Worker::message_consumed(uint32_t source, uint64_t length, bool sync, uint64_t sreq) {
+    if (sync) {
+        CtrlHeader h = {};
+        h.kind = Kind::kAck;
+        h.req  = sreq;
+        send_ctrl_to(source, h);
+    }
+    return_credit(source, length);
+}
+
+/* A receive matched a rendezvous request: ask for what fits. */
+void Worker::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq) {
+    CtrlHeader h = {};
+    h.req        = sreq;
+    if (r.expect == 0) {
+        h.kind = Kind::kAck; /* nothing to fetch: the sender is done */
+        send_ctrl_to(source, h);
+        finish_recv(r);
+        return;
+    }
+    h.kind   = Kind::kCts;
+    h.value  = r.self;
+    h.value2 = r.expect;
+    send_ctrl_to(source, h);
+}
+
+void Worker::unexpected_bytes(int64_t delta) {
+    stats_.unexpected_bytes += delta;
+    stats_.unexpected_peak = std::max(stats_.unexpected_peak, stats_.unexpected_bytes);
+}
+
+/* A first fragment of `first_len` bytes arrived: the rest goes to receive
+ * `req` or to unexpected slot `unex`. */
+void Worker::track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex) {
+    Partial part;
+    part.req     = req;
+    part.unex    = unex;
+    part.source  = h.source;
+    part.length  = h.length;
+    part.arrived = first_len;
+    part.sreq    = h.sreq;
+    part.sync    = (h.flags & kFlagSync) != 0;
+    partial_[partial_key(h.source, h.msg_id)] = part;
+}
+
+void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len) {
+    const bool sync = (h.flags & kFlagSync) != 0;
+    Request   *r    = match_arrival(h.tag, h.source);
+    if (r != nullptr) {
+        ++stats_.expected;
+        accept_message(*r, h);
+        if (h.kind == Kind::kRts) {
+            start_rndv_recv(*r, h.source, h.sreq);
+            return;
+        }
+        place(*r, 0, payload, len);
+        r->offset = len;
+        if (h.kind == Kind::kEager) {
+            finish_recv(*r);
+            message_consumed(h.source, h.length, sync, h.sreq);
+            return;
+        }
+        track_fragments(h, len, r->self, UINT32_MAX);
+        return;
+    }
+
+    ++stats_.unexpected;
+    uint32_t idx;
+    try {
+        idx = unex_.allocate();
+    } catch (const std::bad_alloc &) {
+        ucs_error("tm_proto: out of memory for an unexpected message from worker %u", h.source);
+        return;
+    }
+    Unexpected &u = unex_[idx];
+    u.rndv   = (h.kind == Kind::kRts);
+    u.sync   = sync;
+    u.source = h.source;
+    u.imm    = h.imm;
+    u.tag    = h.tag;
+    u.length = h.length;
+    u.sreq   = h.sreq;
+    u.msg_id = h.msg_id;
+    u.ep     = endpoint_of(h.source);
+    if (!u.rndv) {
+        try {
+            u.data.resize(h.length);
+        } catch (const std::bad_alloc &) {
+            ucs_error("tm_proto: out of memory buffering %zu bytes from worker %u",
+                      static_cast<size_t>(h.length), h.source);
+            unex_.release(idx);
+            return;
+        }
+        if (len != 0) {
+            memcpy(u.data.data(), payload, len);
+        }
+        u.arrived = len;
+        unexpected_bytes(static_cast<int64_t>(h.length));
+    }
+    const match::ArriveResult ar = matcher_.arrive(h.tag, idx);
+    if (ar.status != UCS_OK) {
+        ucs_error("tm_proto: unexpected queue refused a message: %s", ucs_status_string(ar.status));
+        if (!u.rndv) {
+            unexpected_bytes(-static_cast<int64_t>(h.length));
+        }
+        unex_.release(idx);
+        return;
+    }
+    u.mh = ar.handle;
+    arrival_.push_back(unex_.handle(idx));
+    if (h.kind == Kind::kFirst) {
+        track_fragments(h, len, 0, idx);
+    }
+}
+
+void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t len) {
+    auto it = partial_.find(partial_key(f.source, f.msg_id));
+    if ((it == partial_.end()) || (f.offset != it->second.arrived) ||
+        (len > it->second.length - it->second.arrived) || (len == 0)) {
+        ucs_error("tm_proto: dropped a fragment from worker %u (message %u, offset %llu)",
+                  f.source, f.msg_id, static_cast<unsigned long long>(f.offset));
+        return;
+    }
+    Partial &part = it->second;
+    part.arrived += len;
+    const bool last = part.arrived == part.length;
+    if (part.req != 0) {
+        Request *r = reqs_.lookup(part.req);
+        if (r != nullptr) {
+            place(*r, f.offset, payload, len);
+            r->offset = part.arrived;
+            if (last) {
+                finish_recv(*r);
+            }
+        }
+    } else if (part.unex != UINT32_MAX) {
+        Unexpected &u = unex_[part.unex];
+        memcpy(u.data.data() + f.offset, payload, len);
+        u.arrived = part.arrived;
+    }
+    if (last) {
+        const Partial done = part;
+        partial_.erase(it);
+        if (done.unex == UINT32_MAX) {
+            message_consumed(done.source, done.length, done.sync, done.sreq);
+        }
+        /* still unexpected: consumed when a receive or a discard takes it */
+    }
+}
+
+void Worker::handle_data(const DataHeader &d, const char *payload, size_t len) {
+    Request *r = reqs_.lookup(d.rreq);
+    if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done ||
+        (r->rstate != RecvState::kArriving) || (d.offset != r->received) ||
+        (len > r->expect - r->received) || (len == 0)) {
+        ucs_error("tm_proto: dropped rendezvous data (offset %llu, %zu bytes)",
+                  static_cast<unsigned long long>(d.offset), len);
+        return;
+    }
+    place(*r, d.offset, payload, len);
+    if (r->received == r->expect) {
+        finish_recv(*r);
+    }
+}
+
+void Worker::trim_arrival() {
+    uint32_t idx;
+    while (!arrival_.empty() && (unex_.lookup(arrival_.front(), &idx) == nullptr)) {
+        arrival_.pop_front();
+    }
+    if (arrival_.size() > 2 * unex_.live() + 64) {
+        arrival_.erase(std::remove_if(arrival_.begin(), arrival_.end(),
+                                      [this](uint64_t h) {
+                                          uint32_t i;
+                                          return unex_.lookup(h, &i) == nullptr;
+                                      }),
+                       arrival_.end());
+    }
+}
+
+/* The earliest unexpected message matching (and from `source`), not
+ * claimed; with `remove` it leaves the matcher. */
+bool Worker::take_unexpected(uint64_t tag, uint64_t mask, bool has_source, uint32_t source,
+                             uint32_t *idx, bool remove) {
+    if (matcher_.unexpected_count() == 0) {
+        return false;
+    }
+    if (!has_source) {
+        match::Message m;
+        const ucs_status_t status =
+                remove ? matcher_.claim(tag, mask, &m) : matcher_.peek(tag, mask, &m);
+        if (status != UCS_OK) {
+            return false;
+        }
+        *idx = static_cast<uint32_t>(m.cookie);
+        return true;
+    }
+    trim_arrival();
+    for (uint64_t h : arrival_) {
+        uint32_t    i;
+        Unexpected *u = unex_.lookup(h, &i);
+        if ((u == nullptr) || u->claimed || (u->source != source) ||
+            !match::tag_matches(u->tag, tag, mask)) {
+            continue;
+        }
+        if (remove && (matcher_.take(u->mh) != UCS_OK)) {
+            return false;
+        }
+        *idx = i;
+        return true;
+    }
+    return false;
+}
+
+/* A receive takes an unexpected message (already out of the matcher). */
+void Worker::deliver_unexpected(Request &r, uint32_t idx) {
+    Unexpected &u = unex_[idx];
+    MsgHeader   h = {};
+    h.tag    = u.tag;
+    h.length = u.length;
+    h.imm    = u.imm;
+    h.source = u.source;
+    accept_message(r, h);
+    if (u.rndv) {
+        const uint32_t source = u.source;
+        const uint64_t sreq   = u.sreq;
+        unex_.release(idx);
+        trim_arrival();
+        start_rndv_recv(r, source, sreq);
+        return;
+    }
+    place(r, 0, u.data.data(), u.arrived);
+    r.offset = u.arrived;
+    unexpected_bytes(-static_cast<int64_t>(u.length));
+    if (u.arrived == u.length) {
+        finish_recv(r);
+        message_consumed(u.source, u.length, u.sync, u.sreq);
+    } else {
+        auto it = partial_.find(partial_key(u.source, u.msg_id));
+        if (it != partial_.end()) {
+            it->second.unex = UINT32_MAX;
+            it->second.req  = r.self;
+        }
+    }
+    unex_.release(idx);
+    trim_arrival();
+}
+
+/* Drops an unexpected message (already out of the matcher): a rendezvous
+ * sender is told it is done, an eager one gets its credit back. */
+void Worker::drop_unexpected(uint32_t idx) {
+    Unexpected &u = unex_[idx];
+    if (u.rndv) {
+        CtrlHeader h = {};
+        h.kind = Kind::kAck;
+        h.req  = u.sreq;
+        send_ctrl_to(u.source, h);
+    } else {
+        unexpected_bytes(-static_cast<int64_t>(u.length));
+        if (u.arrived == u.length) {
+            message_consumed(u.source, u.length, u.sync, u.sreq);
+        } else {
+            auto it = partial_.find(partial_key(u.source, u.msg_id));
+            if (it != partial_.end()) {
+                it->second.unex = UINT32_MAX; /* later fragments are dropped */
+            }
+        }
+    }
+    unex_.release(idx);
+    trim_arrival();
+}
+
+void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
+    info->status = UCS_OK;
+    info->tag    = u.tag;
+    info->length = u.length;
+    info->imm    = u.imm;
+    info->source = u.source;
+    info->ep     = reinterpret_cast<uct_tm_proto_ep_h>(endpoint_of(u.source));
+}
+
+ucs_status_t Worker::post_recv(Request &r) {
+    r.seq = next_seq_++;
+    if (r.has_source || (tier2_live_ != 0)) {
+        tier2_.push_back(r.self);
+        ++tier2_live_;
+        r.tier = 2;
+        ++stats_.software_recvs;
+        return UCS_OK;
+    }
+    const match::PostResult pr = matcher_.post_expected_only(r.tag, r.mask, &r);
+    if (pr.status != UCS_OK) {
+        return pr.status;
+    }
+    r.mh   = pr.handle;
+    r.tier = 1;
+    ++stats_.software_recvs;
+    return UCS_OK;
+}
+
+/* A receive request for `buffer`; null when out of memory. */
+Request *Worker::new_recv(void *buffer, size_t length, const uct_tm_proto_op_params_t *params,
+                          uint64_t *handle) {
+    Request *r;
+    try {
+        r = &reqs_.allocate(ReqKind::kRecv, handle);
+    } catch (const std::bad_alloc &) {
+        return nullptr;
+    }
+    r->rbuf     = static_cast<char *>(buffer);
+    r->capacity = length;
+    if (params != nullptr) {
+        r->cb  = params->cb;
+        r->arg = params->arg;
+    }
+    return r;
+}
+
+ucs_status_t Worker::recv(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                          Endpoint *source, const uct_tm_proto_op_params_t *params,
+                          uint64_t *req) {
+    if (((buffer == nullptr) && (length != 0)) || (req == nullptr) ||
+        ((source != nullptr) && ((source->magic != Endpoint::kMagic) || (source->worker != this))) ||
+        ((params != nullptr) && (params->flags != 0))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    *req = 0;
+    uint64_t handle;
+    Request *r = new_recv(buffer, length, params, &handle);
+    if (r == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    r->tag        = tag;
+    r->mask       = mask;
+    r->has_source = source != nullptr;
+    r->src_filter = (source != nullptr) ? source->peer_id : 0;
+    uint32_t idx;
+    if (take_unexpected(tag, mask, r->has_source, r->src_filter, &idx, true)) {
+        deliver_unexpected(*r, idx);
+    } else {
+        const ucs_status_t status = post_recv(*r);
+        if (status != UCS_OK) {
+            reqs_.release(handle);
+            return status;
+        }
+    }
+    *req = handle;
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t Worker::probe(uint64_t tag, uint64_t mask, Endpoint *source, unsigned flags,
+                           uct_tm_proto_info_t *info, uint64_t *msg) {
+    const unsigned action = flags & (UCT_TM_PROTO_PROBE_CLAIM | UCT_TM_PROTO_PROBE_DISCARD);
+    if (!(flags & UCT_TM_PROTO_PROBE_PEEK) ||
+        (flags & ~unsigned(UCT_TM_PROTO_PROBE_PEEK | UCT_TM_PROTO_PROBE_CLAIM |
+                           UCT_TM_PROTO_PROBE_DISCARD)) ||
+        (action == (UCT_TM_PROTO_PROBE_CLAIM | UCT_TM_PROTO_PROBE_DISCARD)) ||
+        ((action == UCT_TM_PROTO_PROBE_CLAIM) && (msg == nullptr)) ||
+        ((source != nullptr) && ((source->magic != Endpoint::kMagic) || (source->worker != this)))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    uint32_t idx;
+    if (!take_unexpected(tag, mask, source != nullptr, (source != nullptr) ? source->peer_id : 0,
+                         &idx, action != 0)) {
+        return UCS_ERR_NO_ELEM;
+    }
+    Unexpected &u = unex_[idx];
+    if (info != nullptr) {
+        fill_info(info, u);
+    }
+    if (action == UCT_TM_PROTO_PROBE_CLAIM) {
+        u.claimed = true;
+        *msg      = unex_.handle(idx);
+    } else if (action == UCT_TM_PROTO_PROBE_DISCARD) {
+        drop_unexpected(idx);
+    }
+    return UCS_OK;
+}
+
+ucs_status_t Worker::recv_claimed(uint64_t msg, void *buffer, size_t length,
+                                  const uct_tm_proto_op_params_t *params, uint64_t *req) {
+    uint32_t    idx;
+    Unexpected *u = unex_.lookup(msg, &idx);
+    if ((u == nullptr) || !u->claimed || ((buffer == nullptr) && (length != 0)) ||
+        (req == nullptr) || ((params != nullptr) && (params->flags != 0))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    uint64_t handle;
+    Request *r = new_recv(buffer, length, params, &handle);
+    if (r == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    deliver_unexpected(*r, idx);
+    *req = handle;
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t Worker::discard_claimed(uint64_t msg) {
+    uint32_t    idx;
+    Unexpected *u = unex_.lookup(msg, &idx);
+    if ((u == nullptr) || !u->claimed) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    drop_unexpected(idx);
+    return UCS_OK;
+}
+
+}  // namespace proto
+}  // namespace uct_tm

@@ -1,0 +1,138 @@
+/*
+ * Requests: one slot per send or receive in progress, addressed by a checked
+ * 64-bit handle (generation << 32 | index + 1) so that a stale or forged
+ * handle -- from the user or from a peer's reply -- is rejected, never
+ * dereferenced. Slots are reused LIFO: steady state does not allocate.
+ */
+#ifndef UCT_TM_PROTO_REQUEST_H_
+#define UCT_TM_PROTO_REQUEST_H_
+
+#include "api/uct_tm_proto.h"
+
+#include "match/slot_pool.h"
+#include "match/tag_matcher.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace uct_tm {
+namespace proto {
+
+class Endpoint;
+
+enum class ReqKind : uint8_t { kFree, kSend, kRecv };
+
+/* Where a send is. */
+enum class SendState : uint8_t {
+    kQueued,      /* waiting in its endpoint's queue (NO_RESOURCE or behind others) */
+    kEagerSent,   /* sync eager message out, waiting for kAck */
+    kRtsSent,     /* rendezvous request out, waiting for kCts / kCancelAck */
+    kPushing,     /* kCts came: pushing kData fragments */
+};
+
+/* Where a receive is. */
+enum class RecvState : uint8_t {
+    kPosted,      /* in a software queue (tier 1 or 2) */
+    kOffloaded,   /* in the transport's tag list (tier 0) */
+    kArriving,    /* matched; fragments or rendezvous data still coming */
+};
+
+struct Request {
+    uint32_t gen        = 1;
+    uint32_t free_link_ = 0;
+    uint32_t &free_link() { return free_link_; }
+
+    uint64_t self      = 0; /* this request's handle */
+    ReqKind  kind      = ReqKind::kFree;
+    bool     done      = false; /* completed: info.status is final */
+    bool     cancel    = false; /* cancel asked */
+    uct_tm_proto_cb_t cb  = nullptr;
+    void             *arg = nullptr;
+    uct_tm_proto_info_t info = {};
+
+    /* send */
+    Endpoint   *ep        = nullptr;
+    const char *sbuf      = nullptr;
+    size_t      length    = 0;
+    uint64_t    tag       = 0;
+    uint32_t    imm       = 0;
+    uint32_t    msg_id    = 0;
+    uint8_t     wire_flags = 0;
+    bool        rndv      = false;
+    bool        started   = false; /* the first wire message went out */
+    SendState   sstate    = SendState::kQueued;
+    size_t      offset    = 0;     /* bytes sent so far (fragments, rendezvous data) */
+    size_t      limit     = 0;     /* rendezvous: bytes the receiver asked for */
+    uint64_t    rreq      = 0;     /* rendezvous: receiver's request */
+    std::vector<char> bounce;      /* INJECT data that could not leave at once */
+
+    /* receive */
+    char       *rbuf      = nullptr;
+    size_t      capacity  = 0;
+    uint64_t    mask      = 0;
+    uint32_t    src_filter = 0;    /* 0: any source */
+    bool        has_source = false;
+    RecvState   rstate    = RecvState::kPosted;
+    uint8_t     tier      = 1;
+    uint64_t    seq       = 0;
+    match::RecvHandle mh;
+    size_t      received  = 0;     /* bytes placed */
+    size_t      expect    = 0;     /* bytes that will be placed in total */
+    alignas(8) char uct_ctx[64];   /* uct_tag_context_t while offloaded */
+};
+
+class RequestPool {
+  public:
+    /* A free slot, reset; throws std::bad_alloc. */
+    Request &allocate(ReqKind kind, uint64_t *handle) {
+        const uint32_t idx = pool_.allocate();
+        Request       &r   = pool_[idx];
+        const uint32_t gen = r.gen;
+        std::vector<char> keep = std::move(r.bounce);
+        r      = Request();
+        r.gen  = gen;
+        keep.clear();
+        r.bounce = std::move(keep);
+        r.kind = kind;
+        r.self = (uint64_t{gen} << 32) | (uint64_t{idx} + 1);
+        *handle = (uint64_t{gen} << 32) | (uint64_t{idx} + 1);
+        return r;
+    }
+
+    /* The live request with this handle, or null. */
+    Request *lookup(uint64_t handle) {
+        const uint64_t low = handle & 0xffffffffu;
+        if ((low == 0) || (low > pool_.issued())) {
+            return nullptr;
+        }
+        Request &r = pool_[static_cast<uint32_t>(low - 1)];
+        if ((r.kind == ReqKind::kFree) || (r.gen != static_cast<uint32_t>(handle >> 32))) {
+            return nullptr;
+        }
+        return &r;
+    }
+
+    void release(uint64_t handle) {
+        const uint32_t idx = static_cast<uint32_t>((handle & 0xffffffffu) - 1);
+        Request       &r   = pool_[idx];
+        r.kind = ReqKind::kFree;
+        r.gen  = (r.gen + 1 == 0) ? 1 : r.gen + 1;
+        pool_.release(idx);
+    }
+
+    size_t live() const { return pool_.live(); }
+    uint32_t issued() const { return pool_.issued(); }
+    Request &at(uint32_t idx) { return pool_[idx]; }
+    static uint64_t handle_of(const Request &r, uint32_t idx) {
+        return (uint64_t{r.gen} << 32) | (uint64_t{idx} + 1);
+    }
+
+  private:
+    match::SlotPool<Request> pool_;
+};
+
+}  // namespace proto
+}  // namespace uct_tm
+
+#endif

@@ -1,0 +1,285 @@
+/*
+ * Send protocols: eager (one AM, or a first fragment and middles), and
+ * rendezvous (RTS; the receiver answers with CTS once matched and the data
+ * follows as kData fragments of at most what the receiver can hold). The
+ * choice: rendezvous from config rndv_thresh, or when the peer's eager credit
+ * does not cover the message (back-pressure). Messages to one peer leave in
+ * posting order: a send waits behind the ones queued before it.
+ */
+#include "worker.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <cstring>
+#include <new>
+
+namespace uct_tm {
+namespace proto {
+
+namespace {
+
+struct Pack {
+    const void *hdr;
+    size_t      hdr_len;
+    const void *data;
+    size_t      len;
+};
+
+size_t pack_cb(void *dest, void *arg) {
+    const Pack *p = static_cast<const Pack *>(arg);
+    memcpy(dest, p->hdr, p->hdr_len);
+    if (p->len != 0) {
+        memcpy(static_cast<char *>(dest) + p->hdr_len, p->data, p->len);
+    }
+    return p->hdr_len + p->len;
+}
+
+}  // namespace
+
+ssize_t Worker::am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
+                        size_t len) {
+    Pack p{hdr, hdr_len, data, len};
+    return uct_ep_am_bcopy(ep->uct_ep, kAmId, pack_cb, &p, 0);
+}
+
+MsgHeader Worker::message_header(const Request &r, Kind kind) const {
+    MsgHeader h = {};
+    h.kind   = kind;
+    h.flags  = r.wire_flags;
+    h.source = config_.id;
+    h.tag    = r.tag;
+    h.imm    = r.imm;
+    h.length = r.length;
+    h.sreq   = r.self;
+    return h;
+}
+
+ucs_status_t Worker::send_eager(Request &r) {
+    Endpoint    *ep   = r.ep;
+    const char  *data = send_data(r);
+    const size_t room = ep->iface->max_bcopy;
+    if (!r.started) {
+        MsgHeader h = message_header(r, Kind::kEager);
+        size_t    chunk;
+        if (sizeof(h) + r.length <= room) {
+            chunk = r.length;
+        } else {
+            h.kind   = Kind::kFirst;
+            h.msg_id = r.msg_id;
+            chunk    = room - sizeof(h);
+        }
+        const ssize_t n = am_send(ep, &h, sizeof(h), data, chunk);
+        if (n < 0) {
+            return static_cast<ucs_status_t>(n);
+        }
+        r.started = true;
+        r.offset  = chunk;
+    }
+    while (r.offset < r.length) {
+        FragHeader f = {};
+        f.kind   = Kind::kMiddle;
+        f.source = config_.id;
+        f.msg_id = r.msg_id;
+        f.offset = r.offset;
+        const size_t  chunk = std::min(r.length - r.offset, room - sizeof(f));
+        const ssize_t n     = am_send(ep, &f, sizeof(f), data + r.offset, chunk);
+        if (n < 0) {
+            return static_cast<ucs_status_t>(n);
+        }
+        r.offset += chunk;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t Worker::send_rts(Request &r) {
+    const MsgHeader h = message_header(r, Kind::kRts);
+    const ssize_t   n = am_send(r.ep, &h, sizeof(h), nullptr, 0);
+    if (n < 0) {
+        return static_cast<ucs_status_t>(n);
+    }
+    r.started = true;
+    r.sstate  = SendState::kRtsSent;
+    return UCS_OK;
+}
+
+ucs_status_t Worker::push_data(Request &r) {
+    const char  *data = send_data(r);
+    const size_t room = r.ep->iface->max_bcopy - sizeof(DataHeader);
+    while (r.offset < r.limit) {
+        DataHeader d = {};
+        d.kind   = Kind::kData;
+        d.rreq   = r.rreq;
+        d.offset = r.offset;
+        const size_t  chunk = std::min(r.limit - r.offset, room);
+        const ssize_t n     = am_send(r.ep, &d, sizeof(d), data + r.offset, chunk);
+        if (n < 0) {
+            return static_cast<ucs_status_t>(n);
+        }
+        r.offset += chunk;
+    }
+    complete(r, UCS_OK);
+    return UCS_OK;
+}
+
+/* Hands a queued send to the transport as far as it goes. */
+ucs_status_t Worker::start_send(Request &r) {
+    if (r.sstate == SendState::kPushing) {
+        return push_data(r);
+    }
+    if (r.sstate != SendState::kQueued) {
+        return UCS_OK;
+    }
+    if (r.rndv) {
+        return send_rts(r);
+    }
+    const ucs_status_t status = send_eager(r);
+    if (status == UCS_OK) {
+        if (r.wire_flags & kFlagSync) {
+            r.sstate = SendState::kEagerSent;
+        } else {
+            complete(r, UCS_OK);
+        }
+    }
+    return status;
+}
+
+ucs_status_t Worker::send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                          const uct_tm_proto_op_params_t *params, uint64_t *req) {
+    if ((ep == nullptr) || (ep->magic != Endpoint::kMagic) || (ep->worker != this) ||
+        ((buffer == nullptr) && (length != 0)) || (req == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const unsigned flags = (params != nullptr) ? params->flags : 0;
+    if (flags & ~unsigned(UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    *req = 0;
+    const uint32_t imm  = (params != nullptr) ? params->imm : 0;
+    const bool     sync = (flags & UCT_TM_PROTO_SEND_SYNC) != 0;
+    bool rndv = length >= config_.rndv_thresh;
+    if (!rndv && (length > ep->credits)) {
+        rndv = true; /* the peer's buffer for us is full: it takes the data when matched */
+        ++stats_.backpressure;
+    }
+    if (!rndv) {
+        ep->credits -= length;
+        ++stats_.eager_sends;
+    } else {
+        ++stats_.rndv_sends;
+    }
+
+    /* the common case: one eager message, nothing queued before it */
+    if (!rndv && !sync && ep->sends.empty() &&
+        (sizeof(MsgHeader) + length <= ep->iface->max_bcopy)) {
+        MsgHeader h = {};
+        h.kind   = Kind::kEager;
+        h.source = config_.id;
+        h.tag    = tag;
+        h.imm    = imm;
+        h.length = length;
+        const ssize_t n = am_send(ep, &h, sizeof(h), buffer, length);
+        if (n >= 0) {
+            return UCS_OK;
+        }
+        if (n != UCS_ERR_NO_RESOURCE) {
+            ep->credits += length;
+            return static_cast<ucs_status_t>(n);
+        }
+    }
+
+    uint64_t handle;
+    Request *r;
+    try {
+        r = &reqs_.allocate(ReqKind::kSend, &handle);
+    } catch (const std::bad_alloc &) {
+        if (!rndv) {
+            ep->credits += length;
+        }
+        return UCS_ERR_NO_MEMORY;
+    }
+    r->ep         = ep;
+    r->sbuf       = static_cast<const char *>(buffer);
+    r->length     = length;
+    r->tag        = tag;
+    r->imm        = imm;
+    r->rndv       = rndv;
+    r->wire_flags = sync ? kFlagSync : 0;
+    r->msg_id     = ep->next_msg_id++;
+    if (params != nullptr) {
+        r->cb  = params->cb;
+        r->arg = params->arg;
+    }
+    if ((flags & UCT_TM_PROTO_SEND_INJECT) && rndv) {
+        r->bounce.assign(r->sbuf, r->sbuf + length); /* read after return */
+    }
+    ucs_status_t status = UCS_ERR_NO_RESOURCE;
+    if (ep->sends.empty()) {
+        status = start_send(*r);
+    }
+    if (status == UCS_ERR_NO_RESOURCE) {
+        if ((flags & UCT_TM_PROTO_SEND_INJECT) && r->bounce.empty()) {
+            r->bounce.assign(r->sbuf, r->sbuf + length);
+        }
+        ep->sends.push_back(handle);
+        mark_busy(ep);
+        *req = handle;
+        return UCS_INPROGRESS;
+    }
+    if (status != UCS_OK) {
+        if (!rndv && !r->started) {
+            ep->credits += length;
+        }
+        reqs_.release(handle);
+        return status;
+    }
+    if (r->done) {
+        /* eager, fully out: no request for the caller (its completion is dropped) */
+        completed_.pop_back();
+        reqs_.release(handle);
+        return UCS_OK;
+    }
+    *req = handle;
+    return UCS_INPROGRESS;
+}
+
+unsigned Worker::progress_queues() {
+    unsigned n = 0;
+    for (size_t i = 0; i < busy_.size();) {
+        Endpoint *ep = busy_[i];
+        while (!ep->ctrl.empty()) {
+            const ssize_t s = am_send(ep, &ep->ctrl.front(), sizeof(CtrlHeader), nullptr, 0);
+            if (s == UCS_ERR_NO_RESOURCE) {
+                break;
+            }
+            ep->ctrl.pop_front();
+            ++n;
+        }
+        while (!ep->sends.empty()) {
+            Request *r = reqs_.lookup(ep->sends.front());
+            if ((r == nullptr) || r->done) {
+                ep->sends.pop_front();
+                continue;
+            }
+            const ucs_status_t status = start_send(*r);
+            if (status == UCS_ERR_NO_RESOURCE) {
+                break;
+            }
+            if (status != UCS_OK) {
+                complete(*r, status);
+            }
+            ep->sends.pop_front();
+            ++n;
+        }
+        if (ep->ctrl.empty() && ep->sends.empty()) {
+            ep->busy = false;
+            busy_[i] = busy_.back();
+            busy_.pop_back();
+        } else {
+            ++i;
+        }
+    }
+    return n;
+}
+
+}  // namespace proto
+}  // namespace uct_tm

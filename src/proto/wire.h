@@ -1,0 +1,95 @@
+/*
+ * Wire format of the protocol layer's active messages (one AM id; the first
+ * byte says which header follows). Every header is read with memcpy (AM data
+ * is not aligned) and every field is checked before use: a malformed message
+ * is logged and dropped. Layout and meaning: docs/proto.md "Wire format".
+ */
+#ifndef UCT_TM_PROTO_WIRE_H_
+#define UCT_TM_PROTO_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace uct_tm {
+namespace proto {
+
+/* The AM id the layer registers on every iface. */
+inline constexpr uint8_t kAmId = 23;
+
+enum class Kind : uint8_t {
+    kEager = 1,  /* MsgHeader + the whole payload */
+    kFirst,      /* MsgHeader + the first fragment of a longer eager message */
+    kMiddle,     /* FragHeader + a further fragment */
+    kRts,        /* MsgHeader, no payload: rendezvous request */
+    kData,       /* DataHeader + rendezvous payload pushed after a CTS */
+    kCts,        /* CtrlHeader: receiver matched an RTS, send `value2` bytes to `value` */
+    kAck,        /* CtrlHeader: sync message matched or discarded, or rendezvous done */
+    kCancel,     /* CtrlHeader: sender withdraws rendezvous request `req` */
+    kCancelAck,  /* CtrlHeader: `status` CANCELED if the withdrawal won */
+    kCredit,     /* CtrlHeader: `value` bytes of eager credit returned */
+    kLast = kCredit
+};
+
+enum MsgFlags : uint8_t {
+    kFlagSync = 1 /* the sender waits for kAck */
+};
+
+/* Eager, first fragment and rendezvous request. */
+struct MsgHeader {
+    Kind     kind;
+    uint8_t  flags;
+    uint16_t reserved;
+    uint32_t source;  /* sending worker id */
+    uint64_t tag;
+    uint32_t imm;
+    uint32_t msg_id;  /* kFirst: key of the following fragments */
+    uint64_t length;  /* the whole message */
+    uint64_t sreq;    /* sender's request (sync, rendezvous), for replies */
+};
+static_assert(sizeof(MsgHeader) == 40, "MsgHeader is part of the wire format");
+
+struct FragHeader {
+    Kind     kind;
+    uint8_t  reserved[3];
+    uint32_t source;
+    uint32_t msg_id;
+    uint32_t reserved2;
+    uint64_t offset;
+};
+static_assert(sizeof(FragHeader) == 24, "FragHeader is part of the wire format");
+
+struct DataHeader {
+    Kind     kind;
+    uint8_t  reserved[7];
+    uint64_t rreq;   /* receiver's request from the CTS */
+    uint64_t offset;
+};
+static_assert(sizeof(DataHeader) == 24, "DataHeader is part of the wire format");
+
+struct CtrlHeader {
+    Kind     kind;
+    uint8_t  reserved;
+    int16_t  status;
+    uint32_t source;
+    uint64_t req;
+    uint64_t value;
+    uint64_t value2;
+};
+static_assert(sizeof(CtrlHeader) == 32, "CtrlHeader is part of the wire format");
+
+/* Worker address: AddressHeader, then per iface: uint8 tl name length, the
+ * name, uint16 device address length, it, uint16 iface address length, it. */
+inline constexpr uint32_t kAddressMagic = 0x746d7072; /* "tmpr" */
+struct AddressHeader {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t ifaces;
+    uint32_t id;
+    uint32_t window; /* eager bytes this worker buffers per peer */
+};
+static_assert(sizeof(AddressHeader) == 16, "AddressHeader is part of the wire format");
+
+}  // namespace proto
+}  // namespace uct_tm
+
+#endif

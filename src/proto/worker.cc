@@ -1,0 +1,456 @@
+#include "worker.h"
+
+#include <ucs/async/async_fwd.h>
+#include <ucs/debug/log_def.h>
+
+#include <cstring>
+#include <new>
+#include <random>
+#include <unistd.h>
+
+namespace uct_tm {
+namespace proto {
+
+struct Handlers {
+    static ucs_status_t am(void *arg, void *data, size_t length, unsigned) {
+        return static_cast<Iface *>(arg)->worker->handle_am(data, length);
+    }
+};
+
+namespace {
+
+/* Splits "a,b:dev" into (tl, dev) pairs. */
+std::vector<std::pair<std::string, std::string>> parse_transports(const std::string &spec) {
+    std::vector<std::pair<std::string, std::string>> out;
+    size_t pos = 0;
+    while (pos <= spec.size()) {
+        size_t end = spec.find(',', pos);
+        if (end == std::string::npos) {
+            end = spec.size();
+        }
+        const std::string item  = spec.substr(pos, end - pos);
+        const size_t      colon = item.find(':');
+        if (!item.empty()) {
+            out.emplace_back(item.substr(0, colon),
+                             colon == std::string::npos ? std::string() : item.substr(colon + 1));
+        }
+        pos = end + 1;
+    }
+    return out;
+}
+
+uint32_t random_id() {
+    std::random_device rd;
+    uint32_t id;
+    do {
+        id = static_cast<uint32_t>(rd()) ^ static_cast<uint32_t>(getpid());
+    } while (id == 0);
+    return id;
+}
+
+}  // namespace
+
+Worker::Worker(const Config &config) : config_(config) {
+    if (config_.id == 0) {
+        config_.id = random_id();
+    }
+}
+
+Worker::~Worker() {
+    for (auto &ep : eps_) {
+        if (ep->uct_ep != nullptr) {
+            uct_ep_destroy(ep->uct_ep);
+        }
+    }
+    eps_.clear();
+    for (auto &i : ifaces_) {
+        if (i->iface != nullptr) {
+            uct_iface_close(i->iface);
+        }
+        if (i->md != nullptr) {
+            uct_md_close(i->md);
+        }
+    }
+    if (uworker_ != nullptr) {
+        uct_worker_destroy(uworker_);
+    }
+    if (async_ != nullptr) {
+        ucs_async_context_destroy(async_);
+    }
+}
+
+ucs_status_t Worker::open() {
+    ucs_status_t status = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async_);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = uct_worker_create(async_, UCS_THREAD_MODE_SINGLE, &uworker_);
+    if (status != UCS_OK) {
+        return status;
+    }
+    for (const auto &tl : parse_transports(config_.transports)) {
+        status = open_iface(tl.first, tl.second);
+        if (status != UCS_OK) {
+            ucs_error("tm_proto: cannot open transport '%s%s%s': %s", tl.first.c_str(),
+                      tl.second.empty() ? "" : ":", tl.second.c_str(), ucs_status_string(status));
+            return status;
+        }
+    }
+    return ifaces_.empty() ? UCS_ERR_INVALID_PARAM : UCS_OK;
+}
+
+/* Finds the component and MD offering `tl` (on `dev`, or its first device). */
+ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
+    uct_component_h *components;
+    unsigned         ncomp;
+    ucs_status_t     status = uct_query_components(&components, &ncomp);
+    if (status != UCS_OK) {
+        return status;
+    }
+    auto iface     = std::make_unique<Iface>();
+    iface->worker  = this;
+    iface->tl      = tl;
+    status         = UCS_ERR_NO_DEVICE;
+    for (unsigned c = 0; (c < ncomp) && (iface->iface == nullptr); ++c) {
+        uct_component_attr_t cattr = {};
+        cattr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+        if (uct_component_query(components[c], &cattr) != UCS_OK) {
+            continue;
+        }
+        std::vector<uct_md_resource_desc_t> mds(cattr.md_resource_count);
+        cattr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        cattr.md_resources = mds.data();
+        if ((cattr.md_resource_count == 0) || (uct_component_query(components[c], &cattr) != UCS_OK)) {
+            continue;
+        }
+        for (const auto &mdr : mds) {
+            uct_md_config_t *mdc;
+            if (uct_md_config_read(components[c], nullptr, nullptr, &mdc) != UCS_OK) {
+                continue;
+            }
+            uct_md_h md;
+            const ucs_status_t st = uct_md_open(components[c], mdr.md_name, mdc, &md);
+            uct_config_release(mdc);
+            if (st != UCS_OK) {
+                continue;
+            }
+            uct_tl_resource_desc_t *res;
+            unsigned                nres;
+            std::string             device;
+            if (uct_md_query_tl_resources(md, &res, &nres) == UCS_OK) {
+                for (unsigned r = 0; r < nres; ++r) {
+                    if ((tl == res[r].tl_name) && (dev.empty() || (dev == res[r].dev_name)) &&
+                        device.empty()) {
+                        device = res[r].dev_name;
+                    }
+                }
+                uct_release_tl_resource_list(res);
+            }
+            if (device.empty()) {
+                uct_md_close(md);
+                continue;
+            }
+            uct_iface_config_t *ic;
+            status = uct_md_iface_config_read(md, tl.c_str(), nullptr, nullptr, &ic);
+            if (status != UCS_OK) {
+                uct_md_close(md);
+                break;
+            }
+            uct_iface_params_t params    = {};
+            params.field_mask            = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                           UCT_IFACE_PARAM_FIELD_DEVICE |
+                                           UCT_IFACE_PARAM_FIELD_STATS_ROOT |
+                                           UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+            params.open_mode             = UCT_IFACE_OPEN_MODE_DEVICE;
+            params.mode.device.tl_name   = tl.c_str();
+            params.mode.device.dev_name  = device.c_str();
+            params.stats_root            = nullptr;
+            params.rx_headroom           = 0;
+            status = uct_iface_open(md, uworker_, &params, ic, &iface->iface);
+            uct_config_release(ic);
+            if (status != UCS_OK) {
+                uct_md_close(md);
+                break;
+            }
+            iface->component = components[c];
+            iface->md        = md;
+            iface->dev       = device;
+            break;
+        }
+    }
+    uct_release_component_list(components);
+    if (iface->iface == nullptr) {
+        return status;
+    }
+    Iface *i = iface.get();
+    ifaces_.push_back(std::move(iface));
+    status = uct_iface_query(i->iface, &i->attr);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (!(i->attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) ||
+        !(i->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) ||
+        (i->attr.cap.am.max_bcopy < sizeof(MsgHeader) + 64)) {
+        ucs_error("tm_proto: transport %s lacks am_bcopy or connect-to-iface", tl.c_str());
+        return UCS_ERR_UNSUPPORTED;
+    }
+    i->max_bcopy = i->attr.cap.am.max_bcopy;
+    i->dev_addr.resize(i->attr.device_addr_len);
+    i->iface_addr.resize(i->attr.iface_addr_len);
+    status = uct_iface_get_device_address(
+            i->iface, reinterpret_cast<uct_device_addr_t *>(i->dev_addr.data()));
+    if (status == UCS_OK) {
+        status = uct_iface_get_address(
+                i->iface, reinterpret_cast<uct_iface_addr_t *>(i->iface_addr.data()));
+    }
+    if ((i->dev_addr.size() > UINT16_MAX) || (i->iface_addr.size() > UINT16_MAX)) {
+        status = UCS_ERR_UNSUPPORTED;
+    }
+    if (status == UCS_OK) {
+        status = uct_iface_set_am_handler(i->iface, kAmId, Handlers::am, i, 0);
+    }
+    if (status == UCS_OK) {
+        uct_iface_progress_enable(i->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    }
+    return status;
+}
+
+ucs_status_t Worker::address(void *buffer, size_t *length) const {
+    if (length == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    std::vector<char> out(sizeof(AddressHeader));
+    AddressHeader     h = {};
+    h.magic   = kAddressMagic;
+    h.version = 1;
+    h.ifaces  = static_cast<uint16_t>(ifaces_.size());
+    h.id      = config_.id;
+    h.window  = static_cast<uint32_t>(config_.unexpected_cap / config_.max_peers);
+    memcpy(out.data(), &h, sizeof(h));
+    auto put16 = [&out](size_t v) {
+        const uint16_t x = static_cast<uint16_t>(v);
+        out.insert(out.end(), reinterpret_cast<const char *>(&x),
+                   reinterpret_cast<const char *>(&x) + 2);
+    };
+    for (const auto &i : ifaces_) {
+        out.push_back(static_cast<char>(i->tl.size()));
+        out.insert(out.end(), i->tl.begin(), i->tl.end());
+        put16(i->dev_addr.size());
+        out.insert(out.end(), i->dev_addr.begin(), i->dev_addr.end());
+        put16(i->iface_addr.size());
+        out.insert(out.end(), i->iface_addr.begin(), i->iface_addr.end());
+    }
+    const size_t room = *length;
+    *length           = out.size();
+    if ((buffer == nullptr) || (room < out.size())) {
+        return UCS_ERR_BUFFER_TOO_SMALL;
+    }
+    memcpy(buffer, out.data(), out.size());
+    return UCS_OK;
+}
+
+ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep_p) {
+    if ((address == nullptr) || (ep_p == nullptr) || (length < sizeof(AddressHeader))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const char   *p   = static_cast<const char *>(address);
+    const char   *end = p + length;
+    AddressHeader h;
+    memcpy(&h, p, sizeof(h));
+    p += sizeof(h);
+    if ((h.magic != kAddressMagic) || (h.version != 1) || (h.id == 0)) {
+        ucs_error("tm_proto: malformed worker address");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    auto get16 = [&p, end](size_t *v) {
+        if (end - p < 2) {
+            return false;
+        }
+        uint16_t x;
+        memcpy(&x, p, 2);
+        p += 2;
+        *v = x;
+        return true;
+    };
+    for (unsigned n = 0; n < h.ifaces; ++n) {
+        if (p >= end) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        const size_t tl_len = static_cast<unsigned char>(*p++);
+        if (static_cast<size_t>(end - p) < tl_len) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        const std::string tl(p, tl_len);
+        p += tl_len;
+        size_t dev_len, iface_len;
+        if (!get16(&dev_len) || (static_cast<size_t>(end - p) < dev_len)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        const char *dev = p;
+        p += dev_len;
+        if (!get16(&iface_len) || (static_cast<size_t>(end - p) < iface_len)) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        const char *ifa = p;
+        p += iface_len;
+        for (auto &i : ifaces_) {
+            if ((i->tl != tl) || (dev_len != i->dev_addr.size()) ||
+                (iface_len != i->iface_addr.size()) ||
+                !uct_iface_is_reachable(i->iface, reinterpret_cast<const uct_device_addr_t *>(dev),
+                                        reinterpret_cast<const uct_iface_addr_t *>(ifa))) {
+                continue;
+            }
+            uct_ep_params_t ep_params = {};
+            ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                                   UCT_EP_PARAM_FIELD_IFACE_ADDR;
+            ep_params.iface      = i->iface;
+            ep_params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(dev);
+            ep_params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(ifa);
+            uct_ep_h           uep;
+            const ucs_status_t status = uct_ep_create(&ep_params, &uep);
+            if (status != UCS_OK) {
+                return status;
+            }
+            auto ep         = std::make_unique<Endpoint>();
+            ep->worker      = this;
+            ep->iface       = i.get();
+            ep->uct_ep      = uep;
+            ep->peer_id     = h.id;
+            ep->peer_window = h.window;
+            ep->credits     = h.window;
+            by_peer_.emplace(h.id, ep.get());
+            *ep_p = ep.get();
+            eps_.push_back(std::move(ep));
+            return UCS_OK;
+        }
+    }
+    return UCS_ERR_UNREACHABLE;
+}
+
+bool Worker::owns(const Endpoint *ep) const {
+    for (const auto &e : eps_) {
+        if (e.get() == ep) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void Worker::ep_destroy(Endpoint *ep) {
+    for (uint64_t h : ep->sends) {
+        if (Request *r = reqs_.lookup(h)) {
+            complete(*r, UCS_ERR_CANCELED);
+        }
+    }
+    ep->sends.clear();
+    /* sends waiting for replies over this endpoint's peer */
+    for (uint32_t i = 0; i < reqs_.issued(); ++i) {
+        Request &r = reqs_.at(i);
+        if ((r.kind == ReqKind::kSend) && !r.done && (r.ep == ep)) {
+            complete(r, UCS_ERR_CANCELED);
+        }
+        if ((r.kind == ReqKind::kRecv) && (r.info.ep == reinterpret_cast<uct_tm_proto_ep_h>(ep))) {
+            r.info.ep = nullptr;
+        }
+    }
+    for (auto it = busy_.begin(); it != busy_.end(); ++it) {
+        if (*it == ep) {
+            busy_.erase(it);
+            break;
+        }
+    }
+    auto range = by_peer_.equal_range(ep->peer_id);
+    for (auto it = range.first; it != range.second; ++it) {
+        if (it->second == ep) {
+            by_peer_.erase(it);
+            break;
+        }
+    }
+    for (auto it = eps_.begin(); it != eps_.end(); ++it) {
+        if (it->get() == ep) {
+            uct_ep_destroy(ep->uct_ep);
+            eps_.erase(it);
+            break;
+        }
+    }
+}
+
+Endpoint *Worker::endpoint_of(uint32_t source) const {
+    auto it = by_peer_.find(source);
+    return (it == by_peer_.end()) ? nullptr : it->second;
+}
+
+void Worker::mark_busy(Endpoint *ep) {
+    if (!ep->busy) {
+        ep->busy = true;
+        busy_.push_back(ep);
+    }
+}
+
+void Worker::complete(Request &r, ucs_status_t status) {
+    if (r.done) {
+        return;
+    }
+    r.done        = true;
+    r.info.status = status;
+    completed_.push_back(r.self);
+}
+
+unsigned Worker::deliver_completions() {
+    delivering_.swap(completed_);
+    unsigned n = 0;
+    for (uint64_t h : delivering_) {
+        Request *r = reqs_.lookup(h);
+        if ((r != nullptr) && (r->cb != nullptr)) {
+            const uct_tm_proto_info_t info = r->info;
+            r->cb(r->arg, h, &info);
+        }
+        ++n;
+    }
+    delivering_.clear();
+    return n;
+}
+
+unsigned Worker::progress() {
+    unsigned n = uct_worker_progress(uworker_);
+    if (!busy_.empty()) {
+        n += progress_queues();
+    }
+    if (!completed_.empty()) {
+        n += deliver_completions();
+    }
+    return n;
+}
+
+void Worker::stats(uct_tm_proto_stats_t *out) const {
+    *out = stats_;
+}
+
+ucs_status_t Worker::test(uint64_t req, uct_tm_proto_info_t *info) {
+    Request *r = reqs_.lookup(req);
+    if (r == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!r->done) {
+        return UCS_INPROGRESS;
+    }
+    if (info != nullptr) {
+        *info = r->info;
+    }
+    return r->info.status;
+}
+
+ucs_status_t Worker::release(uint64_t req) {
+    Request *r = reqs_.lookup(req);
+    if (r == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!r->done) {
+        return UCS_ERR_BUSY;
+    }
+    reqs_.release(req);
+    return UCS_OK;
+}
+
+}  // namespace proto
+}  // namespace uct_tm

@@ -1,0 +1,175 @@
+/*
+ * Worker: the ifaces, endpoints, requests, receive queues and unexpected
+ * messages of one protocol-layer instance, and its progress. The protocols
+ * live in their own files: send.cc (eager, fragments, rendezvous, sync,
+ * inject), recv.cc (posting, arrival matching, probe, truncation), cancel.cc,
+ * offload.cc (the transport's tag list), control.cc (replies, credits).
+ */
+#ifndef UCT_TM_PROTO_WORKER_H_
+#define UCT_TM_PROTO_WORKER_H_
+
+#include "config.h"
+#include "endpoint.h"
+#include "request.h"
+#include "unexpected.h"
+#include "wire.h"
+
+#include "match/tag_matcher.h"
+
+#include <ucs/async/async_fwd.h>
+#include <uct/api/uct.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace uct_tm {
+namespace proto {
+
+struct Iface {
+    Worker          *worker    = nullptr;
+    std::string      tl;
+    std::string      dev;
+    uct_component_h  component = nullptr;
+    uct_md_h         md        = nullptr;
+    uct_iface_h      iface     = nullptr;
+    uct_iface_attr_t attr      = {};
+    std::vector<char> dev_addr;
+    std::vector<char> iface_addr;
+    size_t           max_bcopy = 0; /* AM payload per message, headers included */
+    bool             offload   = false; /* receives go to its tag list */
+};
+
+class Worker {
+  public:
+    explicit Worker(const Config &config);
+    ~Worker();
+    Worker(const Worker &)            = delete;
+    Worker &operator=(const Worker &) = delete;
+
+    ucs_status_t open();
+    unsigned     progress();
+    ucs_status_t address(void *buffer, size_t *length) const;
+    uint32_t     id() const { return config_.id; }
+    void         stats(uct_tm_proto_stats_t *out) const;
+
+    ucs_status_t ep_create(const void *address, size_t length, Endpoint **ep_p);
+    void         ep_destroy(Endpoint *ep);
+
+    ucs_status_t send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                      const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t recv(void *buffer, size_t length, uint64_t tag, uint64_t mask, Endpoint *source,
+                      const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t probe(uint64_t tag, uint64_t mask, Endpoint *source, unsigned flags,
+                       uct_tm_proto_info_t *info, uint64_t *msg);
+    ucs_status_t recv_claimed(uint64_t msg, void *buffer, size_t length,
+                              const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t discard_claimed(uint64_t msg);
+    ucs_status_t test(uint64_t req, uct_tm_proto_info_t *info);
+    ucs_status_t release(uint64_t req);
+    ucs_status_t cancel(uint64_t req);
+
+    bool owns(const Endpoint *ep) const;
+
+  private:
+    friend struct Handlers;
+
+    /* --- worker.cc: ifaces, addresses, progress --- */
+    ucs_status_t open_iface(const std::string &tl, const std::string &dev);
+    void         mark_busy(Endpoint *ep);
+    unsigned     progress_queues();
+    unsigned     deliver_completions();
+    void         complete(Request &r, ucs_status_t status);
+
+    /* --- send.cc --- */
+    ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
+    MsgHeader    message_header(const Request &r, Kind kind) const;
+    ucs_status_t send_eager(Request &r);
+    ucs_status_t send_rts(Request &r);
+    ucs_status_t push_data(Request &r);
+    const char  *send_data(const Request &r) const {
+        return r.bounce.empty() ? r.sbuf : r.bounce.data();
+    }
+    ssize_t      am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
+                         size_t len);
+
+    /* --- control.cc --- */
+    void         send_ctrl(Endpoint *ep, const CtrlHeader &hdr);
+    void         send_ctrl_to(uint32_t source, const CtrlHeader &hdr);
+    void         return_credit(uint32_t source, uint64_t bytes);
+    void         handle_ctrl(const CtrlHeader &hdr);
+    Endpoint    *endpoint_of(uint32_t source) const;
+
+    /* --- recv.cc --- */
+    ucs_status_t handle_am(const void *data, size_t length);
+    /* Reads a Header and hands it with the payload after it to `handler`. */
+    template <typename Header>
+    bool         dispatch(const char *p, size_t length,
+                          void (Worker::*handler)(const Header &, const char *, size_t));
+    void         handle_message(const MsgHeader &hdr, const char *payload, size_t len);
+    void         track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex);
+    void         handle_fragment(const FragHeader &hdr, const char *payload, size_t len);
+    void         handle_data(const DataHeader &hdr, const char *payload, size_t len);
+    Request     *match_arrival(uint64_t tag, uint32_t source);
+    bool         take_unexpected(uint64_t tag, uint64_t mask, bool has_source, uint32_t source,
+                                 uint32_t *idx, bool remove);
+    void         deliver_unexpected(Request &r, uint32_t idx);
+    void         accept_message(Request &r, const MsgHeader &hdr);
+    void         place(Request &r, size_t offset, const char *data, size_t len);
+    void         finish_recv(Request &r);
+    void         start_rndv_recv(Request &r, uint32_t source, uint64_t sreq);
+    void         message_consumed(uint32_t source, uint64_t length, bool sync, uint64_t sreq);
+    void         trim_arrival();
+    void         drop_unexpected(uint32_t idx);
+    void         fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const;
+    void         unexpected_bytes(int64_t delta);
+    ucs_status_t post_recv(Request &r);
+    Request     *new_recv(void *buffer, size_t length, const uct_tm_proto_op_params_t *params,
+                          uint64_t *handle);
+
+    /* --- cancel.cc --- */
+    ucs_status_t cancel_send(Request &r);
+    ucs_status_t cancel_recv(Request &r);
+    void         cancel_rts(uint32_t source, uint64_t sreq);
+
+    Config                          config_;
+    ucs_async_context_t            *async_  = nullptr;
+    uct_worker_h                    uworker_ = nullptr;
+    std::vector<std::unique_ptr<Iface>> ifaces_;
+    std::vector<std::unique_ptr<Endpoint>> eps_;
+    std::unordered_map<uint32_t, Endpoint *> by_peer_;
+    std::vector<Endpoint *>         busy_;
+    RequestPool                     reqs_;
+    UnexpectedPool                  unex_;
+    match::TagMatcher               matcher_;       /* tier 1 receives and unexpected messages */
+    std::deque<uint64_t>            tier2_;         /* source-filtered receives and the ones after */
+    size_t                          tier2_live_ = 0;
+    size_t                          offloaded_  = 0; /* tier 0 */
+    std::deque<uint64_t>            arrival_;       /* unexpected handles in arrival order */
+    /* fragments still to come, by (source << 32 | msg_id): a request or an unexpected slot */
+    struct Partial {
+        uint64_t req     = 0;          /* the receive it goes to, or */
+        uint32_t unex    = UINT32_MAX; /* the unexpected slot buffering it (neither: dropped) */
+        uint32_t source  = 0;
+        uint64_t length  = 0;
+        uint64_t arrived = 0;
+        uint64_t sreq    = 0;
+        bool     sync    = false;
+    };
+    std::unordered_map<uint64_t, Partial> partial_;
+    std::vector<uint64_t>           completed_;     /* callbacks to deliver */
+    std::vector<uint64_t>           delivering_;
+    uint64_t                        next_seq_ = 0;
+    uct_tm_proto_stats_t            stats_ = {};
+};
+
+}  // namespace proto
+}  // namespace uct_tm
+
+struct uct_tm_proto_worker : uct_tm::proto::Worker {
+    using Worker::Worker;
+};
+
+#endif

@@ -1,0 +1,132 @@
+#include "proto_fixture.h"
+
+#include <chrono>
+#include <cstring>
+
+namespace uct_tm_test {
+
+ucs_status_t make_pair(const std::string &transports, Pair *pair,
+                       const uct_tm_proto_worker_params_t *extra) {
+    uct_tm_proto_worker_params_t params = {};
+    if (extra != nullptr) {
+        params = *extra;
+    }
+    params.field_mask |= UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS;
+    params.transports = transports.c_str();
+    ucs_status_t status = uct_tm_proto_worker_create(&params, &pair->a);
+    if (status == UCS_OK) {
+        status = uct_tm_proto_worker_create(&params, &pair->b);
+    }
+    for (int i = 0; (status == UCS_OK) && (i < 2); ++i) {
+        uct_tm_proto_worker_h from = i ? pair->b : pair->a;
+        uct_tm_proto_worker_h to   = i ? pair->a : pair->b;
+        size_t                len  = 0;
+        uct_tm_proto_worker_address(to, nullptr, &len);
+        std::vector<char> addr(len);
+        status = uct_tm_proto_worker_address(to, addr.data(), &len);
+        if (status == UCS_OK) {
+            status = uct_tm_proto_ep_create(from, addr.data(), len, i ? &pair->ba : &pair->ab);
+        }
+    }
+    return status;
+}
+
+void destroy_pair(Pair *pair) {
+    if (pair->a != nullptr) {
+        uct_tm_proto_worker_destroy(pair->a);
+    }
+    if (pair->b != nullptr) {
+        uct_tm_proto_worker_destroy(pair->b);
+    }
+    *pair = Pair();
+}
+
+bool wait_for(const Pair &pair, const std::function<bool()> &done) {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(static_cast<int>(kWaitSeconds * 1000));
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return false;
+        }
+        uct_tm_proto_worker_progress(pair.a);
+        uct_tm_proto_worker_progress(pair.b);
+    }
+    return true;
+}
+
+ucs_status_t wait_request(const Pair &pair, uct_tm_proto_worker_h owner,
+                          uct_tm_proto_request_t req, uct_tm_proto_info_t *info) {
+    ucs_status_t status = UCS_INPROGRESS;
+    const bool   ok     = wait_for(pair, [&] {
+        status = uct_tm_proto_request_test(owner, req, info);
+        return status != UCS_INPROGRESS;
+    });
+    if (!ok) {
+        ADD_FAILURE() << "request did not complete in time";
+        return UCS_ERR_TIMED_OUT;
+    }
+    EXPECT_EQ(UCS_OK, uct_tm_proto_request_release(owner, req));
+    return status;
+}
+
+std::vector<char> pattern(size_t length, uint32_t seed) {
+    std::vector<char> v(length);
+    uint32_t          x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < length; ++i) {
+        x    = x * 1103515245u + 12345u;
+        v[i] = static_cast<char>(x >> 24);
+    }
+    return v;
+}
+
+std::vector<std::string> proto_transports() {
+    std::vector<std::string> out;
+    for (const char *tl : {"tm_sm", "posix", "tcp:lo"}) {
+        Pair               pair;
+        const ucs_status_t status = make_pair(tl, &pair);
+        destroy_pair(&pair);
+        if (status == UCS_OK) {
+            out.emplace_back(tl);
+        }
+    }
+    return out;
+}
+
+void ProtoTest::SetUp() {
+    ASSERT_EQ(UCS_OK, make_pair(GetParam(), &p_));
+}
+
+void ProtoTest::TearDown() {
+    destroy_pair(&p_);
+}
+
+void ProtoTest::reopen(const uct_tm_proto_worker_params_t &extra) {
+    destroy_pair(&p_);
+    ASSERT_EQ(UCS_OK, make_pair(GetParam(), &p_, &extra));
+}
+
+ucs_status_t ProtoTest::send(const void *buf, size_t len, uint64_t tag, unsigned flags,
+                             uint32_t imm, uct_tm_proto_request_t *req_out) {
+    uct_tm_proto_op_params_t params = {};
+    params.flags = flags;
+    params.imm   = imm;
+    uct_tm_proto_request_t req = 0;
+    const ucs_status_t status = uct_tm_proto_send(p_.ab, buf, len, tag, &params, &req);
+    if (req_out != nullptr) {
+        *req_out = (status == UCS_INPROGRESS) ? req : 0;
+        return status;
+    }
+    if (status == UCS_INPROGRESS) {
+        return wait_request(p_, p_.a, req);
+    }
+    return status;
+}
+
+uct_tm_proto_request_t ProtoTest::post(void *buf, size_t len, uint64_t tag, uint64_t mask,
+                                       uct_tm_proto_ep_h src) {
+    uct_tm_proto_request_t req = 0;
+    EXPECT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(p_.b, buf, len, tag, mask, src, nullptr, &req));
+    return req;
+}
+
+}  // namespace uct_tm_test

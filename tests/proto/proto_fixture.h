@@ -1,0 +1,64 @@
+/*
+ * Two protocol-layer workers in one process over one transport, with
+ * endpoints to each other, and bounded waits (a hang fails the test after
+ * kWaitSeconds instead of blocking the suite).
+ */
+#ifndef UCT_TM_TESTS_PROTO_FIXTURE_H_
+#define UCT_TM_TESTS_PROTO_FIXTURE_H_
+
+#include "api/uct_tm_proto.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace uct_tm_test {
+
+inline constexpr double kWaitSeconds = 20;
+
+struct Pair {
+    uct_tm_proto_worker_h a = nullptr; /* usually the sender */
+    uct_tm_proto_worker_h b = nullptr; /* usually the receiver */
+    uct_tm_proto_ep_h     ab = nullptr; /* a -> b */
+    uct_tm_proto_ep_h     ba = nullptr; /* b -> a */
+};
+
+/* Workers `a` and `b` over `transports`, parameters applied to both
+ * (field_mask of `extra` ORed in). */
+ucs_status_t make_pair(const std::string &transports, Pair *pair,
+                       const uct_tm_proto_worker_params_t *extra = nullptr);
+void         destroy_pair(Pair *pair);
+
+/* Progresses both workers until done() or the deadline; false on timeout. */
+bool wait_for(const Pair &pair, const std::function<bool()> &done);
+
+/* Waits for a request to complete and returns its final status and info. */
+ucs_status_t wait_request(const Pair &pair, uct_tm_proto_worker_h owner,
+                          uct_tm_proto_request_t req, uct_tm_proto_info_t *info = nullptr);
+
+/* Deterministic payload of message `seed`. */
+std::vector<char> pattern(size_t length, uint32_t seed);
+
+/* Transports tested: tm_sm (ours, when the plugin registered it), posix, tcp. */
+std::vector<std::string> proto_transports();
+
+class ProtoTest : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override;
+    void TearDown() override;
+    /* Re-creates the pair with these parameters. */
+    void reopen(const uct_tm_proto_worker_params_t &extra);
+    /* Sends and waits for the send to complete if it returned a request. */
+    ucs_status_t send(const void *buf, size_t len, uint64_t tag, unsigned flags = 0,
+                      uint32_t imm = 0, uct_tm_proto_request_t *req_out = nullptr);
+    uct_tm_proto_request_t post(void *buf, size_t len, uint64_t tag, uint64_t mask,
+                                uct_tm_proto_ep_h src = nullptr);
+
+    Pair p_;
+};
+
+}  // namespace uct_tm_test
+
+#endif

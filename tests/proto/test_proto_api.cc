@@ -1,0 +1,407 @@
+/*
+ * The protocol layer's contract over each transport (tm_sm, posix, tcp):
+ * every size class (eager, fragmented eager, rendezvous) expected and
+ * unexpected with payload, tag, length, immediate data and source checked;
+ * posting order with wildcards and source filters; truncation on every path;
+ * cancellation of receives and rendezvous sends; probe PEEK / CLAIM /
+ * DISCARD; sync sends; the unexpected cap and back-pressure.
+ */
+#include "proto_fixture.h"
+
+#include <cstring>
+
+namespace uct_tm_test {
+namespace {
+
+constexpr uint64_t kAll = ~uint64_t{0};
+/* 0: empty, 8: one eager message, 20000: fragmented eager, 300000: rendezvous */
+const size_t kSizes[] = {0, 8, 1000, 20000, 300000};
+
+TEST_P(ProtoTest, ExpectedEverySize) {
+    for (size_t len : kSizes) {
+        const auto        data = pattern(len, 1);
+        std::vector<char> buf(len + 16, 'x');
+        auto              rreq = post(buf.data(), len, 100 + len, kAll);
+        uct_tm_proto_request_t sreq;
+        const ucs_status_t st = send(data.data(), len, 100 + len, 0, 77, &sreq);
+        ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << len;
+        uct_tm_proto_info_t info;
+        ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq, &info)) << len;
+        if (sreq != 0) {
+            ASSERT_EQ(UCS_OK, wait_request(p_, p_.a, sreq)) << len;
+        }
+        EXPECT_EQ(0, memcmp(buf.data(), data.data(), len)) << len;
+        EXPECT_EQ(buf[len], 'x');
+        EXPECT_EQ(info.tag, 100 + len);
+        EXPECT_EQ(info.length, len);
+        EXPECT_EQ(info.imm, 77u);
+        EXPECT_EQ(info.source, uct_tm_proto_worker_id(p_.a));
+        EXPECT_EQ(info.ep, p_.ba);
+    }
+}
+
+TEST_P(ProtoTest, UnexpectedEverySize) {
+    std::vector<uct_tm_proto_request_t> sends;
+    for (size_t len : kSizes) {
+        const auto             data = pattern(len, 2);
+        uct_tm_proto_request_t sreq;
+        const ucs_status_t     st = send(data.data(), len, 200 + len, UCT_TM_PROTO_SEND_INJECT,
+                                         static_cast<uint32_t>(len), &sreq);
+        ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << len;
+        sends.push_back(sreq);
+    }
+    /* let everything arrive before the receives are posted */
+    uct_tm_proto_info_t info;
+    ASSERT_TRUE(wait_for(p_, [&] {
+        return uct_tm_proto_probe(p_.b, 200 + kSizes[4], kAll, nullptr, UCT_TM_PROTO_PROBE_PEEK,
+                                  &info, nullptr) == UCS_OK;
+    }));
+    for (size_t len : kSizes) {
+        const auto        data = pattern(len, 2);
+        std::vector<char> buf(len);
+        auto              rreq = post(buf.data(), len, 200 + len, kAll);
+        ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq, &info)) << len;
+        EXPECT_EQ(0, memcmp(buf.data(), data.data(), len)) << len;
+        EXPECT_EQ(info.length, len);
+        EXPECT_EQ(info.imm, static_cast<uint32_t>(len));
+    }
+    for (auto s : sends) {
+        if (s != 0) {
+            EXPECT_EQ(UCS_OK, wait_request(p_, p_.a, s));
+        }
+    }
+}
+
+/* Receives posted with wildcards and exact tags interleaved: each message
+ * goes to the earliest posted receive that matches it. */
+TEST_P(ProtoTest, EarliestPostedReceiveWins) {
+    uint64_t r[6];
+    uint32_t got[6] = {};
+    r[0] = post(&got[0], 4, 0x10, kAll);         /* exact 0x10 */
+    r[1] = post(&got[1], 4, 0x100, 0xf00);       /* class 0x1xx */
+    r[2] = post(&got[2], 4, 0x110, kAll);        /* exact 0x110, after the class */
+    r[3] = post(&got[3], 4, 0, 0);               /* anything */
+    r[4] = post(&got[4], 4, 0x10, kAll, p_.ba);  /* exact 0x10, from a */
+    r[5] = post(&got[5], 4, 0x110, kAll);
+    const uint64_t tags[6] = {0x110, 0x110, 0x10, 0x10, 0x555, 0x110};
+    /* 0x110 -> r1 (the class, posted before r2), 0x110 -> r2, 0x10 -> r0, 0x10 -> r3 (the
+     * wildcard, before the source-filtered r4), 0x555 -> nobody, 0x110 -> r5 */
+    for (uint32_t i = 0; i < 6; ++i) {
+        ASSERT_EQ(UCS_OK, send(&i, 4, tags[i]));
+    }
+    uct_tm_proto_info_t info;
+    ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r[1], &info));
+    EXPECT_EQ(got[1], 0u);
+    ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r[2], &info));
+    EXPECT_EQ(got[2], 1u);
+    ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r[0], &info));
+    EXPECT_EQ(got[0], 2u);
+    ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r[3], &info));
+    EXPECT_EQ(got[3], 3u);
+    /* 0x555 matches nobody left but nothing: r4 wants 0x10, r5 wants 0x110 */
+    ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r[5], &info));
+    EXPECT_EQ(got[5], 5u);
+    EXPECT_EQ(UCS_INPROGRESS, uct_tm_proto_request_test(p_.b, r[4], nullptr));
+    uint32_t x = 9;
+    ASSERT_EQ(UCS_OK, send(&x, 4, 0x10));
+    ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r[4], &info));
+    EXPECT_EQ(got[4], 9u);
+    /* 0x555 waits as unexpected */
+    uint32_t y = 0;
+    auto     r6 = post(&y, 4, 0x555, kAll);
+    ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r6, &info));
+    EXPECT_EQ(y, 4u);
+}
+
+/* Messages from one sender with one tag arrive in sending order, across
+ * protocols (eager then rendezvous then eager). */
+TEST_P(ProtoTest, SameTagInSendingOrder) {
+    const size_t lens[] = {8, 300000, 20000, 8, 300000};
+    std::vector<uct_tm_proto_request_t> sends;
+    for (uint32_t i = 0; i < 5; ++i) {
+        auto data = pattern(lens[i], i);
+        uct_tm_proto_request_t s;
+        send(data.data(), lens[i], 7, UCT_TM_PROTO_SEND_INJECT, i, &s);
+        sends.push_back(s);
+    }
+    for (uint32_t i = 0; i < 5; ++i) {
+        std::vector<char>   buf(300000);
+        uct_tm_proto_info_t info;
+        auto                r = post(buf.data(), buf.size(), 7, kAll);
+        ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r, &info));
+        EXPECT_EQ(info.imm, i);
+        EXPECT_EQ(info.length, lens[i]);
+        EXPECT_EQ(0, memcmp(buf.data(), pattern(lens[i], i).data(), lens[i]));
+    }
+    for (auto s : sends) {
+        if (s != 0) {
+            EXPECT_EQ(UCS_OK, wait_request(p_, p_.a, s));
+        }
+    }
+}
+
+/* A longer message fills the buffer with its first bytes, never writes past
+ * it, completes with MESSAGE_TRUNCATED and the sender's length; the sender
+ * completes normally. Every path, expected and unexpected. */
+TEST_P(ProtoTest, TruncationEveryPath) {
+    for (bool expected : {true, false}) {
+        for (size_t len : {size_t(100), size_t(20000), size_t(300000)}) {
+            for (size_t cap : {size_t(0), size_t(50), len - 1}) {
+                const auto             data = pattern(len, 3);
+                std::vector<char>      buf(cap + 64, 'g');
+                uct_tm_proto_request_t r = 0, s = 0;
+                if (expected) {
+                    r = post(buf.data(), cap, 5, kAll);
+                }
+                const ucs_status_t st = send(data.data(), len, 5, 0, 0, &s);
+                ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS));
+                if (!expected) {
+                    uct_tm_proto_info_t pi;
+                    ASSERT_TRUE(wait_for(p_, [&] {
+                        return uct_tm_proto_probe(p_.b, 5, kAll, nullptr, UCT_TM_PROTO_PROBE_PEEK,
+                                                  &pi, nullptr) == UCS_OK;
+                    }));
+                    r = post(buf.data(), cap, 5, kAll);
+                }
+                uct_tm_proto_info_t info;
+                EXPECT_EQ(UCS_ERR_MESSAGE_TRUNCATED, wait_request(p_, p_.b, r, &info))
+                        << len << " into " << cap;
+                EXPECT_EQ(info.length, len);
+                EXPECT_EQ(0, memcmp(buf.data(), data.data(), cap));
+                for (size_t i = cap; i < buf.size(); ++i) {
+                    ASSERT_EQ(buf[i], 'g') << "byte " << i << " written past the buffer";
+                }
+                if (s != 0) {
+                    EXPECT_EQ(UCS_OK, wait_request(p_, p_.a, s));
+                }
+            }
+        }
+    }
+}
+
+TEST_P(ProtoTest, CancelReceive) {
+    uint32_t x   = 0;
+    auto     r   = post(&x, 4, 1, kAll);
+    auto     rs  = post(&x, 4, 1, kAll, p_.ba); /* source-filtered queue */
+    int      calls = 0;
+    EXPECT_EQ(UCS_OK, uct_tm_proto_request_cancel(p_.b, r));
+    EXPECT_EQ(UCS_OK, uct_tm_proto_request_cancel(p_.b, rs));
+    EXPECT_EQ(UCS_ERR_CANCELED, wait_request(p_, p_.b, r));
+    EXPECT_EQ(UCS_ERR_CANCELED, wait_request(p_, p_.b, rs));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_request_cancel(p_.b, r)); /* released */
+    /* a cancelled receive takes nothing: the message waits for the next one */
+    uint32_t v = 42;
+    ASSERT_EQ(UCS_OK, send(&v, 4, 1));
+    uct_tm_proto_op_params_t params = {};
+    params.cb  = [](void *arg, uct_tm_proto_request_t, const uct_tm_proto_info_t *) {
+        ++*static_cast<int *>(arg);
+    };
+    params.arg = &calls;
+    uct_tm_proto_request_t r2;
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(p_.b, &x, 4, 1, kAll, nullptr, &params, &r2));
+    ASSERT_TRUE(wait_for(p_, [&] { return calls == 1; }));
+    /* matched already: cancel loses, the receive completes normally, once */
+    EXPECT_EQ(UCS_ERR_NO_ELEM, uct_tm_proto_request_cancel(p_.b, r2));
+    EXPECT_EQ(UCS_OK, wait_request(p_, p_.b, r2));
+    EXPECT_EQ(x, 42u);
+    for (int i = 0; i < 100; ++i) {
+        uct_tm_proto_worker_progress(p_.b);
+    }
+    EXPECT_EQ(calls, 1);
+}
+
+/* A rendezvous send cancelled before any receive matched it completes with
+ * CANCELED and is never delivered; one already matched completes OK. */
+TEST_P(ProtoTest, CancelRendezvousSend) {
+    const auto             data = pattern(300000, 4);
+    uct_tm_proto_request_t s;
+    ASSERT_EQ(UCS_INPROGRESS, send(data.data(), data.size(), 9, 0, 0, &s));
+    uct_tm_proto_info_t info;
+    ASSERT_TRUE(wait_for(p_, [&] {
+        return uct_tm_proto_probe(p_.b, 9, kAll, nullptr, UCT_TM_PROTO_PROBE_PEEK, &info,
+                                  nullptr) == UCS_OK;
+    }));
+    ASSERT_EQ(UCS_OK, uct_tm_proto_request_cancel(p_.a, s));
+    EXPECT_EQ(UCS_ERR_CANCELED, wait_request(p_, p_.a, s));
+    EXPECT_EQ(UCS_ERR_NO_ELEM, uct_tm_proto_probe(p_.b, 9, kAll, nullptr, UCT_TM_PROTO_PROBE_PEEK,
+                                                  &info, nullptr));
+    /* lost race: the receive is posted first */
+    std::vector<char> buf(data.size());
+    auto              r = post(buf.data(), buf.size(), 9, kAll);
+    ASSERT_EQ(UCS_INPROGRESS, send(data.data(), data.size(), 9, 0, 0, &s));
+    ASSERT_TRUE(wait_for(p_, [&] {
+        uct_tm_proto_stats_t st;
+        uct_tm_proto_worker_stats(p_.b, &st);
+        return st.expected >= 1;
+    }));
+    const ucs_status_t cs = uct_tm_proto_request_cancel(p_.a, s);
+    EXPECT_TRUE((cs == UCS_OK) || (cs == UCS_ERR_NO_ELEM));
+    EXPECT_EQ(UCS_OK, wait_request(p_, p_.a, s));
+    EXPECT_EQ(UCS_OK, wait_request(p_, p_.b, r));
+    EXPECT_EQ(buf, data);
+}
+
+TEST_P(ProtoTest, ProbePeekClaimDiscard) {
+    uint32_t a = 1, b = 2, c = 3;
+    ASSERT_EQ(UCS_OK, send(&a, 4, 0x21, 0, 11));
+    ASSERT_EQ(UCS_OK, send(&b, 4, 0x22, 0, 12));
+    ASSERT_EQ(UCS_OK, send(&c, 4, 0x23, 0, 13));
+    uct_tm_proto_info_t info;
+    ASSERT_TRUE(wait_for(p_, [&] {
+        return uct_tm_proto_probe(p_.b, 0x23, kAll, nullptr, UCT_TM_PROTO_PROBE_PEEK, &info,
+                                  nullptr) == UCS_OK;
+    }));
+    /* PEEK: the earliest match, left in place */
+    ASSERT_EQ(UCS_OK, uct_tm_proto_probe(p_.b, 0x20, 0xf0, nullptr, UCT_TM_PROTO_PROBE_PEEK,
+                                         &info, nullptr));
+    EXPECT_EQ(info.tag, 0x21u);
+    EXPECT_EQ(info.imm, 11u);
+    EXPECT_EQ(info.length, 4u);
+    /* CLAIM: held, invisible to receives and probes */
+    uct_tm_proto_msg_t msg = 0;
+    ASSERT_EQ(UCS_OK, uct_tm_proto_probe(p_.b, 0x20, 0xf0, nullptr,
+                                         UCT_TM_PROTO_PROBE_PEEK | UCT_TM_PROTO_PROBE_CLAIM, &info,
+                                         &msg));
+    EXPECT_EQ(info.tag, 0x21u);
+    ASSERT_EQ(UCS_OK, uct_tm_proto_probe(p_.b, 0x20, 0xf0, nullptr, UCT_TM_PROTO_PROBE_PEEK,
+                                         &info, nullptr));
+    EXPECT_EQ(info.tag, 0x22u);
+    /* DISCARD: gone */
+    ASSERT_EQ(UCS_OK, uct_tm_proto_probe(p_.b, 0x22, kAll, nullptr,
+                                         UCT_TM_PROTO_PROBE_PEEK | UCT_TM_PROTO_PROBE_DISCARD,
+                                         &info, nullptr));
+    EXPECT_EQ(UCS_ERR_NO_ELEM, uct_tm_proto_probe(p_.b, 0x22, kAll, nullptr,
+                                                  UCT_TM_PROTO_PROBE_PEEK, &info, nullptr));
+    /* the claimed one is received through its handle */
+    uint32_t               x = 0;
+    uct_tm_proto_request_t r;
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv_claimed(p_.b, msg, &x, 4, nullptr, &r));
+    ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r, &info));
+    EXPECT_EQ(x, 1u);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_recv_claimed(p_.b, msg, &x, 4, nullptr, &r));
+    /* claim then discard */
+    ASSERT_EQ(UCS_OK, uct_tm_proto_probe(p_.b, 0, 0, p_.ba,
+                                         UCT_TM_PROTO_PROBE_PEEK | UCT_TM_PROTO_PROBE_CLAIM, &info,
+                                         &msg));
+    EXPECT_EQ(info.tag, 0x23u);
+    EXPECT_EQ(UCS_OK, uct_tm_proto_discard_claimed(p_.b, msg));
+    EXPECT_EQ(UCS_ERR_NO_ELEM, uct_tm_proto_probe(p_.b, 0, 0, nullptr, UCT_TM_PROTO_PROBE_PEEK,
+                                                  &info, nullptr));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_probe(p_.b, 0, 0, nullptr, 0, &info, nullptr));
+}
+
+/* A sync send completes only once a receive matched it (or it was discarded). */
+TEST_P(ProtoTest, SyncSendCompletesWhenMatched) {
+    for (size_t len : {size_t(8), size_t(20000), size_t(300000)}) {
+        const auto             data = pattern(len, 5);
+        uct_tm_proto_request_t s;
+        ASSERT_EQ(UCS_INPROGRESS,
+                  send(data.data(), len, 3, UCT_TM_PROTO_SEND_SYNC | UCT_TM_PROTO_SEND_INJECT, 0, &s));
+        for (int i = 0; i < 2000; ++i) {
+            uct_tm_proto_worker_progress(p_.a);
+            uct_tm_proto_worker_progress(p_.b);
+        }
+        EXPECT_EQ(UCS_INPROGRESS, uct_tm_proto_request_test(p_.a, s, nullptr)) << len;
+        std::vector<char> buf(len);
+        auto              r = post(buf.data(), len, 3, kAll);
+        EXPECT_EQ(UCS_OK, wait_request(p_, p_.a, s)) << len;
+        EXPECT_EQ(UCS_OK, wait_request(p_, p_.b, r));
+        EXPECT_EQ(buf, data);
+    }
+    /* discarded also counts */
+    uint32_t               v = 1;
+    uct_tm_proto_request_t s;
+    ASSERT_EQ(UCS_INPROGRESS, send(&v, 4, 4, UCT_TM_PROTO_SEND_SYNC, 0, &s));
+    uct_tm_proto_info_t info;
+    ASSERT_TRUE(wait_for(p_, [&] {
+        return uct_tm_proto_probe(p_.b, 4, kAll, nullptr,
+                                  UCT_TM_PROTO_PROBE_PEEK | UCT_TM_PROTO_PROBE_DISCARD, &info,
+                                  nullptr) == UCS_OK;
+    }));
+    EXPECT_EQ(UCS_OK, wait_request(p_, p_.a, s));
+}
+
+/* Over the cap, senders switch to rendezvous: the receiver's buffered eager
+ * bytes never exceed the cap, and every message still arrives intact. */
+TEST_P(ProtoTest, UnexpectedCapPushesSendersToRendezvous) {
+    uct_tm_proto_worker_params_t extra = {};
+    extra.field_mask     = UCT_TM_PROTO_WORKER_FIELD_UNEXPECTED_CAP | UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS;
+    extra.unexpected_cap = 64 << 10;
+    extra.max_peers      = 2;
+    reopen(extra);
+    constexpr int kMsgs = 40;
+    std::vector<uct_tm_proto_request_t> sends;
+    for (int i = 0; i < kMsgs; ++i) {
+        const auto             data = pattern(4000, i);
+        uct_tm_proto_request_t s;
+        const ucs_status_t st = send(data.data(), data.size(), 1000 + i, UCT_TM_PROTO_SEND_INJECT,
+                                     0, &s);
+        ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS));
+        sends.push_back(s);
+        for (int k = 0; k < 50; ++k) {
+            uct_tm_proto_worker_progress(p_.a);
+            uct_tm_proto_worker_progress(p_.b);
+        }
+    }
+    uct_tm_proto_stats_t st;
+    uct_tm_proto_worker_stats(p_.a, &st);
+    EXPECT_GT(st.backpressure, 0u);
+    uct_tm_proto_worker_stats(p_.b, &st);
+    EXPECT_LE(st.unexpected_peak, size_t(32) << 10);
+    for (int i = kMsgs - 1; i >= 0; --i) {
+        std::vector<char> buf(4000);
+        auto              r = post(buf.data(), buf.size(), 1000 + i, kAll);
+        ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r));
+        EXPECT_EQ(buf, pattern(4000, i));
+    }
+    for (auto s : sends) {
+        if (s != 0) {
+            EXPECT_EQ(UCS_OK, wait_request(p_, p_.a, s));
+        }
+    }
+    uct_tm_proto_worker_stats(p_.b, &st);
+    EXPECT_EQ(st.unexpected_bytes, 0u);
+}
+
+TEST_P(ProtoTest, BadInput) {
+    uct_tm_proto_request_t r;
+    uint32_t               x = 0;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_send(nullptr, &x, 4, 0, nullptr, &r));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_send(p_.ab, nullptr, 4, 0, nullptr, &r));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_send(p_.ab, &x, 4, 0, nullptr, nullptr));
+    uct_tm_proto_op_params_t bad = {};
+    bad.flags = 1u << 20;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_send(p_.ab, &x, 4, 0, &bad, &r));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_recv(nullptr, &x, 4, 0, 0, nullptr, nullptr, &r));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_recv(p_.b, nullptr, 4, 0, 0, nullptr, nullptr, &r));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_request_test(p_.b, 12345, nullptr));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_request_release(p_.b, 0));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_request_cancel(p_.b, ~uint64_t{0}));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_discard_claimed(p_.b, 77));
+    char junk[64] = {};
+    uct_tm_proto_ep_h ep;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_create(p_.a, junk, sizeof(junk), &ep));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_create(p_.a, junk, 3, &ep));
+    size_t len = 1;
+    EXPECT_EQ(UCS_ERR_BUFFER_TOO_SMALL, uct_tm_proto_worker_address(p_.a, junk, &len));
+    EXPECT_GT(len, 1u);
+    /* a pending receive cannot be released */
+    auto pending = post(&x, 4, 0xdead, kAll);
+    EXPECT_EQ(UCS_ERR_BUSY, uct_tm_proto_request_release(p_.b, pending));
+    EXPECT_EQ(UCS_OK, uct_tm_proto_request_cancel(p_.b, pending));
+    EXPECT_EQ(UCS_ERR_CANCELED, wait_request(p_, p_.b, pending));
+}
+
+INSTANTIATE_TEST_SUITE_P(transports, ProtoTest, ::testing::ValuesIn(proto_transports()),
+                         [](const ::testing::TestParamInfo<std::string> &info) {
+                             std::string n = info.param;
+                             for (char &c : n) {
+                                 if (c == ':') {
+                                     c = '_';
+                                 }
+                             }
+                             return n;
+                         });
+
+}  // namespace
+}  // namespace uct_tm_test
