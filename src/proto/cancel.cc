@@ -27,6 +27,9 @@ ucs_status_t Worker::cancel(uint64_t req) {
 }
 
 ucs_status_t Worker::cancel_recv(Request &r) {
+    if (r.rstate == RecvState::kOffloaded) {
+        return cancel_offloaded(r);
+    }
     if (r.rstate != RecvState::kPosted) {
         return UCS_OK; /* matched: it completes normally */
     }

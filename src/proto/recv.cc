@@ -448,6 +448,9 @@ ucs_status_t Worker::post_recv(Request &r) {
         ++stats_.software_recvs;
         return UCS_OK;
     }
+    if ((matcher_.posted_count() == 0) && try_offload(r)) {
+        return UCS_OK;
+    }
     const match::PostResult pr = matcher_.post_expected_only(r.tag, r.mask, &r);
     if (pr.status != UCS_OK) {
         return pr.status;

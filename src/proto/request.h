@@ -12,7 +12,10 @@
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
 
+#include <uct/api/uct.h>
+
 #include <cstdint>
+#include <type_traits>
 #include <memory>
 #include <vector>
 
@@ -37,6 +40,18 @@ enum class RecvState : uint8_t {
     kOffloaded,   /* in the transport's tag list (tier 0) */
     kArriving,    /* matched; fragments or rendezvous data still coming */
 };
+
+class Worker;
+
+/* What a transport's tag list holds for one of our receives: UCT's context
+ * first (the callbacks get its address), then the way back to the request. */
+struct OffloadContext {
+    uct_tag_context_t uct = {};
+    Worker           *worker = nullptr;
+    uint64_t          req    = 0;
+};
+static_assert(std::is_standard_layout<OffloadContext>::value,
+              "the UCT context must sit at offset 0");
 
 struct Request {
     uint32_t gen        = 1;
@@ -79,7 +94,7 @@ struct Request {
     match::RecvHandle mh;
     size_t      received  = 0;     /* bytes placed */
     size_t      expect    = 0;     /* bytes that will be placed in total */
-    alignas(8) char uct_ctx[64];   /* uct_tag_context_t while offloaded */
+    OffloadContext octx;            /* while in a transport's tag list */
 };
 
 class RequestPool {

@@ -27,7 +27,9 @@ struct Pack {
 
 size_t pack_cb(void *dest, void *arg) {
     const Pack *p = static_cast<const Pack *>(arg);
-    memcpy(dest, p->hdr, p->hdr_len);
+    if (p->hdr_len != 0) {
+        memcpy(dest, p->hdr, p->hdr_len);
+    }
     if (p->len != 0) {
         memcpy(static_cast<char *>(dest) + p->hdr_len, p->data, p->len);
     }
@@ -54,10 +56,26 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
     return h;
 }
 
+ssize_t Worker::tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data,
+                          size_t len) {
+    Pack p{nullptr, 0, data, len};
+    return uct_ep_tag_eager_bcopy(ep->uct_ep, tag, (uint64_t{config_.id} << 32) | imm, pack_cb, &p,
+                                  0);
+}
+
 ucs_status_t Worker::send_eager(Request &r) {
     Endpoint    *ep   = r.ep;
     const char  *data = send_data(r);
     const size_t room = ep->iface->max_bcopy;
+    if (ep->iface->tag_send) {
+        const ssize_t n = tag_eager(ep, r.tag, r.imm, data, r.length);
+        if (n < 0) {
+            return static_cast<ucs_status_t>(n);
+        }
+        r.started = true;
+        r.offset  = r.length;
+        return UCS_OK;
+    }
     if (!r.started) {
         MsgHeader h = message_header(r, Kind::kEager);
         size_t    chunk;
@@ -93,9 +111,16 @@ ucs_status_t Worker::send_eager(Request &r) {
 
 ucs_status_t Worker::send_rts(Request &r) {
     const MsgHeader h = message_header(r, Kind::kRts);
-    const ssize_t   n = am_send(r.ep, &h, sizeof(h), nullptr, 0);
-    if (n < 0) {
-        return static_cast<ucs_status_t>(n);
+    if (r.ep->iface->tag_send) {
+        const ucs_status_t status = uct_ep_tag_rndv_request(r.ep->uct_ep, r.tag, &h, sizeof(h), 0);
+        if (status != UCS_OK) {
+            return status;
+        }
+    } else {
+        const ssize_t n = am_send(r.ep, &h, sizeof(h), nullptr, 0);
+        if (n < 0) {
+            return static_cast<ucs_status_t>(n);
+        }
     }
     r.started = true;
     r.sstate  = SendState::kRtsSent;
@@ -156,7 +181,11 @@ ucs_status_t Worker::send(Endpoint *ep, const void *buffer, size_t length, uint6
     *req = 0;
     const uint32_t imm  = (params != nullptr) ? params->imm : 0;
     const bool     sync = (flags & UCT_TM_PROTO_SEND_SYNC) != 0;
-    bool rndv = length >= config_.rndv_thresh;
+    /* over a tag list: one tagged eager message at most, and sync messages
+     * need the rendezvous request's header to be answered */
+    const bool tag_send = ep->iface->tag_send;
+    bool rndv = (length >= config_.rndv_thresh) ||
+                (tag_send && (sync || (length > ep->iface->tag_eager_max)));
     if (!rndv && (length > ep->credits)) {
         rndv = true; /* the peer's buffer for us is full: it takes the data when matched */
         ++stats_.backpressure;
@@ -170,14 +199,19 @@ ucs_status_t Worker::send(Endpoint *ep, const void *buffer, size_t length, uint6
 
     /* the common case: one eager message, nothing queued before it */
     if (!rndv && !sync && ep->sends.empty() &&
-        (sizeof(MsgHeader) + length <= ep->iface->max_bcopy)) {
-        MsgHeader h = {};
-        h.kind   = Kind::kEager;
-        h.source = config_.id;
-        h.tag    = tag;
-        h.imm    = imm;
-        h.length = length;
-        const ssize_t n = am_send(ep, &h, sizeof(h), buffer, length);
+        (tag_send || (sizeof(MsgHeader) + length <= ep->iface->max_bcopy))) {
+        ssize_t n;
+        if (tag_send) {
+            n = tag_eager(ep, tag, imm, buffer, length);
+        } else {
+            MsgHeader h = {};
+            h.kind   = Kind::kEager;
+            h.source = config_.id;
+            h.tag    = tag;
+            h.imm    = imm;
+            h.length = length;
+            n        = am_send(ep, &h, sizeof(h), buffer, length);
+        }
         if (n >= 0) {
             return UCS_OK;
         }

@@ -96,7 +96,13 @@ ucs_status_t Worker::open() {
             return status;
         }
     }
-    return ifaces_.empty() ? UCS_ERR_INVALID_PARAM : UCS_OK;
+    if (ifaces_.empty()) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    /* one iface only: an arrival over another could not see its tag list */
+    ifaces_.front()->offload = config_.offload && (ifaces_.size() == 1) &&
+                               ifaces_.front()->tag_send;
+    return UCS_OK;
 }
 
 /* Finds the component and MD offering `tl` (on `dev`, or its first device). */
@@ -166,6 +172,7 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
             params.mode.device.dev_name  = device.c_str();
             params.stats_root            = nullptr;
             params.rx_headroom           = 0;
+            set_tag_callbacks(&params, iface.get());
             status = uct_iface_open(md, uworker_, &params, ic, &iface->iface);
             uct_config_release(ic);
             if (status != UCS_OK) {
@@ -195,6 +202,10 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
         return UCS_ERR_UNSUPPORTED;
     }
     i->max_bcopy = i->attr.cap.am.max_bcopy;
+    const uint64_t tag_caps = UCT_IFACE_FLAG_TAG_EAGER_BCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
+    i->tag_send = ((i->attr.cap.flags & tag_caps) == tag_caps) &&
+                  (i->attr.cap.tag.rndv.max_hdr >= sizeof(MsgHeader));
+    i->tag_eager_max = i->tag_send ? i->attr.cap.tag.eager.max_bcopy : 0;
     i->dev_addr.resize(i->attr.device_addr_len);
     i->iface_addr.resize(i->attr.iface_addr_len);
     status = uct_iface_get_device_address(

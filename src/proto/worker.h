@@ -39,8 +39,15 @@ struct Iface {
     std::vector<char> dev_addr;
     std::vector<char> iface_addr;
     size_t           max_bcopy = 0; /* AM payload per message, headers included */
+    /* Data messages use the transport's tag API (eager bcopy, rndv request):
+     * matched by its tag list, or unexpected through eager_cb / rndv_cb. */
+    bool             tag_send  = false;
+    size_t           tag_eager_max = 0;
     bool             offload   = false; /* receives go to its tag list */
 };
+
+/* Adds the unexpected-tagged-message callbacks to an iface's parameters. */
+void set_tag_callbacks(uct_iface_params_t *params, Iface *iface);
 
 class Worker {
   public:
@@ -75,6 +82,7 @@ class Worker {
 
   private:
     friend struct Handlers;
+    friend struct TagHandlers;
 
     /* --- worker.cc: ifaces, addresses, progress --- */
     ucs_status_t open_iface(const std::string &tl, const std::string &dev);
@@ -92,6 +100,7 @@ class Worker {
     const char  *send_data(const Request &r) const {
         return r.bounce.empty() ? r.sbuf : r.bounce.data();
     }
+    ssize_t      tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len);
     ssize_t      am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
                          size_t len);
 
@@ -128,6 +137,18 @@ class Worker {
     ucs_status_t post_recv(Request &r);
     Request     *new_recv(void *buffer, size_t length, const uct_tm_proto_op_params_t *params,
                           uint64_t *handle);
+
+    /* --- offload.cc --- */
+    bool         try_offload(Request &r);
+    ucs_status_t cancel_offloaded(Request &r);
+    void         offload_consumed(Request &r);
+    void         offload_completed(Request &r, uint64_t stag, uint64_t imm, size_t length,
+                                   ucs_status_t status);
+    void         offload_rndv(Request &r, uint64_t stag, const void *header, unsigned length);
+    ucs_status_t tag_unexpected_eager(const void *data, size_t length, unsigned flags,
+                                      uint64_t stag, uint64_t imm);
+    ucs_status_t tag_unexpected_rndv(uint64_t stag, const void *header, unsigned length);
+    Request     *offloaded_request(uct_tag_context_t *ctx);
 
     /* --- cancel.cc --- */
     ucs_status_t cancel_send(Request &r);

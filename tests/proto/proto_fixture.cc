@@ -92,6 +92,16 @@ std::vector<std::string> proto_transports() {
     return out;
 }
 
+std::string transport_name(const ::testing::TestParamInfo<std::string> &info) {
+    std::string name = info.param;
+    for (char &c : name) {
+        if (c == ':') {
+            c = '_';
+        }
+    }
+    return name;
+}
+
 void ProtoTest::SetUp() {
     ASSERT_EQ(UCS_OK, make_pair(GetParam(), &p_));
 }

@@ -44,6 +44,9 @@ std::vector<char> pattern(size_t length, uint32_t seed);
 /* Transports tested: tm_sm (ours, when the plugin registered it), posix, tcp. */
 std::vector<std::string> proto_transports();
 
+/* gtest parameter name of a transport ("tcp:lo" -> "tcp_lo"). */
+std::string transport_name(const ::testing::TestParamInfo<std::string> &info);
+
 class ProtoTest : public ::testing::TestWithParam<std::string> {
   protected:
     void SetUp() override;

@@ -393,15 +393,7 @@ TEST_P(ProtoTest, BadInput) {
 }
 
 INSTANTIATE_TEST_SUITE_P(transports, ProtoTest, ::testing::ValuesIn(proto_transports()),
-                         [](const ::testing::TestParamInfo<std::string> &info) {
-                             std::string n = info.param;
-                             for (char &c : n) {
-                                 if (c == ':') {
-                                     c = '_';
-                                 }
-                             }
-                             return n;
-                         });
+                         transport_name);
 
 }  // namespace
 }  // namespace uct_tm_test

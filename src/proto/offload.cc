@@ -1,0 +1,198 @@
+/*
+ * Tag offload: receives posted to the transport's tag list (tier 0) while no
+ * software-held receive exists (tiers 1 and 2 empty), so every receive the
+ * transport holds is older than every one we hold and the transport's own
+ * choice (its earliest match) is the earliest overall; docs/proto.md
+ * "Ordering". A refused post (EXCEEDS_LIMIT, NO_RESOURCE, ALREADY_EXISTS, any
+ * error) goes to tier 1 instead, and offloading resumes once tiers 1 and 2
+ * are empty again.
+ *
+ * On a tag-capable iface data messages use the transport's tag API: eager
+ * messages as tag_eager_bcopy with imm = source id << 32 | user imm, and
+ * rendezvous (and sync) messages as tag_rndv_request carrying our MsgHeader;
+ * the rest of the rendezvous (CTS, DATA) is the AM protocol. Messages no
+ * offloaded receive took come back through eager_cb / rndv_cb and are matched
+ * in software exactly as AM arrivals.
+ */
+#include "worker.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <cstring>
+
+namespace uct_tm {
+namespace proto {
+
+namespace {
+
+OffloadContext *context_of(uct_tag_context_t *ctx) {
+    return reinterpret_cast<OffloadContext *>(ctx);
+}
+
+}  // namespace
+
+struct TagHandlers {
+    static void consumed(uct_tag_context_t *ctx) {
+        OffloadContext *o = context_of(ctx);
+        if (Request *r = o->worker->offloaded_request(ctx)) {
+            o->worker->offload_consumed(*r);
+        }
+    }
+    static void completed(uct_tag_context_t *ctx, uct_tag_t stag, uint64_t imm, size_t length,
+                          void *, ucs_status_t status) {
+        OffloadContext *o = context_of(ctx);
+        if (Request *r = o->worker->offloaded_request(ctx)) {
+            o->worker->offload_completed(*r, stag, imm, length, status);
+        }
+    }
+    static void rndv(uct_tag_context_t *ctx, uct_tag_t stag, const void *header,
+                     unsigned header_length, ucs_status_t status, unsigned) {
+        OffloadContext *o = context_of(ctx);
+        Request        *r = o->worker->offloaded_request(ctx);
+        if (r == nullptr) {
+            return;
+        }
+        if (status != UCS_OK) {
+            o->worker->offload_completed(*r, stag, 0, 0, status);
+            return;
+        }
+        o->worker->offload_rndv(*r, stag, header, header_length);
+    }
+    static ucs_status_t unexpected_eager(void *arg, void *data, size_t length, unsigned flags,
+                                         uct_tag_t stag, uint64_t imm, void **) {
+        return static_cast<Iface *>(arg)->worker->tag_unexpected_eager(data, length, flags, stag,
+                                                                       imm);
+    }
+    static ucs_status_t unexpected_rndv(void *arg, unsigned, uint64_t stag, const void *header,
+                                        unsigned header_length, uint64_t, size_t, const void *) {
+        return static_cast<Iface *>(arg)->worker->tag_unexpected_rndv(stag, header, header_length);
+    }
+};
+
+void set_tag_callbacks(uct_iface_params_t *params, Iface *iface) {
+    params->field_mask |= UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB | UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG |
+                          UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB | UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG;
+    params->eager_cb  = TagHandlers::unexpected_eager;
+    params->eager_arg = iface;
+    params->rndv_cb   = TagHandlers::unexpected_rndv;
+    params->rndv_arg  = iface;
+}
+
+Request *Worker::offloaded_request(uct_tag_context_t *ctx) {
+    Request *r = reqs_.lookup(context_of(ctx)->req);
+    if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done ||
+        (reinterpret_cast<uct_tag_context_t *>(&r->octx) != ctx)) {
+        ucs_error("tm_proto: transport called back for a receive we do not hold");
+        return nullptr;
+    }
+    return r;
+}
+
+bool Worker::try_offload(Request &r) {
+    Iface *iface = ifaces_.front().get();
+    if (!iface->offload || (r.capacity > iface->attr.cap.tag.recv.max_zcopy) ||
+        (r.capacity < iface->attr.cap.tag.recv.min_recv)) {
+        return false;
+    }
+    r.octx                     = OffloadContext();
+    r.octx.uct.tag_consumed_cb = TagHandlers::consumed;
+    r.octx.uct.completed_cb    = TagHandlers::completed;
+    r.octx.uct.rndv_cb         = TagHandlers::rndv;
+    r.octx.worker              = this;
+    r.octx.req                 = r.self;
+    uct_iov_t iov = {};
+    iov.buffer    = r.rbuf;
+    iov.length    = r.capacity;
+    iov.memh      = UCT_MEM_HANDLE_NULL;
+    iov.count     = 1;
+    const ucs_status_t status = uct_iface_tag_recv_zcopy(iface->iface, r.tag, r.mask, &iov,
+                                                         (r.capacity != 0) ? 1 : 0, &r.octx.uct);
+    if (status != UCS_OK) {
+        return false; /* list full, busy or refused: software keeps it */
+    }
+    r.rstate = RecvState::kOffloaded;
+    r.tier   = 0;
+    ++offloaded_;
+    ++stats_.offloaded_recvs;
+    return true;
+}
+
+void Worker::offload_consumed(Request &r) {
+    if (r.rstate == RecvState::kOffloaded) {
+        r.rstate = RecvState::kArriving;
+        --offloaded_;
+    }
+}
+
+void Worker::offload_completed(Request &r, uint64_t stag, uint64_t imm, size_t length,
+                               ucs_status_t status) {
+    offload_consumed(r);
+    if (status == UCS_ERR_CANCELED) {
+        complete(r, status);
+        return;
+    }
+    ++stats_.expected;
+    const uint32_t source = static_cast<uint32_t>(imm >> 32);
+    r.info.tag    = stag;
+    r.info.length = length;
+    r.info.imm    = static_cast<uint32_t>(imm);
+    r.info.source = source;
+    r.info.ep     = reinterpret_cast<uct_tm_proto_ep_h>(endpoint_of(source));
+    complete(r, status);
+    return_credit(source, length);
+}
+
+void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigned length) {
+    offload_consumed(r);
+    MsgHeader h;
+    if ((length != sizeof(h)) || (memcpy(&h, header, sizeof(h)), h.kind != Kind::kRts)) {
+        ucs_error("tm_proto: malformed rendezvous header (%u bytes)", length);
+        complete(r, UCS_ERR_IO_ERROR);
+        return;
+    }
+    ++stats_.expected;
+    h.tag = stag;
+    accept_message(r, h);
+    start_rndv_recv(r, h.source, h.sreq);
+}
+
+ucs_status_t Worker::tag_unexpected_eager(const void *data, size_t length, unsigned flags,
+                                          uint64_t stag, uint64_t imm) {
+    if ((flags & UCT_CB_PARAM_FLAG_MORE) || !(flags & UCT_CB_PARAM_FLAG_FIRST)) {
+        ucs_error("tm_proto: dropped a fragmented tagged message (we send single ones only)");
+        return UCS_OK;
+    }
+    MsgHeader h = {};
+    h.kind   = Kind::kEager;
+    h.source = static_cast<uint32_t>(imm >> 32);
+    h.imm    = static_cast<uint32_t>(imm);
+    h.tag    = stag;
+    h.length = length;
+    handle_message(h, static_cast<const char *>(data), length);
+    return UCS_OK;
+}
+
+ucs_status_t Worker::tag_unexpected_rndv(uint64_t stag, const void *header, unsigned length) {
+    MsgHeader h;
+    if ((header == nullptr) || (length != sizeof(h))) {
+        ucs_error("tm_proto: dropped a rendezvous request with a %u-byte header", length);
+        return UCS_OK;
+    }
+    memcpy(&h, header, sizeof(h));
+    if (h.kind != Kind::kRts) {
+        ucs_error("tm_proto: dropped a rendezvous request of kind %u",
+                  static_cast<unsigned>(static_cast<uint8_t>(h.kind)));
+        return UCS_OK;
+    }
+    h.tag = stag;
+    handle_message(h, nullptr, 0);
+    return UCS_OK;
+}
+
+ucs_status_t Worker::cancel_offloaded(Request &r) {
+    /* UCS_OK: completed_cb follows, with CANCELED, or normally if a message won */
+    return uct_iface_tag_recv_cancel(ifaces_.front()->iface, &r.octx.uct, 0);
+}
+
+}  // namespace proto
+}  // namespace uct_tm
