@@ -1,6 +1,9 @@
 #include "hw_tag_engine.h"
 
 #include "tm_model.h"
+#ifdef UCT_TM_HAVE_VERBS
+#include "tm_verbs_list.h"
+#endif
 
 #include <ucs/debug/log_def.h>
 
@@ -606,6 +609,9 @@ template <typename List> unsigned HwTagEngine<List>::progress() {
 }
 
 template class HwTagEngine<TmModel>;
+#ifdef UCT_TM_HAVE_VERBS
+template class HwTagEngine<TmVerbsList>;
+#endif
 
 }  // namespace ib
 }  // namespace uct_tm
