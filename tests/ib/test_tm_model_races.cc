@@ -274,6 +274,32 @@ TEST_F(TmRaces, HardwareRendezvousCompletesAndTheEngineSendsFin) {
     EXPECT_TRUE(h.sw_fins.empty());
 }
 
+TEST_F(TmRaces, HardwareRendezvousReadFailureCompletesWithAnErrorOnce) {
+    Recv *r = h.make_recv(4096);
+    ASSERT_EQ(UCS_OK, h.post(r, 5));
+    h.model().fail_next_read(); /* fault: remote access error on the RDMA READ */
+    h.send_rndv(3, 5, 0x70, Harness::pattern(10, 3000));
+    ASSERT_TRUE(h.drain());
+    EXPECT_EQ(1, r->consumed);
+    EXPECT_EQ(1, r->completed);
+    EXPECT_EQ(UCS_ERR_IO_ERROR, r->status);
+    EXPECT_TRUE(h.hw_fins.empty()); /* the engine sends FIN only after a good read */
+    EXPECT_EQ(0u, h.model().held_handles());
+}
+
+TEST_F(TmRaces, SoftwareRendezvousFailureCompletesWithItsStatus) {
+    Recv *r = h.make_recv(100);
+    ASSERT_EQ(UCS_OK, h.post(r, 5));
+    h.send_rndv(3, 5, 0x71, Harness::pattern(10, 3000));
+    h.model().run_until_idle();
+    h.progress();
+    ASSERT_TRUE(h.finish_sw_rndv(UCS_ERR_IO_ERROR));
+    EXPECT_EQ(1, r->completed);
+    EXPECT_EQ(UCS_ERR_IO_ERROR, r->status); /* not masked as truncation */
+    ASSERT_TRUE(h.drain());
+    EXPECT_EQ(1, r->completed);
+}
+
 TEST_F(TmRaces, RndvIncompleteIsFinishedInSoftwareAndTruncated) {
     Recv *r = h.make_recv(1000);
     ASSERT_EQ(UCS_OK, h.post(r, 5));

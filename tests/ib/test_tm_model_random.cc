@@ -64,7 +64,7 @@ uint64_t id_of(const std::vector<uint8_t> &v) {
 
 struct Totals {
     unsigned long hw_matches = 0, sw_claims = 0, unexpected = 0, cancels = 0, syncs = 0,
-                  sw_rndv = 0, del_failed = 0, rndv_incomplete = 0;
+                  sw_rndv = 0, del_failed = 0, rndv_incomplete = 0, read_failures = 0;
 };
 
 void run_seed(uint64_t seed, Totals *totals) {
@@ -140,12 +140,16 @@ void run_seed(uint64_t seed, Totals *totals) {
                 break;
             }
         } else {
+            if (pick(30) == 0) {
+                h.model().fail_next_read(); /* fault: the next hardware RDMA READ fails */
+            }
             for (size_t n = 1 + pick(8); n > 0; --n) {
                 h.model().step_random(rng);
             }
             h.progress();
             if (pick(2) == 0) {
-                h.finish_sw_rndv();
+                /* fault: now and then the software rendezvous read fails */
+                h.finish_sw_rndv((pick(20) == 0) ? UCS_ERR_IO_ERROR : UCS_OK);
             }
         }
     }
@@ -173,7 +177,17 @@ void run_seed(uint64_t seed, Totals *totals) {
         }
         ASSERT_EQ(1, r->consumed) << "receive " << r->id;
         EXPECT_TRUE(r->consumed_first);
-        const uint64_t id = (r->rndv == 1) ? id_of(r->header) : id_of(r->buffer);
+        uint64_t id = (r->rndv == 1) ? id_of(r->header) : id_of(r->buffer);
+        if (r->status == UCS_ERR_IO_ERROR) { /* an injected read failure: no bytes to tell */
+            for (const TmModel::FailedRead &f : h.model().failed_reads()) {
+                if (f.buffer == r->buffer.data()) {
+                    id = h.remote_id(f.rkey);
+                }
+            }
+            if (h.sw_failed.count(r->buffer.data())) {
+                id = h.remote_id(h.sw_failed[r->buffer.data()]);
+            }
+        }
         ASSERT_LT(id, msgs.size()) << "receive " << r->id << " holds no message";
         ASSERT_EQ(0u, got.count(id)) << "message " << id << " delivered twice";
         got[id]            = r;
@@ -187,6 +201,10 @@ void run_seed(uint64_t seed, Totals *totals) {
         }
         ASSERT_EQ(1, r->completed);
         EXPECT_EQ(m.length, r->length);
+        if ((m.kind == Kind::kRndv) && (r->status == UCS_ERR_IO_ERROR)) {
+            ++totals->read_failures; /* injected: the bytes are not checked */
+            continue;
+        }
         const bool fits = m.length <= r->buffer.size();
         EXPECT_EQ(fits ? UCS_OK : UCS_ERR_MESSAGE_TRUNCATED, r->status) << "message " << id;
         const auto expect = body(m.id, m.length);
@@ -219,7 +237,12 @@ void run_seed(uint64_t seed, Totals *totals) {
         ++fins[f.second];
     }
     for (const auto &[id, r] : got) {
-        if (msgs[id].kind == Kind::kRndv) {
+        if (msgs[id].kind != Kind::kRndv) {
+            continue;
+        }
+        if (r->status == UCS_ERR_IO_ERROR) { /* no FIN after a failed hardware read */
+            EXPECT_GE(1, fins[static_cast<uint32_t>(id)]) << "message " << id;
+        } else {
             EXPECT_EQ(1, fins[static_cast<uint32_t>(id)]) << "message " << id;
         }
     }
@@ -296,9 +319,9 @@ TEST(TmModelRandom, SeededSchedulesKeepUctTagSemantics) {
     }
     /* The schedules reached every path they are meant to check. */
     printf("random schedules: %lu hw matches, %lu sw claims, %lu unexpected, %lu cancels, "
-           "%lu syncs, %lu sw rendezvous, %lu del failed, %lu rndv incomplete\n",
+           "%lu syncs, %lu sw rendezvous, %lu del failed, %lu rndv incomplete, %lu failed reads\n",
            totals.hw_matches, totals.sw_claims, totals.unexpected, totals.cancels, totals.syncs,
-           totals.sw_rndv, totals.del_failed, totals.rndv_incomplete);
+           totals.sw_rndv, totals.del_failed, totals.rndv_incomplete, totals.read_failures);
     EXPECT_GT(totals.hw_matches, 0u);
     EXPECT_GT(totals.sw_claims, 0u);
     EXPECT_GT(totals.unexpected, 0u);
@@ -307,6 +330,7 @@ TEST(TmModelRandom, SeededSchedulesKeepUctTagSemantics) {
     EXPECT_GT(totals.sw_rndv, 0u);
     EXPECT_GT(totals.del_failed, 0u);
     EXPECT_GT(totals.rndv_incomplete, 0u);
+    EXPECT_GT(totals.read_failures, 0u);
 }
 
 }  // namespace

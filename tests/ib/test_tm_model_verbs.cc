@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstdio>
 
 namespace uct_tm {
 namespace ib {
@@ -43,18 +44,22 @@ TEST(TmVerbsList, EveryDeviceEitherHasTagMatchingOrSaysUnsupported) {
         }
         GTEST_SKIP() << "no RDMA device here (errno " << errno << "): only the detection of its absence runs";
     }
+    int checked = 0;
     for (int i = 0; i < num; ++i) {
         SCOPED_TRACE(ibv_get_device_name(devs[i]));
         ibv_context *ctx = ibv_open_device(devs[i]);
         if (ctx == nullptr) {
             continue;
         }
+        ++checked;
         ibv_pd                      *pd = ibv_alloc_pd(ctx);
         TmCaps                       caps;
         const ucs_status_t           q  = TmVerbsList::query(ctx, &caps);
         std::unique_ptr<TmVerbsList> list;
         const ucs_status_t           c  = (pd != nullptr) ? TmVerbsList::create(ctx, pd, {}, &list)
                                                           : UCS_ERR_NO_RESOURCE;
+        printf("%s: tag matching %s (query: %s, TM SRQ: %s)\n", ibv_get_device_name(devs[i]),
+               (q == UCS_OK) ? "present" : "absent", ucs_status_string(q), ucs_status_string(c));
         if (q == UCS_OK) {
             EXPECT_GT(caps.max_num_tags, 0u);
             if (c == UCS_OK) { /* a real TM SRQ: the engine drives it */
@@ -74,6 +79,7 @@ TEST(TmVerbsList, EveryDeviceEitherHasTagMatchingOrSaysUnsupported) {
         ibv_close_device(ctx);
     }
     ibv_free_device_list(devs);
+    EXPECT_GT(checked, 0) << "no RDMA device could be opened";
 }
 
 }  // namespace

@@ -156,9 +156,21 @@ bool Harness::finish_sw_rndv(ucs_status_t status) {
         !f_read(this, op.src_qp, op.remote_va, op.rkey, op.buffer, op.length)) {
         status = UCS_ERR_IO_ERROR;
     }
+    if (status != UCS_OK) {
+        sw_failed[op.buffer] = op.rkey;
+    }
     sw_fins.emplace_back(op.src_qp, op.app_ctx);
     engine_->sw_rndv_done(op.token, status);
     return true;
+}
+
+uint64_t Harness::remote_id(uint32_t rkey) const {
+    auto     it = remote_.find(rkey);
+    uint64_t id = UINT64_MAX;
+    if ((it != remote_.end()) && (it->second.size() >= sizeof(id))) {
+        memcpy(&id, it->second.data(), sizeof(id));
+    }
+    return id;
 }
 
 bool Harness::f_read(void *arg, uint32_t, uint64_t va, uint32_t rkey, void *dst, size_t len) {

@@ -91,6 +91,9 @@ class Harness {
     std::vector<uint64_t>            orphaned;
     std::vector<std::pair<uint32_t, uint32_t>> hw_fins; /* (dst qp, app_ctx) by the model */
     std::vector<std::pair<uint32_t, uint32_t>> sw_fins; /* (dst qp, app_ctx) by software */
+    std::map<void *, uint32_t>       sw_failed; /* buffer -> rkey of a failed software read */
+    /* The first 8 bytes of the sender memory registered under rkey. */
+    uint64_t                         remote_id(uint32_t rkey) const;
     ucs_status_t                     eager_return = UCS_OK; /* what unexpected_eager returns */
     std::vector<void *>              kept_rx;               /* buffers kept (UCS_INPROGRESS) */
     /* Every consumed / unexpected event in order: receive id >= 0, or -1 - index

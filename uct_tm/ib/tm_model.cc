@@ -429,6 +429,7 @@ bool TmModel::step_transfer(size_t index) {
         c.byte_len = len;
         if (!ok) {
             c.status = TmCqeStatus::kError;
+            failed_reads_.push_back(FailedRead{t.src_qp, rvh_rkey(rvh), rvh_va(rvh), e.sge.addr});
         } else if (fabric_.send != nullptr) {
             /* FIN: the request's TMH and RVH, opcode changed. */
             uint8_t  fin[sizeof(TmHeader) + sizeof(RndvHeader)];

@@ -140,6 +140,13 @@ class TmModel {
 
     /* Fault injection: the next rendezvous read fails (remote access error). */
     void fail_next_read() { fail_next_read_ = true; }
+    struct FailedRead {
+        uint32_t src_qp;
+        uint32_t rkey;
+        uint64_t va;
+        void    *buffer; /* the tagged buffer it was for */
+    };
+    const std::vector<FailedRead> &failed_reads() const { return failed_reads_; }
 
   private:
     enum class EntryState : uint8_t { kFree, kPosted, kListed, kConsumed, kGone };
@@ -213,6 +220,7 @@ class TmModel {
     uint32_t                               hw_count_   = 0;
     uint32_t                               sw_count_   = 0;
     bool                                   fail_next_read_ = false;
+    std::vector<FailedRead>                failed_reads_;
     Counters                               counters_;
     uint64_t                               violations_ = 0;
 };
