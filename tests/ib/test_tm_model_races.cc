@@ -483,6 +483,20 @@ TEST_F(TmRaces, KeptUntaggedBufferIsReusedOnlyAfterRelease) {
     EXPECT_EQ(Harness::pattern(99, 8), h.unexpected[16].data);
 }
 
+TEST(TmRacesBudget, ProgressHandlesAtMostItsBudgetPerCall) {
+    HwTagEngineConfig ec = small_engine();
+    ec.poll_budget       = 3;
+    Harness h(small_model(), ec);
+    for (int i = 0; i < 10; ++i) {
+        h.send_eager(1, 40 + i, Harness::pattern(i, 8));
+    }
+    h.model().run_until_idle();
+    EXPECT_EQ(3u, h.progress());
+    EXPECT_EQ(3u, h.unexpected.size());
+    ASSERT_TRUE(h.drain());
+    EXPECT_EQ(10u, h.unexpected.size());
+}
+
 TEST_F(TmRaces, TeardownWithEverythingInFlightCallsNothingBack) {
     std::vector<Recv *> rs;
     for (int i = 0; i < 4; ++i) {

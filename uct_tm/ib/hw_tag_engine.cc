@@ -47,6 +47,7 @@ HwTagEngine<List>::HwTagEngine(List &list, const HwTagEngineConfig &config,
     for (uint32_t i = list_size_; i > 0; --i) {
         free_slots_.push_back(i - 1);
     }
+    config_.poll_budget    = std::max<uint32_t>(config_.poll_budget, 1);
     config_.rx_buffer_size = std::max<uint32_t>(config_.rx_buffer_size, sizeof(TmHeader) + sizeof(RndvHeader));
     rx_pool_.resize(static_cast<size_t>(config_.rx_buffers) * config_.rx_buffer_size);
 }
@@ -555,7 +556,7 @@ template <typename List> unsigned HwTagEngine<List>::progress() {
     unsigned     total = 0;
     unsigned     n;
     do {
-        n = list_.poll(batch, 16);
+        n = list_.poll(batch, std::min<unsigned>(16, config_.poll_budget - total));
         for (unsigned i = 0; i < n; ++i) {
             const TmCompletion &c = batch[i];
             switch (c.opcode) {
@@ -585,7 +586,7 @@ template <typename List> unsigned HwTagEngine<List>::progress() {
             }
         }
         total += n;
-    } while (n == 16);
+    } while ((n == 16) && (total < config_.poll_budget));
 
     /* Report the unexpected count when software handled unexpected messages
      * that no ADD/DEL has reported since: hardware matching stays off until

@@ -51,6 +51,7 @@ struct HwTagEngineConfig {
     uint32_t list_size      = 1024; /* receives offloaded at once (capped by the device) */
     uint32_t rx_buffers     = 128;  /* untagged buffers for unexpected / NO_TAG messages */
     uint32_t rx_buffer_size = 8192; /* the largest eager or rndv request message, headers included */
+    uint32_t poll_budget    = 64;   /* completions one progress() call handles at most */
 };
 
 /* A rendezvous software must finish into a posted receive: read
