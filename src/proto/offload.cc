@@ -145,7 +145,8 @@ void Worker::offload_completed(Request &r, uint64_t stag, uint64_t imm, size_t l
 void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigned length) {
     offload_consumed(r);
     MsgHeader h;
-    if ((length != sizeof(h)) || (memcpy(&h, header, sizeof(h)), h.kind != Kind::kRts)) {
+    if ((header == nullptr) || (length < sizeof(h)) ||
+        (memcpy(&h, header, sizeof(h)), h.kind != Kind::kRts)) {
         ucs_error("tm_proto: malformed rendezvous header (%u bytes)", length);
         complete(r, UCS_ERR_IO_ERROR);
         return;
@@ -153,7 +154,8 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
     ++stats_.expected;
     h.tag = stag;
     accept_message(r, h);
-    start_rndv_recv(r, h.source, h.sreq);
+    start_rndv_recv(r, h.source, h.sreq, static_cast<const char *>(header) + sizeof(h),
+                    length - sizeof(h));
 }
 
 ucs_status_t Worker::tag_unexpected_eager(const void *data, size_t length, unsigned flags,
@@ -174,7 +176,7 @@ ucs_status_t Worker::tag_unexpected_eager(const void *data, size_t length, unsig
 
 ucs_status_t Worker::tag_unexpected_rndv(uint64_t stag, const void *header, unsigned length) {
     MsgHeader h;
-    if ((header == nullptr) || (length != sizeof(h))) {
+    if ((header == nullptr) || (length < sizeof(h))) {
         ucs_error("tm_proto: dropped a rendezvous request with a %u-byte header", length);
         return UCS_OK;
     }
@@ -185,7 +187,7 @@ ucs_status_t Worker::tag_unexpected_rndv(uint64_t stag, const void *header, unsi
         return UCS_OK;
     }
     h.tag = stag;
-    handle_message(h, nullptr, 0);
+    handle_message(h, static_cast<const char *>(header) + sizeof(h), length - sizeof(h));
     return UCS_OK;
 }
 

@@ -64,7 +64,7 @@ ucs_status_t Worker::handle_am(const void *data, size_t length) {
         }
         const size_t len = length - sizeof(h);
         if (((kind == Kind::kEager) && (len != h.length)) ||
-            ((kind == Kind::kFirst) && (len >= h.length)) || ((kind == Kind::kRts) && (len != 0))) {
+            ((kind == Kind::kFirst) && (len >= h.length)) || ((kind == Kind::kRts) && (len != 0) && !(h.flags & kFlagGet))) {
             break;
         }
         handle_message(h, p + sizeof(h), len);
@@ -169,13 +169,17 @@ void Worker::message_consumed(uint32_t source, uint64_t length, bool sync, uint6
 }
 
 /* A receive matched a rendezvous request: ask for what fits. */
-void Worker::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq) {
+void Worker::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
+                             size_t get_len) {
     CtrlHeader h = {};
     h.req        = sreq;
     if (r.expect == 0) {
         h.kind = Kind::kAck; /* nothing to fetch: the sender is done */
         send_ctrl_to(source, h);
         finish_recv(r);
+        return;
+    }
+    if ((get_len != 0) && start_get(r, source, sreq, get, get_len)) {
         return;
     }
     h.kind   = Kind::kCts;
@@ -210,7 +214,7 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len)
         ++stats_.expected;
         accept_message(*r, h);
         if (h.kind == Kind::kRts) {
-            start_rndv_recv(*r, h.source, h.sreq);
+            start_rndv_recv(*r, h.source, h.sreq, payload, len);
             return;
         }
         place(*r, 0, payload, len);
@@ -242,7 +246,9 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len)
     u.sreq   = h.sreq;
     u.msg_id = h.msg_id;
     u.ep     = endpoint_of(h.source);
-    if (!u.rndv) {
+    if (u.rndv) {
+        u.data.assign(payload, payload + len); /* the RndvGet and rkey, if any */
+    } else {
         try {
             u.data.resize(h.length);
         } catch (const std::bad_alloc &) {
@@ -382,11 +388,12 @@ void Worker::deliver_unexpected(Request &r, uint32_t idx) {
     h.source = u.source;
     accept_message(r, h);
     if (u.rndv) {
-        const uint32_t source = u.source;
-        const uint64_t sreq   = u.sreq;
+        const uint32_t          source = u.source;
+        const uint64_t          sreq   = u.sreq;
+        const std::vector<char> get    = u.data;
         unex_.release(idx);
         trim_arrival();
-        start_rndv_recv(r, source, sreq);
+        start_rndv_recv(r, source, sreq, get.data(), get.size());
         return;
     }
     place(r, 0, u.data.data(), u.arrived);

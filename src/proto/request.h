@@ -53,6 +53,19 @@ struct OffloadContext {
 static_assert(std::is_standard_layout<OffloadContext>::value,
               "the UCT context must sit at offset 0");
 
+/* A rendezvous get in flight: UCT's completion first, then the way back. */
+struct GetContext {
+    uct_completion_t  comp   = {};
+    Worker           *worker = nullptr;
+    uint64_t          req    = 0;
+    uint64_t          sreq   = 0;
+    uint32_t          source = 0;
+    uct_component_h   component = nullptr;
+    uct_rkey_bundle_t rkey   = {};
+};
+static_assert(std::is_standard_layout<GetContext>::value,
+              "the UCT completion must sit at offset 0");
+
 struct Request {
     uint32_t gen        = 1;
     uint32_t free_link_ = 0;
@@ -95,6 +108,9 @@ struct Request {
     size_t      received  = 0;     /* bytes placed */
     size_t      expect    = 0;     /* bytes that will be placed in total */
     OffloadContext octx;            /* while in a transport's tag list */
+    GetContext     gctx;            /* while reading rendezvous data */
+    uct_mem_h      memh   = nullptr; /* send: registered for the receiver's get */
+    uct_md_h       memh_md = nullptr;
 };
 
 class RequestPool {

@@ -110,14 +110,23 @@ ucs_status_t Worker::send_eager(Request &r) {
 }
 
 ucs_status_t Worker::send_rts(Request &r) {
-    const MsgHeader h = message_header(r, Kind::kRts);
+    MsgHeader h = message_header(r, Kind::kRts);
+    char      get[sizeof(RndvGet) + kMaxRkey];
+    const size_t get_len = pack_rts(r, get);
+    if (get_len != 0) {
+        h.flags |= kFlagGet;
+    }
     if (r.ep->iface->tag_send) {
-        const ucs_status_t status = uct_ep_tag_rndv_request(r.ep->uct_ep, r.tag, &h, sizeof(h), 0);
+        char hdr[sizeof(h) + sizeof(get)];
+        memcpy(hdr, &h, sizeof(h));
+        memcpy(hdr + sizeof(h), get, get_len);
+        const ucs_status_t status = uct_ep_tag_rndv_request(
+                r.ep->uct_ep, r.tag, hdr, static_cast<unsigned>(sizeof(h) + get_len), 0);
         if (status != UCS_OK) {
             return status;
         }
     } else {
-        const ssize_t n = am_send(r.ep, &h, sizeof(h), nullptr, 0);
+        const ssize_t n = am_send(r.ep, &h, sizeof(h), get, get_len);
         if (n < 0) {
             return static_cast<ucs_status_t>(n);
         }

@@ -31,7 +31,8 @@ enum class Kind : uint8_t {
 };
 
 enum MsgFlags : uint8_t {
-    kFlagSync = 1 /* the sender waits for kAck */
+    kFlagSync = 1, /* the sender waits for kAck */
+    kFlagGet  = 2  /* kRts: a RndvGet and the packed rkey follow; the receiver reads the data */
 };
 
 /* Eager, first fragment and rendezvous request. */
@@ -47,6 +48,17 @@ struct MsgHeader {
     uint64_t sreq;    /* sender's request (sync, rendezvous), for replies */
 };
 static_assert(sizeof(MsgHeader) == 40, "MsgHeader is part of the wire format");
+
+/* After a kRts MsgHeader with kFlagGet: where the data is, then `rkey_length`
+ * bytes of the sender MD's packed rkey. The receiver reads the data with
+ * get_zcopy and answers kAck. */
+struct RndvGet {
+    uint64_t address;
+    uint16_t rkey_length;
+    uint8_t  reserved[6];
+};
+static_assert(sizeof(RndvGet) == 16, "RndvGet is part of the wire format");
+inline constexpr size_t kMaxRkey = 256;
 
 struct FragHeader {
     Kind     kind;

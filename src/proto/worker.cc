@@ -206,6 +206,14 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
     i->tag_send = ((i->attr.cap.flags & tag_caps) == tag_caps) &&
                   (i->attr.cap.tag.rndv.max_hdr >= sizeof(MsgHeader));
     i->tag_eager_max = i->tag_send ? i->attr.cap.tag.eager.max_bcopy : 0;
+    uct_md_attr_t md_attr;
+    if ((i->attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) && (uct_md_query(i->md, &md_attr) == UCS_OK) &&
+        (md_attr.cap.flags & UCT_MD_FLAG_REG) && (md_attr.rkey_packed_size <= kMaxRkey)) {
+        const size_t rts = sizeof(MsgHeader) + sizeof(RndvGet) + md_attr.rkey_packed_size;
+        i->rkey_size = md_attr.rkey_packed_size;
+        i->rndv_get  = (rts <= i->max_bcopy) &&
+                       (!i->tag_send || (rts <= i->attr.cap.tag.rndv.max_hdr));
+    }
     i->dev_addr.resize(i->attr.device_addr_len);
     i->iface_addr.resize(i->attr.iface_addr_len);
     status = uct_iface_get_device_address(
@@ -401,6 +409,11 @@ void Worker::mark_busy(Endpoint *ep) {
 void Worker::complete(Request &r, ucs_status_t status) {
     if (r.done) {
         return;
+    }
+    if (r.memh != nullptr) {
+        /* a send: the receiver is done reading (ACK), or never will (cancel) */
+        uct_md_mem_dereg(r.memh_md, r.memh);
+        r.memh = nullptr;
     }
     r.done        = true;
     r.info.status = status;

@@ -44,6 +44,9 @@ struct Iface {
     bool             tag_send  = false;
     size_t           tag_eager_max = 0;
     bool             offload   = false; /* receives go to its tag list */
+    /* rendezvous data is read by the receiver (get_zcopy, MD-registered) */
+    bool             rndv_get  = false;
+    size_t           rkey_size = 0;
 };
 
 /* Adds the unexpected-tagged-message callbacks to an iface's parameters. */
@@ -83,6 +86,7 @@ class Worker {
   private:
     friend struct Handlers;
     friend struct TagHandlers;
+    friend struct GetHandlers;
 
     /* --- worker.cc: ifaces, addresses, progress --- */
     ucs_status_t open_iface(const std::string &tl, const std::string &dev);
@@ -128,7 +132,12 @@ class Worker {
     void         accept_message(Request &r, const MsgHeader &hdr);
     void         place(Request &r, size_t offset, const char *data, size_t len);
     void         finish_recv(Request &r);
-    void         start_rndv_recv(Request &r, uint32_t source, uint64_t sreq);
+    void         start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
+                                 size_t get_len);
+    bool         start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
+                           size_t get_len);
+    void         get_done(Request &r, ucs_status_t status);
+    size_t       pack_rts(Request &r, char *out);
     void         message_consumed(uint32_t source, uint64_t length, bool sync, uint64_t sreq);
     void         trim_arrival();
     void         drop_unexpected(uint32_t idx);

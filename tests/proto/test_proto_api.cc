@@ -9,6 +9,7 @@
 #include "proto_fixture.h"
 
 #include <cstring>
+#include <memory>
 
 namespace uct_tm_test {
 namespace {
@@ -37,6 +38,12 @@ TEST_P(ProtoTest, ExpectedEverySize) {
         EXPECT_EQ(info.imm, 77u);
         EXPECT_EQ(info.source, uct_tm_proto_worker_id(p_.a));
         EXPECT_EQ(info.ep, p_.ba);
+    }
+    if (GetParam() == "tm_sm") {
+        uct_tm_proto_stats_t st;
+        uct_tm_proto_worker_stats(p_.b, &st);
+        EXPECT_GT(st.rndv_gets, 0u); /* CMA: the receiver reads the sender's buffer */
+        EXPECT_GT(st.offloaded_recvs, 0u);
     }
 }
 
@@ -213,9 +220,10 @@ TEST_P(ProtoTest, CancelReceive) {
 /* A rendezvous send cancelled before any receive matched it completes with
  * CANCELED and is never delivered; one already matched completes OK. */
 TEST_P(ProtoTest, CancelRendezvousSend) {
-    const auto             data = pattern(300000, 4);
+    auto                   cancelled = std::make_unique<std::vector<char>>(pattern(300000, 4));
+    const auto             data      = *cancelled;
     uct_tm_proto_request_t s;
-    ASSERT_EQ(UCS_INPROGRESS, send(data.data(), data.size(), 9, 0, 0, &s));
+    ASSERT_EQ(UCS_INPROGRESS, send(cancelled->data(), cancelled->size(), 9, 0, 1, &s));
     uct_tm_proto_info_t info;
     ASSERT_TRUE(wait_for(p_, [&] {
         return uct_tm_proto_probe(p_.b, 9, kAll, nullptr, UCT_TM_PROTO_PROBE_PEEK, &info,
@@ -223,12 +231,13 @@ TEST_P(ProtoTest, CancelRendezvousSend) {
     }));
     ASSERT_EQ(UCS_OK, uct_tm_proto_request_cancel(p_.a, s));
     EXPECT_EQ(UCS_ERR_CANCELED, wait_request(p_, p_.a, s));
+    cancelled.reset(); /* the sender's memory is gone: nobody may read it any more */
     EXPECT_EQ(UCS_ERR_NO_ELEM, uct_tm_proto_probe(p_.b, 9, kAll, nullptr, UCT_TM_PROTO_PROBE_PEEK,
                                                   &info, nullptr));
     /* lost race: the receive is posted first */
     std::vector<char> buf(data.size());
     auto              r = post(buf.data(), buf.size(), 9, kAll);
-    ASSERT_EQ(UCS_INPROGRESS, send(data.data(), data.size(), 9, 0, 0, &s));
+    ASSERT_EQ(UCS_INPROGRESS, send(data.data(), data.size(), 9, 0, 2, &s));
     ASSERT_TRUE(wait_for(p_, [&] {
         uct_tm_proto_stats_t st;
         uct_tm_proto_worker_stats(p_.b, &st);
@@ -237,7 +246,9 @@ TEST_P(ProtoTest, CancelRendezvousSend) {
     const ucs_status_t cs = uct_tm_proto_request_cancel(p_.a, s);
     EXPECT_TRUE((cs == UCS_OK) || (cs == UCS_ERR_NO_ELEM));
     EXPECT_EQ(UCS_OK, wait_request(p_, p_.a, s));
-    EXPECT_EQ(UCS_OK, wait_request(p_, p_.b, r));
+    uct_tm_proto_info_t rinfo;
+    EXPECT_EQ(UCS_OK, wait_request(p_, p_.b, r, &rinfo));
+    EXPECT_EQ(rinfo.imm, 2u) << "the cancelled message was delivered";
     EXPECT_EQ(buf, data);
 }
 

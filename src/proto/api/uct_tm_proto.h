@@ -90,6 +90,7 @@ uint32_t     uct_tm_proto_worker_id(uct_tm_proto_worker_h worker);
 typedef struct uct_tm_proto_stats {
     uint64_t eager_sends;       /* messages sent eagerly (any fragmenting) */
     uint64_t rndv_sends;        /* messages sent by rendezvous */
+    uint64_t rndv_gets;         /* rendezvous messages received by reading the sender's memory */
     uint64_t offloaded_recvs;   /* receives posted to a transport's tag list */
     uint64_t software_recvs;    /* receives queued in software */
     uint64_t expected;          /* arrivals that matched a posted receive */
