@@ -1,0 +1,376 @@
+/*
+ * Randomized multi-process stress, bounded in count and time: kProcs forked
+ * processes over one transport (tm_sm, posix) each send kMsgs messages of
+ * random size (empty to rendezvous), tag class, sync or not, inject or not,
+ * to random peers, while keeping a window of random receives posted: any
+ * source and class, one class, or one source. Checks, in every process:
+ * every payload byte; every message (sender, sequence) received exactly
+ * once; messages of one sender and class matched in sending order (in the
+ * receives' posting order); every request completes exactly once (leftover
+ * receives: UCS_ERR_CANCELED); all sends complete with UCS_OK.
+ * A child that hangs is killed by alarm(); the parent's waits are bounded.
+ */
+#include "fd_io.h"
+#include "proto_fixture.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstring>
+#include <map>
+#include <random>
+
+namespace uct_tm_test {
+namespace {
+
+constexpr int      kProcs      = 3;
+constexpr int      kMsgs       = 1500; /* sent by each process */
+constexpr int      kWindow     = 12;   /* receives kept posted */
+constexpr size_t   kMaxLen     = 100000;
+constexpr unsigned kChildAlarm = 90;
+constexpr uint64_t kSeed       = 20261123;
+
+struct Planned {
+    int      dest;
+    uint64_t tag; /* sender << 8 | class */
+    size_t   len;
+    bool     sync, inject;
+};
+
+/* Every process derives the same plan from the seed. */
+std::vector<std::vector<Planned>> make_plan() {
+    std::mt19937_64                   rng(kSeed);
+    std::vector<std::vector<Planned>> plan(kProcs);
+    for (int s = 0; s < kProcs; ++s) {
+        for (int i = 0; i < kMsgs; ++i) {
+            Planned p;
+            p.dest = static_cast<int>(rng() % (kProcs - 1));
+            p.dest += (p.dest >= s) ? 1 : 0;
+            p.tag  = (uint64_t(s) << 8) | (rng() % 4);
+            const unsigned kind = rng() % 10;
+            p.len    = (kind < 6) ? rng() % 64 : (kind < 9) ? rng() % 20000 : 65536 + rng() % 30000;
+            p.sync   = (rng() % 8) == 0;
+            p.inject = (rng() % 2) == 0;
+            plan[s].push_back(p);
+        }
+    }
+    return plan;
+}
+
+bool xfer(int fd, void *p, size_t n, bool out) {
+    return uct_tm::fd_transfer(fd, p, n, out);
+}
+
+bool readable(int fd) {
+    struct pollfd pfd = {fd, POLLIN, 0};
+    return (poll(&pfd, 1, 0) > 0) && (pfd.revents & (POLLIN | POLLHUP));
+}
+
+struct Failures {
+    int  count = 0;
+    void fail(const char *fmt, ...) __attribute__((format(printf, 2, 3))) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "stress rank %d: ", getpid());
+        vfprintf(stderr, fmt, ap);
+        fprintf(stderr, "\n");
+        va_end(ap);
+        ++count;
+    }
+};
+
+struct Posted {
+    uct_tm_proto_request_t req;
+    std::vector<char>      buf;
+    int                    completions = 0;
+    uct_tm_proto_info_t    info        = {};
+};
+
+void count_completion(void *arg, uct_tm_proto_request_t, const uct_tm_proto_info_t *info) {
+    auto *p = static_cast<Posted *>(arg);
+    ++p->completions;
+    p->info = *info;
+}
+
+/* One process: `fd` talks to the parent (addresses, then "done" barriers). */
+int run_rank(int rank, int fd, const std::string &transports) {
+    Failures                     f;
+    const auto                   plan = make_plan();
+    uct_tm_proto_worker_params_t wp   = {};
+    wp.field_mask = UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS | UCT_TM_PROTO_WORKER_FIELD_ID |
+                    UCT_TM_PROTO_WORKER_FIELD_UNEXPECTED_CAP | UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS;
+    wp.transports     = transports.c_str();
+    wp.id             = static_cast<uint32_t>(rank + 1);
+    wp.unexpected_cap = 256 << 10; /* small: back-pressure happens */
+    wp.max_peers      = kProcs;
+    uct_tm_proto_worker_h w;
+    if (uct_tm_proto_worker_create(&wp, &w) != UCS_OK) {
+        return 90;
+    }
+    size_t len = 0;
+    uct_tm_proto_worker_address(w, nullptr, &len);
+    std::vector<char> addr(len);
+    uint64_t          l64 = len;
+    if ((uct_tm_proto_worker_address(w, addr.data(), &len) != UCS_OK) || !xfer(fd, &l64, 8, true) ||
+        !xfer(fd, addr.data(), len, true)) {
+        return 91;
+    }
+    std::vector<uct_tm_proto_ep_h> eps(kProcs, nullptr);
+    for (int r = 0; r < kProcs; ++r) {
+        uint64_t plen;
+        if (!xfer(fd, &plen, 8, false) || (plen > 65536)) {
+            return 92;
+        }
+        std::vector<char> peer(plen);
+        if (!xfer(fd, peer.data(), plen, false)) {
+            return 92;
+        }
+        if ((r != rank) && (uct_tm_proto_ep_create(w, peer.data(), plen, &eps[r]) != UCS_OK)) {
+            return 93;
+        }
+    }
+    char b = 0;
+    if (!xfer(fd, &b, 1, true) || !xfer(fd, &b, 1, false)) { /* all endpoints exist */
+        return 94;
+    }
+
+    /* what this rank must receive: (sender, seq) -> planned message */
+    std::map<std::pair<int, int>, const Planned *> expect;
+    for (int s = 0; s < kProcs; ++s) {
+        for (int i = 0; i < kMsgs; ++i) {
+            if (plan[s][i].dest == rank) {
+                expect[{s, i}] = &plan[s][i];
+            }
+        }
+    }
+    const size_t to_receive = expect.size();
+    std::mt19937_64 rng(kSeed + rank + 1);
+
+    std::vector<std::unique_ptr<Posted>> recvs;   /* posting order */
+    size_t                               received = 0;
+    std::map<std::pair<int, int>, int>   seen;
+    std::vector<std::pair<std::unique_ptr<std::vector<char>>, uct_tm_proto_request_t>> sends;
+    int                                  next = 0;
+    size_t                               outstanding_recv = 0;
+    auto check_recv = [&](Posted &p) {
+        if (p.completions != 1) {
+            f.fail("receive completed %d times", p.completions);
+        }
+        if (p.info.status != UCS_OK) {
+            f.fail("receive status %s", ucs_status_string(p.info.status));
+            return;
+        }
+        const int s   = static_cast<int>(p.info.source) - 1;
+        const int seq = static_cast<int>(p.info.imm);
+        auto      it  = expect.find({s, seq});
+        if (it == expect.end()) {
+            f.fail("unplanned message from %d seq %d", s, seq);
+            return;
+        }
+        if (++seen[{s, seq}] != 1) {
+            f.fail("message from %d seq %d received twice", s, seq);
+        }
+        if ((p.info.length != it->second->len) || (p.info.tag != it->second->tag)) {
+            f.fail("message from %d seq %d: length %zu tag %llx", s, seq, p.info.length,
+                   static_cast<unsigned long long>(p.info.tag));
+            return;
+        }
+        if (memcmp(p.buf.data(), pattern(p.info.length, s * 100000 + seq).data(), p.info.length) != 0) {
+            f.fail("message from %d seq %d: payload differs", s, seq);
+        }
+        ++received;
+    };
+    /* a window of filtered receives may match none of the messages still to
+     * come: after a quiet spell, an extra any-source any-tag receive */
+    size_t     extra = 0;
+    unsigned   quiet = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while ((received < to_receive) || (next < kMsgs) || !sends.empty()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            f.fail("timed out: received %zu of %zu, sent %d, %zu sends open", received, to_receive,
+                   next, sends.size());
+            break;
+        }
+        quiet = (uct_tm_proto_worker_progress(w) == 0) ? quiet + 1 : 0;
+        if ((quiet > 20000) && (received < to_receive)) {
+            ++extra;
+            quiet = 0;
+        }
+        /* keep the window of receives posted */
+        while (outstanding_recv < kWindow + extra) {
+            auto p  = std::make_unique<Posted>();
+            p->buf.resize(kMaxLen);
+            uct_tm_proto_op_params_t op = {};
+            op.cb  = count_completion;
+            op.arg = p.get();
+            const unsigned kind = (outstanding_recv >= kWindow) ? 0 : rng() % 4;
+            const uint64_t tag  = rng() % 4;
+            const int      src  = static_cast<int>(rng() % kProcs);
+            const ucs_status_t st = uct_tm_proto_recv(
+                    w, p->buf.data(), kMaxLen, tag, (kind == 1) ? 0x3 : 0,
+                    ((kind == 2) && (src != rank)) ? eps[src] : nullptr, &op, &p->req);
+            if (st != UCS_INPROGRESS) {
+                f.fail("recv: %s", ucs_status_string(st));
+                break;
+            }
+            recvs.push_back(std::move(p));
+            ++outstanding_recv;
+        }
+        for (auto &p : recvs) {
+            if ((p->req != 0) && (p->completions > 0)) {
+                check_recv(*p);
+                uct_tm_proto_request_release(w, p->req);
+                p->req = 0;
+                --outstanding_recv;
+            }
+        }
+        /* send, a few at a time */
+        if ((next < kMsgs) && (sends.size() < 8)) {
+            const Planned &m    = plan[rank][next];
+            auto           data = std::make_unique<std::vector<char>>(pattern(m.len, rank * 100000 + next));
+            uct_tm_proto_op_params_t op = {};
+            op.flags = (m.sync ? UCT_TM_PROTO_SEND_SYNC : 0) | (m.inject ? UCT_TM_PROTO_SEND_INJECT : 0);
+            op.imm   = static_cast<uint32_t>(next);
+            uct_tm_proto_request_t req;
+            const ucs_status_t st = uct_tm_proto_send(eps[m.dest], data->data(), m.len, m.tag, &op, &req);
+            if (st == UCS_INPROGRESS) {
+                if (m.inject) {
+                    std::fill(data->begin(), data->end(), 0); /* the layer copied it */
+                }
+                sends.emplace_back(std::move(data), req);
+            } else if (st != UCS_OK) {
+                f.fail("send: %s", ucs_status_string(st));
+            }
+            ++next;
+        }
+        for (size_t i = 0; i < sends.size();) {
+            const ucs_status_t st = uct_tm_proto_request_test(w, sends[i].second, nullptr);
+            if (st == UCS_INPROGRESS) {
+                ++i;
+                continue;
+            }
+            if (st != UCS_OK) {
+                f.fail("send completed with %s", ucs_status_string(st));
+            }
+            uct_tm_proto_request_release(w, sends[i].second);
+            sends.erase(sends.begin() + i);
+        }
+    }
+    /* per sender and class, matched in sending order (receives in posting order) */
+    std::map<std::pair<int, uint64_t>, int> last;
+    for (auto &p : recvs) {
+        if ((p->completions == 1) && (p->info.status == UCS_OK)) {
+            const int s   = static_cast<int>(p->info.source) - 1;
+            const auto key = std::make_pair(s, p->info.tag & 3);
+            const int seq = static_cast<int>(p->info.imm);
+            if ((last.count(key) != 0) && (last[key] >= seq)) {
+                f.fail("from %d class %llu: seq %d matched after %d", s,
+                       static_cast<unsigned long long>(key.second), seq, last[key]);
+            }
+            last[key] = seq;
+        }
+    }
+    /* everyone done: keep answering peers until the parent says all are */
+    b = 0;
+    xfer(fd, &b, 1, true);
+    while (!readable(fd)) {
+        uct_tm_proto_worker_progress(w);
+    }
+    xfer(fd, &b, 1, false);
+    /* leftover receives: cancelled, exactly once */
+    for (auto &p : recvs) {
+        if (p->req != 0) {
+            if (uct_tm_proto_request_cancel(w, p->req) != UCS_OK) {
+                f.fail("cancel of a leftover receive failed");
+            }
+        }
+    }
+    for (int i = 0; i < 1000; ++i) {
+        uct_tm_proto_worker_progress(w);
+    }
+    for (auto &p : recvs) {
+        if (p->req != 0) {
+            if ((p->completions != 1) || (p->info.status != UCS_ERR_CANCELED)) {
+                f.fail("leftover receive: %d completions, %s", p->completions,
+                       ucs_status_string(p->info.status));
+            }
+            uct_tm_proto_request_release(w, p->req);
+        }
+    }
+    if (received != to_receive) {
+        f.fail("received %zu of %zu", received, to_receive);
+    }
+    uct_tm_proto_worker_destroy(w);
+    return std::min(f.count, 50);
+}
+
+class ProtoStress : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ProtoStress, RandomTrafficEveryMessageOnce) {
+    std::vector<pid_t> pids;
+    std::vector<int>   fds;
+    for (int r = 0; r < kProcs; ++r) {
+        int sv[2];
+        ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+        fflush(stdout);
+        fflush(stderr);
+        const pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            close(sv[0]);
+            alarm(kChildAlarm);
+            _exit(run_rank(r, sv[1], GetParam()));
+        }
+        close(sv[1]);
+        pids.push_back(pid);
+        fds.push_back(sv[0]);
+    }
+    /* gather and broadcast the addresses */
+    std::vector<std::vector<char>> addrs(kProcs);
+    bool                           ok = true;
+    for (int r = 0; ok && (r < kProcs); ++r) {
+        uint64_t len = 0;
+        ok = xfer(fds[r], &len, 8, false) && (len < 65536);
+        if (ok) {
+            addrs[r].resize(len);
+            ok = xfer(fds[r], addrs[r].data(), len, false);
+        }
+    }
+    for (int r = 0; ok && (r < kProcs); ++r) {
+        for (int k = 0; ok && (k < kProcs); ++k) {
+            uint64_t len = addrs[k].size();
+            ok = xfer(fds[r], &len, 8, true) && xfer(fds[r], addrs[k].data(), len, true);
+        }
+    }
+    char b = 0;
+    for (int pass = 0; pass < 2; ++pass) { /* endpoints created; then traffic done */
+        for (int r = 0; ok && (r < kProcs); ++r) {
+            ok = xfer(fds[r], &b, 1, false);
+        }
+        for (int r = 0; ok && (r < kProcs); ++r) {
+            ok = xfer(fds[r], &b, 1, true);
+        }
+    }
+    EXPECT_TRUE(ok) << "a rank died before the end of the exchange";
+    for (int r = 0; r < kProcs; ++r) {
+        int status = 0;
+        if (!ok) {
+            kill(pids[r], SIGKILL);
+        }
+        waitpid(pids[r], &status, 0);
+        close(fds[r]);
+        EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
+                << "rank " << r << ": status " << status;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(transports, ProtoStress, ::testing::Values("tm_sm", "posix"),
+                         transport_name);
+
+}  // namespace
+}  // namespace uct_tm_test
