@@ -1,0 +1,354 @@
+/*
+ * tm_proto_perf: two-process benchmark of the protocol layer
+ * (libuct_tm_proto) over any transport it opens (tm_sm by default).
+ *
+ *   tag_lat   ping-pong with receives posted ahead; one-way latency = round trip / 2
+ *             (median and average over the iterations)
+ *   tag_bw    the sender streams windows of messages to receives posted ahead,
+ *             the receiver answers each window with a zero-byte message;
+ *             bandwidth and message rate at the sender
+ *
+ * The process forks: the child receives ("server"), the parent sends
+ * ("client"); worker addresses travel over a socketpair. --check verifies
+ * every payload byte. Output: one row per size.
+ */
+#include "api/uct_tm_proto.h"
+#include "fd_io.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <getopt.h>
+#include <sched.h>
+#include <signal.h>
+#include <string>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+struct Options {
+    std::string         test       = "tag_lat";
+    std::string         transports = "tm_sm";
+    std::vector<size_t> sizes      = {8};
+    size_t              iters      = 0; /* 0: chosen per size */
+    size_t              window     = 32;
+    bool                check      = false;
+    int                 cpu_client = -1, cpu_server = -1;
+};
+
+size_t parse_size(const char *s) {
+    char        *end;
+    const size_t v = strtoull(s, &end, 10);
+    switch (*end) {
+    case 'k': case 'K': return v << 10;
+    case 'm': case 'M': return v << 20;
+    default: return v;
+    }
+}
+
+void usage() {
+    fprintf(stderr,
+            "usage: tm_proto_perf [-t tag_lat|tag_bw] [-x transports] [-s size,size,...] [-n iters]\n"
+            "                     [-w window] [-c client_cpu,server_cpu] [--check]\n");
+    exit(2);
+}
+
+Options parse(int argc, char **argv) {
+    Options              o;
+    static const option  longs[] = {{"check", no_argument, nullptr, 'C'}, {nullptr, 0, nullptr, 0}};
+    int                  c;
+    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:h", longs, nullptr)) != -1) {
+        switch (c) {
+        case 't': o.test = optarg; break;
+        case 'x': o.transports = optarg; break;
+        case 's': {
+            o.sizes.clear();
+            std::string list = optarg;
+            for (size_t pos = 0; pos <= list.size();) {
+                size_t end = list.find(',', pos);
+                end        = (end == std::string::npos) ? list.size() : end;
+                o.sizes.push_back(parse_size(list.substr(pos, end - pos).c_str()));
+                pos = end + 1;
+            }
+            break;
+        }
+        case 'n': o.iters = strtoull(optarg, nullptr, 10); break;
+        case 'w': o.window = strtoull(optarg, nullptr, 10); break;
+        case 'c': if (sscanf(optarg, "%d,%d", &o.cpu_client, &o.cpu_server) != 2) usage(); break;
+        case 'C': o.check = true; break;
+        default: usage();
+        }
+    }
+    if (((o.test != "tag_lat") && (o.test != "tag_bw")) || o.sizes.empty() || (o.window == 0)) {
+        usage();
+    }
+    return o;
+}
+
+void die(const char *what, ucs_status_t status) {
+    fprintf(stderr, "tm_proto_perf: %s: %s\n", what, ucs_status_string(status));
+    exit(1);
+}
+
+bool xfer(int fd, void *p, size_t n, bool out) {
+    return uct_tm::fd_transfer(fd, p, n, out);
+}
+
+struct Side {
+    uct_tm_proto_worker_h worker = nullptr;
+    uct_tm_proto_ep_h     ep     = nullptr;
+};
+
+/* Creates the worker and connects it to the peer over the socketpair. */
+Side connect_side(const Options &o, int fd) {
+    Side                         s;
+    uct_tm_proto_worker_params_t wp = {};
+    wp.field_mask = UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS;
+    wp.transports = o.transports.c_str();
+    ucs_status_t st = uct_tm_proto_worker_create(&wp, &s.worker);
+    if (st != UCS_OK) {
+        die("worker_create", st);
+    }
+    size_t len = 0;
+    uct_tm_proto_worker_address(s.worker, nullptr, &len);
+    std::vector<char> mine(len);
+    if (uct_tm_proto_worker_address(s.worker, mine.data(), &len) != UCS_OK) {
+        die("worker_address", UCS_ERR_IO_ERROR);
+    }
+    uint64_t peer_len = 0, my_len = len;
+    if (!xfer(fd, &my_len, 8, true) || !xfer(fd, mine.data(), len, true) ||
+        !xfer(fd, &peer_len, 8, false) || (peer_len > (1u << 20))) {
+        die("address exchange", UCS_ERR_IO_ERROR);
+    }
+    std::vector<char> peer(peer_len);
+    if (!xfer(fd, peer.data(), peer_len, false)) {
+        die("address exchange", UCS_ERR_IO_ERROR);
+    }
+    st = uct_tm_proto_ep_create(s.worker, peer.data(), peer_len, &s.ep);
+    if (st != UCS_OK) {
+        die("ep_create", st);
+    }
+    /* both endpoints exist before anyone sends */
+    char b = 0;
+    if (!xfer(fd, &b, 1, true) || !xfer(fd, &b, 1, false)) {
+        die("barrier", UCS_ERR_IO_ERROR);
+    }
+    return s;
+}
+
+void wait_req(const Side &s, uct_tm_proto_request_t req, uct_tm_proto_info_t *info = nullptr) {
+    ucs_status_t st;
+    while ((st = uct_tm_proto_request_test(s.worker, req, info)) == UCS_INPROGRESS) {
+        uct_tm_proto_worker_progress(s.worker);
+    }
+    if (st != UCS_OK) {
+        die("request", st);
+    }
+    uct_tm_proto_request_release(s.worker, req);
+}
+
+void send_msg(const Side &s, const void *buf, size_t len, uint64_t tag) {
+    uct_tm_proto_request_t req;
+    const ucs_status_t     st = uct_tm_proto_send(s.ep, buf, len, tag, nullptr, &req);
+    if (st == UCS_INPROGRESS) {
+        wait_req(s, req);
+    } else if (st != UCS_OK) {
+        die("send", st);
+    }
+}
+
+uct_tm_proto_request_t post_recv(const Side &s, void *buf, size_t len, uint64_t tag) {
+    uct_tm_proto_request_t req;
+    const ucs_status_t st = uct_tm_proto_recv(s.worker, buf, len, tag, ~uint64_t{0}, nullptr,
+                                              nullptr, &req);
+    if (st != UCS_INPROGRESS) {
+        die("recv", st);
+    }
+    return req;
+}
+
+void fill(std::vector<char> &buf, size_t it) {
+    for (size_t i = 0; i < buf.size(); ++i) {
+        buf[i] = static_cast<char>(i * 31 + it);
+    }
+}
+
+void verify(const std::vector<char> &buf, size_t it) {
+    for (size_t i = 0; i < buf.size(); ++i) {
+        if (buf[i] != static_cast<char>(i * 31 + it)) {
+            fprintf(stderr, "tm_proto_perf: payload mismatch at byte %zu of iteration %zu\n", i, it);
+            exit(1);
+        }
+    }
+}
+
+size_t iterations(const Options &o, size_t size) {
+    if (o.iters != 0) {
+        return o.iters;
+    }
+    return (size <= 4096) ? 20000 : (size <= (256u << 10)) ? 2000 : 200;
+}
+
+void pin(int cpu) {
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        sched_setaffinity(0, sizeof(set), &set);
+    }
+}
+
+struct Result {
+    double seconds = 0; /* all measured iterations */
+    double median  = 0; /* tag_lat: median round trip, seconds */
+};
+
+/* One size at the client: total time of `iters` iterations (after a
+ * warm-up), and for tag_lat the median round trip. */
+Result run_size(const Options &o, const Side &s, bool client, size_t size) {
+    const size_t      iters  = iterations(o, size);
+    const size_t      warmup = iters / 10 + 1;
+    std::vector<char> sbuf(size), rbuf(size);
+    std::vector<double> rtt;
+    fill(sbuf, 0);
+    auto start = std::chrono::steady_clock::now();
+    if (o.test == "tag_lat") {
+        rtt.reserve(iters);
+        auto prev = start;
+        for (size_t it = 0; it < warmup + iters; ++it) {
+            const auto now = std::chrono::steady_clock::now();
+            if (it == warmup) {
+                start = now;
+            } else if (it > warmup) {
+                rtt.push_back(std::chrono::duration<double>(now - prev).count());
+            }
+            prev = now;
+            if (o.check) {
+                fill(sbuf, it);
+            }
+            const uct_tm_proto_request_t r = post_recv(s, rbuf.data(), size, 1);
+            if (client) {
+                send_msg(s, sbuf.data(), size, 1);
+                wait_req(s, r);
+            } else {
+                wait_req(s, r);
+                send_msg(s, sbuf.data(), size, 1);
+            }
+            if (o.check) {
+                verify(rbuf, it);
+            }
+        }
+    } else {
+        const size_t windows = (iters + o.window - 1) / o.window;
+        const size_t wu      = windows / 10 + 1;
+        std::vector<uct_tm_proto_request_t> reqs(o.window);
+        std::vector<std::vector<char>>      bufs(client ? 0 : o.window, std::vector<char>(size));
+        char                                ack;
+        for (size_t w = 0; w < wu + windows; ++w) {
+            if (w == wu) {
+                start = std::chrono::steady_clock::now();
+            }
+            if (client) {
+                const uct_tm_proto_request_t a = post_recv(s, &ack, 0, 2);
+                for (size_t i = 0; i < o.window; ++i) {
+                    uct_tm_proto_request_t req;
+                    const ucs_status_t st = uct_tm_proto_send(s.ep, sbuf.data(), size, 1, nullptr, &req);
+                    reqs[i] = (st == UCS_INPROGRESS) ? req : 0;
+                    if ((st != UCS_OK) && (st != UCS_INPROGRESS)) {
+                        die("send", st);
+                    }
+                }
+                for (auto r : reqs) {
+                    if (r != 0) {
+                        wait_req(s, r);
+                    }
+                }
+                wait_req(s, a);
+            } else {
+                for (size_t i = 0; i < o.window; ++i) {
+                    reqs[i] = post_recv(s, bufs[i].data(), size, 1);
+                }
+                for (size_t i = 0; i < o.window; ++i) {
+                    wait_req(s, reqs[i]);
+                    if (o.check) {
+                        verify(bufs[i], 0);
+                    }
+                }
+                send_msg(s, &ack, 0, 2);
+            }
+        }
+    }
+    Result res;
+    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!rtt.empty()) {
+        std::nth_element(rtt.begin(), rtt.begin() + rtt.size() / 2, rtt.end());
+        res.median = rtt[rtt.size() / 2];
+    }
+    return res;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const Options o = parse(argc, argv);
+    int           sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        perror("socketpair");
+        return 1;
+    }
+    const pid_t child = fork();
+    if (child < 0) {
+        perror("fork");
+        return 1;
+    }
+    const bool client = child != 0;
+    if (!client) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+    }
+    pin(client ? o.cpu_client : o.cpu_server);
+    const Side s = connect_side(o, client ? sv[0] : sv[1]);
+    if (client) {
+        printf("# tm_proto_perf %s over %s%s\n", o.test.c_str(), o.transports.c_str(),
+               o.check ? " (payload checked)" : "");
+        if (o.test == "tag_lat") {
+            printf("%12s %12s %12s %12s %12s\n", "size", "iters", "lat_us(med)", "lat_us(avg)",
+                   "msg_per_s");
+        } else {
+            printf("%12s %12s %12s %12s\n", "size", "iters", "MB/s", "msg_per_s");
+        }
+    }
+    for (size_t size : o.sizes) {
+        const Result res   = run_size(o, s, client, size);
+        const double secs  = res.seconds;
+        const size_t iters = (o.test == "tag_lat")
+                                     ? iterations(o, size)
+                                     : ((iterations(o, size) + o.window - 1) / o.window) * o.window;
+        if (client) {
+            if (o.test == "tag_lat") {
+                printf("%12zu %12zu %12.3f %12.3f %12.0f\n", size, iters, res.median * 1e6 / 2,
+                       secs * 1e6 / iters / 2, iters / secs);
+            } else {
+                printf("%12zu %12zu %12.1f %12.0f\n", size, iters, size * iters / secs / 1e6,
+                       iters / secs);
+            }
+            fflush(stdout);
+        }
+    }
+    /* let the last replies drain before tearing down */
+    char b = 0;
+    xfer(client ? sv[0] : sv[1], &b, 1, true);
+    xfer(client ? sv[0] : sv[1], &b, 1, false);
+    uct_tm_proto_worker_destroy(s.worker);
+    if (client) {
+        int status = 0;
+        waitpid(child, &status, 0);
+        return (WIFEXITED(status) && WEXITSTATUS(status) == 0) ? 0 : 1;
+    }
+    return 0;
+}
