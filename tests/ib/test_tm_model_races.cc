@@ -442,6 +442,23 @@ TEST_F(TmRaces, SoftwareRendezvousRequestExpectedAndUnexpected) {
     EXPECT_EQ(hdr, h.unexpected[0].data);
 }
 
+TEST_F(TmRaces, MultiPacketEagerWithImmediateZeroIsEagerExpectedAndUnexpected) {
+    /* Sent with immediate 0 (the convention for multi-packet eagers): not a
+     * software rendezvous request either way. */
+    Recv *r = h.make_recv(1024);
+    ASSERT_EQ(UCS_OK, h.post(r, 5));
+    h.send_eager(1, 5, Harness::pattern(5, 600), uint64_t{0x55} << 32);
+    h.send_eager(1, 6, Harness::pattern(6, 600), uint64_t{0x66} << 32);
+    ASSERT_TRUE(h.drain());
+    EXPECT_EQ(1, r->completed);
+    EXPECT_EQ(0, r->rndv);
+    EXPECT_EQ(uint64_t{0x55} << 32, r->imm);
+    EXPECT_TRUE(data_is(r, 5, 600));
+    ASSERT_EQ(1u, h.unexpected.size());
+    EXPECT_EQ(Unexpected::kEager, h.unexpected[0].kind);
+    EXPECT_EQ(uint64_t{0x66} << 32, h.unexpected[0].imm);
+}
+
 TEST_F(TmRaces, NoTagAndFinReachTheTransportAndAreNotCounted) {
     h.send_no_tag(4, {1, 2, 3});
     const TmHeader fin = make_tmh(TmhOp::kFin, 5, 0x42);

@@ -11,7 +11,7 @@ Recv *recv_of(uct_tag_context_t *ctx) { return reinterpret_cast<Recv *>(ctx); }
 static_assert(offsetof(Recv, ctx) == 0, "the context is the Recv's first member");
 }  // namespace
 
-Harness::Harness(TmModel::Config mc, HwTagEngineConfig ec) {
+Harness::Harness(TmModel::Config mc, HwTagEngineConfig ec) : mtu_(mc.mtu) {
     model_.reset(new TmModel(mc));
     TmModel::Fabric fabric;
     fabric.read = f_read;
@@ -204,12 +204,14 @@ void Harness::send_eager(uint32_t src, uint64_t tag, const std::vector<uint8_t> 
     if (!payload.empty()) {
         memcpy(msg.data() + sizeof(tmh), payload.data(), payload.size());
     }
+    /* The sender convention (tm_list.h): multi-packet eagers always carry
+     * the immediate. */
     const uint32_t imm32 = static_cast<uint32_t>(imm);
-    model_->deliver(src, msg.data(), msg.size(), imm32 != 0, imm32);
+    model_->deliver(src, msg.data(), msg.size(), (imm32 != 0) || (msg.size() > mtu_), imm32);
 }
 
 void Harness::send_sw_rndv_request(uint32_t src, uint64_t tag, const std::vector<uint8_t> &header) {
-    const TmHeader       tmh = make_tmh(TmhOp::kEager, tag, 0);
+    const TmHeader       tmh = make_rndv_request_tmh(tag);
     std::vector<uint8_t> msg(sizeof(tmh) + header.size());
     memcpy(msg.data(), &tmh, sizeof(tmh));
     if (!header.empty()) {

@@ -126,6 +126,7 @@ class Harness {
     std::deque<std::unique_ptr<Recv>>                 recvs_;
     std::map<uint32_t, std::vector<uint8_t>>          remote_; /* rkey -> sender memory */
     uint32_t                                          next_rkey_ = 100;
+    uint32_t                                          mtu_;
 };
 
 }  // namespace test

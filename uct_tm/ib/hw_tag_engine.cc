@@ -476,7 +476,7 @@ bool HwTagEngine<List>::on_unexpected(const TmCompletion &c, uint8_t *data) {
     const uint32_t  hdrs   = sizeof(tmh) + (rndv ? sizeof(rvh) : 0);
     uint8_t        *body   = data + hdrs;
     const size_t    length = c.byte_len - hdrs;
-    const bool      sw_rndv_request = !rndv && (c.flags & kTmCqeWithImm) && (c.imm == 0);
+    const bool      sw_rndv_request = !rndv && (tmh.reserved[0] == kTmhRndvRequest);
 
     /* A receive posted in software order before this message was handled
      * takes it, as the software matcher would have. */

@@ -63,11 +63,36 @@ struct RndvHeader {
 };
 static_assert(sizeof(RndvHeader) == 16, "ibv_rvh is 16 bytes");
 
+/*
+ * Sender conventions the driver relies on (what a matched message's
+ * completion cannot tell through verbs, the sender makes unambiguous):
+ *  - eager: TMH EAGER + payload; the 64-bit UCT imm travels as
+ *    TMH.app_ctx (high half) and the immediate (low half). Sent with an
+ *    immediate when the low half is not 0, and ALWAYS when the message is
+ *    longer than one path MTU (so a DATA_VALID without immediate means a
+ *    rendezvous);
+ *  - software rendezvous request (uct_ep_tag_rndv_request): TMH EAGER with
+ *    reserved[0] = kTmhRndvRequest + the header, one packet, immediate 0
+ *    (expected: one MATCH|DATA_VALID completion with immediate 0;
+ *    unexpected: told by the marker);
+ *  - hardware rendezvous: TMH RNDV + RVH + header, no immediate; app_ctx
+ *    names the sender's operation and comes back in the FIN.
+ * The marker byte is the one tm_rc's wire header calls `kind`
+ * (Kind::kRndvRequest = 2); the engine ignores reserved bytes.
+ */
+inline constexpr uint8_t kTmhRndvRequest = 2;
+
 inline TmHeader make_tmh(TmhOp op, uint64_t tag, uint32_t app_ctx) {
     TmHeader h{};
     h.opcode     = static_cast<uint8_t>(op);
     h.app_ctx_be = __builtin_bswap32(app_ctx);
     h.tag_be     = __builtin_bswap64(tag);
+    return h;
+}
+
+inline TmHeader make_rndv_request_tmh(uint64_t tag) {
+    TmHeader h    = make_tmh(TmhOp::kEager, tag, 0);
+    h.reserved[0] = kTmhRndvRequest;
     return h;
 }
 inline uint64_t tmh_tag(const TmHeader &h) { return __builtin_bswap64(h.tag_be); }
