@@ -253,13 +253,13 @@ ucs_status_t HwTagEngine<List>::cancel(uct_tag_context_t *ctx, int force) {
     }
     switch (s->state) {
     case kPosted: {
+        const ucs_status_t status = post_del(*s);
+        if (status != UCS_OK) {
+            return status; /* still posted; cannot happen while ops are reserved per receive */
+        }
         shadow_.cancel(s->shadow);
         --posted_;
         ++counters_.cancels;
-        const ucs_status_t status = post_del(*s);
-        if (status != UCS_OK) {
-            return status; /* cannot happen while ops are reserved per receive */
-        }
         if (force) {
             s->state = kOrphan;
             s->ctx   = nullptr;
