@@ -31,6 +31,10 @@ class Endpoint {
     uint64_t peer_window = 0; /* its share of its unexpected cap */
     uint64_t owed        = 0; /* eager bytes of the peer's we consumed and not yet returned */
     uint32_t next_msg_id = 1;
+    /* data messages use the transport's tag API (the peer offloads receives);
+     * otherwise AM, where nothing can overtake the peer's tag list */
+    bool     tag_path    = false;
+    size_t   short_max   = 0; /* payload bytes that go as one am_short */
     bool     busy        = false; /* in the worker's list of endpoints with queued work */
     std::deque<uint64_t>   sends; /* send requests not fully handed to the transport */
     std::deque<CtrlHeader> ctrl;  /* control messages refused with NO_RESOURCE */

@@ -100,6 +100,27 @@ ucs_status_t Worker::handle_am(const void *data, size_t length) {
     return UCS_OK;
 }
 
+/* A small eager message: the AM header (the tag), ShortHeader, the payload. */
+ucs_status_t Worker::handle_am_short(const void *data, size_t length) {
+    const char *p = static_cast<const char *>(data);
+    uint64_t    tag;
+    ShortHeader sh;
+    if (length < sizeof(tag) + sizeof(sh)) {
+        ucs_error("tm_proto: dropped a %zu-byte short message", length);
+        return UCS_OK;
+    }
+    memcpy(&tag, p, sizeof(tag));
+    memcpy(&sh, p + sizeof(tag), sizeof(sh));
+    MsgHeader h = {};
+    h.kind   = Kind::kEager;
+    h.source = sh.source;
+    h.imm    = sh.imm;
+    h.tag    = tag;
+    h.length = length - sizeof(tag) - sizeof(sh);
+    handle_message(h, p + sizeof(tag) + sizeof(sh), h.length);
+    return UCS_OK;
+}
+
 /* The earliest posted receive that matches, removed from its tier; or null. */
 Request *Worker::match_arrival(uint64_t tag, uint32_t source) {
     if (matcher_.posted_count() != 0) {

@@ -107,10 +107,42 @@ struct Request {
     match::RecvHandle mh;
     size_t      received  = 0;     /* bytes placed */
     size_t      expect    = 0;     /* bytes that will be placed in total */
-    OffloadContext octx;            /* while in a transport's tag list */
-    GetContext     gctx;            /* while reading rendezvous data */
+    OffloadContext octx;            /* while in a transport's tag list (set when posted there) */
+    GetContext     gctx;            /* while reading rendezvous data (set when the read starts) */
     uct_mem_h      memh   = nullptr; /* send: registered for the receiver's get */
     uct_md_h       memh_md = nullptr;
+
+    /* Back to a fresh request, field by field: the contexts are written when
+     * used, and the bounce buffer keeps its capacity (no allocation on reuse). */
+    void reset() {
+        kind = ReqKind::kFree;
+        done = cancel = false;
+        cb   = nullptr;
+        arg  = nullptr;
+        info = uct_tm_proto_info_t{};
+        ep   = nullptr;
+        sbuf = nullptr;
+        length = 0;
+        tag = mask = 0;
+        imm = msg_id = 0;
+        wire_flags = 0;
+        rndv = started = false;
+        sstate = SendState::kQueued;
+        offset = limit = 0;
+        rreq   = 0;
+        bounce.clear();
+        rbuf       = nullptr;
+        capacity   = 0;
+        src_filter = 0;
+        has_source = false;
+        rstate     = RecvState::kPosted;
+        tier       = 1;
+        seq        = 0;
+        mh         = match::RecvHandle();
+        received = expect = 0;
+        memh    = nullptr;
+        memh_md = nullptr;
+    }
 };
 
 class RequestPool {
@@ -120,11 +152,7 @@ class RequestPool {
         const uint32_t idx = pool_.allocate();
         Request       &r   = pool_[idx];
         const uint32_t gen = r.gen;
-        std::vector<char> keep = std::move(r.bounce);
-        r      = Request();
-        r.gen  = gen;
-        keep.clear();
-        r.bounce = std::move(keep);
+        r.reset();
         r.kind = kind;
         r.self = (uint64_t{gen} << 32) | (uint64_t{idx} + 1);
         *handle = (uint64_t{gen} << 32) | (uint64_t{idx} + 1);

@@ -63,11 +63,19 @@ ssize_t Worker::tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm, const void *
                                   0);
 }
 
+ssize_t Worker::am_short(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len) {
+    char              buf[sizeof(ShortHeader) + kShortMax];
+    const ShortHeader h = {config_.id, imm};
+    memcpy(buf, &h, sizeof(h));
+    memcpy(buf + sizeof(h), data, len);
+    return uct_ep_am_short(ep->uct_ep, kAmShortId, tag, buf, static_cast<unsigned>(sizeof(h) + len));
+}
+
 ucs_status_t Worker::send_eager(Request &r) {
     Endpoint    *ep   = r.ep;
     const char  *data = send_data(r);
     const size_t room = ep->iface->max_bcopy;
-    if (ep->iface->tag_send) {
+    if (ep->tag_path) {
         const ssize_t n = tag_eager(ep, r.tag, r.imm, data, r.length);
         if (n < 0) {
             return static_cast<ucs_status_t>(n);
@@ -116,7 +124,7 @@ ucs_status_t Worker::send_rts(Request &r) {
     if (get_len != 0) {
         h.flags |= kFlagGet;
     }
-    if (r.ep->iface->tag_send) {
+    if (r.ep->tag_path) {
         char hdr[sizeof(h) + sizeof(get)];
         memcpy(hdr, &h, sizeof(h));
         memcpy(hdr + sizeof(h), get, get_len);
@@ -192,7 +200,7 @@ ucs_status_t Worker::send(Endpoint *ep, const void *buffer, size_t length, uint6
     const bool     sync = (flags & UCT_TM_PROTO_SEND_SYNC) != 0;
     /* over a tag list: one tagged eager message at most, and sync messages
      * need the rendezvous request's header to be answered */
-    const bool tag_send = ep->iface->tag_send;
+    const bool tag_send = ep->tag_path;
     bool rndv = (length >= config_.rndv_thresh) ||
                 (tag_send && (sync || (length > ep->iface->tag_eager_max)));
     if (!rndv && (length > ep->credits)) {
@@ -212,6 +220,8 @@ ucs_status_t Worker::send(Endpoint *ep, const void *buffer, size_t length, uint6
         ssize_t n;
         if (tag_send) {
             n = tag_eager(ep, tag, imm, buffer, length);
+        } else if (length <= ep->short_max) {
+            n = am_short(ep, tag, imm, buffer, length);
         } else {
             MsgHeader h = {};
             h.kind   = Kind::kEager;

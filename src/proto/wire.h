@@ -13,8 +13,17 @@
 namespace uct_tm {
 namespace proto {
 
-/* The AM id the layer registers on every iface. */
-inline constexpr uint8_t kAmId = 23;
+/* The AM ids the layer registers on every iface: kAmId carries every kind
+ * below; kAmShortId carries small eager messages as one am_short: the 64-bit
+ * AM header is the tag, then ShortHeader, then the payload. */
+inline constexpr uint8_t kAmId      = 23;
+inline constexpr uint8_t kAmShortId = 24;
+
+struct ShortHeader {
+    uint32_t source;
+    uint32_t imm;
+};
+static_assert(sizeof(ShortHeader) == 8, "ShortHeader is part of the wire format");
 
 enum class Kind : uint8_t {
     kEager = 1,  /* MsgHeader + the whole payload */
@@ -92,10 +101,14 @@ static_assert(sizeof(CtrlHeader) == 32, "CtrlHeader is part of the wire format")
 /* Worker address: AddressHeader, then per iface: uint8 tl name length, the
  * name, uint16 device address length, it, uint16 iface address length, it. */
 inline constexpr uint32_t kAddressMagic = 0x746d7072; /* "tmpr" */
+enum AddressFlags : uint8_t {
+    kAddrOffload = 1 /* receives go to the transport's tag list: send data with the tag API */
+};
 struct AddressHeader {
     uint32_t magic;
     uint16_t version;
-    uint16_t ifaces;
+    uint8_t  ifaces;
+    uint8_t  flags;
     uint32_t id;
     uint32_t window; /* eager bytes this worker buffers per peer */
 };

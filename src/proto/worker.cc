@@ -15,6 +15,9 @@ struct Handlers {
     static ucs_status_t am(void *arg, void *data, size_t length, unsigned) {
         return static_cast<Iface *>(arg)->worker->handle_am(data, length);
     }
+    static ucs_status_t am_short(void *arg, void *data, size_t length, unsigned) {
+        return static_cast<Iface *>(arg)->worker->handle_am_short(data, length);
+    }
 };
 
 namespace {
@@ -96,7 +99,7 @@ ucs_status_t Worker::open() {
             return status;
         }
     }
-    if (ifaces_.empty()) {
+    if (ifaces_.empty() || (ifaces_.size() > UINT8_MAX)) {
         return UCS_ERR_INVALID_PARAM;
     }
     /* one iface only: an arrival over another could not see its tag list */
@@ -229,6 +232,9 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
         status = uct_iface_set_am_handler(i->iface, kAmId, Handlers::am, i, 0);
     }
     if (status == UCS_OK) {
+        status = uct_iface_set_am_handler(i->iface, kAmShortId, Handlers::am_short, i, 0);
+    }
+    if (status == UCS_OK) {
         uct_iface_progress_enable(i->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     }
     return status;
@@ -242,7 +248,8 @@ ucs_status_t Worker::address(void *buffer, size_t *length) const {
     AddressHeader     h = {};
     h.magic   = kAddressMagic;
     h.version = 1;
-    h.ifaces  = static_cast<uint16_t>(ifaces_.size());
+    h.ifaces  = static_cast<uint8_t>(ifaces_.size());
+    h.flags   = ifaces_.front()->offload ? kAddrOffload : 0;
     h.id      = config_.id;
     h.window  = static_cast<uint32_t>(config_.unexpected_cap / config_.max_peers);
     memcpy(out.data(), &h, sizeof(h));
@@ -337,6 +344,13 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
             ep->peer_id     = h.id;
             ep->peer_window = h.window;
             ep->credits     = h.window;
+            ep->tag_path    = i->tag_send && (h.flags & kAddrOffload);
+            if (!ep->tag_path && (i->attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT) &&
+                (i->attr.cap.am.max_short > sizeof(ShortHeader) + sizeof(uint64_t))) {
+                ep->short_max = std::min<size_t>(i->attr.cap.am.max_short - sizeof(ShortHeader) -
+                                                         sizeof(uint64_t),
+                                                 kShortMax);
+            }
             by_peer_.emplace(h.id, ep.get());
             *ep_p = ep.get();
             eps_.push_back(std::move(ep));
@@ -378,6 +392,9 @@ void Worker::ep_destroy(Endpoint *ep) {
             break;
         }
     }
+    if (last_peer_ep_ == ep) {
+        last_peer_ep_ = nullptr;
+    }
     auto range = by_peer_.equal_range(ep->peer_id);
     for (auto it = range.first; it != range.second; ++it) {
         if (it->second == ep) {
@@ -395,8 +412,16 @@ void Worker::ep_destroy(Endpoint *ep) {
 }
 
 Endpoint *Worker::endpoint_of(uint32_t source) const {
+    if ((source == last_peer_) && (last_peer_ep_ != nullptr)) {
+        return last_peer_ep_;
+    }
     auto it = by_peer_.find(source);
-    return (it == by_peer_.end()) ? nullptr : it->second;
+    if (it == by_peer_.end()) {
+        return nullptr;
+    }
+    last_peer_    = source;
+    last_peer_ep_ = it->second;
+    return it->second;
 }
 
 void Worker::mark_busy(Endpoint *ep) {

@@ -49,6 +49,9 @@ struct Iface {
     size_t           rkey_size = 0;
 };
 
+/* Largest eager payload sent as one am_short (packed on the stack). */
+inline constexpr size_t kShortMax = 256;
+
 /* Adds the unexpected-tagged-message callbacks to an iface's parameters. */
 void set_tag_callbacks(uct_iface_params_t *params, Iface *iface);
 
@@ -104,6 +107,7 @@ class Worker {
     const char  *send_data(const Request &r) const {
         return r.bounce.empty() ? r.sbuf : r.bounce.data();
     }
+    ssize_t      am_short(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len);
     ssize_t      tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len);
     ssize_t      am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
                          size_t len);
@@ -117,6 +121,7 @@ class Worker {
 
     /* --- recv.cc --- */
     ucs_status_t handle_am(const void *data, size_t length);
+    ucs_status_t handle_am_short(const void *data, size_t length);
     /* Reads a Header and hands it with the payload after it to `handler`. */
     template <typename Header>
     bool         dispatch(const char *p, size_t length,
@@ -170,6 +175,8 @@ class Worker {
     std::vector<std::unique_ptr<Iface>> ifaces_;
     std::vector<std::unique_ptr<Endpoint>> eps_;
     std::unordered_map<uint32_t, Endpoint *> by_peer_;
+    mutable uint32_t                last_peer_    = 0; /* endpoint_of() cache */
+    mutable Endpoint               *last_peer_ep_ = nullptr;
     std::vector<Endpoint *>         busy_;
     RequestPool                     reqs_;
     UnexpectedPool                  unex_;
