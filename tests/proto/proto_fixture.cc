@@ -5,14 +5,26 @@
 
 namespace uct_tm_test {
 
+void apply_transport(const std::string &param, uct_tm_proto_worker_params_t *params,
+                     std::string *tls) {
+    const size_t plus = param.find('+');
+    *tls              = param.substr(0, plus);
+    if (plus != std::string::npos) {
+        params->field_mask |= UCT_TM_PROTO_WORKER_FIELD_OFFLOAD;
+        params->offload = 0;
+    }
+    params->field_mask |= UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS;
+    params->transports = tls->c_str();
+}
+
 ucs_status_t make_pair(const std::string &transports, Pair *pair,
                        const uct_tm_proto_worker_params_t *extra) {
     uct_tm_proto_worker_params_t params = {};
     if (extra != nullptr) {
         params = *extra;
     }
-    params.field_mask |= UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS;
-    params.transports = transports.c_str();
+    std::string tls;
+    apply_transport(transports, &params, &tls);
     ucs_status_t status = uct_tm_proto_worker_create(&params, &pair->a);
     if (status == UCS_OK) {
         status = uct_tm_proto_worker_create(&params, &pair->b);
@@ -81,7 +93,7 @@ std::vector<char> pattern(size_t length, uint32_t seed) {
 
 std::vector<std::string> proto_transports() {
     std::vector<std::string> out;
-    for (const char *tl : {"tm_sm", "posix", "tcp:lo"}) {
+    for (const char *tl : {"tm_sm", "tm_sm+sw", "posix", "tcp:lo"}) {
         Pair               pair;
         const ucs_status_t status = make_pair(tl, &pair);
         destroy_pair(&pair);
@@ -95,7 +107,7 @@ std::vector<std::string> proto_transports() {
 std::string transport_name(const ::testing::TestParamInfo<std::string> &info) {
     std::string name = info.param;
     for (char &c : name) {
-        if (c == ':') {
+        if ((c == ':') || (c == '+')) {
             c = '_';
         }
     }

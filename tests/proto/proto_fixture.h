@@ -25,8 +25,12 @@ struct Pair {
     uct_tm_proto_ep_h     ba = nullptr; /* b -> a */
 };
 
-/* Workers `a` and `b` over `transports`, parameters applied to both
- * (field_mask of `extra` ORed in). */
+/* Workers `a` and `b` over `transports` ("tl[:dev]", "+sw" appended: no
+ * offload), parameters applied to both (field_mask of `extra` ORed in). */
+/* Sets transports (and offload off for "+sw") from a test parameter; the
+ * transports string lives in *tls. */
+void         apply_transport(const std::string &param, uct_tm_proto_worker_params_t *params,
+                             std::string *tls);
 ucs_status_t make_pair(const std::string &transports, Pair *pair,
                        const uct_tm_proto_worker_params_t *extra = nullptr);
 void         destroy_pair(Pair *pair);
@@ -41,10 +45,12 @@ ucs_status_t wait_request(const Pair &pair, uct_tm_proto_worker_h owner,
 /* Deterministic payload of message `seed`. */
 std::vector<char> pattern(size_t length, uint32_t seed);
 
-/* Transports tested: tm_sm (ours, when the plugin registered it), posix, tcp. */
+/* Transports tested: tm_sm (ours, when the plugin registered it) with tag
+ * offload and without ("tm_sm+sw": receives matched in software, data over
+ * AM), posix, tcp. */
 std::vector<std::string> proto_transports();
 
-/* gtest parameter name of a transport ("tcp:lo" -> "tcp_lo"). */
+/* gtest parameter name of a transport ("tcp:lo" -> "tcp_lo", "tm_sm+sw" -> "tm_sm_sw"). */
 std::string transport_name(const ::testing::TestParamInfo<std::string> &info);
 
 class ProtoTest : public ::testing::TestWithParam<std::string> {

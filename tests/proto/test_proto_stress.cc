@@ -102,9 +102,10 @@ int run_rank(int rank, int fd, const std::string &transports) {
     Failures                     f;
     const auto                   plan = make_plan();
     uct_tm_proto_worker_params_t wp   = {};
-    wp.field_mask = UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS | UCT_TM_PROTO_WORKER_FIELD_ID |
-                    UCT_TM_PROTO_WORKER_FIELD_UNEXPECTED_CAP | UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS;
-    wp.transports     = transports.c_str();
+    wp.field_mask = UCT_TM_PROTO_WORKER_FIELD_ID | UCT_TM_PROTO_WORKER_FIELD_UNEXPECTED_CAP |
+                    UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS;
+    std::string tls;
+    apply_transport(transports, &wp, &tls);
     wp.id             = static_cast<uint32_t>(rank + 1);
     wp.unexpected_cap = 256 << 10; /* small: back-pressure happens */
     wp.max_peers      = kProcs;
@@ -369,7 +370,7 @@ TEST_P(ProtoStress, RandomTrafficEveryMessageOnce) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(transports, ProtoStress, ::testing::Values("tm_sm", "posix"),
+INSTANTIATE_TEST_SUITE_P(transports, ProtoStress, ::testing::Values("tm_sm", "tm_sm+sw", "posix"),
                          transport_name);
 
 }  // namespace
