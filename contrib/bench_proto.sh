@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Protocol layer vs raw UCT vs UCP, interleaved rounds (docs/perf.md "Protocol layer").
-#   proto: tm_proto_perf over tm_sm (libuct_tm_proto: matching, requests, credits, protocols)
+#   proto: tm_proto_perf over tm_sm, receives offloaded to tm_sm's tag list (the default)
+#   sw:    the same with UCX_TM_PROTO_OFFLOAD=n (our matcher, data over AM)
 #   uct:   tm_perftest over tm_sm (the UCT tag API driven directly)
 #   ucp:   ucx_perftest over UCX_PEER (default posix,cma,self)
 # Usage: contrib/bench_proto.sh [build-dir]; ROUNDS (default 5), QUICK=1 for a short check.
@@ -40,6 +41,7 @@ ucp_run() { # test size iters -> "lat_us MBps"
 uct_run() {
     "$uct" -t "$1" -s "$2" -n "$3" --no-header 2>/dev/null | awk 'NF == 6 {print $3, $6}'
 }
+sw_run() { UCX_TM_PROTO_OFFLOAD=n proto_run "$@"; }
 proto_run() {
     "$proto" -t "$1" -s "$2" -n "$3" 2>/dev/null |
         awk -v t="$1" '$1 ~ /^[0-9]+$/ {if (t == "tag_lat") print $3, "nan"; else print "nan", $3}'
@@ -50,21 +52,22 @@ trap 'rm -f "$raw"' EXIT
 for r in $(seq 1 "$rounds"); do
     for c in "${cases[@]}"; do
         set -- $c
-        for impl in proto uct ucp; do
+        for impl in proto sw uct ucp; do
             read -r lat bw < <("${impl}_run" "$1" "$2" "$3")
             echo "$1 $2 $impl $lat $bw" >>"$raw"
         done
     done
 done
-echo "# median of $rounds rounds; lat = one-way us (median), bw = MB/s; ucp over $peer"
-printf "%-8s %9s %10s %10s %10s %8s %8s\n" test size proto uct ucp proto/uct proto/ucp
+echo "# median of $rounds rounds; tag_lat: one-way us (each tool's median), lower is better; tag_bw: MB/s, higher is better; ucp over $peer"
+printf "%-8s %9s %10s %10s %10s %10s %9s %9s %9s %9s\n" test size proto sw uct ucp \
+    proto/uct sw/uct proto/ucp sw/ucp
 for c in "${cases[@]}"; do
     set -- $c
     col=$([ "$1" = tag_lat ] && echo 4 || echo 5)
     med() { awk -v t="$1" -v s="$2" -v i="$3" -v c="$col" '$1 == t && $2 == s && $3 == i {print $c}' "$raw" |
             sort -g | awk '{v[NR] = $1} END {print (NR ? v[int((NR + 1) / 2)] : "nan")}'; }
-    p=$(med "$1" "$2" proto) u=$(med "$1" "$2" uct) q=$(med "$1" "$2" ucp)
-    printf "%-8s %9s %10s %10s %10s %8s %8s\n" "$1" "$2" "$p" "$u" "$q" \
-        "$(awk -v a="$p" -v b="$u" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')" \
-        "$(awk -v a="$p" -v b="$q" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
+    p=$(med "$1" "$2" proto) w=$(med "$1" "$2" sw) u=$(med "$1" "$2" uct) q=$(med "$1" "$2" ucp)
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}'; }
+    printf "%-8s %9s %10s %10s %10s %10s %9s %9s %9s %9s\n" "$1" "$2" "$p" "$w" "$u" "$q" \
+        "$(ratio "$p" "$u")" "$(ratio "$w" "$u")" "$(ratio "$p" "$q")" "$(ratio "$w" "$q")"
 done
