@@ -453,7 +453,9 @@ template <typename List> void HwTagEngine<List>::on_tagged(const TmCompletion &c
 
 template <typename List>
 bool HwTagEngine<List>::on_unexpected(const TmCompletion &c, uint8_t *data) {
-    ++sw_count_; /* handled by software, whatever happens next */
+    if (c.status != TmCqeStatus::kError) {
+        ++sw_count_; /* the engine counted it: handled by software, whatever happens next */
+    }                /* (kError: a flushed buffer, no message) */
     if (c.flags & kTmCqeSyncReq) {
         ++counters_.sync_requests;
     }
