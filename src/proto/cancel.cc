@@ -68,7 +68,7 @@ ucs_status_t Worker::cancel_send(Request &r) {
         }
         return UCS_OK;
     }
-    if (r.sstate == SendState::kPushing) {
+    if ((r.sstate == SendState::kPushing) || (r.sstate == SendState::kPutting)) {
         return UCS_OK; /* the receiver asked for the data: it completes normally */
     }
     return UCS_ERR_BUSY; /* eager data is out */

@@ -68,6 +68,16 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
         cancel_rts(hdr.source, hdr.req);
         return;
     }
+    if (hdr.kind == Kind::kPutDone) {
+        Request *r = reqs_.lookup(hdr.req);
+        if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done || (r->parts == 0) ||
+            (r->rmemh == nullptr) || (r->gctx.source != hdr.source)) {
+            ucs_error("tm_proto: unexpected write completion from worker %u", hdr.source);
+            return;
+        }
+        part_done(*r, static_cast<ucs_status_t>(hdr.status));
+        return;
+    }
     Request *r = reqs_.lookup(hdr.req);
     if ((r == nullptr) || (r->kind != ReqKind::kSend) || r->done ||
         (r->ep->peer_id != hdr.source)) {
@@ -97,7 +107,8 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
         mark_busy(r->ep);
         return;
     case Kind::kAck:
-        if ((r->sstate == SendState::kEagerSent) || (r->sstate == SendState::kRtsSent)) {
+        if ((r->sstate == SendState::kEagerSent) || (r->sstate == SendState::kRtsSent) ||
+            (r->sstate == SendState::kPutting) || r->await_ack) {
             complete(*r, UCS_OK);
         }
         return;

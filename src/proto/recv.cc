@@ -80,7 +80,16 @@ ucs_status_t Worker::handle_am(const void *data, size_t length) {
             break;
         }
         return UCS_OK;
+    case Kind::kPutReq: {
+        PutHeader ph;
+        if (!read_header(p, length, &ph)) {
+            break;
+        }
+        handle_put_request(ph, p + sizeof(ph), length - sizeof(ph));
+        return UCS_OK;
+    }
     case Kind::kCts:
+    case Kind::kPutDone:
     case Kind::kAck:
     case Kind::kCancel:
     case Kind::kCancelAck:
@@ -203,6 +212,9 @@ void Worker::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const c
     if ((get_len != 0) && start_get(r, source, sreq, get, get_len)) {
         return;
     }
+    r.parts  = 1; /* kData up to r.limit */
+    r.limit  = r.expect;
+    r.offset = 0;
     h.kind   = Kind::kCts;
     h.value  = r.self;
     h.value2 = r.expect;
@@ -338,15 +350,16 @@ void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t le
 void Worker::handle_data(const DataHeader &d, const char *payload, size_t len) {
     Request *r = reqs_.lookup(d.rreq);
     if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done ||
-        (r->rstate != RecvState::kArriving) || (d.offset != r->received) ||
-        (len > r->expect - r->received) || (len == 0)) {
+        (r->rstate != RecvState::kArriving) || (r->parts == 0) || (d.offset != r->offset) ||
+        (len > r->limit - r->offset) || (len == 0)) {
         ucs_error("tm_proto: dropped rendezvous data (offset %llu, %zu bytes)",
                   static_cast<unsigned long long>(d.offset), len);
         return;
     }
     place(*r, d.offset, payload, len);
-    if (r->received == r->expect) {
-        finish_recv(*r);
+    r->offset += len;
+    if (r->offset == r->limit) {
+        part_done(*r, UCS_OK);
     }
 }
 

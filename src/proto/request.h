@@ -32,6 +32,7 @@ enum class SendState : uint8_t {
     kEagerSent,   /* sync eager message out, waiting for kAck */
     kRtsSent,     /* rendezvous request out, waiting for kCts / kCancelAck */
     kPushing,     /* kCts came: pushing kData fragments */
+    kPutting,     /* kPutReq came: writing the front into the receiver's buffer */
 };
 
 /* Where a receive is. */
@@ -93,6 +94,11 @@ struct Request {
     size_t      offset    = 0;     /* bytes sent so far (fragments, rendezvous data) */
     size_t      limit     = 0;     /* rendezvous: bytes the receiver asked for */
     uint64_t    rreq      = 0;     /* rendezvous: receiver's request */
+    bool        await_ack = false; /* the receiver also reads our buffer: done on its kAck */
+    uint8_t     parts     = 0;     /* receive: rendezvous transfers still running */
+    bool        ack_after = false; /* receive: the sender waits for kAck (we read its memory) */
+    ucs_status_t xfer_status = UCS_OK; /* receive: first failed rendezvous transfer */
+    GetContext  gctx2;             /* receive: a second read (the front, when the sender cannot write it) */
     std::vector<char> bounce;      /* INJECT data that could not leave at once */
 
     /* receive */
@@ -111,6 +117,7 @@ struct Request {
     GetContext     gctx;            /* while reading rendezvous data (set when the read starts) */
     uct_mem_h      memh   = nullptr; /* send: registered for the receiver's get */
     uct_md_h       memh_md = nullptr;
+    uct_mem_h      rmemh   = nullptr; /* receive: registered for the sender's write */
 
     /* Back to a fresh request, field by field: the contexts are written when
      * used, and the bounce buffer keeps its capacity (no allocation on reuse). */
@@ -130,6 +137,11 @@ struct Request {
         sstate = SendState::kQueued;
         offset = limit = 0;
         rreq   = 0;
+        await_ack = false;
+        parts     = 0;
+        ack_after = false;
+        xfer_status = UCS_OK;
+        rmemh     = nullptr;
         bounce.clear();
         rbuf       = nullptr;
         capacity   = 0;

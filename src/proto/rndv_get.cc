@@ -1,11 +1,17 @@
 /*
- * Rendezvous by get_zcopy, where the iface can read a peer's memory (tm_sm:
- * CMA) and its MD registers memory: the sender registers the buffer and sends
- * its address and packed rkey with the RTS; the receiver, once a receive
- * matched, reads min(message, buffer) bytes straight into the receive buffer
- * and answers kAck; the sender deregisters and completes on that kAck (or on
- * a CANCEL_ACK that won, when the receiver never started reading). A get the
- * transport refuses (NO_RESOURCE, size caps) falls back to CTS / DATA.
+ * Rendezvous by reading and writing the peer's memory, where the iface can
+ * (get_zcopy / put_zcopy; tm_sm: CMA) and its MD registers memory.
+ *
+ * The sender registers its buffer and sends address and packed rkey with the
+ * RTS. Once a receive matched, the receiver reads min(message, buffer) bytes
+ * straight into the receive buffer with get_zcopy. From kSplitMin bytes the
+ * copy is split, so that both processes copy at once: the receiver registers
+ * its buffer and asks the sender (kPutReq) to write the front half with
+ * put_zcopy while it reads the back half; the sender reports kPutDone (or,
+ * if it cannot write, pushes the front as kData). When every part is in, the
+ * receiver answers kAck; the sender deregisters and completes on that kAck
+ * (or on a CANCEL_ACK that won, when nobody ever read it). A read the
+ * transport refuses falls back to CTS / DATA.
  */
 #include "worker.h"
 
@@ -21,12 +27,33 @@ struct GetHandlers {
         GetContext *g = reinterpret_cast<GetContext *>(comp);
         Request    *r = g->worker->reqs_.lookup(g->req);
         if (r == nullptr) {
-            ucs_error("tm_proto: rendezvous read completed for a receive we do not hold");
+            ucs_error("tm_proto: rendezvous transfer completed for a request we do not hold");
             return;
         }
-        g->worker->get_done(*r, comp->status);
+        if (r->kind == ReqKind::kSend) {
+            g->worker->put_done(*r, comp->status);
+        } else {
+            g->worker->part_done(*r, comp->status);
+        }
     }
 };
+
+namespace {
+
+void init_context(GetContext &c, Worker *worker, uint64_t req, uint64_t sreq, uint32_t source,
+                  uct_component_h component) {
+    c             = GetContext();
+    c.worker      = worker;
+    c.req         = req;
+    c.sreq        = sreq;
+    c.source      = source;
+    c.component   = component;
+    c.comp.func   = GetHandlers::done;
+    c.comp.count  = 1;
+    c.comp.status = UCS_OK;
+}
+
+}  // namespace
 
 /* Registers the send buffer and writes RndvGet + rkey; 0 if this send cannot
  * offer a get (the receiver then asks for the data with CTS). */
@@ -53,7 +80,45 @@ size_t Worker::pack_rts(Request &r, char *out) {
     return sizeof(g) + iface->rkey_size;
 }
 
-/* Reads the matched message; false if the transport cannot (fall back to CTS). */
+ucs_status_t Worker::issue_get(Request &r, GetContext &c, Endpoint *ep, size_t offset,
+                               size_t length, uint64_t address) {
+    uct_iov_t iov = {};
+    iov.buffer    = r.rbuf + offset;
+    iov.length    = length;
+    iov.memh      = UCT_MEM_HANDLE_NULL;
+    iov.count     = 1;
+    return uct_ep_get_zcopy(ep->uct_ep, &iov, 1, address + offset, c.rkey.rkey, &c.comp);
+}
+
+/* Asks the sender to write message bytes [0, front) into our buffer. */
+bool Worker::ask_put(Request &r, Endpoint *ep, size_t front) {
+    Iface *iface = ep->iface;
+    if (!(iface->attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) || !ep->ctrl.empty() ||
+        (uct_md_mem_reg(iface->md, r.rbuf, front, UCT_MD_MEM_ACCESS_RMA, &r.rmemh) != UCS_OK)) {
+        r.rmemh = nullptr;
+        return false;
+    }
+    char      buf[sizeof(PutHeader) + kMaxRkey];
+    PutHeader h = {};
+    h.kind        = Kind::kPutReq;
+    h.source      = config_.id;
+    h.sreq        = r.gctx.sreq;
+    h.rreq        = r.self;
+    h.address     = reinterpret_cast<uintptr_t>(r.rbuf);
+    h.length      = front;
+    h.rkey_length = static_cast<uint16_t>(iface->rkey_size);
+    memcpy(buf, &h, sizeof(h));
+    if ((uct_md_mkey_pack(iface->md, r.rmemh, buf + sizeof(h)) != UCS_OK) ||
+        (am_send(ep, buf, sizeof(h) + iface->rkey_size, nullptr, 0) < 0)) {
+        uct_md_mem_dereg(iface->md, r.rmemh);
+        r.rmemh = nullptr;
+        return false;
+    }
+    return true;
+}
+
+/* Reads the matched message (with the sender's help from kSplitMin bytes);
+ * false if the transport cannot read it (fall back to CTS). */
 bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
                        size_t get_len) {
     Endpoint *ep = endpoint_of(source);
@@ -68,51 +133,125 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
         return false;
     }
     GetContext &c = r.gctx;
-    c           = GetContext();
-    c.worker    = this;
-    c.req       = r.self;
-    c.sreq      = sreq;
-    c.source    = source;
-    c.component = ep->iface->component;
+    init_context(c, this, r.self, sreq, source, ep->iface->component);
     if (uct_rkey_unpack(c.component, get + sizeof(g), &c.rkey) != UCS_OK) {
         return false;
     }
-    c.comp.func   = GetHandlers::done;
-    c.comp.count  = 1;
-    c.comp.status = UCS_OK;
-    uct_iov_t iov = {};
-    iov.buffer    = r.rbuf;
-    iov.length    = r.expect;
-    iov.memh      = UCT_MEM_HANDLE_NULL;
-    iov.count     = 1;
-    const ucs_status_t status = uct_ep_get_zcopy(ep->uct_ep, &iov, 1, g.address, c.rkey.rkey,
-                                                 &c.comp);
+    const size_t front = (r.expect >= kSplitMin) ? r.expect / 2 : 0;
+    r.parts            = 1;
+    r.ack_after        = true;
+    ucs_status_t status = issue_get(r, c, ep, front, r.expect - front, g.address);
+    if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
+        uct_rkey_release(c.component, &c.rkey);
+        r.parts     = 0;
+        r.ack_after = false;
+        return false;
+    }
     ++stats_.rndv_gets;
-    if (status == UCS_INPROGRESS) {
-        return true;
+    const bool back_done = status == UCS_OK;
+    if (front != 0) {
+        ++r.parts;
+        r.limit  = front; /* kData for the front, if the sender pushes it */
+        r.offset = 0;
+        if (!ask_put(r, ep, front)) {
+            init_context(r.gctx2, this, r.self, sreq, source, c.component);
+            status = issue_get(r, r.gctx2, ep, 0, front, g.address);
+            if (status == UCS_OK) {
+                --r.parts;
+            } else if (status != UCS_INPROGRESS) {
+                r.xfer_status = status;
+                --r.parts;
+            }
+        }
     }
-    if (status == UCS_OK) {
-        get_done(r, UCS_OK);
-        return true;
+    if (back_done) {
+        part_done(r, UCS_OK);
     }
-    --stats_.rndv_gets;
-    uct_rkey_release(c.component, &c.rkey);
-    return false;
+    return true;
 }
 
-void Worker::get_done(Request &r, ucs_status_t status) {
-    GetContext &c = r.gctx;
-    uct_rkey_release(c.component, &c.rkey);
-    CtrlHeader h = {};
-    h.kind       = Kind::kAck;
-    h.req        = c.sreq;
-    send_ctrl_to(c.source, h);
-    if (status != UCS_OK) {
-        complete(r, status);
+/* One rendezvous transfer into receive `r` ended. */
+void Worker::part_done(Request &r, ucs_status_t status) {
+    if ((status != UCS_OK) && (r.xfer_status == UCS_OK)) {
+        r.xfer_status = status;
+    }
+    if ((r.parts == 0) || (--r.parts != 0)) {
+        return;
+    }
+    if (r.ack_after) {
+        uct_rkey_release(r.gctx.component, &r.gctx.rkey);
+        CtrlHeader h = {};
+        h.kind       = Kind::kAck;
+        h.req        = r.gctx.sreq;
+        send_ctrl_to(r.gctx.source, h);
+    }
+    if (r.rmemh != nullptr) {
+        Endpoint *ep = endpoint_of(r.gctx.source);
+        uct_md_mem_dereg((ep != nullptr) ? ep->iface->md : ifaces_.front()->md, r.rmemh);
+        r.rmemh = nullptr;
+    }
+    if (r.xfer_status != UCS_OK) {
+        complete(r, r.xfer_status);
         return;
     }
     r.received = r.expect;
     finish_recv(r);
+}
+
+/* Sender: the receiver asks us to write the front of message `sreq`. */
+void Worker::handle_put_request(const PutHeader &h, const char *rkey, size_t rkey_len) {
+    Request *r = reqs_.lookup(h.sreq);
+    if ((r == nullptr) || (r->kind != ReqKind::kSend) || r->done ||
+        (r->sstate != SendState::kRtsSent) || (r->ep->peer_id != h.source) ||
+        (h.length == 0) || (h.length > r->length) || (rkey_len != h.rkey_length)) {
+        ucs_error("tm_proto: unexpected write request from worker %u", h.source);
+        return;
+    }
+    r->await_ack    = true;
+    r->rreq         = h.rreq;
+    GetContext &c   = r->gctx;
+    init_context(c, this, r->self, h.rreq, h.source, r->ep->iface->component);
+    ucs_status_t status = uct_rkey_unpack(c.component, rkey, &c.rkey);
+    if (status == UCS_OK) {
+        uct_iov_t iov = {};
+        iov.buffer    = const_cast<char *>(send_data(*r));
+        iov.length    = h.length;
+        iov.memh      = r->memh;
+        iov.count     = 1;
+        status = uct_ep_put_zcopy(r->ep->uct_ep, &iov, 1, h.address, c.rkey.rkey, &c.comp);
+        if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
+            uct_rkey_release(c.component, &c.rkey);
+        }
+    }
+    if (status == UCS_INPROGRESS) {
+        r->sstate = SendState::kPutting;
+        return;
+    }
+    if (status == UCS_OK) {
+        r->sstate = SendState::kPutting;
+        put_done(*r, UCS_OK);
+        return;
+    }
+    /* cannot write: push the front instead */
+    r->limit  = h.length;
+    r->offset = 0;
+    r->sstate = SendState::kPushing;
+    if (r->ep->sends.empty() && (push_data(*r) != UCS_ERR_NO_RESOURCE)) {
+        return;
+    }
+    r->ep->sends.push_back(r->self);
+    mark_busy(r->ep);
+}
+
+void Worker::put_done(Request &r, ucs_status_t status) {
+    uct_rkey_release(r.gctx.component, &r.gctx.rkey);
+    CtrlHeader h = {};
+    h.kind       = Kind::kPutDone;
+    h.source     = config_.id;
+    h.status     = static_cast<int16_t>(status);
+    h.req        = r.rreq;
+    send_ctrl(r.ep, h);
+    /* done on the receiver's kAck: it may still be reading our buffer */
 }
 
 }  // namespace proto

@@ -159,7 +159,9 @@ ucs_status_t Worker::push_data(Request &r) {
         }
         r.offset += chunk;
     }
-    complete(r, UCS_OK);
+    if (!r.await_ack) {
+        complete(r, UCS_OK); /* else the receiver still reads the rest: done on its kAck */
+    }
     return UCS_OK;
 }
 

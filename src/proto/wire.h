@@ -36,7 +36,9 @@ enum class Kind : uint8_t {
     kCancel,     /* CtrlHeader: sender withdraws rendezvous request `req` */
     kCancelAck,  /* CtrlHeader: `status` CANCELED if the withdrawal won */
     kCredit,     /* CtrlHeader: `value` bytes of eager credit returned */
-    kLast = kCredit
+    kPutReq,     /* PutHeader + rkey: write the first `length` bytes into the receiver's buffer */
+    kPutDone,    /* CtrlHeader: the sender's write for receive `req` is done */
+    kLast = kPutDone
 };
 
 enum MsgFlags : uint8_t {
@@ -68,6 +70,24 @@ struct RndvGet {
 };
 static_assert(sizeof(RndvGet) == 16, "RndvGet is part of the wire format");
 inline constexpr size_t kMaxRkey = 256;
+
+/* Split rendezvous: while the receiver reads the back of the message, the
+ * sender writes the front [0, length) into the receiver's registered buffer. */
+struct PutHeader {
+    Kind     kind;
+    uint8_t  reserved[3];
+    uint32_t source;
+    uint64_t sreq;
+    uint64_t rreq;
+    uint64_t address;
+    uint64_t length;
+    uint16_t rkey_length;
+    uint8_t  reserved2[6];
+};
+static_assert(sizeof(PutHeader) == 48, "PutHeader is part of the wire format");
+
+/* Rendezvous messages of at least this many bytes are copied by both sides. */
+inline constexpr size_t kSplitMin = 64 << 10;
 
 struct FragHeader {
     Kind     kind;

@@ -141,7 +141,12 @@ class Worker {
                                  size_t get_len);
     bool         start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
                            size_t get_len);
-    void         get_done(Request &r, ucs_status_t status);
+    ucs_status_t issue_get(Request &r, GetContext &c, Endpoint *ep, size_t offset, size_t length,
+                           uint64_t address);
+    bool         ask_put(Request &r, Endpoint *ep, size_t front);
+    void         part_done(Request &r, ucs_status_t status);
+    void         handle_put_request(const PutHeader &h, const char *rkey, size_t rkey_len);
+    void         put_done(Request &r, ucs_status_t status);
     size_t       pack_rts(Request &r, char *out);
     void         message_consumed(uint32_t source, uint64_t length, bool sync, uint64_t sreq);
     void         trim_arrival();
