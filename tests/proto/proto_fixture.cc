@@ -93,7 +93,7 @@ std::vector<char> pattern(size_t length, uint32_t seed) {
 
 std::vector<std::string> proto_transports() {
     std::vector<std::string> out;
-    for (const char *tl : {"tm_sm", "tm_sm+sw", "posix", "tcp:lo"}) {
+    for (const char *tl : {"tm_sm", "tm_sm+sw", "posix", "tcp:lo", "tm_sm,posix"}) {
         Pair               pair;
         const ucs_status_t status = make_pair(tl, &pair);
         destroy_pair(&pair);
@@ -107,7 +107,7 @@ std::vector<std::string> proto_transports() {
 std::string transport_name(const ::testing::TestParamInfo<std::string> &info) {
     std::string name = info.param;
     for (char &c : name) {
-        if ((c == ':') || (c == '+')) {
+        if ((c == ':') || (c == '+') || (c == ',')) {
             c = '_';
         }
     }

@@ -47,7 +47,7 @@ std::vector<char> pattern(size_t length, uint32_t seed);
 
 /* Transports tested: tm_sm (ours, when the plugin registered it) with tag
  * offload and without ("tm_sm+sw": receives matched in software, data over
- * AM), posix, tcp. */
+ * AM), posix, tcp, and a worker over two ifaces ("tm_sm,posix"). */
 std::vector<std::string> proto_transports();
 
 /* gtest parameter name of a transport ("tcp:lo" -> "tcp_lo", "tm_sm+sw" -> "tm_sm_sw"). */
