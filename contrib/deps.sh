@@ -5,7 +5,8 @@ set -euo pipefail
 
 PACKAGES=(
     build-essential autoconf automake libtool pkg-config python3
-    libucx-dev ucx-utils          # libucs/libuct and the UCT headers, ucx_info
+    libucx-dev ucx-utils          # libucs/libuct/libucp and the UCT headers, ucx_info, ucx_perftest
+    openmpi-bin libopenmpi-dev    # integration tests: mpirun, mpicc (pml ucx over tm_sm)
     libhwloc-dev                  # topology
     libibverbs-dev                # rdma-core (optional transports)
     libgtest-dev libgmock-dev     # unit and conformance tests
