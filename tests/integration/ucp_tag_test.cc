@@ -16,12 +16,7 @@
  *
  * Exit: 0 pass, 1 failure (each failure printed), 77 when no UCP transport connects.
  */
-#include <ucp/api/ucp.h>
-
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "ucp_peer.h"
 
 #include <chrono>
 #include <cstdint>
@@ -29,16 +24,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace {
 
-constexpr uint64_t kSenderMask = 0xffff000000000000ull; /* top 16 bits name the sender */
-constexpr uint64_t kSenderId   = 0x0001000000000000ull;
-constexpr size_t   kGuard      = 64;                    /* bytes checked behind each buffer */
-constexpr uint8_t  kGuardByte  = 0xe7;
-constexpr auto     kTimeout    = std::chrono::seconds(30);
+using ucp_test::kSenderId;
+using ucp_test::kSenderMask;
+using ucp_test::kTimeout;
+using ucp_test::pattern;
+using ucp_test::Peer;
+
+constexpr size_t  kGuard     = 64; /* bytes checked behind each buffer */
+constexpr uint8_t kGuardByte = 0xe7;
 
 int failures = 0;
 
@@ -48,10 +45,6 @@ void expect(bool ok, const std::string &what) {
         fprintf(stdout, "FAIL: %s\n", what.c_str());
         fflush(stdout);
     }
-}
-
-uint8_t pattern(unsigned seed, size_t offset) {
-    return static_cast<uint8_t>(seed * 131u + offset * 7u + (offset >> 9));
 }
 
 /* How a case is driven; both processes walk the same table in the same order. */
@@ -124,142 +117,6 @@ const std::vector<Case> &cases() {
     };
     return table;
 }
-
-/* ---- one UCP endpoint process --------------------------------------------------- */
-
-class Peer {
-public:
-    explicit Peer(int fd) : fd_(fd) {}
-    ~Peer() {
-        if (worker_ != nullptr) {
-            ucp_worker_destroy(worker_);
-        }
-        if (context_ != nullptr) {
-            ucp_cleanup(context_);
-        }
-    }
-    Peer(const Peer &) = delete;
-    Peer &operator=(const Peer &) = delete;
-
-    bool open() {
-        ucp_params_t params{};
-        params.field_mask      = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_TAG_SENDER_MASK;
-        params.features        = UCP_FEATURE_TAG;
-        params.tag_sender_mask = kSenderMask;
-        if (ucp_init(&params, nullptr, &context_) != UCS_OK) {
-            return false;
-        }
-        ucp_worker_params_t wparams{};
-        wparams.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-        wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
-        return ucp_worker_create(context_, &wparams, &worker_) == UCS_OK;
-    }
-
-    /* Exchanges worker addresses over the socket and connects to the other process. */
-    bool connect() {
-        ucp_address_t *address = nullptr;
-        size_t         length  = 0;
-        if (ucp_worker_get_address(worker_, &address, &length) != UCS_OK) {
-            return false;
-        }
-        uint64_t len64 = length;
-        bool     sent  = write_all(&len64, sizeof(len64)) && write_all(address, length);
-        ucp_worker_release_address(worker_, address);
-        uint64_t peer_len = 0;
-        if (!sent || !read_all(&peer_len, sizeof(peer_len)) || peer_len > (1u << 20)) {
-            return false;
-        }
-        std::vector<char> peer(peer_len);
-        if (!read_all(peer.data(), peer_len)) {
-            return false;
-        }
-        ucp_ep_params_t eparams{};
-        eparams.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-        eparams.address    = reinterpret_cast<const ucp_address_t *>(peer.data());
-        return ucp_ep_create(worker_, &eparams, &ep_) == UCS_OK;
-    }
-
-    void close_ep() {
-        ucp_request_param_t param{};
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags        = 0; /* flush */
-        void *req          = ucp_ep_close_nbx(ep_, &param);
-        wait(req);
-    }
-
-    /* Progresses the worker until a signal byte arrives from the other process. */
-    bool wait_signal(uint8_t expected) {
-        const auto deadline = std::chrono::steady_clock::now() + kTimeout;
-        for (;;) {
-            ucp_worker_progress(worker_);
-            pollfd pfd{fd_, POLLIN, 0};
-            if (poll(&pfd, 1, 0) == 1) {
-                uint8_t got = 0;
-                return read_all(&got, 1) && got == expected;
-            }
-            if (std::chrono::steady_clock::now() > deadline) {
-                return false;
-            }
-        }
-    }
-    bool signal(uint8_t value) { return write_all(&value, 1); }
-
-    /* Progresses until the request completes; returns its status (UCS_ERR_TIMED_OUT if not). */
-    ucs_status_t wait(void *req) {
-        if (req == nullptr) {
-            return UCS_OK;
-        }
-        if (UCS_PTR_IS_ERR(req)) {
-            return UCS_PTR_STATUS(req);
-        }
-        const auto   deadline = std::chrono::steady_clock::now() + kTimeout;
-        ucs_status_t status;
-        while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
-            ucp_worker_progress(worker_);
-            if (std::chrono::steady_clock::now() > deadline) {
-                return UCS_ERR_TIMED_OUT;
-            }
-        }
-        ucp_request_free(req);
-        return status;
-    }
-
-    void progress_for(std::chrono::milliseconds time) {
-        const auto until = std::chrono::steady_clock::now() + time;
-        while (std::chrono::steady_clock::now() < until) {
-            ucp_worker_progress(worker_);
-        }
-    }
-
-    ucp_worker_h worker() const { return worker_; }
-    ucp_ep_h     ep() const { return ep_; }
-
-private:
-    bool write_all(const void *data, size_t length) {
-        return whole(data, length, [this](const void *p, size_t n) { return ::write(fd_, p, n); });
-    }
-    bool read_all(void *data, size_t length) {
-        return whole(data, length, [this](void *p, size_t n) { return ::read(fd_, p, n); });
-    }
-    /* Repeats a read or write until all of the buffer went through (or it failed). */
-    template <typename Byte, typename Io> static bool whole(Byte *data, size_t length, Io io) {
-        auto *p = static_cast<std::conditional_t<std::is_const_v<Byte>, const char, char> *>(data);
-        while (length > 0) {
-            ssize_t n = io(p, length);
-            if (n <= 0) {
-                return false;
-            }
-            p += n;
-            length -= static_cast<size_t>(n);
-        }
-        return true;
-    }
-
-    int             fd_;
-    ucp_context_h   context_ = nullptr;
-    ucp_worker_h    worker_  = nullptr;
-    ucp_ep_h        ep_      = nullptr;
-};
 
 /* ---- receiver ---------------------------------------------------------------------- */
 
@@ -453,30 +310,8 @@ int run_peer(Role role, int fd) {
     return failures == 0 ? 0 : 1;
 }
 
-/* ---- parent: runs both, checks tm_sm's counters ------------------------------------ */
-
-struct TagListCounters {
-    bool          found = false;
-    unsigned long posted = 0, matched = 0, cancelled = 0;
-};
-
-TagListCounters parse_counters(const std::string &text, pid_t pid) {
-    TagListCounters counters;
-    const std::string key = "(pid " + std::to_string(pid) + "):";
-    size_t            at  = text.find(key);
-    if (at == std::string::npos) {
-        return counters;
-    }
-    at = text.find("tag list:", at);
-    if (at != std::string::npos &&
-        sscanf(text.c_str() + at, "tag list: %lu posted, %lu matched, %lu cancelled",
-               &counters.posted, &counters.matched, &counters.cancelled) == 3) {
-        counters.found = true;
-    }
-    return counters;
-}
-
-int exit_code(int wstatus) { return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128; }
+int run_receiver(int fd) { return run_peer(kReceiver, fd); }
+int run_sender(int fd) { return run_peer(kSender, fd); }
 
 }  // namespace
 
@@ -485,53 +320,20 @@ int main(int argc, char **argv) {
     setenv("UCX_TM_SM_PRINT_STATS", "y", 1);
     setvbuf(stdout, nullptr, _IONBF, 0);
 
-    int sv[2], errpipe[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || pipe(errpipe) != 0) {
-        perror("socketpair/pipe");
-        return 1;
-    }
-    pid_t receiver = fork();
-    if (receiver == 0) {
-        close(sv[1]);
-        close(errpipe[0]);
-        dup2(errpipe[1], STDERR_FILENO);
-        _exit(run_peer(kReceiver, sv[0]));
-    }
-    close(errpipe[1]);
-    pid_t sender = fork();
-    if (sender == 0) {
-        close(sv[0]);
-        close(errpipe[0]);
-        _exit(run_peer(kSender, sv[1]));
-    }
-    close(sv[0]);
-    close(sv[1]);
-
-    std::string receiver_err;
-    char        chunk[4096];
-    ssize_t     n;
-    while ((n = read(errpipe[0], chunk, sizeof(chunk))) > 0) {
-        receiver_err.append(chunk, static_cast<size_t>(n));
-    }
-    close(errpipe[0]);
-    fputs(receiver_err.c_str(), stderr);
-
-    int rstatus = 0, sstatus = 0;
-    waitpid(receiver, &rstatus, 0);
-    waitpid(sender, &sstatus, 0);
-    const int rc = exit_code(rstatus), sc = exit_code(sstatus);
-    if (rc == 77 || sc == 77) {
+    std::string                receiver_err;
+    const ucp_test::PairResult r = ucp_test::run_pair(run_receiver, run_sender, &receiver_err);
+    if (r.receiver_rc == 77 || r.sender_rc == 77) {
         return 77;
     }
-    expect(rc == 0, "receiver exit code " + std::to_string(rc));
-    expect(sc == 0, "sender exit code " + std::to_string(sc));
+    expect(r.receiver_rc == 0, "receiver exit code " + std::to_string(r.receiver_rc));
+    expect(r.sender_rc == 0, "sender exit code " + std::to_string(r.sender_rc));
 
     if (offload_check) {
         unsigned long want_posted = 0;
         for (const Case &c : cases()) {
             want_posted += c.posted ? 1 : 0;
         }
-        TagListCounters t = parse_counters(receiver_err, receiver);
+        ucp_test::TagListCounters t = ucp_test::parse_tag_list_counters(receiver_err, r.receiver_pid);
         expect(t.found, "tm_sm printed the receiver's counters (is tm_sm in UCX_TLS?)");
         printf("receiver tm_sm tag list: %lu posted, %lu matched, %lu cancelled "
                "(cases that post: %lu)\n",
