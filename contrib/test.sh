@@ -51,6 +51,12 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     else
         failed=$((failed + 1)); echo "FAIL: installed plugin check"; tail -20 "$build/install.log" "$build/installed_ucx_info.log" 2>/dev/null
     fi
+    echo "== installed layout: UCX's module name, uct-tm.pc"
+    if "$src/tests/integration/test_installed.sh" "$build/inst" >"$build/installed_layout.log" 2>&1; then
+        passed=$((passed + 1)); echo "PASS: installed layout"
+    else
+        failed=$((failed + 1)); echo "FAIL: installed layout"; cat "$build/installed_layout.log"
+    fi
     echo "== make distcheck"
     make -C "$build" -j"$(nproc)" distcheck >"$build/distcheck.log" 2>&1 || { tail -60 "$build/distcheck.log"; extra_rc=1; }
     grep -A1 'archives ready for distribution' "$build/distcheck.log" || true

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Checks a `make install DESTDIR=...` tree the way users consume it:
+#  - the plugin is in $libdir/ucx under the name UCX's module loader builds
+#    (lib<framework>_<name><ext>, ext = libucs's ".so.0": libuct_tm.so.0), and as libuct_tm.so;
+#  - uct-tm.pc names that directory (plugindir, plugin) and its Libs link the plugin so that
+#    a program that never calls it still gets component "tm" (--no-as-needed);
+#  - a program linked without it does not list "tm" (the check is not vacuous).
+# Usage: test_installed.sh DESTDIR   (run by contrib/test.sh with CI=true)
+set -u
+destdir=${1:?usage: test_installed.sh DESTDIR}
+destdir=$(cd "$destdir" && pwd)
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+pc=$(find "$destdir" -name uct-tm.pc -path '*/pkgconfig/*' | head -1)
+[ -n "$pc" ] || { echo "FAIL: uct-tm.pc not installed"; exit 1; }
+pkg() { PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$destdir pkg-config "$@"; }
+# pkgconf prefixes the sysroot to variables too; older pkg-config does not.
+in_destdir() { case "$1" in "$destdir"/*) echo "$1";; *) echo "$destdir$1";; esac; }
+plugindir=$(in_destdir "$(pkg --variable=plugindir uct-tm)")
+plugin=$(in_destdir "$(pkg --variable=plugin uct-tm)")
+case "$plugindir" in */ucx) ok "plugindir is UCX's module directory ($plugindir)";; *) bad "plugindir $plugindir";; esac
+[ -e "$plugin" ] && ok "plugin variable points at $plugin" || bad "no plugin at $plugin"
+[ -e "$plugindir/libuct_tm.so.0" ] && ok "libuct_tm.so.0 (the name UCX's loader builds) installed" ||
+    bad "libuct_tm.so.0 missing in $plugindir"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cat >"$tmp/list.c" <<'SRC'
+#include <uct/api/uct.h>
+#include <stdio.h>
+int main(void) {
+    uct_component_h *components;
+    unsigned count;
+    if (uct_query_components(&components, &count) != UCS_OK) return 2;
+    for (unsigned i = 0; i < count; ++i) {
+        uct_component_attr_t attr = {.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME};
+        if (uct_component_query(components[i], &attr) == UCS_OK) printf("%s\n", attr.name);
+    }
+    uct_release_component_list(components);
+    return 0;
+}
+SRC
+libs=$(pkg --libs uct-tm)
+# shellcheck disable=SC2086
+if cc -o "$tmp/with" "$tmp/list.c" $(pkg-config --cflags ucx-uct) $libs $(pkg-config --libs ucx-uct) &&
+   cc -o "$tmp/without" "$tmp/list.c" $(pkg-config --cflags --libs ucx-uct); then
+    with=$(LD_LIBRARY_PATH=$plugindir "$tmp/with")
+    without=$("$tmp/without")
+    grep -qx tm <<<"$with" && ok "linked with \`pkg-config --libs uct-tm\`: component tm listed" ||
+        bad "component tm not listed by a program linked with: $libs"
+    grep -qx tm <<<"$without" && bad "component tm listed without the plugin" ||
+        ok "without the plugin: no component tm"
+else
+    bad "could not build against uct-tm.pc (Libs: $libs)"
+fi
+exit $fail
