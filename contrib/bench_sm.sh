@@ -15,15 +15,9 @@
 # medians, and the targets of issue "tm_sm" (docs/perf.md).
 set -euo pipefail
 
-src_dir=$(cd "$(dirname "$0")/.." && pwd)
-build_dir=${1:-${BUILD_DIR:-$src_dir/build}}
-build_dir=$(cd "$build_dir" && pwd)
-rounds=${ROUNDS:-5}
-peer=${UCX_PEER:-posix,cma,self}
-out=${OUT:-$build_dir/bench_sm}
+# shellcheck source=bench_common.sh
+source "$(dirname "$0")/bench_common.sh" bench_sm "$@"
 tm=$build_dir/src/tools/tm_perftest
-mkdir -p "$out"
-raw=$out/raw.csv
 command -v ucx_perftest >/dev/null || { echo "bench_sm.sh: ucx_perftest missing (apt-get install ucx-utils)" >&2; exit 2; }
 [ -x "$tm" ] || { echo "bench_sm.sh: $tm not built (contrib/build.sh)" >&2; exit 2; }
 
@@ -68,7 +62,6 @@ tm_run() {
 }
 
 echo "round,case,impl,lat_us,msg_rate,MBps" >"$raw"
-start=$(date +%s)
 for r in $(seq 1 "$rounds"); do
     for c in "${cases[@]}"; do
         set -- $c
@@ -78,10 +71,9 @@ for r in $(seq 1 "$rounds"); do
         read -r lat rate bw < <(tm_run "$test" "$size" "$iters")
         echo "$r,$name,tm_sm,$lat,$rate,$bw" >>"$raw"
     done
-    echo "round $r/$rounds done ($(( $(date +%s) - start )) s)" >&2
+    round_done "$r"
 done
 
-revision=$(git -C "$src_dir" rev-parse -q --verify --short HEAD 2>/dev/null || echo unknown)
 python3 - "$raw" "$out" "$peer" "$revision" "$rounds" <<'PY'
 import csv, statistics, sys, datetime
 raw, out, peer, revision, rounds = sys.argv[1:6]
