@@ -19,6 +19,7 @@
 #include <ucs/debug/log_def.h>
 
 #include <cstring>
+#include <stdexcept>
 
 namespace uct_tm {
 namespace proto {
@@ -60,12 +61,23 @@ struct TagHandlers {
     }
     static ucs_status_t unexpected_eager(void *arg, void *data, size_t length, unsigned flags,
                                          uct_tag_t stag, uint64_t imm, void **) {
-        return static_cast<Iface *>(arg)->worker->tag_unexpected_eager(data, length, flags, stag,
-                                                                       imm);
+        try {
+            return static_cast<Iface *>(arg)->worker->tag_unexpected_eager(data, length, flags,
+                                                                           stag, imm);
+        } catch (const std::exception &e) { /* never across UCT's C frames */
+            ucs_error("tm_proto: dropped a tagged message: %s", e.what());
+            return UCS_OK;
+        }
     }
     static ucs_status_t unexpected_rndv(void *arg, unsigned, uint64_t stag, const void *header,
                                         unsigned header_length, uint64_t, size_t, const void *) {
-        return static_cast<Iface *>(arg)->worker->tag_unexpected_rndv(stag, header, header_length);
+        try {
+            return static_cast<Iface *>(arg)->worker->tag_unexpected_rndv(stag, header,
+                                                                          header_length);
+        } catch (const std::exception &e) {
+            ucs_error("tm_proto: dropped a rendezvous request: %s", e.what());
+            return UCS_OK;
+        }
     }
 };
 

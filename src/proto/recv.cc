@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 namespace uct_tm {
 namespace proto {
@@ -63,7 +64,9 @@ ucs_status_t Worker::handle_am(const void *data, size_t length) {
             break;
         }
         const size_t len = length - sizeof(h);
-        if (((kind == Kind::kEager) && (len != h.length)) ||
+        /* an eager message never exceeds the credit we give a peer */
+        if (((kind != Kind::kRts) && (h.length > config_.unexpected_cap / config_.max_peers)) ||
+            ((kind == Kind::kEager) && (len != h.length)) ||
             ((kind == Kind::kFirst) && (len >= h.length)) || ((kind == Kind::kRts) && (len != 0) && !(h.flags & kFlagGet))) {
             break;
         }
@@ -284,7 +287,7 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len)
     } else {
         try {
             u.data.resize(h.length);
-        } catch (const std::bad_alloc &) {
+        } catch (const std::exception &) {
             ucs_error("tm_proto: out of memory buffering %zu bytes from worker %u",
                       static_cast<size_t>(h.length), h.source);
             unex_.release(idx);

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <random>
 #include <unistd.h>
 
@@ -12,11 +13,23 @@ namespace uct_tm {
 namespace proto {
 
 struct Handlers {
+    /* No exception may cross UCT (C) frames: what escapes a handler (out of
+     * memory in a container) drops the message. */
     static ucs_status_t am(void *arg, void *data, size_t length, unsigned) {
-        return static_cast<Iface *>(arg)->worker->handle_am(data, length);
+        try {
+            return static_cast<Iface *>(arg)->worker->handle_am(data, length);
+        } catch (const std::exception &e) {
+            ucs_error("tm_proto: dropped a message: %s", e.what());
+            return UCS_OK;
+        }
     }
     static ucs_status_t am_short(void *arg, void *data, size_t length, unsigned) {
-        return static_cast<Iface *>(arg)->worker->handle_am_short(data, length);
+        try {
+            return static_cast<Iface *>(arg)->worker->handle_am_short(data, length);
+        } catch (const std::exception &e) {
+            ucs_error("tm_proto: dropped a message: %s", e.what());
+            return UCS_OK;
+        }
     }
 };
 

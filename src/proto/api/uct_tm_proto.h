@@ -15,7 +15,9 @@
  * and a request handle. The request completes exactly once (its callback runs,
  * if one was given, and uct_tm_proto_request_test() stops returning
  * UCS_INPROGRESS); the caller then releases it with
- * uct_tm_proto_request_release(). Handles are checked: a stale or foreign
+ * uct_tm_proto_request_release() (a request released after request_test()
+ * saw it complete but before progress ran its callback gets no callback).
+ * Handles are checked: a stale or foreign
  * handle returns UCS_ERR_INVALID_PARAM, never undefined behaviour.
  */
 #ifndef UCT_TM_PROTO_H_
