@@ -19,7 +19,6 @@
 #include <ucs/debug/log_def.h>
 
 #include <cstring>
-#include <stdexcept>
 
 namespace uct_tm {
 namespace proto {
@@ -42,42 +41,40 @@ struct TagHandlers {
     static void completed(uct_tag_context_t *ctx, uct_tag_t stag, uint64_t imm, size_t length,
                           void *, ucs_status_t status) {
         OffloadContext *o = context_of(ctx);
-        if (Request *r = o->worker->offloaded_request(ctx)) {
-            o->worker->offload_completed(*r, stag, imm, length, status);
-        }
+        guarded("completing an offloaded receive", [&] {
+            if (Request *r = o->worker->offloaded_request(ctx)) {
+                o->worker->offload_completed(*r, stag, imm, length, status);
+            }
+        });
     }
     static void rndv(uct_tag_context_t *ctx, uct_tag_t stag, const void *header,
                      unsigned header_length, ucs_status_t status, unsigned) {
         OffloadContext *o = context_of(ctx);
-        Request        *r = o->worker->offloaded_request(ctx);
-        if (r == nullptr) {
-            return;
-        }
-        if (status != UCS_OK) {
-            o->worker->offload_completed(*r, stag, 0, 0, status);
-            return;
-        }
-        o->worker->offload_rndv(*r, stag, header, header_length);
+        guarded("an offloaded receive's rendezvous", [&] {
+            Request *r = o->worker->offloaded_request(ctx);
+            if (r == nullptr) {
+                return;
+            }
+            if (status != UCS_OK) {
+                o->worker->offload_completed(*r, stag, 0, 0, status);
+                return;
+            }
+            o->worker->offload_rndv(*r, stag, header, header_length);
+        });
     }
     static ucs_status_t unexpected_eager(void *arg, void *data, size_t length, unsigned flags,
                                          uct_tag_t stag, uint64_t imm, void **) {
-        try {
-            return static_cast<Iface *>(arg)->worker->tag_unexpected_eager(data, length, flags,
-                                                                           stag, imm);
-        } catch (const std::exception &e) { /* never across UCT's C frames */
-            ucs_error("tm_proto: dropped a tagged message: %s", e.what());
-            return UCS_OK;
-        }
+        guarded("an unexpected tagged message", [&] {
+            static_cast<Iface *>(arg)->worker->tag_unexpected_eager(data, length, flags, stag, imm);
+        });
+        return UCS_OK; /* copied (or dropped): the transport may reuse the data */
     }
     static ucs_status_t unexpected_rndv(void *arg, unsigned, uint64_t stag, const void *header,
                                         unsigned header_length, uint64_t, size_t, const void *) {
-        try {
-            return static_cast<Iface *>(arg)->worker->tag_unexpected_rndv(stag, header,
-                                                                          header_length);
-        } catch (const std::exception &e) {
-            ucs_error("tm_proto: dropped a rendezvous request: %s", e.what());
-            return UCS_OK;
-        }
+        guarded("an unexpected rendezvous request", [&] {
+            static_cast<Iface *>(arg)->worker->tag_unexpected_rndv(stag, header, header_length);
+        });
+        return UCS_OK;
     }
 };
 

@@ -25,16 +25,18 @@ namespace proto {
 struct GetHandlers {
     static void done(uct_completion_t *comp) {
         GetContext *g = reinterpret_cast<GetContext *>(comp);
-        Request    *r = g->worker->reqs_.lookup(g->req);
-        if (r == nullptr) {
-            ucs_error("tm_proto: rendezvous transfer completed for a request we do not hold");
-            return;
-        }
-        if (r->kind == ReqKind::kSend) {
-            g->worker->put_done(*r, comp->status);
-        } else {
-            g->worker->part_done(*r, comp->status);
-        }
+        guarded("a rendezvous transfer completion", [&] {
+            Request *r = g->worker->reqs_.lookup(g->req);
+            if (r == nullptr) {
+                ucs_error("tm_proto: rendezvous transfer completed for a request we do not hold");
+                return;
+            }
+            if (r->kind == ReqKind::kSend) {
+                g->worker->put_done(*r, comp->status);
+            } else {
+                g->worker->part_done(*r, comp->status);
+            }
+        });
     }
 };
 

@@ -5,7 +5,6 @@
 
 #include <cstring>
 #include <new>
-#include <stdexcept>
 #include <random>
 #include <unistd.h>
 
@@ -13,23 +12,14 @@ namespace uct_tm {
 namespace proto {
 
 struct Handlers {
-    /* No exception may cross UCT (C) frames: what escapes a handler (out of
-     * memory in a container) drops the message. */
     static ucs_status_t am(void *arg, void *data, size_t length, unsigned) {
-        try {
-            return static_cast<Iface *>(arg)->worker->handle_am(data, length);
-        } catch (const std::exception &e) {
-            ucs_error("tm_proto: dropped a message: %s", e.what());
-            return UCS_OK;
-        }
+        guarded("a message", [&] { static_cast<Iface *>(arg)->worker->handle_am(data, length); });
+        return UCS_OK; /* handled or dropped: never kept */
     }
     static ucs_status_t am_short(void *arg, void *data, size_t length, unsigned) {
-        try {
-            return static_cast<Iface *>(arg)->worker->handle_am_short(data, length);
-        } catch (const std::exception &e) {
-            ucs_error("tm_proto: dropped a message: %s", e.what());
-            return UCS_OK;
-        }
+        guarded("a short message",
+                [&] { static_cast<Iface *>(arg)->worker->handle_am_short(data, length); });
+        return UCS_OK;
     }
 };
 

@@ -18,8 +18,10 @@
 
 #include <ucs/async/async_fwd.h>
 #include <uct/api/uct.h>
+#include <ucs/debug/log_def.h>
 
 #include <deque>
+#include <exception>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -48,6 +50,16 @@ struct Iface {
     bool             rndv_get  = false;
     size_t           rkey_size = 0;
 };
+
+/* Runs a UCT callback's body; no exception may cross UCT's C frames (one is
+ * logged and the event dropped). */
+template <typename Fn> void guarded(const char *what, Fn &&fn) {
+    try {
+        fn();
+    } catch (const std::exception &e) {
+        ucs_error("tm_proto: dropped %s: %s", what, e.what());
+    }
+}
 
 /* Largest eager payload sent as one am_short (packed on the stack). */
 inline constexpr size_t kShortMax = 256;
