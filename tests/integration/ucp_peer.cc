@@ -80,9 +80,24 @@ bool Peer::connect() {
     if (!read_all(peer.data(), peer_len)) {
         return false;
     }
+    return create_ep(reinterpret_cast<const ucp_address_t *>(peer.data()));
+}
+
+bool Peer::connect_to(const Peer &other) {
+    ucp_address_t *address = nullptr;
+    size_t         length  = 0;
+    if (ucp_worker_get_address(other.worker_, &address, &length) != UCS_OK) {
+        return false;
+    }
+    const bool ok = create_ep(address);
+    ucp_worker_release_address(other.worker_, address);
+    return ok;
+}
+
+bool Peer::create_ep(const ucp_address_t *address) {
     ucp_ep_params_t eparams{};
     eparams.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    eparams.address    = reinterpret_cast<const ucp_address_t *>(peer.data());
+    eparams.address    = address;
     return ucp_ep_create(worker_, &eparams, &ep_) == UCS_OK;
 }
 
@@ -181,15 +196,17 @@ PairResult run_pair(int (*receiver)(int fd), int (*sender)(int fd), std::string 
 TagListCounters parse_tag_list_counters(const std::string &text, int pid) {
     TagListCounters   counters;
     const std::string key = "(pid " + std::to_string(pid) + "):";
-    size_t            at  = text.find(key);
-    if (at == std::string::npos) {
-        return counters;
-    }
-    at = text.find("tag list:", at);
-    if (at != std::string::npos &&
-        sscanf(text.c_str() + at, "tag list: %lu posted, %lu matched, %lu cancelled",
-               &counters.posted, &counters.matched, &counters.cancelled) == 3) {
-        counters.found = true;
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
+        const size_t  list = text.find("tag list:", at);
+        unsigned long posted, matched, cancelled;
+        if (list != std::string::npos &&
+            sscanf(text.c_str() + list, "tag list: %lu posted, %lu matched, %lu cancelled",
+                   &posted, &matched, &cancelled) == 3) {
+            counters.found = true;
+            counters.posted += posted;
+            counters.matched += matched;
+            counters.cancelled += cancelled;
+        }
     }
     return counters;
 }

@@ -35,6 +35,8 @@ public:
 
     bool open();    /* context (UCP_FEATURE_TAG) and worker */
     bool connect(); /* exchange worker addresses, create the endpoint */
+    /* Endpoint to another worker of this process (no socket needed). */
+    bool connect_to(const Peer &other);
     void close_ep();
 
     bool signal(uint8_t value);
@@ -46,9 +48,15 @@ public:
     void         progress_for(std::chrono::milliseconds time);
 
     ucp_worker_h worker() const { return worker_; }
+    /* Both workers' progress, for two peers driven by one thread. */
+    static void progress_both(Peer &a, Peer &b) {
+        ucp_worker_progress(a.worker_);
+        ucp_worker_progress(b.worker_);
+    }
     ucp_ep_h     ep() const { return ep_; }
 
 private:
+    bool create_ep(const ucp_address_t *address);
     bool write_all(const void *data, size_t length);
     bool read_all(void *data, size_t length);
 
@@ -68,7 +76,8 @@ struct PairResult {
 };
 PairResult run_pair(int (*receiver)(int fd), int (*sender)(int fd), std::string *receiver_stderr);
 
-/* "tag list: P posted, M matched, C cancelled" from the counter line tm_sm printed for `pid`. */
+/* "tag list: P posted, M matched, C cancelled" from the counter lines tm_sm printed for
+ * `pid`, summed over that process's ifaces. */
 struct TagListCounters {
     bool          found     = false;
     unsigned long posted    = 0;
