@@ -247,7 +247,45 @@ TEST_P(TagBadInput, ActiveMessages) {
     expect_still_working();
 }
 
+/* CONNECT_TO_EP transports: endpoint addresses from nowhere. */
+TEST_P(TagBadInput, EpConnectWithGarbageAddresses) {
+    if (!(tx_->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP) ||
+        (tx_->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE)) {
+        GTEST_SKIP() << GetParam() << " connects to iface addresses";
+    }
+    uct_ep_params_t p = {};
+    p.field_mask      = UCT_EP_PARAM_FIELD_IFACE;
+    p.iface           = tx_->iface;
+    uct_ep_h ep;
+    ASSERT_EQ(uct_ep_create(&p, &ep), UCS_OK);
+    std::string dev(tx_->attr.device_addr_len, '\0'), epa(tx_->attr.ep_addr_len, '\0');
+    ASSERT_EQ(uct_iface_get_device_address(rx_->iface, reinterpret_cast<uct_device_addr_t *>(&dev[0])),
+              UCS_OK);
+    EXPECT_ERROR(uct_ep_connect_to_ep(ep, nullptr, reinterpret_cast<const uct_ep_addr_t *>(epa.data())));
+    EXPECT_ERROR(uct_ep_connect_to_ep(ep, reinterpret_cast<const uct_device_addr_t *>(dev.data()), nullptr));
+    /* A device address of another link layer is unreachable. */
+    std::string other_dev = dev;
+    for (char &ch : other_dev) {
+        ch = static_cast<char>(~ch);
+    }
+    EXPECT_FALSE(uct_iface_is_reachable(tx_->iface,
+                                        reinterpret_cast<const uct_device_addr_t *>(other_dev.data()),
+                                        nullptr));
+    EXPECT_ERROR(uct_ep_connect_to_ep(ep, reinterpret_cast<const uct_device_addr_t *>(other_dev.data()),
+                                      reinterpret_cast<const uct_ep_addr_t *>(epa.data())));
+    uct_ep_destroy(ep);
+    /* The connected endpoint cannot be connected again. */
+    std::string back(tx_->attr.ep_addr_len, '\0');
+    ASSERT_EQ(uct_ep_get_address(rx_ep_, reinterpret_cast<uct_ep_addr_t *>(&back[0])), UCS_OK);
+    EXPECT_ERROR(uct_ep_connect_to_ep(ep_, reinterpret_cast<const uct_device_addr_t *>(dev.data()),
+                                      reinterpret_cast<const uct_ep_addr_t *>(back.data())));
+    expect_still_working();
+}
+
 TEST_P(TagBadInput, EpCreateWithGarbageAddresses) {
+    if (!(tx_->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE)) {
+        GTEST_SKIP() << GetParam() << " connects endpoint to endpoint";
+    }
     const std::string good = iface_address(rx_->iface);
     std::string       dev(rx_->attr.device_addr_len, '\0');
     ASSERT_EQ(uct_iface_get_device_address(rx_->iface,

@@ -269,7 +269,8 @@ ucs_status_t rkey_ptr(uct_rkey_t rkey, void *handle, uint64_t raddr, void **ladd
 ucs_status_t rkey_release(uct_rkey_t rkey, void *handle) {
 #if UCT_TM_HAVE_VERBS
     if (ib::is_rkey_handle(handle)) {
-        return UCS_OK; /* the rkey is the peer's 32-bit key itself */
+        ib::rkey_release(rkey);
+        return UCS_OK;
     }
 #else
     (void)handle;

@@ -97,7 +97,9 @@ ucs_status_t md_mkey_pack(abi::MdHeader *, uct_mem_h memh, void *rkey_buffer) {
     if ((mr_of(memh) == nullptr) || (rkey_buffer == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    const PackedRkey packed = {kRkeyMagic, mr_of(memh)->rkey};
+    const struct ibv_mr *mr     = mr_of(memh);
+    const PackedRkey     packed = {kRkeyMagic, mr->rkey, reinterpret_cast<uintptr_t>(mr->addr),
+                                   mr->length};
     memcpy(rkey_buffer, &packed, sizeof(packed));
     return UCS_OK;
 }
@@ -164,7 +166,15 @@ bool is_packed_rkey(const void *rkey_buffer) {
 ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handle) {
     PackedRkey packed;
     memcpy(&packed, rkey_buffer, sizeof(packed));
-    *rkey = packed.rkey;
+    if (packed.address + packed.length < packed.address) {
+        ucs_error("tm: malformed verbs rkey (range wraps)");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    auto *key = new (std::nothrow) RemoteKey{packed.rkey, packed.address, packed.length};
+    if (key == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    *rkey = reinterpret_cast<uct_rkey_t>(key);
     if (handle != nullptr) {
         *handle = const_cast<char *>(&kRkeyHandle);
     }
@@ -172,6 +182,8 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
 }
 
 bool is_rkey_handle(const void *handle) { return handle == &kRkeyHandle; }
+
+void rkey_release(uct_rkey_t rkey) { delete remote_key(rkey); }
 
 }  // namespace ib
 }  // namespace uct_tm

@@ -2,9 +2,10 @@
  * Verbs memory domains of component "tm": one MD per verbs device, named
  * "tm_<device>" (the shared-memory MD is "tm"). The MD owns the device
  * context and protection domain every tm_rc iface on it shares; memory
- * registration is ibv_reg_mr. A packed rkey is {kRkeyMagic, rkey}: the
- * component's rkey_unpack tells it from a shared-memory rkey by the magic,
- * and an unpacked rkey is the 32-bit key itself (no allocation).
+ * registration is ibv_reg_mr. A packed rkey is {kRkeyMagic, rkey, range}:
+ * the component's rkey_unpack tells it from a shared-memory rkey by the
+ * magic; the unpacked key keeps the range so that one-sided copies outside
+ * it fail locally instead of breaking the connection.
  */
 #ifndef UCT_TM_IB_IB_MD_H_
 #define UCT_TM_IB_IB_MD_H_
@@ -26,8 +27,25 @@ inline constexpr uint32_t kRkeyMagic  = 0x746d6962u; /* "tmib" */
 struct PackedRkey {
     uint32_t magic;
     uint32_t rkey;
+    uint64_t address;
+    uint64_t length;
 };
-static_assert(sizeof(PackedRkey) == 8, "packed verbs rkey layout");
+static_assert(sizeof(PackedRkey) == 24, "packed verbs rkey layout");
+
+/* An unpacked verbs rkey (uct_rkey_t points to it). */
+struct RemoteKey {
+    uint32_t rkey;
+    uint64_t address;
+    uint64_t length;
+    /* True iff [addr, addr + len) lies inside the registered range. */
+    bool covers(uint64_t addr, uint64_t len) const {
+        return (addr >= address) && (len <= length) && (addr - address <= length - len);
+    }
+};
+
+inline const RemoteKey *remote_key(uct_rkey_t rkey) {
+    return reinterpret_cast<const RemoteKey *>(rkey);
+}
 
 /* A registration: the verbs MR. */
 struct MemHandle {
@@ -66,6 +84,7 @@ bool         is_packed_rkey(const void *rkey_buffer);
 ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handle);
 /* True for the handle rkey_unpack() gives verbs rkeys. */
 bool         is_rkey_handle(const void *handle);
+void         rkey_release(uct_rkey_t rkey);
 
 }  // namespace ib
 }  // namespace uct_tm

@@ -104,9 +104,8 @@ void RcIface::ep_destroy(RcEp *ep) {
                          flush_waiters_.end());
     /* Our rendezvous sends on it never get their FIN: gone without a callback. */
     for (uint32_t i = 0; i < rndv_sends_.size(); ++i) {
-        RndvSend &s = rndv_sends_[i];
-        if (s.active && (s.ep == ep)) {
-            tag_rndv_cancel(ep, &s);
+        if ((rndv_sends_[i].active || rndv_sends_[i].retired) && (rndv_sends_[i].ep == ep)) {
+            release_rndv_send(i);
         }
     }
     /* Send completions still due name this endpoint: they complete silently,
@@ -537,16 +536,44 @@ ucs_status_t RcIface::tag_rndv_cancel(RcEp *, void *op) {
         (s >= rndv_sends_.data() + rndv_sends_.size()) || !s->active) {
         return UCS_ERR_INVALID_PARAM;
     }
-    if (s->temp_mr != nullptr) {
-        ibv_dereg_mr(s->temp_mr);
-        s->temp_mr = nullptr;
+    const uint32_t index = static_cast<uint32_t>(s - rndv_sends_.data());
+    RcEp          *ep    = s->ep;
+    s->active            = false;
+    s->comp              = nullptr;
+    /* Tell the receiver; until it acknowledges, a READ it already started
+     * must still find the buffer registered. */
+    const bool saved = dispatching_;
+    dispatching_     = true;
+    const ucs_status_t status =
+        ep->failed ? UCS_ERR_CONNECTION_RESET
+                   : send_message(ep, rndv_cancel_header(rndv_id(index, s->gen)), 0, false, nullptr,
+                                  0, nullptr, 0, nullptr);
+    dispatching_ = saved;
+    if (status == UCS_OK) {
+        s->retired = true;
+    } else {
+        /* No receiver will read it any more (failed endpoint), or the queue is
+         * full: keep the registration until the endpoint goes. */
+        s->retired = s->temp_mr != nullptr;
+        if (!s->retired) {
+            release_rndv_send(index);
+        }
     }
-    s->active = false;
-    s->comp   = nullptr;
-    s->ep     = nullptr;
-    ++s->gen;
-    free_rndv_sends_.push_back(static_cast<uint32_t>(s - rndv_sends_.data()));
     return UCS_OK;
+}
+
+void RcIface::release_rndv_send(uint32_t index) {
+    RndvSend &s = rndv_sends_[index];
+    if (s.temp_mr != nullptr) {
+        ibv_dereg_mr(s.temp_mr);
+        s.temp_mr = nullptr;
+    }
+    s.active  = false;
+    s.retired = false;
+    s.comp    = nullptr;
+    s.ep      = nullptr;
+    ++s.gen;
+    free_rndv_sends_.push_back(index);
 }
 
 ucs_status_t RcIface::tag_rndv_request(RcEp *ep, uct_tag_t tag, const void *header,
@@ -577,7 +604,7 @@ void RcIface::receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, u
             return;
         }
         ++counters_.unexpected;
-        const PackedRkey packed = {kRkeyMagic, rkey};
+        const PackedRkey packed = {kRkeyMagic, rkey, va, msg_len};
         rndv_cb_(rndv_arg_, 0, tag, hdr, hdr_len, va, msg_len, &packed);
         return;
     }
@@ -596,13 +623,43 @@ void RcIface::receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, u
     r.tag    = tag;
     r.length = msg_len;
     r.op     = op;
+    r.va     = va;
+    r.rkey   = rkey;
+    /* READs start after this batch of arrivals: a cancel that came in the
+     * same batch withdraws the receive before anything is read. */
+    deferred_reads_.push_back(index);
+}
+
+void RcIface::start_rndv_reads() {
+    for (size_t i = 0; i < deferred_reads_.size(); ++i) {
+        const uint32_t index = deferred_reads_[i];
+        if (rndv_recvs_[index].active && !rndv_recvs_[index].started) {
+            start_rndv_read(index);
+        }
+    }
+    deferred_reads_.clear();
+}
+
+void RcIface::start_rndv_read(uint32_t index) {
+    RndvRecv &r = rndv_recvs_[index];
+    r.started   = true;
+    RcEp *ep    = r.ep;
+    if ((ep == nullptr) || ep->failed || !tags_.wanted(r.recv)) {
+        r.status = UCS_ERR_CONNECTION_RESET;
+        finish_rndv_recv(index);
+        return;
+    }
     ++counters_.rndv_reads;
     struct iovec local[kMaxRecvIov];
-    const size_t n      = tags_.iovecs(recv, msg_len, local);
-    uint64_t     remote = va;
+    const size_t n      = tags_.iovecs(r.recv, r.length, local);
+    uint64_t     remote = r.va;
     for (size_t i = 0; i < n; ++i) {
         if (local[i].iov_len == 0) {
             continue;
+        }
+        if ((ep->sq_avail == 0) || (tx_ops_used_ == tx_ops_.size())) {
+            r.status = UCS_ERR_NO_RESOURCE;
+            break;
         }
         /* The posted buffers came without their memh: register for this read. */
         struct ibv_mr *mr = ibv_reg_mr(md_->pd, local[i].iov_base, local[i].iov_len,
@@ -612,11 +669,6 @@ void RcIface::receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, u
             break;
         }
         ++counters_.temp_regs;
-        if ((ep->sq_avail == 0) || (tx_ops_used_ == tx_ops_.size())) {
-            ibv_dereg_mr(mr);
-            r.status = UCS_ERR_NO_RESOURCE;
-            break;
-        }
         struct ibv_sge     sge = {reinterpret_cast<uintptr_t>(local[i].iov_base),
                                   static_cast<uint32_t>(local[i].iov_len), mr->lkey};
         struct ibv_send_wr wr  = {};
@@ -624,7 +676,7 @@ void RcIface::receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, u
         wr.num_sge             = 1;
         wr.opcode              = IBV_WR_RDMA_READ;
         wr.wr.rdma.remote_addr = remote;
-        wr.wr.rdma.rkey        = rkey;
+        wr.wr.rdma.rkey        = r.rkey;
         TxOp read;
         read.type    = TxOp::Type::kRndvRead;
         read.rndv    = index;
@@ -638,6 +690,27 @@ void RcIface::receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, u
     }
     if (r.reads == 0) {
         finish_rndv_recv(index);
+    }
+}
+
+void RcIface::receive_rndv_cancel(RcEp *ep, uint32_t op) {
+    for (uint32_t i = 0; i < rndv_recvs_.size(); ++i) {
+        RndvRecv &r = rndv_recvs_[i];
+        if (!r.active || (r.ep != ep) || (r.op != op)) {
+            continue;
+        }
+        if (r.started) {
+            return; /* reading: its FIN acknowledges the cancel */
+        }
+        r.status = UCS_ERR_CANCELED;
+        r.length = 0;
+        finish_rndv_recv(i); /* sends the FIN */
+        return;
+    }
+    /* Not matched here (delivered to rndv_cb, or already finished): just
+     * acknowledge, so the sender may release the buffer. */
+    if ((ep != nullptr) && !ep->failed) {
+        send_fin(ep, op);
     }
 }
 
@@ -673,19 +746,11 @@ void RcIface::receive_fin(uint32_t op) {
         return;
     }
     RndvSend &s = rndv_sends_[index];
-    if (!s.active || (rndv_id(index, s.gen) != op)) {
-        return; /* cancelled meanwhile */
+    if (!(s.active || s.retired) || (rndv_id(index, s.gen) != op)) {
+        return; /* a second acknowledgement of a cancel */
     }
-    uct_completion_t *comp = s.comp;
-    if (s.temp_mr != nullptr) {
-        ibv_dereg_mr(s.temp_mr);
-        s.temp_mr = nullptr;
-    }
-    s.active = false;
-    s.comp   = nullptr;
-    s.ep     = nullptr;
-    ++s.gen;
-    free_rndv_sends_.push_back(index);
+    uct_completion_t *comp = s.active ? s.comp : nullptr;
+    release_rndv_send(index);
     complete(comp, UCS_OK);
 }
 
@@ -699,6 +764,10 @@ ucs_status_t RcIface::rdma_zcopy(RcEp *ep, const uct_iov_t *iov, size_t iovcnt,
     ucs_status_t status = check_iov(iov, iovcnt, max_sge, size_t{1} << 30, &total);
     if (status != UCS_OK) {
         return status;
+    }
+    if ((rkey == UCT_INVALID_RKEY) || (rkey == 0) || !remote_key(rkey)->covers(remote_addr, total)) {
+        /* Outside the peer's registration: the NIC would fail the QP. */
+        return UCS_ERR_INVALID_PARAM;
     }
     status = tx_ready(ep, false);
     if (status != UCS_OK) {
@@ -736,7 +805,7 @@ ucs_status_t RcIface::rdma_zcopy(RcEp *ep, const uct_iov_t *iov, size_t iovcnt,
     wr.num_sge             = nsge;
     wr.opcode              = write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
     wr.wr.rdma.remote_addr = remote_addr;
-    wr.wr.rdma.rkey        = static_cast<uint32_t>(rkey);
+    wr.wr.rdma.rkey        = remote_key(rkey)->rkey;
     TxOp op;
     op.type    = write ? TxOp::Type::kPut : TxOp::Type::kGet;
     op.comp    = comp;
@@ -804,10 +873,11 @@ void RcIface::handle_tx(const struct ibv_wc &wc) {
 void RcIface::fail_ep(RcEp *ep, ucs_status_t status) {
     ep->failed = true;
     /* Rendezvous sends on it will never see their FIN. */
-    for (RndvSend &s : rndv_sends_) {
-        if (s.active && (s.ep == ep)) {
-            uct_completion_t *comp = s.comp;
-            tag_rndv_cancel(ep, &s);
+    for (uint32_t i = 0; i < rndv_sends_.size(); ++i) {
+        RndvSend &s = rndv_sends_[i];
+        if ((s.active || s.retired) && (s.ep == ep)) {
+            uct_completion_t *comp = s.active ? s.comp : nullptr;
+            release_rndv_send(i);
             complete(comp, status);
         }
     }
@@ -912,10 +982,11 @@ ucs_status_t RcIface::ep_flush(RcEp *ep, unsigned flags, uct_completion_t *comp)
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         /* Everything posted completes with an error; the endpoint is only
          * good for destruction afterwards. */
-        for (RndvSend &s : rndv_sends_) {
-            if (s.active && (s.ep == ep)) {
-                uct_completion_t *c = s.comp;
-                tag_rndv_cancel(ep, &s);
+        for (uint32_t i = 0; i < rndv_sends_.size(); ++i) {
+            RndvSend &s = rndv_sends_[i];
+            if ((s.active || s.retired) && (s.ep == ep)) {
+                uct_completion_t *c = s.active ? s.comp : nullptr;
+                release_rndv_send(i);
                 complete(c, UCS_ERR_CANCELED);
             }
         }

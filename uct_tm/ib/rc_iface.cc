@@ -134,6 +134,7 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     recv_desc_ptr_      = &desc_owner_.desc;
 
     try {
+        deferred_reads_.reserve(config_.rndv_ops);
         rx_held_.assign(rx_queue_len_, 0);
         rx_repost_.reserve(rx_queue_len_);
         free_tx_bufs_.reserve(config_.tx_bufs);
@@ -296,12 +297,12 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
     }
     attr->cap.event_flags = 0;
 
-    attr->cap.am.max_short  = one_msg - sizeof(uint64_t);
+    attr->cap.am.max_short  = one_msg; /* the 64-bit header included */
     attr->cap.am.max_bcopy  = one_msg;
     attr->cap.am.min_zcopy  = 0;
     attr->cap.am.max_zcopy  = one_msg;
     attr->cap.am.max_hdr    = 128;
-    attr->cap.am.max_iov    = max_iov - 1; /* the AM header takes one */
+    attr->cap.am.max_iov    = max_iov;
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu  = 1;
 
@@ -388,6 +389,9 @@ unsigned RcIface::poll_rx() {
     const int     n   = ibv_poll_cq(rx_cq_, max, wcs);
     for (int i = 0; i < n; ++i) {
         handle_rx(wcs[i]);
+    }
+    if (!deferred_reads_.empty()) {
+        start_rndv_reads();
     }
     if (!rx_repost_.empty()) {
         post_rx(static_cast<uint32_t>(rx_repost_.size()));
@@ -478,6 +482,8 @@ void RcIface::handle_rx(const struct ibv_wc &wc) {
     case IBV_TMH_NO_TAG:
         if (hdr.kind == static_cast<uint8_t>(Kind::kAm)) {
             keep = receive_am(hdr.am_id, data, length);
+        } else if (hdr.kind == static_cast<uint8_t>(Kind::kRndvCancel)) {
+            receive_rndv_cancel(ep_by_qp(wc.qp_num), be32toh(hdr.app_ctx));
         } else if ((hdr.kind == static_cast<uint8_t>(Kind::kRndvRequest)) && tag_enabled_) {
             const uct_tag_t  tag  = be64toh(hdr.tag);
             TagEngine::Recv *recv = tags_.match(tag);
@@ -579,9 +585,16 @@ ucs_status_t RcIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
 }
 
 void RcIface::wait_reads(const TagEngine::Recv *recv) {
-    for (const RndvRecv &r : rndv_recvs_) {
+    for (uint32_t i = 0; i < rndv_recvs_.size(); ++i) {
+        const RndvRecv &r = rndv_recvs_[i];
         if (!r.active || (r.recv != recv)) {
             continue;
+        }
+        if (!r.started) {
+            rndv_recvs_[i].status = UCS_ERR_CANCELED; /* nothing read yet */
+            rndv_recvs_[i].length = 0;
+            finish_rndv_recv(i);
+            return;
         }
         /* Bounded: a READ ends with data or with an error within the QP's
          * retry timeout. */

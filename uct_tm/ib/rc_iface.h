@@ -64,13 +64,16 @@ struct TxOp {
     uint32_t          next_free = 0;
 };
 
-/* A tag_rndv_zcopy send waiting for the receiver's FIN. */
+/* A tag_rndv_zcopy send waiting for the receiver's FIN. A cancelled one is
+ * "retired": its completion is gone, but its buffer stays readable until the
+ * receiver acknowledges the cancel with a FIN. */
 struct RndvSend {
     uct_completion_t *comp    = nullptr;
     RcEp             *ep      = nullptr;
     struct ibv_mr    *temp_mr = nullptr; /* the buffer had no memh */
     uint32_t          gen     = 1;
     bool              active  = false;
+    bool              retired = false;
 };
 
 /* A matched rendezvous receive whose RDMA READ is in flight. */
@@ -80,9 +83,12 @@ struct RndvRecv {
     uct_tag_t        tag      = 0;
     size_t           length   = 0; /* the sender's full length */
     uint32_t         op       = 0; /* the sender's app_ctx */
+    uint64_t         va       = 0; /* the sender's buffer */
+    uint32_t         rkey     = 0;
     uint32_t         reads    = 0; /* READ work requests outstanding */
     ucs_status_t     status   = UCS_OK;
     bool             active   = false;
+    bool             started  = false; /* READs posted (they start after the arrival batch) */
 };
 
 class RcIface {
@@ -195,7 +201,11 @@ class RcIface {
     void         receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, uint32_t op);
     bool         receive_am(uint8_t id, char *data, size_t length);
     void         receive_fin(uint32_t op);
+    void         receive_rndv_cancel(RcEp *ep, uint32_t op);
+    void         start_rndv_reads();
+    void         start_rndv_read(uint32_t index);
     void         finish_rndv_recv(uint32_t index);
+    void         release_rndv_send(uint32_t index);
     /* A receive force-cancelled while an RDMA READ writes into it: waits
      * for the READ (the buffer is the user's once cancel returns). */
     void         wait_reads(const TagEngine::Recv *recv);
@@ -259,6 +269,7 @@ class RcIface {
     std::vector<uint32_t> free_rndv_sends_;
     std::vector<RndvRecv> rndv_recvs_;
     std::vector<uint32_t> free_rndv_recvs_;
+    std::vector<uint32_t> deferred_reads_; /* matched in this batch of arrivals */
 
     /* endpoints and deferred work */
     std::vector<RcEp *>      eps_;

@@ -10,7 +10,8 @@
  *   FIN     the receiver read a rendezvous message; app_ctx = the operation
  *   NO_TAG  everything else, told apart by the first reserved byte (Kind):
  *           active messages (second byte: AM id), software rendezvous
- *           requests (tag_rndv_request)
+ *           requests (tag_rndv_request), rendezvous cancels (app_ctx = the
+ *           operation; the receiver acknowledges with a FIN)
  * Multi-byte fields are big-endian, as the NIC expects.
  */
 #ifndef UCT_TM_IB_RC_WIRE_H_
@@ -25,7 +26,7 @@
 namespace uct_tm {
 namespace ib {
 
-enum class Kind : uint8_t { kTag = 0, kAm = 1, kRndvRequest = 2 };
+enum class Kind : uint8_t { kTag = 0, kAm = 1, kRndvRequest = 2, kRndvCancel = 3 };
 
 struct WireHeader {
     uint8_t  opcode;  /* enum ibv_tmh_op */
@@ -52,6 +53,10 @@ inline WireHeader am_header(uint8_t id) {
 inline WireHeader rndv_request_header(uint64_t tag) {
     return WireHeader{IBV_TMH_NO_TAG, static_cast<uint8_t>(Kind::kRndvRequest), 0, 0, 0,
                       htobe64(tag)};
+}
+
+inline WireHeader rndv_cancel_header(uint32_t op) {
+    return WireHeader{IBV_TMH_NO_TAG, static_cast<uint8_t>(Kind::kRndvCancel), 0, 0, htobe32(op), 0};
 }
 
 /* Address of an iface's port: what a peer needs to build the path to it. */
