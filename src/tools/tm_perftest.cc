@@ -471,12 +471,23 @@ void open_peer(Peer &p, int fd) {
         exit(2);
     }
     uct_ep_params_t ep_params = {};
-    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
     ep_params.iface      = p.iface;
-    ep_params.dev_addr   = reinterpret_cast<uct_device_addr_t *>(rdev.data());
-    ep_params.iface_addr = reinterpret_cast<uct_iface_addr_t *>(rifa.data());
-    CHECK(uct_ep_create(&ep_params, &p.ep));
+    if (p.attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) {
+        ep_params.field_mask |= UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        ep_params.dev_addr   = reinterpret_cast<uct_device_addr_t *>(rdev.data());
+        ep_params.iface_addr = reinterpret_cast<uct_iface_addr_t *>(rifa.data());
+        CHECK(uct_ep_create(&ep_params, &p.ep));
+    } else {
+        /* CONNECT_TO_EP (tm_rc): the two endpoints are bound to each other. */
+        CHECK(uct_ep_create(&ep_params, &p.ep));
+        std::vector<char> epa(p.attr.ep_addr_len);
+        CHECK(uct_ep_get_address(p.ep, reinterpret_cast<uct_ep_addr_t *>(epa.data())));
+        send_blob(fd, epa);
+        std::vector<char> repa = recv_blob(fd);
+        CHECK(uct_ep_connect_to_ep(p.ep, reinterpret_cast<uct_device_addr_t *>(rdev.data()),
+                                   reinterpret_cast<uct_ep_addr_t *>(repa.data())));
+    }
     p.ops.resize(std::max<size_t>(p.opt->window, 1) + 1);
     barrier(fd);
 }
