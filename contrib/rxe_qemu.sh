@@ -14,6 +14,7 @@
 # Environment:
 #   RXE_WORK=/var/tmp/uct-tm-rxe  cache: unpacked kernel, initramfs, logs
 #   RXE_TIMEOUT=900               seconds for one boot, command included
+#   RXE_BOOT_TIMEOUT=180          seconds for the guest to reach the command
 #   RXE_BOOT_TRIES=2              boots tried when the guest stalls before the
 #                                 command starts (slow emulated runs happen)
 #   RXE_MEM=2048 RXE_SMP=2        guest size
@@ -22,6 +23,7 @@ set -uo pipefail
 
 work=${RXE_WORK:-/var/tmp/uct-tm-rxe}
 timeout_s=${RXE_TIMEOUT:-900}
+boot_timeout=${RXE_BOOT_TIMEOUT:-180}
 tries=${RXE_BOOT_TRIES:-2}
 mem=${RXE_MEM:-2048}
 smp=${RXE_SMP:-2}
@@ -51,6 +53,9 @@ command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not found"
 
 # ---- kernel: Debian's current one, unpacked (not installed) ---------------------------
 mkdir -p "$work" || skip "cannot create $work"
+# Concurrent runs share the cache: one prepares it at a time.
+exec 8>"$work/lock"
+flock 8
 kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
 if [[ -z $kpkg ]]; then
     apt-get update -qq >/dev/null 2>&1
@@ -107,7 +112,7 @@ cp /guest.sh /host/run/guest.sh
 # iproute2's rdma tool comes from the host
 chroot /host /bin/sh -c 'ip link set lo up; rdma link add rxe0 type rxe netdev lo || echo "rxe-guest: rdma link add failed"'
 echo "RXE-GUEST-READY"
-chroot /host /bin/sh -c 'cd "$(sed -n "s/.*rxe.cwd=\([^ ]*\).*/\1/p" /proc/cmdline)" 2>/dev/null; exec /bin/sh /run/guest.sh'
+chroot /host /bin/sh -c 'cd "$(sed -n "s/.*rxe.cwd=\([^ ]*\).*/\1/p" /proc/cmdline)" 2>/dev/null; exec /bin/bash /run/guest.sh'
 echo "RXE-GUEST-EXIT: $?"
 poweroff -f
 INIT
@@ -117,10 +122,12 @@ INIT
     rm -rf "$root"
 fi
 
+flock -u 8
+
 # ---- the command, as a script appended to the initramfs ------------------------------------
 # (a second cpio archive concatenated to the first is unpacked over it)
 run=$(mktemp -d "$work/run.XXXXXX")
-trap 'rm -rf "$run"' EXIT
+trap 'rm -rf "$run"; [[ -n ${qpid:-} ]] && kill "$qpid" 2>/dev/null' EXIT
 {
     echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
     echo 'export HOME=/tmp'
@@ -137,16 +144,29 @@ cat "$initrd" "$run/cmd.cpio.gz" >"$run/initrd.gz"
 cwd=$(pwd)
 [[ $cwd == *' '* ]] && cwd=/
 for ((try = 1; try <= tries; ++try)); do
-    console=$work/console.log
-    log "booting $kver (try $try/$tries, timeout ${timeout_s}s), console in $console"
+    console=$run/console.log
+    log "booting $kver (try $try/$tries, timeout ${timeout_s}s), console kept in $work/console-last.log"
     start=$(date +%s)
+    : >"$console"
     timeout "$timeout_s" qemu-system-x86_64 -machine q35,accel=tcg -cpu max -m "$mem" -smp "$smp" \
         -kernel "$kroot/boot/vmlinuz-$kver" -initrd "$run/initrd.gz" \
         -append "console=ttyS0 panic=-1 loglevel=3 rdinit=/init rxe.cwd=$cwd" \
         -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
-        -nic none -display none -serial stdio -monitor none -no-reboot </dev/null >"$console" 2>&1
+        -nic none -display none -serial stdio -monitor none -no-reboot </dev/null >"$console" 2>&1 &
+    qpid=$!
+    # A boot reaches the command in seconds; one that has not after
+    # RXE_BOOT_TIMEOUT is a stalled emulation: end it and boot again.
+    while kill -0 "$qpid" 2>/dev/null; do
+        if ! grep -q 'RXE-GUEST-READY' "$console" && (($(date +%s) - start > boot_timeout)); then
+            kill "$qpid" 2>/dev/null
+            break
+        fi
+        sleep 1
+    done
+    wait "$qpid"
     qrc=$?
     elapsed=$(($(date +%s) - start))
+    cp "$console" "$work/console-last.log" 2>/dev/null
     if [[ $verbose == 1 ]]; then cat "$console"; fi
     if grep -q 'RXE-GUEST-EXIT:' "$console"; then
         rc=$(sed -n 's/.*RXE-GUEST-EXIT: \([0-9]*\).*/\1/p' "$console" | tail -1)

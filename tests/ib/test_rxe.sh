@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# tm_rc over real verbs: boots a QEMU guest with a Soft-RoCE device (rxe0,
+# contrib/rxe_qemu.sh) and runs there, from this build tree:
+#   1. ucx_info with the plugin: transport tm_rc on device tm_rxe0:1;
+#   2. the UCT tag conformance suite over tm_rc (software matching: rxe has
+#      no tag matching);
+#   3. tm_perftest between two processes over tm_rc, every payload byte
+#      verified (eager short/bcopy/zcopy, rendezvous; posted and unexpected).
+# Exits 77 (SKIP) with the reason when QEMU cannot run here, or RXE_TESTS=no.
+set -uo pipefail
+[[ ${RXE_TESTS:-yes} != no ]] || { echo "SKIP: RXE_TESTS=no"; exit 77; }
+top_srcdir=$(cd "${srcdir:-$(dirname "$0")}/../.." && pwd)
+builddir=${abs_top_builddir:-$(pwd)/../..}
+plugin=${PLUGIN:-$builddir/uct_tm/.libs/libuct_tm.so}
+for f in "$plugin" "$builddir/tests/uct/test_tag_conformance" "$builddir/src/tools/tm_perftest"; do
+    [[ -e $f ]] || { echo "test_rxe: $f is missing (build first)"; exit 1; }
+done
+
+cd "$builddir/tests/uct" || exit 1
+exec "$top_srcdir/contrib/rxe_qemu.sh" /bin/sh -c '
+plugin=$1; perftest=$2
+echo "== devices"
+ibv_devices
+if ! LD_PRELOAD=$plugin ucx_info -d | grep -A1 "Transport: tm_rc" | grep -q "Device: tm_rxe0:1"; then
+    echo "FAIL: ucx_info does not list tm_rc on tm_rxe0:1"; exit 1
+fi
+echo "PASS: ucx_info lists tm_rc on tm_rxe0:1"
+echo "== conformance suite over tm_rc"
+./test_tag_conformance --gtest_filter="*tm_rc*" --gtest_color=no > /tmp/conformance.log 2>&1
+rc=$?
+grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|tests from .* ran" /tmp/conformance.log
+n=$(sed -n "s/^\[==========\] \([0-9]*\) tests.*ran.*/\1/p" /tmp/conformance.log)
+if [ "${n:-0}" -eq 0 ]; then echo "FAIL: no tm_rc conformance test ran"; tail -30 /tmp/conformance.log; exit 1; fi
+[ $rc -eq 0 ] || { tail -60 /tmp/conformance.log; exit 1; }
+echo "== two processes: tm_perftest -x tm_rc --check"
+LD_PRELOAD=$plugin timeout 300 $perftest -x tm_rc -t tag_lat -s 8,4k,64k,1m -n 50 --check || exit 1
+LD_PRELOAD=$plugin timeout 300 $perftest -x tm_rc -t tag_lat -s 8,4k,1m -n 50 -U --check || exit 1
+echo "PASS: tm_perftest over tm_rc"
+' test_rxe "$plugin" "$builddir/src/tools/tm_perftest"
