@@ -42,6 +42,9 @@ extra_rc=0
 if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     echo "== clang++ -Werror build"
     "$src/contrib/build.sh" "$build-clang" CXX=clang++ || extra_rc=1
+    # The test programs too (built, not run: g++'s build ran them above).
+    make -C "$build-clang" -j"$(nproc)" check TESTS= >"$build-clang/check-build.log" 2>&1 ||
+        { tail -40 "$build-clang/check-build.log"; extra_rc=1; }
     echo "== installed plugin seen by stock ucx_info"
     rm -rf "$build/inst"
     if make -C "$build" -j"$(nproc)" install DESTDIR="$build/inst" >"$build/install.log" 2>&1 &&
