@@ -38,8 +38,10 @@ check() {
     local name=$1 min_posted=$2 final stats received posted
     final=$(grep '^Final:' "$tmp/client")
     # Final: iterations lat50 lat_avg lat_overall bw_avg bw_overall rate_avg rate_overall
+    # Every figure a number, latencies positive (bandwidth and rate of a latency test can
+    # print as 0.00 when a loaded machine stretches each round trip to a time slice).
     if ! awk -v n="$iters" 'NF == 9 && $2 == n {
-            for (i = 3; i <= 9; i++) if ($i !~ /^[0-9.]+$/ || $i + 0 <= 0) exit 1; exit 0 }
+            for (i = 3; i <= 9; i++) if ($i !~ /^[0-9.]+$/ || (i <= 5 && $i + 0 <= 0)) exit 1; exit 0 }
             END { if (NR == 0) exit 1 }' <<<"$final"; then
         echo "FAIL: $name: no sane Final line"; sed 's/^/    /' "$tmp/client" "$tmp/server" | tail -30; fail=1; return
     fi
