@@ -426,7 +426,7 @@ ucs_status_t RcIface::tag_eager_short(RcEp *ep, uct_tag_t tag, const void *data,
         return UCS_ERR_INVALID_PARAM;
     }
     const uct_iov_t iov = {const_cast<void *>(data), length, UCT_MEM_HANDLE_NULL, 0, 1};
-    return send_message(ep, tag_header(IBV_TMH_EAGER, tag, 0), 0, false, nullptr, 0, &iov, 1,
+    return send_message(ep, tag_header(IBV_TMH_EAGER, tag, 0), 0, true, nullptr, 0, &iov, 1,
                         nullptr);
 }
 
@@ -457,7 +457,7 @@ ssize_t RcIface::tag_eager_bcopy(RcEp *ep, uct_tag_t tag, uint64_t imm,
     struct ibv_send_wr wr  = {};
     wr.sg_list  = &sge;
     wr.num_sge  = 1;
-    wr.opcode   = (imm != 0) ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+    wr.opcode   = IBV_WR_SEND_WITH_IMM; /* always, see rc_wire.h */
     wr.imm_data = htobe32(static_cast<uint32_t>(imm));
     const ucs_status_t posted = post_send(ep, &wr, op);
     return (posted == UCS_OK) ? static_cast<ssize_t>(length) : static_cast<ssize_t>(posted);
@@ -467,7 +467,7 @@ ucs_status_t RcIface::tag_eager_zcopy(RcEp *ep, uct_tag_t tag, uint64_t imm,
                                       const uct_iov_t *iov, size_t iovcnt,
                                       uct_completion_t *comp) {
     return send_message(ep, tag_header(IBV_TMH_EAGER, tag, static_cast<uint32_t>(imm >> 32)),
-                        static_cast<uint32_t>(imm), imm != 0, nullptr, 0, iov, iovcnt, comp);
+                        static_cast<uint32_t>(imm), true, nullptr, 0, iov, iovcnt, comp);
 }
 
 /* ---- rendezvous ------------------------------------------------------------------------- */

@@ -466,6 +466,10 @@ void RcIface::handle_rx(const struct ibv_wc &wc) {
     bool         keep   = false;
     switch (hdr.opcode) {
     case IBV_TMH_EAGER: {
+        if (ucs_unlikely(hdr.kind == static_cast<uint8_t>(Kind::kRndvRequest))) {
+            receive_rndv_request(be64toh(hdr.tag), data, length);
+            break;
+        }
         uint64_t imm = 0;
         if (wc.wc_flags & IBV_WC_WITH_IMM) {
             imm = (uint64_t{be32toh(hdr.app_ctx)} << 32) | be32toh(wc.imm_data);
@@ -484,17 +488,6 @@ void RcIface::handle_rx(const struct ibv_wc &wc) {
             keep = receive_am(hdr.am_id, data, length);
         } else if (hdr.kind == static_cast<uint8_t>(Kind::kRndvCancel)) {
             receive_rndv_cancel(ep_by_qp(wc.qp_num), be32toh(hdr.app_ctx));
-        } else if ((hdr.kind == static_cast<uint8_t>(Kind::kRndvRequest)) && tag_enabled_) {
-            const uct_tag_t  tag  = be64toh(hdr.tag);
-            TagEngine::Recv *recv = tags_.match(tag);
-            if (recv != nullptr) {
-                tags_.complete_rndv(recv, tag, data, static_cast<unsigned>(length));
-            } else if (rndv_cb_ != nullptr) {
-                ++counters_.unexpected;
-                rndv_cb_(rndv_arg_, 0, tag, data, static_cast<unsigned>(length), 0, 0, nullptr);
-            } else {
-                ++counters_.dropped;
-            }
         } else {
             ++counters_.dropped;
         }
@@ -507,6 +500,22 @@ void RcIface::handle_rx(const struct ibv_wc &wc) {
         rx_held_[buf] = 1;
     } else {
         repost(buf);
+    }
+}
+
+void RcIface::receive_rndv_request(uct_tag_t tag, char *data, size_t length) {
+    if (ucs_unlikely(!tag_enabled_)) {
+        ++counters_.dropped;
+        return;
+    }
+    TagEngine::Recv *recv = tags_.match(tag);
+    if (recv != nullptr) {
+        tags_.complete_rndv(recv, tag, data, static_cast<unsigned>(length));
+    } else if (rndv_cb_ != nullptr) {
+        ++counters_.unexpected;
+        rndv_cb_(rndv_arg_, 0, tag, data, static_cast<unsigned>(length), 0, 0, nullptr);
+    } else {
+        ++counters_.dropped;
     }
 }
 

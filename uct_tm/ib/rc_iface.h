@@ -200,6 +200,7 @@ class RcIface {
     bool         receive_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm);
     void         receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, uint32_t op);
     bool         receive_am(uint8_t id, char *data, size_t length);
+    void         receive_rndv_request(uct_tag_t tag, char *data, size_t length);
     void         receive_fin(uint32_t op);
     void         receive_rndv_cancel(RcEp *ep, uint32_t op);
     void         start_rndv_reads();

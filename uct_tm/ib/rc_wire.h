@@ -3,14 +3,17 @@
  * struct ibv_tmh (tm_types.h), so the software path and a NIC's tag-matching
  * engine read the same bytes:
  *   EAGER   tag message; the 64-bit immediate is app_ctx (high half) and the
- *           send's immediate data (low half), as rc_mlx5 does
+ *           send's immediate data (low half), as rc_mlx5 does. Always sent
+ *           with immediate data, so that a NIC's completion of a multi-packet
+ *           message is never mistaken for a rendezvous (tm_list.h). With
+ *           kind = kRndvRequest: a software rendezvous request (one packet,
+ *           immediate 0)
  *   RNDV    tag rendezvous: struct ibv_rvh {va, rkey, len} of the sender's
  *           buffer, then the layer above's header; app_ctx names the sender's
  *           operation, echoed by the receiver's FIN
  *   FIN     the receiver read a rendezvous message; app_ctx = the operation
  *   NO_TAG  everything else, told apart by the first reserved byte (Kind):
- *           active messages (second byte: AM id), software rendezvous
- *           requests (tag_rndv_request), rendezvous cancels (app_ctx = the
+ *           active messages (second byte: AM id), rendezvous cancels (app_ctx = the
  *           operation; the receiver acknowledges with a FIN)
  * Multi-byte fields are big-endian, as the NIC expects.
  */
@@ -50,8 +53,10 @@ inline WireHeader am_header(uint8_t id) {
     return WireHeader{IBV_TMH_NO_TAG, static_cast<uint8_t>(Kind::kAm), id, 0, 0, 0};
 }
 
+/* A software rendezvous request is tagged (a NIC matches it like eager data)
+ * and marked in `kind`: the convention of the hardware tag list (tm_list.h). */
 inline WireHeader rndv_request_header(uint64_t tag) {
-    return WireHeader{IBV_TMH_NO_TAG, static_cast<uint8_t>(Kind::kRndvRequest), 0, 0, 0,
+    return WireHeader{IBV_TMH_EAGER, static_cast<uint8_t>(Kind::kRndvRequest), 0, 0, 0,
                       htobe64(tag)};
 }
 
