@@ -105,9 +105,23 @@ if [[ ! -f $initrd || $0 -nt $initrd ]]; then
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 for m in $(cat /etc/modules.order); do insmod "$m" || echo "rxe-guest: insmod $m failed"; done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 hostroot /host || echo "rxe-guest: 9p mount failed"
+# A second view of the host root that the writable tmpfs mounts below do not cover.
+mkdir -p /orig; mount -o bind /host /orig
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
 mount -t tmpfs run /host/run; mount -t tmpfs tmp /host/tmp; mkdir -p /host/dev/shm
 mount -t tmpfs shm /host/dev/shm; mount -t tmpfs vartmp /host/var/tmp
+# A tree under /tmp or /var/tmp (a CI checkout, say) stays visible (read-only)
+# inside the guest's own /tmp.
+cwd=$(sed -n 's/.*rxe.cwd=\([^ ]*\).*/\1/p' /proc/cmdline)
+for base in /tmp /var/tmp; do
+    case "$cwd/" in
+    "$base"/?*/*)
+        rest=${cwd#"$base"/}; top=${rest%%/*}
+        mkdir -p "/host$base/$top" && mount -o bind "/orig$base/$top" "/host$base/$top" ||
+            echo "rxe-guest: cannot show $base/$top in the guest"
+        ;;
+    esac
+done
 cp /guest.sh /host/run/guest.sh
 # iproute2's rdma tool comes from the host
 chroot /host /bin/sh -c 'ip link set lo up; rdma link add rxe0 type rxe netdev lo || echo "rxe-guest: rdma link add failed"'
