@@ -17,10 +17,6 @@ namespace uct_tm {
 namespace ib {
 namespace {
 
-uct_pending_req_t *&next_of(uct_pending_req_t *req) {
-    return *reinterpret_cast<uct_pending_req_t **>(req->priv);
-}
-
 void complete(uct_completion_t *comp, ucs_status_t status) {
     if (comp == nullptr) {
         return;
@@ -98,7 +94,7 @@ ucs_status_t RcIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
 
 void RcIface::ep_destroy(RcEp *ep) {
     pending_purge(ep, nullptr, nullptr);
-    pending_eps_.erase(std::remove(pending_eps_.begin(), pending_eps_.end(), ep), pending_eps_.end());
+    pending_eps_.remove(ep);
     flush_waiters_.erase(std::remove_if(flush_waiters_.begin(), flush_waiters_.end(),
                                         [ep](const FlushWaiter &w) { return w.ep == ep; }),
                          flush_waiters_.end());
@@ -212,7 +208,7 @@ ucs_status_t RcIface::tx_ready(RcEp *ep, bool needs_buf) const {
     }
     if (ucs_unlikely(!ep->connected || (ep->sq_avail == 0) || (tx_ops_used_ == tx_ops_.size()) ||
                      (needs_buf && free_tx_bufs_.empty()) ||
-                     ((ep->pending_head != nullptr) && !dispatching_))) {
+                     (!ep->pending.empty() && !dispatching_))) {
         return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;
@@ -893,72 +889,23 @@ ucs_status_t RcIface::pending_add(RcEp *ep, uct_pending_req_t *req) {
     if (req == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
-    if (ep->failed || ((ep->pending_head == nullptr) && (tx_ready(ep, true) == UCS_OK))) {
+    if (ep->failed || (ep->pending.empty() && (tx_ready(ep, true) == UCS_OK))) {
         return UCS_ERR_BUSY;
     }
-    next_of(req) = nullptr;
-    if (ep->pending_tail != nullptr) {
-        next_of(ep->pending_tail) = req;
-    } else {
-        ep->pending_head = req;
-    }
-    ep->pending_tail = req;
-    if (!ep->in_pending_list) {
-        try {
-            pending_eps_.push_back(ep);
-        } catch (const std::bad_alloc &) {
-            return UCS_ERR_NO_MEMORY;
-        }
-        ep->in_pending_list = true;
-    }
-    return UCS_OK;
+    return pending_eps_.add(ep, req);
 }
 
 void RcIface::pending_purge(RcEp *ep, uct_pending_purge_callback_t cb, void *arg) {
-    while (uct_pending_req_t *req = ep->pending_head) {
-        ep->pending_head = next_of(req);
-        if (ep->pending_head == nullptr) {
-            ep->pending_tail = nullptr;
-        }
-        if (cb != nullptr) {
-            cb(req, arg);
-        }
-    }
+    ep->pending.purge(cb, arg);
 }
 
 unsigned RcIface::dispatch_pending() {
-    unsigned count = 0;
-    for (size_t i = 0; i < pending_eps_.size();) {
-        RcEp *ep = pending_eps_[i];
-        while ((ep->pending_head != nullptr) && !ep->failed && (ep->sq_avail > 0) &&
-               !free_tx_bufs_.empty() && (tx_ops_used_ < tx_ops_.size())) {
-            uct_pending_req_t *req = ep->pending_head;
-            ep->pending_head       = next_of(req);
-            if (ep->pending_head == nullptr) {
-                ep->pending_tail = nullptr;
-            }
-            dispatching_              = true;
-            const ucs_status_t status = req->func(req);
-            dispatching_              = false;
-            if (status == UCS_OK) {
-                ++count;
-                continue;
-            }
-            next_of(req)     = ep->pending_head;
-            ep->pending_head = req;
-            if (ep->pending_tail == nullptr) {
-                ep->pending_tail = req;
-            }
-            break;
-        }
-        if ((i < pending_eps_.size()) && (pending_eps_[i] == ep) && (ep->pending_head == nullptr)) {
-            ep->in_pending_list = false;
-            pending_eps_.erase(pending_eps_.begin() + static_cast<ptrdiff_t>(i));
-        } else {
-            ++i;
-        }
-    }
-    return count;
+    return pending_eps_.dispatch(
+        [this](RcEp *ep) {
+            return !ep->failed && (ep->sq_avail > 0) && !free_tx_bufs_.empty() &&
+                   (tx_ops_used_ < tx_ops_.size());
+        },
+        dispatching_);
 }
 
 bool RcIface::flush_done(const RcEp *ep) const {
@@ -995,7 +942,7 @@ ucs_status_t RcIface::ep_flush(RcEp *ep, unsigned flags, uct_completion_t *comp)
         struct ibv_qp_attr attr = {};
         attr.qp_state           = IBV_QPS_ERR;
         ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
-    } else if (ep->pending_head != nullptr) {
+    } else if (!ep->pending.empty()) {
         return UCS_ERR_NO_RESOURCE;
     }
     if (flush_done(ep)) {

@@ -23,6 +23,7 @@
 #include "rc_config.h"
 #include "rc_wire.h"
 
+#include "base/pending_queue.h"
 #include "base/tag_engine.h"
 #include "base/ucx_abi.h"
 
@@ -48,8 +49,7 @@ struct RcEp {
     bool           failed      = false; /* QP in error: every operation fails */
     bool           notified    = false; /* error handler called */
     bool           in_pending_list = false;
-    uct_pending_req_t *pending_head = nullptr;
-    uct_pending_req_t *pending_tail = nullptr;
+    PendingQueue   pending;
 };
 
 /* What a signalled send work request was for; wr_id is its index. */
@@ -274,7 +274,7 @@ class RcIface {
 
     /* endpoints and deferred work */
     std::vector<RcEp *>      eps_;
-    std::vector<RcEp *>      pending_eps_;
+    PendingEndpoints<RcEp>   pending_eps_;
     std::vector<FlushWaiter> flush_waiters_;
     bool                     dispatching_ = false;
     Counters                 counters_;

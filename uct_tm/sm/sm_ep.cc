@@ -57,10 +57,6 @@ void gather(char *dst, size_t offset, size_t length, const void *prefix, size_t 
     }
 }
 
-uct_pending_req_t *&next_of(uct_pending_req_t *req) {
-    return *reinterpret_cast<uct_pending_req_t **>(req->priv);
-}
-
 }  // namespace
 
 /* ---- lifetime ------------------------------------------------------------------- */
@@ -112,8 +108,7 @@ ucs_status_t SmIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
 void SmIface::ep_destroy(SmEp *ep) {
     RemotePeer *peer = ep->peer;
     peer->eps.erase(std::remove(peer->eps.begin(), peer->eps.end(), ep), peer->eps.end());
-    pending_eps_.erase(std::remove(pending_eps_.begin(), pending_eps_.end(), ep),
-                       pending_eps_.end());
+    pending_eps_.remove(ep);
     /* Operations still outstanding complete silently: their completions
      * belong to an endpoint the user gave up. */
     for (RndvOp &op : rndv_ops_) {
@@ -143,7 +138,7 @@ ucs_status_t SmIface::tx_ready(SmEp *ep) const {
         return UCS_ERR_CONNECTION_RESET;
     }
     /* Keep order behind requests already waiting for room. */
-    if (ucs_unlikely((ep->pending_head != nullptr) && !dispatching_)) {
+    if (ucs_unlikely(!ep->pending.empty() && !dispatching_)) {
         return UCS_ERR_NO_RESOURCE;
     }
     return UCS_OK;
@@ -399,73 +394,19 @@ ucs_status_t SmIface::pending_add(SmEp *ep, uct_pending_req_t *req) {
         return UCS_ERR_INVALID_PARAM;
     }
     if (ep->failed || ep->peer->dead() ||
-        ((ep->pending_head == nullptr) && ep->peer->fifo().has_room(1))) {
+        (ep->pending.empty() && ep->peer->fifo().has_room(1))) {
         return UCS_ERR_BUSY; /* resources are there (or never will be): retry the send */
     }
-    next_of(req) = nullptr;
-    if (ep->pending_tail != nullptr) {
-        next_of(ep->pending_tail) = req;
-    } else {
-        ep->pending_head = req;
-    }
-    ep->pending_tail = req;
-    if (!ep->in_pending_list) {
-        try {
-            pending_eps_.push_back(ep);
-        } catch (const std::bad_alloc &) {
-            return UCS_ERR_NO_MEMORY;
-        }
-        ep->in_pending_list = true;
-    }
-    return UCS_OK;
+    return pending_eps_.add(ep, req);
 }
 
 void SmIface::pending_purge(SmEp *ep, uct_pending_purge_callback_t cb, void *arg) {
-    while (uct_pending_req_t *req = ep->pending_head) {
-        ep->pending_head = next_of(req);
-        if (ep->pending_head == nullptr) {
-            ep->pending_tail = nullptr;
-        }
-        if (cb != nullptr) {
-            cb(req, arg);
-        }
-    }
+    ep->pending.purge(cb, arg);
 }
 
 unsigned SmIface::dispatch_pending() {
-    unsigned count = 0;
-    /* Requests may add or remove endpoints from the list: index it. */
-    for (size_t i = 0; i < pending_eps_.size();) {
-        SmEp *ep = pending_eps_[i];
-        while ((ep->pending_head != nullptr) && !ep->failed && ep->peer->fifo().has_room(1)) {
-            uct_pending_req_t *req = ep->pending_head;
-            ep->pending_head       = next_of(req);
-            if (ep->pending_head == nullptr) {
-                ep->pending_tail = nullptr;
-            }
-            dispatching_              = true;
-            const ucs_status_t status = req->func(req);
-            dispatching_              = false;
-            if (status == UCS_OK) {
-                ++count;
-                continue;
-            }
-            /* Not done (UCS_INPROGRESS or out of resources): back in front. */
-            next_of(req)     = ep->pending_head;
-            ep->pending_head = req;
-            if (ep->pending_tail == nullptr) {
-                ep->pending_tail = req;
-            }
-            break;
-        }
-        if ((i < pending_eps_.size()) && (pending_eps_[i] == ep) && (ep->pending_head == nullptr)) {
-            ep->in_pending_list = false;
-            pending_eps_.erase(pending_eps_.begin() + static_cast<ptrdiff_t>(i));
-        } else {
-            ++i;
-        }
-    }
-    return count;
+    return pending_eps_.dispatch(
+        [](SmEp *ep) { return !ep->failed && ep->peer->fifo().has_room(1); }, dispatching_);
 }
 
 bool SmIface::flush_done(const SmEp *ep) const {
@@ -511,7 +452,7 @@ ucs_status_t SmIface::ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp)
         ep->failed = true;
         return UCS_OK;
     }
-    if (ep->pending_head != nullptr) {
+    if (!ep->pending.empty()) {
         return UCS_ERR_NO_RESOURCE;
     }
     if (flush_done(ep)) {

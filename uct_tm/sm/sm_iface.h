@@ -21,6 +21,7 @@
 #include "sm_layout.h"
 #include "sm_peer.h"
 
+#include "base/pending_queue.h"
 #include "base/tag_engine.h"
 #include "base/ucx_abi.h"
 
@@ -44,8 +45,7 @@ struct SmEp {
     SmIface    *iface   = nullptr;
     RemotePeer *peer    = nullptr;
     /* Pending requests, linked through their priv area. */
-    uct_pending_req_t *pending_head = nullptr;
-    uct_pending_req_t *pending_tail = nullptr;
+    PendingQueue       pending;
     bool               in_pending_list = false;
     bool               failed   = false; /* peer died: every operation fails */
     bool               notified = false; /* error handler already called */
@@ -388,7 +388,7 @@ class SmIface {
     size_t                rndv_active_ = 0;
 
     /* deferred work */
-    std::vector<SmEp *>      pending_eps_;
+    PendingEndpoints<SmEp>   pending_eps_;
     std::vector<FlushWaiter> flush_waiters_;
     bool                     dispatching_    = false;
     bool                     has_outbox_     = false;
