@@ -17,16 +17,6 @@ namespace uct_tm {
 namespace ib {
 namespace {
 
-void complete(uct_completion_t *comp, ucs_status_t status) {
-    if (comp == nullptr) {
-        return;
-    }
-    uct_completion_update_status(comp, status);
-    if (--comp->count == 0) {
-        comp->func(comp);
-    }
-}
-
 /* Rendezvous operation ids travel in app_ctx: slot index and a generation. */
 constexpr uint32_t kRndvIndexBits = 20;
 constexpr uint32_t kRndvIndexMask = (1u << kRndvIndexBits) - 1;
@@ -95,9 +85,7 @@ ucs_status_t RcIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
 void RcIface::ep_destroy(RcEp *ep) {
     pending_purge(ep, nullptr, nullptr);
     pending_eps_.remove(ep);
-    flush_waiters_.erase(std::remove_if(flush_waiters_.begin(), flush_waiters_.end(),
-                                        [ep](const FlushWaiter &w) { return w.ep == ep; }),
-                         flush_waiters_.end());
+    flush_waiters_.forget(ep);
     /* Our rendezvous sends on it never get their FIN: gone without a callback. */
     for (uint32_t i = 0; i < rndv_sends_.size(); ++i) {
         if ((rndv_sends_[i].active || rndv_sends_[i].retired) && (rndv_sends_[i].ep == ep)) {
@@ -380,30 +368,7 @@ ssize_t RcIface::am_bcopy(RcEp *ep, uint8_t id, uct_pack_callback_t pack_cb, voi
     if ((id >= UCT_AM_ID_MAX) || (pack_cb == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    const ucs_status_t status = tx_ready(ep, true);
-    if (status != UCS_OK) {
-        return status;
-    }
-    TxOp op;
-    op.type   = TxOp::Type::kSend;
-    op.tx_buf = free_tx_bufs_.back();
-    char *buf = tx_buf(op.tx_buf);
-    const WireHeader hdr = am_header(id);
-    memcpy(buf, &hdr, sizeof(hdr));
-    const size_t length = pack_cb(buf + sizeof(hdr), arg);
-    if (length > seg_size_ - sizeof(hdr)) {
-        ucs_error("tm_rc: am_bcopy packed %zu bytes, more than max_bcopy: dropped", length);
-        return UCS_ERR_EXCEEDS_LIMIT;
-    }
-    free_tx_bufs_.pop_back();
-    struct ibv_sge     sge = {reinterpret_cast<uintptr_t>(buf),
-                              static_cast<uint32_t>(sizeof(hdr) + length), tx_mr_->lkey};
-    struct ibv_send_wr wr  = {};
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode  = IBV_WR_SEND;
-    const ucs_status_t posted = post_send(ep, &wr, op);
-    return (posted == UCS_OK) ? static_cast<ssize_t>(length) : static_cast<ssize_t>(posted);
+    return send_bcopy(ep, am_header(id), false, 0, pack_cb, arg);
 }
 
 ucs_status_t RcIface::am_zcopy(RcEp *ep, uint8_t id, const void *header, unsigned header_length,
@@ -431,6 +396,15 @@ ssize_t RcIface::tag_eager_bcopy(RcEp *ep, uct_tag_t tag, uint64_t imm,
     if (pack_cb == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
+    /* Always with immediate data, see rc_wire.h. */
+    return send_bcopy(ep, tag_header(IBV_TMH_EAGER, tag, static_cast<uint32_t>(imm >> 32)), true,
+                      static_cast<uint32_t>(imm), pack_cb, arg);
+}
+
+/* One SEND from a registered bounce buffer: the header, then what pack_cb
+ * writes. Returns the packed length or an error. */
+ssize_t RcIface::send_bcopy(RcEp *ep, const WireHeader &hdr, bool with_imm, uint32_t imm_low,
+                            uct_pack_callback_t pack_cb, void *arg) {
     const ucs_status_t status = tx_ready(ep, true);
     if (status != UCS_OK) {
         return status;
@@ -439,22 +413,23 @@ ssize_t RcIface::tag_eager_bcopy(RcEp *ep, uct_tag_t tag, uint64_t imm,
     op.type   = TxOp::Type::kSend;
     op.tx_buf = free_tx_bufs_.back();
     char *buf = tx_buf(op.tx_buf);
-    const WireHeader hdr =
-        tag_header(IBV_TMH_EAGER, tag, static_cast<uint32_t>(imm >> 32));
     memcpy(buf, &hdr, sizeof(hdr));
     const size_t length = pack_cb(buf + sizeof(hdr), arg);
     if (length > seg_size_ - sizeof(hdr)) {
-        ucs_error("tm_rc: tag_eager_bcopy packed %zu bytes, more than max_bcopy: dropped", length);
+        ucs_error("tm_rc: bcopy pack callback wrote %zu bytes, more than max_bcopy: dropped",
+                  length);
         return UCS_ERR_EXCEEDS_LIMIT;
     }
     free_tx_bufs_.pop_back();
     struct ibv_sge     sge = {reinterpret_cast<uintptr_t>(buf),
                               static_cast<uint32_t>(sizeof(hdr) + length), tx_mr_->lkey};
     struct ibv_send_wr wr  = {};
-    wr.sg_list  = &sge;
-    wr.num_sge  = 1;
-    wr.opcode   = IBV_WR_SEND_WITH_IMM; /* always, see rc_wire.h */
-    wr.imm_data = htobe32(static_cast<uint32_t>(imm));
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode  = with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+    if (with_imm) {
+        wr.imm_data = htobe32(imm_low);
+    }
     const ucs_status_t posted = post_send(ep, &wr, op);
     return (posted == UCS_OK) ? static_cast<ssize_t>(length) : static_cast<ssize_t>(posted);
 }
@@ -913,16 +888,7 @@ bool RcIface::flush_done(const RcEp *ep) const {
 }
 
 void RcIface::complete_flushes() {
-    for (size_t i = 0; i < flush_waiters_.size();) {
-        const FlushWaiter w = flush_waiters_[i];
-        if (!flush_done(w.ep)) {
-            ++i;
-            continue;
-        }
-        flush_waiters_.erase(flush_waiters_.begin() + static_cast<ptrdiff_t>(i));
-        complete(w.comp, UCS_OK);
-        i = 0;
-    }
+    flush_waiters_.complete_done([this](const RcEp *ep) { return flush_done(ep); });
 }
 
 ucs_status_t RcIface::ep_flush(RcEp *ep, unsigned flags, uct_completion_t *comp) {
@@ -948,14 +914,7 @@ ucs_status_t RcIface::ep_flush(RcEp *ep, unsigned flags, uct_completion_t *comp)
     if (flush_done(ep)) {
         return UCS_OK;
     }
-    if (comp != nullptr) {
-        try {
-            flush_waiters_.push_back(FlushWaiter{ep, comp});
-        } catch (const std::bad_alloc &) {
-            return UCS_ERR_NO_MEMORY;
-        }
-    }
-    return UCS_INPROGRESS;
+    return flush_waiters_.wait(ep, comp);
 }
 
 }  // namespace ib

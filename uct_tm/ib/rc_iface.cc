@@ -627,14 +627,7 @@ ucs_status_t RcIface::flush(unsigned flags, uct_completion_t *comp) {
     if (flush_done(nullptr)) {
         return UCS_OK;
     }
-    if (comp != nullptr) {
-        try {
-            flush_waiters_.push_back({nullptr, comp});
-        } catch (const std::bad_alloc &) {
-            return UCS_ERR_NO_MEMORY;
-        }
-    }
-    return UCS_INPROGRESS;
+    return flush_waiters_.wait(nullptr, comp);
 }
 
 extern "C" void rc_release_desc(uct_recv_desc_t *self, void *desc) {

@@ -23,6 +23,7 @@
 #include "rc_config.h"
 #include "rc_wire.h"
 
+#include "base/flush_waiters.h"
 #include "base/pending_queue.h"
 #include "base/tag_engine.h"
 #include "base/ucx_abi.h"
@@ -161,11 +162,6 @@ class RcIface {
         uct_recv_desc_t desc;
         RcIface        *iface;
     };
-    struct FlushWaiter {
-        RcEp             *ep; /* null: iface flush */
-        uct_completion_t *comp;
-    };
-
     explicit RcIface(const RcConfig &config);
     ucs_status_t init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                       const uct_iface_config_t *config);
@@ -177,6 +173,8 @@ class RcIface {
     ucs_status_t post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &op);
     /* Sends `header`, then `prefix`, then the iov list (copied when it has no memh, or
      * when `copy` is set) as one message. */
+    ssize_t      send_bcopy(RcEp *ep, const WireHeader &hdr, bool with_imm, uint32_t imm_low,
+                            uct_pack_callback_t pack_cb, void *arg);
     ucs_status_t send_message(RcEp *ep, const WireHeader &header, uint32_t imm_low,
                               bool with_imm, const void *prefix, size_t prefix_length,
                               const uct_iov_t *iov, size_t iovcnt, uct_completion_t *comp);
@@ -275,7 +273,7 @@ class RcIface {
     /* endpoints and deferred work */
     std::vector<RcEp *>      eps_;
     PendingEndpoints<RcEp>   pending_eps_;
-    std::vector<FlushWaiter> flush_waiters_;
+    FlushWaiters<RcEp>     flush_waiters_;
     bool                     dispatching_ = false;
     Counters                 counters_;
     bool                     print_stats_ = false;

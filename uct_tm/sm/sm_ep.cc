@@ -123,9 +123,7 @@ void SmIface::ep_destroy(SmEp *ep) {
             pull.comp = nullptr;
         }
     }
-    flush_waiters_.erase(std::remove_if(flush_waiters_.begin(), flush_waiters_.end(),
-                                        [ep](const FlushWaiter &w) { return w.ep == ep; }),
-                         flush_waiters_.end());
+    flush_waiters_.forget(ep);
     --num_eps_;
     delete ep;
     put_peer(peer);
@@ -423,14 +421,7 @@ ucs_status_t SmIface::flush(unsigned flags, uct_completion_t *comp) {
     if (flush_done(nullptr)) {
         return UCS_OK;
     }
-    if (comp != nullptr) {
-        try {
-            flush_waiters_.push_back(FlushWaiter{nullptr, comp});
-        } catch (const std::bad_alloc &) {
-            return UCS_ERR_NO_MEMORY;
-        }
-    }
-    return UCS_INPROGRESS;
+    return flush_waiters_.wait(nullptr, comp);
 }
 
 ucs_status_t SmIface::ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp) {
@@ -458,30 +449,11 @@ ucs_status_t SmIface::ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp)
     if (flush_done(ep)) {
         return UCS_OK;
     }
-    if (comp != nullptr) {
-        try {
-            flush_waiters_.push_back(FlushWaiter{ep, comp});
-        } catch (const std::bad_alloc &) {
-            return UCS_ERR_NO_MEMORY;
-        }
-    }
-    return UCS_INPROGRESS;
+    return flush_waiters_.wait(ep, comp);
 }
 
 void SmIface::complete_flushes() {
-    for (size_t i = 0; i < flush_waiters_.size();) {
-        const FlushWaiter w = flush_waiters_[i];
-        if (!flush_done(w.ep)) {
-            ++i;
-            continue;
-        }
-        flush_waiters_.erase(flush_waiters_.begin() + static_cast<ptrdiff_t>(i));
-        uct_completion_update_status(w.comp, UCS_OK);
-        if (--w.comp->count == 0) {
-            w.comp->func(w.comp);
-        }
-        i = 0; /* the callback may have changed the list */
-    }
+    flush_waiters_.complete_done([this](const SmEp *ep) { return flush_done(ep); });
 }
 
 ucs_status_t SmIface::ep_check(SmEp *ep) {

@@ -21,6 +21,7 @@
 #include "sm_layout.h"
 #include "sm_peer.h"
 
+#include "base/flush_waiters.h"
 #include "base/pending_queue.h"
 #include "base/tag_engine.h"
 #include "base/ucx_abi.h"
@@ -233,11 +234,6 @@ class SmIface {
         SmIface        *iface;
     };
 
-    struct FlushWaiter {
-        SmEp             *ep; /* null: iface flush */
-        uct_completion_t *comp;
-    };
-
     /* Progress calls between checks of the clock (peer liveness, stalls). */
     static constexpr uint32_t kSlowProgressPeriod = 256;
 
@@ -389,7 +385,7 @@ class SmIface {
 
     /* deferred work */
     PendingEndpoints<SmEp>   pending_eps_;
-    std::vector<FlushWaiter> flush_waiters_;
+    FlushWaiters<SmEp>     flush_waiters_;
     bool                     dispatching_    = false;
     bool                     has_outbox_     = false;
     bool                     cma_warned_     = false;

@@ -126,12 +126,7 @@ void SmIface::finish_pull(size_t index, ucs_status_t status) {
             --pull.ep->gets_outstanding;
         }
         put_peer(pull.owner);
-        if (pull.comp != nullptr) {
-            uct_completion_update_status(pull.comp, status);
-            if (--pull.comp->count == 0) {
-                pull.comp->func(pull.comp);
-            }
-        }
+        complete(pull.comp, status);
     }
 }
 

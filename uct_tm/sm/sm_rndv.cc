@@ -242,12 +242,7 @@ void SmIface::finish_rndv_op(uint32_t index, ucs_status_t status) {
     rndv_slots_[index].word.store(rndv_word(op.gen, kRndvFree), std::memory_order_release);
     free_rndv_ops_.push_back(index);
     --rndv_active_;
-    if (comp != nullptr) {
-        uct_completion_update_status(comp, status);
-        if (--comp->count == 0) {
-            comp->func(comp);
-        }
-    }
+    complete(comp, status);
 }
 
 void SmIface::receive_fin(const Message &m) {
