@@ -98,7 +98,6 @@ struct Request {
     uint8_t     parts     = 0;     /* receive: rendezvous transfers still running */
     bool        ack_after = false; /* receive: the sender waits for kAck (we read its memory) */
     ucs_status_t xfer_status = UCS_OK; /* receive: first failed rendezvous transfer */
-    GetContext  gctx2;             /* receive: a second read (the front, when the sender cannot write it) */
     std::vector<char> bounce;      /* INJECT data that could not leave at once */
 
     /* receive */

@@ -7,7 +7,7 @@
  * straight into the receive buffer with get_zcopy. From kSplitMin bytes the
  * copy is split, so that both processes copy at once: the receiver registers
  * its buffer and asks the sender (kPutReq) to write the front half with
- * put_zcopy while it reads the back half; the sender reports kPutDone (or,
+ * put_zcopy, then reads the back half while the sender writes; the sender reports kPutDone (or,
  * if it cannot write, pushes the front as kData). When every part is in, the
  * receiver answers kAck; the sender deregisters and completes on that kAck
  * (or on a CANCEL_ACK that won, when nobody ever read it). A read the
@@ -139,34 +139,34 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
     if (uct_rkey_unpack(c.component, get + sizeof(g), &c.rkey) != UCS_OK) {
         return false;
     }
+    /* Ask for the front first: the sender writes it while we read the back
+     * (a CMA read completes inside get_zcopy, so asking afterwards would
+     * serialize the two copies). */
     const size_t front = (r.expect >= kSplitMin) ? r.expect / 2 : 0;
-    r.parts            = 1;
+    const bool   put   = (front != 0) && ask_put(r, ep, front);
+    r.parts            = put ? 2 : 1;
     r.ack_after        = true;
-    ucs_status_t status = issue_get(r, c, ep, front, r.expect - front, g.address);
-    if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
-        uct_rkey_release(c.component, &c.rkey);
-        r.parts     = 0;
-        r.ack_after = false;
-        return false;
-    }
-    ++stats_.rndv_gets;
-    const bool back_done = status == UCS_OK;
-    if (front != 0) {
-        ++r.parts;
+    if (put) {
         r.limit  = front; /* kData for the front, if the sender pushes it */
         r.offset = 0;
-        if (!ask_put(r, ep, front)) {
-            init_context(r.gctx2, this, r.self, sreq, source, c.component);
-            status = issue_get(r, r.gctx2, ep, 0, front, g.address);
-            if (status == UCS_OK) {
-                --r.parts;
-            } else if (status != UCS_INPROGRESS) {
-                r.xfer_status = status;
-                --r.parts;
-            }
-        }
     }
-    if (back_done) {
+    const size_t back_from = put ? front : 0;
+    ucs_status_t status    = issue_get(r, c, ep, back_from, r.expect - back_from, g.address);
+    if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
+        if (!put) {
+            uct_rkey_release(c.component, &c.rkey);
+            r.parts     = 0;
+            r.ack_after = false;
+            return false; /* nothing asked of the sender yet: CTS / DATA instead */
+        }
+        /* the sender is writing the front already: finish with the error once
+         * its part is in (it completes on our kAck) */
+        ++stats_.rndv_gets;
+        part_done(r, status);
+        return true;
+    }
+    ++stats_.rndv_gets;
+    if (status == UCS_OK) {
         part_done(r, UCS_OK);
     }
     return true;

@@ -4,8 +4,9 @@
  *
  *   tag_lat   ping-pong with receives posted ahead; one-way latency = round trip / 2
  *             (median and average over the iterations)
- *   tag_bw    the sender streams windows of messages to receives posted ahead,
- *             the receiver answers each window with a zero-byte message;
+ *   tag_bw    the sender streams windows of messages to receives posted ahead
+ *             (buffers 64 bytes apart in one area, as tm_perftest and ucx_perftest
+ *             use), the receiver answers each window with a zero-byte message;
  *             bandwidth and message rate at the sender
  *
  * The process forks: the child receives ("server"), the parent sends
@@ -179,8 +180,8 @@ void fill(std::vector<char> &buf, size_t it) {
     }
 }
 
-void verify(const std::vector<char> &buf, size_t it) {
-    for (size_t i = 0; i < buf.size(); ++i) {
+void verify(const char *buf, size_t size, size_t it) {
+    for (size_t i = 0; i < size; ++i) {
         if (buf[i] != static_cast<char>(i * 31 + it)) {
             fprintf(stderr, "tm_proto_perf: payload mismatch at byte %zu of iteration %zu\n", i, it);
             exit(1);
@@ -241,14 +242,18 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
                 send_msg(s, sbuf.data(), size, 1);
             }
             if (o.check) {
-                verify(rbuf, it);
+                verify(rbuf.data(), rbuf.size(), it);
             }
         }
     } else {
         const size_t windows = (iters + o.window - 1) / o.window;
         const size_t wu      = windows / 10 + 1;
         std::vector<uct_tm_proto_request_t> reqs(o.window);
-        std::vector<std::vector<char>>      bufs(client ? 0 : o.window, std::vector<char>(size));
+        /* The window's receive buffers are slots 64 bytes apart in one area, as
+         * in tm_perftest and ucx_perftest (one message's working set, like a
+         * protocol reusing one user buffer); --check needs them disjoint. */
+        const size_t      stride = o.check ? size : 64;
+        std::vector<char> area(client ? 0 : size + stride * o.window);
         char                                ack;
         for (size_t w = 0; w < wu + windows; ++w) {
             if (w == wu) {
@@ -272,12 +277,12 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
                 wait_req(s, a);
             } else {
                 for (size_t i = 0; i < o.window; ++i) {
-                    reqs[i] = post_recv(s, bufs[i].data(), size, 1);
+                    reqs[i] = post_recv(s, area.data() + stride * i, size, 1);
                 }
                 for (size_t i = 0; i < o.window; ++i) {
                     wait_req(s, reqs[i]);
                     if (o.check) {
-                        verify(bufs[i], 0);
+                        verify(area.data() + stride * i, size, 0);
                     }
                 }
                 send_msg(s, &ack, 0, 2);

@@ -1,5 +1,7 @@
 #include "tm_md.h"
 
+#include "mem_registry.h"
+
 #if UCT_TM_HAVE_VERBS
 #include "ib/ib_md.h"
 #endif
@@ -7,10 +9,10 @@
 #include <ucs/debug/log_def.h>
 
 #include <climits>
-#include <map>
 #include <mutex>
 #include <cstring>
 #include <new>
+#include <utility>
 #include <unistd.h>
 
 namespace uct_tm {
@@ -25,34 +27,28 @@ ucs_config_field_t md_config_table[] = {{}};
 struct TmMd {
     abi::MdHeader header; /* first: libuct sees a struct uct_md */
 
-    /* Live registrations by start address, for md_range_registered(). An
-     * MD may be shared by several workers: guarded. */
-    std::mutex                          lock;
-    std::multimap<uintptr_t, size_t>    ranges;
+    /* Live registrations and allocations, for md_range_registered(). An MD
+     * may be shared by several workers: guarded. */
+    std::mutex             lock;
+    MemRegistry<MemHandle> registry;
 
-    void add(const MemHandle &h) {
+    MemHandle *add(void *address, size_t length) {
         std::lock_guard<std::mutex> guard(lock);
-        ranges.emplace(reinterpret_cast<uintptr_t>(h.address), h.length);
-    }
-    void remove(const MemHandle &h) {
-        std::lock_guard<std::mutex> guard(lock);
-        auto range = ranges.equal_range(reinterpret_cast<uintptr_t>(h.address));
-        for (auto it = range.first; it != range.second; ++it) {
-            if (it->second == h.length) {
-                ranges.erase(it);
-                return;
-            }
+        MemHandle *h = registry.add(address, length);
+        if (h != nullptr) {
+            h->magic = MemHandle::kMemHandleMagic;
         }
+        return h;
+    }
+    void remove(MemHandle *h) {
+        std::lock_guard<std::mutex> guard(lock);
+        h->magic = 0; /* a second dereg of it is refused */
+        h->shm.reset();
+        registry.remove(h);
     }
     bool covers(uint64_t address, size_t length) {
         std::lock_guard<std::mutex> guard(lock);
-        for (auto it = ranges.upper_bound(address); it != ranges.begin();) {
-            --it;
-            if ((address - it->first <= it->second) && (length <= it->second - (address - it->first))) {
-                return true;
-            }
-        }
-        return false;
+        return registry.covers(address, length);
     }
 };
 
@@ -90,26 +86,19 @@ ucs_status_t md_mem_alloc(abi::MdHeader *md, size_t *length, void **address, uns
     if (flags & UCT_MD_MEM_FLAG_FIXED) {
         return UCS_ERR_UNSUPPORTED;
     }
-    auto *handle = new (std::nothrow) MemHandle;
+    ShmSegment   shm;
+    ucs_status_t status = ShmSegment::create(*length, ShmBacking::kMemfd, true, &shm);
+    if (status != UCS_OK) {
+        return status;
+    }
+    MemHandle *handle = md_of(md)->add(shm.address(), shm.size());
     if (handle == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    ucs_status_t status = ShmSegment::create(*length, ShmBacking::kMemfd, true, &handle->shm);
-    if (status != UCS_OK) {
-        delete handle;
-        return status;
-    }
-    handle->address = handle->shm.address();
-    handle->length  = handle->shm.size();
-    *length         = handle->length;
-    *address        = handle->address;
-    *memh           = handle;
-    try {
-        md_of(md)->add(*handle);
-    } catch (const std::bad_alloc &) {
-        delete handle;
-        return UCS_ERR_NO_MEMORY;
-    }
+    handle->shm = std::move(shm);
+    *length     = handle->length;
+    *address    = handle->address;
+    *memh       = handle;
     return UCS_OK;
 }
 
@@ -117,9 +106,7 @@ ucs_status_t md_mem_free(abi::MdHeader *md, uct_mem_h memh) {
     if ((mem_handle(memh) == nullptr) || !handle_of(memh)->shm.valid()) {
         return UCS_ERR_INVALID_PARAM;
     }
-    md_of(md)->remove(*handle_of(memh));
-    handle_of(memh)->magic = 0;
-    delete handle_of(memh);
+    md_of(md)->remove(handle_of(memh));
     return UCS_OK;
 }
 
@@ -128,16 +115,8 @@ ucs_status_t md_mem_reg(abi::MdHeader *md, void *address, size_t length, unsigne
     if ((address == nullptr) || (length == 0) || (memh == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    auto *handle = new (std::nothrow) MemHandle;
+    MemHandle *handle = md_of(md)->add(address, length);
     if (handle == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    handle->address = address;
-    handle->length  = length;
-    try {
-        md_of(md)->add(*handle);
-    } catch (const std::bad_alloc &) {
-        delete handle;
         return UCS_ERR_NO_MEMORY;
     }
     *memh = handle;
@@ -148,9 +127,7 @@ ucs_status_t md_mem_dereg(abi::MdHeader *md, uct_mem_h memh) {
     if ((mem_handle(memh) == nullptr) || handle_of(memh)->shm.valid()) {
         return UCS_ERR_INVALID_PARAM; /* allocated memory is released by mem_free */
     }
-    md_of(md)->remove(*handle_of(memh));
-    handle_of(memh)->magic = 0;
-    delete handle_of(memh);
+    md_of(md)->remove(handle_of(memh));
     return UCS_OK;
 }
 

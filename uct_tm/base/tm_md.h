@@ -39,12 +39,13 @@ inline constexpr uint32_t kRkeyHasShm = 1u << 0;
  * slot so that a concurrent cancel never lets them read released memory. */
 inline constexpr uint32_t kRkeyRndv = 1u << 1;
 
-/* A registered or allocated range. */
+/* A registered or allocated range (pooled by the MD: see mem_registry.h). */
 struct MemHandle {
-    uint32_t   magic   = kMemHandleMagic;
+    uint32_t   magic   = 0; /* kMemHandleMagic while registered or allocated */
     void      *address = nullptr;
     size_t     length  = 0;
     ShmSegment shm; /* valid when allocated by the MD */
+    MemHandle *next_free = nullptr;
 
     static constexpr uint32_t kMemHandleMagic = 0x6d656d68u; /* "memh" */
 };
