@@ -123,6 +123,12 @@ void SmIface::ep_destroy(SmEp *ep) {
             pull.comp = nullptr;
         }
     }
+    for (SplitCopy &split : splits_) {
+        if (split.ep == ep) {
+            split.ep   = nullptr;
+            split.comp = nullptr;
+        }
+    }
     flush_waiters_.forget(ep);
     --num_eps_;
     delete ep;

@@ -217,12 +217,13 @@ void SmIface::print_counters(FILE *stream) const {
     fprintf(stream,
             "tm_sm iface %u (pid %d): %lu messages received; tag list: %lu posted, %lu matched, "
             "%lu cancelled, %lu refused; %lu unexpected; rendezvous received: %lu direct, %lu cma, "
-            "%lu split, %lu pipelined; %lu dropped\n",
+            "%lu split, %lu pipelined; %lu gets split with their sender; %lu dropped\n",
             iface_serial_, static_cast<int>(getpid()), (unsigned long)counters_.received,
             (unsigned long)t.posts, (unsigned long)t.matches, (unsigned long)t.cancels,
             (unsigned long)t.refused, (unsigned long)counters_.unexpected,
             (unsigned long)counters_.rndv_direct, (unsigned long)counters_.rndv_cma,
             (unsigned long)counters_.rndv_split, (unsigned long)counters_.rndv_pipelined,
+            (unsigned long)counters_.get_split,
             (unsigned long)dropped_);
 }
 

@@ -64,17 +64,20 @@ struct RndvOp {
     bool              active  = false;
 };
 
-/* A matched rendezvous receive whose copy is shared with its sender: our
- * pieces are done, the sender's are in flight. */
-struct SplitRecv {
-    TagEngine::Recv *recv;
-    RemotePeer      *sender;
-    RndvSlot        *slot;
-    uint64_t         token;
-    uct_tag_t        tag;
-    size_t           length;       /* the sender's full message length */
-    uint32_t         sender_pieces;/* pieces the sender claimed (final) */
-    ucs_status_t     status;       /* of our own pieces */
+/* A rendezvous copy shared with the sender: our pieces are done, the
+ * sender's are in flight. Either a matched receive (recv set) or a get_zcopy
+ * from an unexpected rendezvous send (recv null, ep/comp of the get). */
+struct SplitCopy {
+    TagEngine::Recv  *recv;
+    RemotePeer       *sender;
+    RndvSlot         *slot;
+    uint64_t          token;
+    uct_tag_t         tag;
+    size_t            length;       /* the sender's full message length */
+    uint32_t          sender_pieces;/* pieces the sender claimed (final) */
+    ucs_status_t      status;       /* of our own pieces */
+    SmEp             *ep   = nullptr;
+    uct_completion_t *comp = nullptr;
 };
 
 /* Tagged eager message being received fragment by fragment. */
@@ -224,6 +227,7 @@ class SmIface {
         uint64_t rndv_cma        = 0; /* ... one CMA read */
         uint64_t rndv_split      = 0; /* ... split CMA copy */
         uint64_t rndv_pipelined  = 0; /* ... through staging chunks */
+        uint64_t get_split       = 0; /* get_zcopy of a rendezvous send, split with its sender */
     };
     void print_counters(FILE *stream) const;
 
@@ -290,8 +294,23 @@ class SmIface {
     ucs_status_t copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,
                              const struct iovec *ours, size_t nours, const struct iovec *theirs,
                              size_t ntheirs, size_t length, size_t piece, uint32_t *claimed);
-    bool         split_done(const SplitRecv &split) const;
-    void         finish_split(SplitRecv split, ucs_status_t status);
+    /* Piece size if copying `want` bytes into `count` local iovecs from
+     * process `pid` is worth splitting with it, else 0. */
+    size_t       split_piece(size_t want, size_t count, pid_t pid) const;
+    /* Describes our buffers in `slot` (locked READING), invites the sender
+     * with an RTR and copies pieces from the back; fills the split's
+     * sender_pieces and status. */
+    void         start_split(SplitCopy *split, const struct iovec *local, size_t count,
+                             uint64_t address, size_t want, size_t piece);
+    /* Queues the split for progress while the sender's pieces are in flight
+     * (true); false if it can finish now (its status may become an error). */
+    bool         keep_split(SplitCopy *split);
+    ucs_status_t split_get(SmEp *ep, RndvSlot *slot, uint64_t token, const struct iovec *local,
+                           size_t count, uint64_t address, size_t length, size_t piece,
+                           uct_completion_t *comp);
+    bool         split_done(const SplitCopy &split) const;
+    void         finish_split(SplitCopy split, ucs_status_t status);
+    ucs_status_t split_status(const SplitCopy &split, ucs_status_t status) const;
     unsigned     progress_splits();
     /* A receive force-cancelled while its sender may still write into it:
      * take its remaining pieces and wait out the sender's current one. */
@@ -378,7 +397,7 @@ class SmIface {
     std::vector<Push>      pushes_;
     uint32_t               pull_serial_    = 0;
     bool                   cma_enabled_    = true;
-    std::vector<SplitRecv> splits_; /* receives waiting for their sender's pieces */
+    std::vector<SplitCopy> splits_; /* copies waiting for their sender's pieces */
     std::vector<RndvOp>   rndv_ops_;
     std::vector<uint32_t> free_rndv_ops_;
     size_t                rndv_active_ = 0;

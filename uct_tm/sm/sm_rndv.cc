@@ -313,7 +313,6 @@ void SmIface::receive_rndv(const Message &m) {
     struct iovec local[kMaxRecvIov];
     const size_t want  = tags_.wanted(recv) ? std::min<size_t>(info.length, recv->capacity) : 0;
     const size_t count = tags_.iovecs(recv, want, local);
-    const size_t piece = std::min<size_t>(std::max<size_t>(want / 2, 32 << 10), 256 << 10) & ~size_t{4095};
     const pid_t  pid   = sender->pid();
     auto         finish = [&](ucs_status_t status) {
         slot->word.store(rndv_word(gen, kRndvDone), std::memory_order_release);
@@ -358,14 +357,31 @@ void SmIface::receive_rndv(const Message &m) {
         }
         return;
     }
-    if (!rndv_split_ || (want < rndv_split_min_) || (pid == getpid()) ||
-        (count > kRndvMaxIov) || ((want + piece - 1) / piece < 2)) {
+    const size_t piece = split_piece(want, count, pid);
+    if (piece == 0) {
         ++counters_.rndv_cma;
         finish(cma_copy(pid, local, count, info.address, want, false));
         return;
     }
     ++counters_.rndv_split;
-    /* Split the copy: describe our buffers, invite the sender, start from the back. */
+    SplitCopy split{recv, sender, slot, info.op_token, m.tag, info.length, 0, UCS_OK};
+    start_split(&split, local, count, info.address, want, piece);
+    if (!keep_split(&split)) {
+        finish_split(split, split.status);
+    }
+}
+
+size_t SmIface::split_piece(size_t want, size_t count, pid_t pid) const {
+    if (!rndv_split_ || (want < rndv_split_min_) || (pid == getpid()) || (count > kRndvMaxIov)) {
+        return 0;
+    }
+    const size_t piece = std::min<size_t>(std::max<size_t>(want / 2, 32 << 10), 256 << 10) & ~size_t{4095};
+    return ((want + piece - 1) / piece < 2) ? 0 : piece;
+}
+
+void SmIface::start_split(SplitCopy *split, const struct iovec *local, size_t count,
+                          uint64_t address, size_t want, size_t piece) {
+    RndvSlot      *slot   = split->slot;
     const uint32_t pieces = static_cast<uint32_t>((want + piece - 1) / piece);
     slot->piece_size   = static_cast<uint32_t>(piece);
     slot->receiver_pid = getpid();
@@ -377,26 +393,32 @@ void SmIface::receive_rndv(const Message &m) {
     slot->sender_done.store(0, std::memory_order_relaxed);
     slot->sender_status.store(UCS_OK, std::memory_order_relaxed);
     slot->claim.store(uint64_t{pieces} << 32, std::memory_order_release);
-    send_control(sender, ControlMsg{Kind::kRndvRtr, 0, info.op_token});
+    send_control(split->sender, ControlMsg{Kind::kRndvRtr, 0, split->token});
 
-    const struct iovec theirs = {reinterpret_cast<void *>(info.address), want};
+    const struct iovec theirs = {reinterpret_cast<void *>(address), want};
     uint32_t           mine   = 0;
-    const ucs_status_t status = copy_pieces(slot, true, pid, false, local, count, &theirs, 1, want,
-                                            piece, &mine);
-    SplitRecv split{recv, sender, slot, info.op_token, m.tag, info.length, pieces - mine, status};
-    if (split_done(split)) {
-        finish_split(split, status);
-        return;
+    split->status = copy_pieces(slot, true, split->sender->pid(), false, local, count, &theirs, 1,
+                                want, piece, &mine);
+    split->sender_pieces = pieces - mine;
+}
+
+bool SmIface::keep_split(SplitCopy *split) {
+    if (split_done(*split)) {
+        return false;
     }
     try {
-        splits_.push_back(split);
-        ++sender->refs; /* keep its segment mapped while it writes */
+        splits_.push_back(*split);
+        ++split->sender->refs; /* keep its segment mapped while it writes */
+        return true;
     } catch (const std::bad_alloc &) {
         /* Cannot wait in the background: wait here, the sender is mid-piece. */
-        while (!split_done(split) && sender->check_alive()) {
+        while (!split_done(*split) && split->sender->check_alive()) {
             cpu_relax();
         }
-        finish_split(split, split_done(split) ? status : UCS_ERR_CONNECTION_RESET);
+        if (!split_done(*split)) {
+            split->status = UCS_ERR_CONNECTION_RESET;
+        }
+        return false;
     }
 }
 
@@ -437,13 +459,29 @@ ucs_status_t SmIface::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, boo
     }
 }
 
-bool SmIface::split_done(const SplitRecv &split) const {
+bool SmIface::split_done(const SplitCopy &split) const {
     return split.slot->sender_done.load(std::memory_order_acquire) == split.sender_pieces;
 }
 
-void SmIface::finish_split(SplitRecv split, ucs_status_t status) {
-    if (status == UCS_OK) {
-        status = static_cast<ucs_status_t>(split.slot->sender_status.load(std::memory_order_acquire));
+ucs_status_t SmIface::split_status(const SplitCopy &split, ucs_status_t status) const {
+    if (status != UCS_OK) {
+        return status;
+    }
+    return static_cast<ucs_status_t>(split.slot->sender_status.load(std::memory_order_acquire));
+}
+
+void SmIface::finish_split(SplitCopy split, ucs_status_t status) {
+    status = split_status(split, status);
+    if (split.recv == nullptr) {
+        /* A get: the sender's buffer stays published until its owner
+         * withdraws it (UCP cancels the send once told the data arrived). */
+        split.slot->word.store(rndv_word(token_gen(split.token), kRndvPosted),
+                               std::memory_order_release);
+        if (split.ep != nullptr) {
+            --split.ep->gets_outstanding;
+        }
+        complete(split.comp, status);
+        return;
     }
     split.slot->word.store(rndv_word(token_gen(split.token), kRndvDone), std::memory_order_release);
     send_control(split.sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), split.token});
@@ -453,7 +491,7 @@ void SmIface::finish_split(SplitRecv split, ucs_status_t status) {
 unsigned SmIface::progress_splits() {
     unsigned count = 0;
     for (size_t i = 0; i < splits_.size();) {
-        SplitRecv   split  = splits_[i];
+        SplitCopy   split  = splits_[i];
         const bool  done   = split_done(split);
         if (!done && !split.sender->dead()) {
             ++i;
@@ -468,7 +506,7 @@ unsigned SmIface::progress_splits() {
 }
 
 void SmIface::release_split(const TagEngine::Recv *recv) {
-    for (const SplitRecv &split : splits_) {
+    for (const SplitCopy &split : splits_) {
         if (split.recv != recv) {
             continue;
         }
@@ -625,11 +663,34 @@ ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint6
             return UCS_ERR_CANCELED; /* the sender withdrew the buffer */
         }
     }
+    if ((slot != nullptr) && !write && (remote_addr == key->address)) {
+        /* UCP reads an unexpected rendezvous send whole: share the copy with
+         * its sender as a matched receive does. */
+        const size_t piece = split_piece(total, count, key->pid);
+        if (piece != 0) {
+            return split_get(ep, slot, key->rndv_token, local, count, remote_addr, total, piece,
+                             comp);
+        }
+    }
     const ucs_status_t status = cma_copy(key->pid, local, count, remote_addr, total, write);
     if (slot != nullptr) {
         slot->word.store(rndv_word(gen, kRndvPosted), std::memory_order_release);
     }
     return status;
+}
+
+ucs_status_t SmIface::split_get(SmEp *ep, RndvSlot *slot, uint64_t token,
+                                const struct iovec *local, size_t count, uint64_t address,
+                                size_t length, size_t piece, uct_completion_t *comp) {
+    ++counters_.get_split;
+    SplitCopy split{nullptr, ep->peer, slot, token, 0, length, 0, UCS_OK, ep, comp};
+    start_split(&split, local, count, address, length, piece);
+    if (keep_split(&split)) {
+        ++ep->gets_outstanding;
+        return UCS_INPROGRESS;
+    }
+    slot->word.store(rndv_word(token_gen(token), kRndvPosted), std::memory_order_release);
+    return split_status(split, split.status);
 }
 
 ucs_status_t SmIface::get_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
