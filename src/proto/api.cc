@@ -1,5 +1,8 @@
-/* The C entry points: argument checks, then the worker. */
+/* The C entry points: argument checks, then the worker. They are all the
+ * library exports; everything else is built hidden. */
+#pragma GCC visibility push(default)
 #include "api/uct_tm_proto.h"
+#pragma GCC visibility pop
 #include "worker.h"
 
 #include <new>

@@ -46,8 +46,7 @@ void Worker::return_credit(uint32_t source, uint64_t bytes) {
         return;
     }
     ep->owed += bytes;
-    const uint64_t window = config_.unexpected_cap / config_.max_peers;
-    if (ep->owed >= window / 4) {
+    if (ep->owed >= window_ / 4) {
         CtrlHeader h = {};
         h.kind  = Kind::kCredit;
         h.value = ep->owed;

@@ -65,7 +65,7 @@ ucs_status_t Worker::handle_am(const void *data, size_t length) {
         }
         const size_t len = length - sizeof(h);
         /* an eager message never exceeds the credit we give a peer */
-        if (((kind != Kind::kRts) && (h.length > config_.unexpected_cap / config_.max_peers)) ||
+        if (((kind != Kind::kRts) && (h.length > window_)) ||
             ((kind == Kind::kEager) && (len != h.length)) ||
             ((kind == Kind::kFirst) && (len >= h.length)) || ((kind == Kind::kRts) && (len != 0) && !(h.flags & kFlagGet))) {
             break;

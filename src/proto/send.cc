@@ -58,9 +58,39 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
 
 ssize_t Worker::tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data,
                           size_t len) {
+    const uint64_t wire_imm = (uint64_t{config_.id} << 32) | imm;
+    if (len <= ep->iface->tag_zcopy_max) {
+        return tag_eager_zcopy(ep, tag, wire_imm, data, len);
+    }
     Pack p{nullptr, 0, data, len};
-    return uct_ep_tag_eager_bcopy(ep->uct_ep, tag, (uint64_t{config_.id} << 32) | imm, pack_cb, &p,
-                                  0);
+    return uct_ep_tag_eager_bcopy(ep->uct_ep, tag, wire_imm, pack_cb, &p, 0);
+}
+
+/* A tagged eager message straight from the caller's buffer: on tm_sm a small
+ * one is one inline FIFO element with tag and imm, where bcopy takes a
+ * descriptor (and tag_eager_short has no imm for the source id). Eager sends
+ * are done when handed over, so a transport that completes the copy later is
+ * waited for here (tm_sm copies inside the call). */
+ssize_t Worker::tag_eager_zcopy(Endpoint *ep, uint64_t tag, uint64_t imm, const void *data,
+                                size_t len) {
+    uct_iov_t iov = {};
+    iov.buffer    = const_cast<void *>(data);
+    iov.length    = len;
+    iov.memh      = UCT_MEM_HANDLE_NULL;
+    iov.count     = 1;
+    uct_completion_t comp = {};
+    comp.func   = [](uct_completion_t *) {};
+    comp.count  = 1;
+    comp.status = UCS_OK;
+    ucs_status_t status =
+            uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &iov, (len != 0) ? 1 : 0, 0, &comp);
+    if (status == UCS_INPROGRESS) {
+        while (comp.count != 0) {
+            uct_worker_progress(uworker_);
+        }
+        status = comp.status;
+    }
+    return (status == UCS_OK) ? static_cast<ssize_t>(len) : static_cast<ssize_t>(status);
 }
 
 ssize_t Worker::am_short(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len) {

@@ -56,7 +56,8 @@ uint32_t random_id() {
 
 }  // namespace
 
-Worker::Worker(const Config &config) : config_(config) {
+Worker::Worker(const Config &config)
+    : config_(config), window_(config.unexpected_cap / config.max_peers) {
     if (config_.id == 0) {
         config_.id = random_id();
     }
@@ -213,7 +214,15 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
                   (i->attr.cap.tag.rndv.max_hdr >= sizeof(MsgHeader));
     i->tag_eager_max = i->tag_send ? i->attr.cap.tag.eager.max_bcopy : 0;
     uct_md_attr_t md_attr;
-    if ((i->attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) && (uct_md_query(i->md, &md_attr) == UCS_OK) &&
+    status = uct_md_query(i->md, &md_attr);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (i->tag_send && (i->attr.cap.flags & UCT_IFACE_FLAG_TAG_EAGER_ZCOPY) &&
+        !(md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH) && (i->attr.cap.tag.eager.max_iov >= 1)) {
+        i->tag_zcopy_max = std::min(i->attr.cap.tag.eager.max_zcopy, i->tag_eager_max);
+    }
+    if ((i->attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) &&
         (md_attr.cap.flags & UCT_MD_FLAG_REG) && (md_attr.rkey_packed_size <= kMaxRkey)) {
         const size_t rts = sizeof(MsgHeader) + sizeof(RndvGet) + md_attr.rkey_packed_size;
         i->rkey_size = md_attr.rkey_packed_size;
@@ -254,7 +263,7 @@ ucs_status_t Worker::address(void *buffer, size_t *length) const {
     h.ifaces  = static_cast<uint8_t>(ifaces_.size());
     h.flags   = ifaces_.front()->offload ? kAddrOffload : 0;
     h.id      = config_.id;
-    h.window  = static_cast<uint32_t>(config_.unexpected_cap / config_.max_peers);
+    h.window  = static_cast<uint32_t>(window_);
     memcpy(out.data(), &h, sizeof(h));
     auto put16 = [&out](size_t v) {
         const uint16_t x = static_cast<uint16_t>(v);

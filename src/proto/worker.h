@@ -45,6 +45,9 @@ struct Iface {
      * matched by its tag list, or unexpected through eager_cb / rndv_cb. */
     bool             tag_send  = false;
     size_t           tag_eager_max = 0;
+    /* eager messages up to this size go as tag_eager_zcopy, which carries
+     * imm inline where tag_eager_short cannot (the MD needs no memh) */
+    size_t           tag_zcopy_max = 0;
     bool             offload   = false; /* receives go to its tag list */
     /* rendezvous data is read by the receiver (get_zcopy, MD-registered) */
     bool             rndv_get  = false;
@@ -121,6 +124,8 @@ class Worker {
     }
     ssize_t      am_short(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len);
     ssize_t      tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len);
+    ssize_t      tag_eager_zcopy(Endpoint *ep, uint64_t tag, uint64_t imm, const void *data,
+                                 size_t len);
     ssize_t      am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
                          size_t len);
 
@@ -187,6 +192,7 @@ class Worker {
     void         cancel_rts(uint32_t source, uint64_t sreq);
 
     Config                          config_;
+    uint64_t                        window_ = 0; /* eager bytes buffered per peer: cap / peers */
     ucs_async_context_t            *async_  = nullptr;
     uct_worker_h                    uworker_ = nullptr;
     std::vector<std::unique_ptr<Iface>> ifaces_;
