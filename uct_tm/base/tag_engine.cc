@@ -8,12 +8,6 @@
 
 namespace uct_tm {
 
-struct TagEngine::Priv {
-    const TagEngine *owner;
-    uint32_t         index;
-    uint32_t         gen;
-};
-
 namespace {
 
 match::MatcherOptions matcher_options() {
@@ -37,7 +31,7 @@ TagEngine::~TagEngine() {
     }
 }
 
-ucs_status_t TagEngine::post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov, size_t iovcnt,
+ucs_status_t TagEngine::post_general(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov, size_t iovcnt,
                              uct_tag_context_t *ctx) {
     if ((ctx == nullptr) || ((iov == nullptr) && (iovcnt > 0))) {
         return UCS_ERR_INVALID_PARAM;
@@ -58,42 +52,64 @@ ucs_status_t TagEngine::post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov
         return UCS_ERR_EXCEEDS_LIMIT;
     }
     const uintptr_t key = (iovcnt > 0) ? reinterpret_cast<uintptr_t>(iov[0].buffer) : 0;
-    uint32_t        index;
-    try {
-        if ((key != 0) && !buffers_.insert(key)) {
-            ++counters_.refused;
-            return UCS_ERR_ALREADY_EXISTS;
+    return admit(tag, mask, key, ctx, [&](Recv &recv) {
+        recv.capacity = capacity;
+        recv.iovcnt   = static_cast<uint32_t>(iovcnt);
+        for (size_t i = 0; i < iovcnt; ++i) {
+            recv.iov[i].iov_base = iov[i].buffer;
+            recv.iov[i].iov_len  = iov[i].length;
         }
-        index = recvs_.allocate();
+    });
+}
+
+ucs_status_t TagEngine::enqueue_in_matcher(Recv *recv, uct_tag_t tag, uct_tag_t mask) {
+    if ((exact_posted_ > 0) && (mask != ~uct_tag_t{0})) {
+        const ucs_status_t status = spill_exact();
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+    const match::PostResult result = matcher_.post_expected_only(tag, mask, recv);
+    if (result.status != UCS_OK) {
+        return result.status;
+    }
+    recv->exact  = false;
+    recv->handle = result.handle;
+    return UCS_OK;
+}
+
+ucs_status_t TagEngine::spill_exact() {
+    /* Each tag's queue goes in oldest first. The order across tags does not
+     * matter: an exact receive only competes with receives of its own tag
+     * and with masked ones, and every masked receive is posted after this. */
+    std::vector<Recv *> order;
+    try {
+        order.reserve(exact_posted_);
     } catch (const std::bad_alloc &) {
         return UCS_ERR_NO_MEMORY;
     }
-    Recv &recv = recvs_[index];
-    const match::PostResult result = matcher_.post_expected_only(tag, mask, &recv);
-    if (result.status != UCS_OK) {
-        recvs_.release(index);
-        if (key != 0) {
-            buffers_.erase(key);
+    exact_.for_each([&](const ExactTagQueues::Queue &q) {
+        for (uint32_t i = q.head; i != ExactTagQueues::kNone; i = recvs_[i].next) {
+            order.push_back(&recvs_[i]);
         }
-        return result.status;
+    });
+    for (size_t i = 0; i < order.size(); ++i) {
+        const match::PostResult result = matcher_.post_expected_only(order[i]->tag, ~uct_tag_t{0},
+                                                                     order[i]);
+        if (result.status != UCS_OK) {
+            /* Undo: the receives stay where they were, in exact_. */
+            while (i-- > 0) {
+                matcher_.cancel(order[i]->handle);
+            }
+            return result.status;
+        }
+        order[i]->handle = result.handle;
     }
-    recv.ctx          = ctx;
-    recv.tag          = tag;
-    recv.capacity     = capacity;
-    recv.iovcnt       = static_cast<uint32_t>(iovcnt);
-    recv.handle       = result.handle;
-    recv.index        = index;
-    recv.state        = kPosted;
-    recv.holds_buffer = (key != 0);
-    for (size_t i = 0; i < iovcnt; ++i) {
-        recv.iov[i].iov_base = iov[i].buffer;
-        recv.iov[i].iov_len  = iov[i].length;
+    for (Recv *recv : order) {
+        recv->exact = false;
     }
-    static_assert(sizeof(Priv) <= UCT_TAG_PRIV_LEN, "tag context private area");
-    Priv priv{this, index, recv.gen};
-    memcpy(ctx->priv, &priv, sizeof(priv));
-    ++posted_;
-    ++counters_.posts;
+    exact_.clear();
+    exact_posted_ = 0;
     return UCS_OK;
 }
 
@@ -121,7 +137,11 @@ ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {
     }
     switch (recv->state) {
     case kPosted:
-        matcher_.cancel(recv->handle);
+        if (recv->exact) {
+            unlink_exact(exact_.find(recv->tag), recv);
+        } else {
+            matcher_.cancel(recv->handle);
+        }
         --posted_;
         ++counters_.cancels;
         if (force) {
@@ -165,20 +185,6 @@ ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {
     }
 }
 
-TagEngine::Recv *TagEngine::match_posted(uct_tag_t tag) {
-    const match::ArriveResult result = matcher_.match_posted(tag);
-    if (!result.matched) {
-        return nullptr;
-    }
-    Recv *recv  = static_cast<Recv *>(result.recv.ctx);
-    recv->state = kMatched;
-    --posted_;
-    ++in_flight_;
-    ++counters_.matches;
-    recv->ctx->tag_consumed_cb(recv->ctx);
-    return recv;
-}
-
 size_t TagEngine::scatter_iov(Recv *recv, size_t offset, const void *data, size_t length) const {
     const char *src     = static_cast<const char *>(data);
     size_t      written = 0;
@@ -208,33 +214,6 @@ size_t TagEngine::iovecs(const Recv *recv, size_t length, struct iovec *out) con
         ++n;
     }
     return n;
-}
-
-void TagEngine::release(Recv *recv) {
-    if (recv->holds_buffer) {
-        buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base));
-        recv->holds_buffer = false;
-    }
-    if ((recv->state == kMatched) || (recv->state == kOrphaned)) {
-        --in_flight_;
-    }
-    recv->state = kFree;
-    recv->ctx   = nullptr;
-    ++recv->gen;
-    recvs_.release(recv->index);
-}
-
-void TagEngine::complete(Recv *recv, uct_tag_t stag, uint64_t imm, size_t length,
-                         ucs_status_t status) {
-    uct_tag_context_t *ctx = recv->ctx;
-    if ((status == UCS_OK) && (length > recv->capacity)) {
-        status = UCS_ERR_MESSAGE_TRUNCATED;
-    }
-    const bool notify = (recv->state == kMatched);
-    release(recv); /* first: the callback may post the same buffer again */
-    if (notify) {
-        ctx->completed_cb(ctx, stag, imm, length, nullptr, status);
-    }
 }
 
 void TagEngine::complete_rndv(Recv *recv, uct_tag_t stag, const void *header,

@@ -16,6 +16,13 @@
  *  - UCS_ERR_EXCEEDS_LIMIT past the configured list size,
  *    UCS_ERR_ALREADY_EXISTS for a buffer already posted.
  *
+ * Where receives live: while every posted receive has an exact tag (a
+ * streaming MPI or UCP receiver), in per-tag queues (ExactTagQueues), so a
+ * post or a match is one probe of a small table; the first masked receive
+ * moves them all into the software matcher (src/match), which then takes
+ * every post until the list is empty again. The earliest-posted rule holds
+ * either way (tests/unit/test_tag_engine_differential.cc).
+ *
  * A transport calls match() when a tagged message arrives; a receive it
  * returns is "in flight": the transport writes into it (scatter() or the
  * iov list) and finishes it with complete() or complete_rndv(). Callbacks may
@@ -25,16 +32,20 @@
 #define UCT_TM_BASE_TAG_ENGINE_H_
 
 #include "address_set.h"
+#include "copy_bytes.h"
+#include "exact_tag_queues.h"
 
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
 
 #include <uct/api/uct.h>
+#include <ucs/sys/compiler_def.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <sys/uio.h>
 #include <vector>
 
@@ -58,11 +69,14 @@ class TagEngine {
         struct iovec       iov[kMaxRecvIov];
 
         /* Internal state. */
-        match::RecvHandle handle;
+        match::RecvHandle handle;       /* in the matcher (!exact) */
         uint32_t          index        = 0;
         uint32_t          gen          = 1;
+        uint32_t          prev         = 0; /* neighbours in its tag's exact queue (exact) */
+        uint32_t          next         = 0;
         uint8_t           state        = 0;
         bool              holds_buffer = false;
+        bool              exact        = false; /* posted in exact_, not in the matcher */
         uint32_t          free_link_   = 0;
         uint32_t         &free_link() { return free_link_; }
     };
@@ -74,7 +88,16 @@ class TagEngine {
 
     /* uct_iface_tag_recv_zcopy. */
     ucs_status_t post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov, size_t iovcnt,
-                      uct_tag_context_t *ctx);
+                      uct_tag_context_t *ctx) {
+        /* One contiguous buffer, room in the list: what UCP and most users
+         * post, kept inline (a streaming receiver posts once per message). */
+        if (ucs_likely((iovcnt == 1) && (ctx != nullptr) && (iov != nullptr) &&
+                       (iov->count == 1) && (iov->buffer != nullptr) &&
+                       (posted_ < limits_.list_size))) {
+            return post_contig(tag, mask, iov->buffer, iov->length, ctx);
+        }
+        return post_general(tag, mask, iov, iovcnt, ctx);
+    }
 
     /* uct_iface_tag_recv_cancel. UCS_ERR_NO_ELEM: ctx is not posted on this
      * engine (never posted, or already completed). */
@@ -87,7 +110,27 @@ class TagEngine {
         if (posted_ == 0) {
             return nullptr; /* the common unexpected case costs one compare */
         }
-        return match_posted(tag);
+        Recv *recv;
+        if (exact_posted_ > 0) { /* then nothing is in the matcher */
+            ExactTagQueues::Queue *q = exact_.find(tag);
+            if (q == nullptr) {
+                return nullptr;
+            }
+            recv = &recvs_[q->head];
+            unlink_exact(q, recv);
+        } else {
+            const match::ArriveResult result = matcher_.match_posted(tag);
+            if (!result.matched) {
+                return nullptr;
+            }
+            recv = static_cast<Recv *>(result.recv.ctx);
+        }
+        recv->state = kMatched;
+        --posted_;
+        ++in_flight_;
+        ++counters_.matches;
+        recv->ctx->tag_consumed_cb(recv->ctx);
+        return recv;
     }
 
     /* Copies `length` bytes at message offset `offset` into the receive,
@@ -96,7 +139,7 @@ class TagEngine {
         if (recv->iovcnt == 1) { /* what UCP and most users post */
             const size_t capacity = recv->iov[0].iov_len;
             const size_t n = (offset < capacity) ? std::min(capacity - offset, length) : 0;
-            memcpy(static_cast<char *>(recv->iov[0].iov_base) + offset, data, n);
+            copy_bytes(static_cast<char *>(recv->iov[0].iov_base) + offset, data, n);
             return n;
         }
         return scatter_iov(recv, offset, data, length);
@@ -111,7 +154,17 @@ class TagEngine {
 
     /* Finishes an in-flight receive: completed_cb(stag, imm, length) with
      * `status`, or UCS_ERR_MESSAGE_TRUNCATED when length > capacity. */
-    void complete(Recv *recv, uct_tag_t stag, uint64_t imm, size_t length, ucs_status_t status);
+    void complete(Recv *recv, uct_tag_t stag, uint64_t imm, size_t length, ucs_status_t status) {
+        uct_tag_context_t *ctx = recv->ctx;
+        if ((status == UCS_OK) && (length > recv->capacity)) {
+            status = UCS_ERR_MESSAGE_TRUNCATED;
+        }
+        const bool notify = (recv->state == kMatched);
+        release(recv); /* first: the callback may post the same buffer again */
+        if (notify) {
+            ctx->completed_cb(ctx, stag, imm, length, nullptr, status);
+        }
+    }
 
     /* Finishes an in-flight receive matched by a software rendezvous request:
      * rndv_cb(stag, header, header_length, UCS_OK, UCT_TAG_RECV_CB_INLINE_DATA). */
@@ -147,16 +200,134 @@ class TagEngine {
   private:
     enum : uint8_t { kFree = 0, kPosted, kMatched, kOrphaned, kCancelled };
 
-    struct Priv; /* what the engine keeps in uct_tag_context::priv */
+    /* What the engine keeps in uct_tag_context::priv. */
+    struct Priv {
+        const TagEngine *owner;
+        uint32_t         index;
+        uint32_t         gen;
+    };
+    static_assert(sizeof(Priv) <= UCT_TAG_PRIV_LEN, "tag context private area");
 
-    Recv    *match_posted(uct_tag_t tag);
+    ucs_status_t post_contig(uct_tag_t tag, uct_tag_t mask, void *buffer, size_t length,
+                             uct_tag_context_t *ctx) {
+        return admit(tag, mask, reinterpret_cast<uintptr_t>(buffer), ctx, [&](Recv &recv) {
+            recv.capacity        = length;
+            recv.iovcnt          = 1;
+            recv.iov[0].iov_base = buffer;
+            recv.iov[0].iov_len  = length;
+        });
+    }
+
+    /* Posts a validated receive whose first buffer is `key` (0: none);
+     * fill_iov(recv) stores its buffers. */
+    template <typename FillIov>
+    ucs_status_t admit(uct_tag_t tag, uct_tag_t mask, uintptr_t key, uct_tag_context_t *ctx,
+                       const FillIov &fill_iov) {
+        uint32_t index;
+        try {
+            if ((key != 0) && !buffers_.insert(key)) {
+                ++counters_.refused;
+                return UCS_ERR_ALREADY_EXISTS;
+            }
+            index = recvs_.allocate();
+        } catch (const std::bad_alloc &) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        Recv              &recv   = recvs_[index];
+        recv.index                = index;
+        const ucs_status_t status = enqueue(&recv, tag, mask);
+        if (ucs_unlikely(status != UCS_OK)) {
+            recvs_.release(index);
+            if (key != 0) {
+                buffers_.erase(key);
+            }
+            return status;
+        }
+        recv.ctx          = ctx;
+        recv.tag          = tag;
+        recv.state        = kPosted;
+        recv.holds_buffer = (key != 0);
+        fill_iov(recv);
+        const Priv priv{this, index, recv.gen};
+        memcpy(ctx->priv, &priv, sizeof(priv));
+        ++posted_;
+        ++counters_.posts;
+        return UCS_OK;
+    }
+
+    /* Queues a receive being posted: in exact_ while the matcher holds
+     * nothing (so the earliest-posted matching receive is the head of the
+     * tag's queue), else in the matcher; a masked receive first moves every
+     * exact one into the matcher, in posting order. */
+    ucs_status_t enqueue(Recv *recv, uct_tag_t tag, uct_tag_t mask) {
+        if (ucs_likely((mask == ~uct_tag_t{0}) && (posted_ == exact_posted_))) {
+            ExactTagQueues::Queue *q;
+            try {
+                q = exact_.find_or_insert(tag);
+            } catch (const std::bad_alloc &) {
+                return UCS_ERR_NO_MEMORY;
+            }
+            recv->exact = true;
+            recv->next  = ExactTagQueues::kNone;
+            if (q->head == ExactTagQueues::kNone) {
+                recv->prev = ExactTagQueues::kNone;
+                q->head    = recv->index;
+            } else {
+                recv->prev             = q->tail;
+                recvs_[q->tail].next   = recv->index;
+            }
+            q->tail = recv->index;
+            ++exact_posted_;
+            return UCS_OK;
+        }
+        return enqueue_in_matcher(recv, tag, mask);
+    }
+    ucs_status_t enqueue_in_matcher(Recv *recv, uct_tag_t tag, uct_tag_t mask);
+    /* Moves every receive of exact_ into the matcher. */
+    ucs_status_t spill_exact();
+
+    /* Takes `recv` out of its tag's queue `q`. */
+    void unlink_exact(ExactTagQueues::Queue *q, Recv *recv) {
+        if (recv->prev == ExactTagQueues::kNone) {
+            q->head = recv->next;
+        } else {
+            recvs_[recv->prev].next = recv->next;
+        }
+        if (recv->next == ExactTagQueues::kNone) {
+            q->tail = recv->prev;
+        } else {
+            recvs_[recv->next].prev = recv->prev;
+        }
+        if (q->head == ExactTagQueues::kNone) {
+            exact_.erase(q);
+        }
+        recv->exact = false;
+        --exact_posted_;
+    }
+
+    ucs_status_t post_general(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov, size_t iovcnt,
+                              uct_tag_context_t *ctx);
     size_t   scatter_iov(Recv *recv, size_t offset, const void *data, size_t length) const;
     Recv    *lookup(uct_tag_context_t *ctx);
-    void     release(Recv *recv);
+    void     release(Recv *recv) {
+        if (recv->holds_buffer) {
+            buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base));
+            recv->holds_buffer = false;
+        }
+        if ((recv->state == kMatched) || (recv->state == kOrphaned)) {
+            --in_flight_;
+        }
+        recv->state = kFree;
+        recv->ctx   = nullptr;
+        ++recv->gen;
+        recvs_.release(recv->index);
+    }
     unsigned deliver_cancelled();
 
     TagEngineLimits           limits_;
     match::TagMatcher         matcher_;
+    ExactTagQueues            exact_;
+    size_t                    exact_posted_ = 0; /* receives in exact_ */
     match::SlotPool<Recv>     recvs_;
     AddressSet                buffers_;
     struct Pending {

@@ -3,6 +3,8 @@
  */
 #include "sm_iface.h"
 
+#include "base/copy_bytes.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
@@ -285,7 +287,7 @@ ucs_status_t SmIface::am_short(SmEp *ep, uint8_t id, uint64_t header, const void
                            e->aux  = id;
                            char *p = static_cast<char *>(inline_payload(e));
                            memcpy(p, &header, sizeof(header));
-                           memcpy(p + sizeof(header), payload, length);
+                           copy_bytes(p + sizeof(header), payload, length);
                        });
 }
 
@@ -358,7 +360,7 @@ ucs_status_t SmIface::tag_eager_short(SmEp *ep, uct_tag_t tag, const void *data,
     return send_inline(ep, Kind::kTagEager, static_cast<uint32_t>(length), [&](ElemHeader *e) {
         e->tag = tag;
         e->imm = 0;
-        memcpy(inline_payload(e), data, length);
+        copy_bytes(inline_payload(e), data, length);
     });
 }
 

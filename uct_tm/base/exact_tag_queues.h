@@ -1,0 +1,137 @@
+/*
+ * ExactTagQueues: for each tag with posted exact receives, the two ends of
+ * its queue (indexes of the first and last receive, oldest first; the
+ * receives link to each other). TagEngine keeps its receives here while all
+ * of them are exact -- a streaming MPI or UCP receiver's list -- so posting
+ * and matching cost one probe of a small table instead of a pass through the
+ * general matcher (masks, sequence merging, unexpected queues).
+ *
+ * Open addressing with linear probing; erase shifts the rest of the probe run
+ * back (no tombstones), so a post/match cycle never degrades the table and
+ * memory is allocated only when the table reaches a new maximum size.
+ */
+#ifndef UCT_TM_BASE_EXACT_TAG_QUEUES_H_
+#define UCT_TM_BASE_EXACT_TAG_QUEUES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+
+namespace uct_tm {
+
+class ExactTagQueues {
+  public:
+    static constexpr uint32_t kNone = UINT32_MAX;
+
+    struct Queue {
+        uint64_t tag;
+        uint32_t head; /* kNone: the slot is empty */
+        uint32_t tail;
+    };
+
+    /* The queue of `tag`, or null. */
+    Queue *find(uint64_t tag) {
+        if (capacity_ == 0) {
+            return nullptr;
+        }
+        for (size_t i = home(tag);; i = next(i)) {
+            Queue &q = slots_[i];
+            if (q.head == kNone) {
+                return nullptr;
+            }
+            if (q.tag == tag) {
+                return &q;
+            }
+        }
+    }
+
+    /* The queue of `tag`, created empty (head == tail == kNone) if absent.
+     * Throws std::bad_alloc on growth failure (table unchanged). */
+    Queue *find_or_insert(uint64_t tag) {
+        if ((size_ + 1) * 2 > capacity_) {
+            rehash((capacity_ == 0) ? kMinCapacity : capacity_ * 2);
+        }
+        size_t i = home(tag);
+        for (; slots_[i].head != kNone; i = next(i)) {
+            if (slots_[i].tag == tag) {
+                return &slots_[i];
+            }
+        }
+        ++size_;
+        slots_[i].tag = tag;
+        return &slots_[i]; /* head stays kNone until the caller links a receive */
+    }
+
+    /* Removes a queue the caller emptied (head == kNone). */
+    void erase(Queue *q) {
+        size_t hole = static_cast<size_t>(q - slots_.get());
+        for (size_t j = next(hole); slots_[j].head != kNone; j = next(j)) {
+            const size_t h     = home(slots_[j].tag);
+            const bool   stays = (hole < j) ? ((hole < h) && (h <= j)) : ((hole < h) || (h <= j));
+            if (!stays) {
+                slots_[hole] = slots_[j];
+                hole         = j;
+            }
+        }
+        slots_[hole].head = kNone;
+        --size_;
+    }
+
+    /* Calls fn(const Queue &) for every queue, in table order. */
+    template <typename Fn> void for_each(Fn &&fn) const {
+        for (size_t i = 0; i < capacity_; ++i) {
+            if (slots_[i].head != kNone) {
+                fn(slots_[i]);
+            }
+        }
+    }
+
+    void clear() {
+        for (size_t i = 0; i < capacity_; ++i) {
+            slots_[i].head = kNone;
+        }
+        size_ = 0;
+    }
+
+    size_t size() const { return size_; }
+
+  private:
+    static constexpr size_t kMinCapacity = 16;
+
+    /* Fibonacci hashing, top bits: MPI tags differ in any bit range. */
+    size_t home(uint64_t tag) const {
+        return static_cast<size_t>((tag * 0x9e3779b97f4a7c15ull) >> shift_);
+    }
+    size_t next(size_t i) const { return (i + 1) & (capacity_ - 1); }
+
+    void rehash(size_t capacity) {
+        /* Allocate first: on failure the table is unchanged. */
+        std::unique_ptr<Queue[]> fresh(new Queue[capacity]);
+        for (size_t i = 0; i < capacity; ++i) {
+            fresh[i].head = kNone;
+        }
+        fresh.swap(slots_);
+        const size_t old_capacity = capacity_;
+        capacity_                 = capacity;
+        shift_                    = static_cast<unsigned>(64 - __builtin_ctzll(capacity));
+        for (size_t i = 0; i < old_capacity; ++i) {
+            if (fresh[i].head != kNone) {
+                size_t j = home(fresh[i].tag);
+                while (slots_[j].head != kNone) {
+                    j = next(j);
+                }
+                slots_[j] = fresh[i];
+            }
+        }
+    }
+
+    std::unique_ptr<Queue[]> slots_;
+    size_t                   capacity_ = 0; /* power of two, or 0 */
+    size_t                   size_     = 0;
+    unsigned                 shift_    = 64;
+};
+
+}  // namespace uct_tm
+
+#endif
