@@ -21,7 +21,7 @@ struct EnvConfig {
 ucs_config_field_t env_table[] = {
     {"TRANSPORTS", "tm_sm", "Comma-separated tl[:device] list of the ifaces a worker opens.",
      offsetof(EnvConfig, transports), UCS_CONFIG_TYPE_STRING},
-    {"RNDV_THRESH", "64k", "Messages of at least this size are sent by rendezvous.",
+    {"RNDV_THRESH", "128k", "Messages of at least this size are sent by rendezvous.",
      offsetof(EnvConfig, rndv_thresh), UCS_CONFIG_TYPE_MEMUNITS},
     {"UNEXPECTED_CAP", "64m",
      "Eager bytes a worker buffers for unmatched messages, shared by MAX_PEERS senders; "

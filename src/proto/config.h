@@ -16,7 +16,7 @@ namespace proto {
 struct Config {
     std::string transports     = "tm_sm";
     uint32_t    id             = 0; /* 0: pick one */
-    size_t      rndv_thresh    = 64 << 10;
+    size_t      rndv_thresh    = 128 << 10;
     size_t      unexpected_cap = 64 << 20;
     unsigned    max_peers      = 256;
     bool        offload        = true;

@@ -63,9 +63,10 @@ struct TagHandlers {
         });
     }
     static ucs_status_t unexpected_eager(void *arg, void *data, size_t length, unsigned flags,
-                                         uct_tag_t stag, uint64_t imm, void **) {
+                                         uct_tag_t stag, uint64_t imm, void **context) {
         guarded("an unexpected tagged message", [&] {
-            static_cast<Iface *>(arg)->worker->tag_unexpected_eager(data, length, flags, stag, imm);
+            static_cast<Iface *>(arg)->worker->tag_unexpected_eager(data, length, flags, stag, imm,
+                                                                    context);
         });
         return UCS_OK; /* copied (or dropped): the transport may reuse the data */
     }
@@ -168,18 +169,58 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
 }
 
 ucs_status_t Worker::tag_unexpected_eager(const void *data, size_t length, unsigned flags,
-                                          uint64_t stag, uint64_t imm) {
+                                          uint64_t stag, uint64_t imm, void **context) {
+    const char *payload = static_cast<const char *>(data);
+    size_t      total   = length;
+    TagGather  *g       = nullptr;
     if ((flags & UCT_CB_PARAM_FLAG_MORE) || !(flags & UCT_CB_PARAM_FLAG_FIRST)) {
-        ucs_error("tm_proto: dropped a fragmented tagged message (we send single ones only)");
-        return UCS_OK;
+        /* one of several fragments (UCT: in order; `context` is ours for the message) */
+        if (context == nullptr) {
+            ucs_error("tm_proto: dropped a fragmented tagged message without a context");
+            return UCS_OK;
+        }
+        if (flags & UCT_CB_PARAM_FLAG_FIRST) {
+            if (free_gathers_.empty()) {
+                gathers_.push_back(std::make_unique<TagGather>());
+                free_gathers_.push_back(gathers_.back().get());
+            }
+            g = free_gathers_.back();
+            free_gathers_.pop_back();
+            g->data.clear();
+            g->dropped = false;
+            *context   = g;
+        } else {
+            g = static_cast<TagGather *>(*context);
+            if (g == nullptr) {
+                ucs_error("tm_proto: dropped a tagged fragment with no first fragment");
+                return UCS_OK;
+            }
+        }
+        /* an eager message never exceeds the credit we give a peer */
+        if (!g->dropped && (g->data.size() + length <= window_)) {
+            g->data.insert(g->data.end(), payload, payload + length);
+        } else {
+            g->dropped = true;
+        }
+        if (flags & UCT_CB_PARAM_FLAG_MORE) {
+            return UCS_OK;
+        }
+        *context = nullptr;
+        free_gathers_.push_back(g); /* reused from the next first fragment on */
+        if (g->dropped) {
+            ucs_error("tm_proto: dropped a tagged message above the per-peer credit");
+            return UCS_OK;
+        }
+        payload = g->data.data();
+        total   = g->data.size();
     }
     MsgHeader h = {};
     h.kind   = Kind::kEager;
     h.source = static_cast<uint32_t>(imm >> 32);
     h.imm    = static_cast<uint32_t>(imm);
     h.tag    = stag;
-    h.length = length;
-    handle_message(h, static_cast<const char *>(data), length);
+    h.length = total;
+    handle_message(h, payload, total);
     return UCS_OK;
 }
 

@@ -44,9 +44,10 @@ struct Iface {
     /* Data messages use the transport's tag API (eager bcopy, rndv request):
      * matched by its tag list, or unexpected through eager_cb / rndv_cb. */
     bool             tag_send  = false;
-    size_t           tag_eager_max = 0;
-    /* eager messages up to this size go as tag_eager_zcopy, which carries
-     * imm inline where tag_eager_short cannot (the MD needs no memh) */
+    size_t           tag_eager_max = 0; /* larger messages go by rendezvous */
+    /* eager messages up to this size go as tag_eager_zcopy (the MD needs no
+     * memh): it carries imm, which tag_eager_short cannot, and may span
+     * several transport fragments */
     size_t           tag_zcopy_max = 0;
     bool             offload   = false; /* receives go to its tag list */
     /* rendezvous data is read by the receiver (get_zcopy, MD-registered) */
@@ -182,7 +183,7 @@ class Worker {
                                    ucs_status_t status);
     void         offload_rndv(Request &r, uint64_t stag, const void *header, unsigned length);
     ucs_status_t tag_unexpected_eager(const void *data, size_t length, unsigned flags,
-                                      uint64_t stag, uint64_t imm);
+                                      uint64_t stag, uint64_t imm, void **context);
     ucs_status_t tag_unexpected_rndv(uint64_t stag, const void *header, unsigned length);
     Request     *offloaded_request(uct_tag_context_t *ctx);
 
@@ -219,6 +220,14 @@ class Worker {
         bool     sync    = false;
     };
     std::unordered_map<uint64_t, Partial> partial_;
+    /* unexpected tagged messages arriving in several fragments, gathered
+     * until the last one (which carries imm: the source); reused */
+    struct TagGather {
+        std::vector<char> data;
+        bool              dropped = false;
+    };
+    std::vector<std::unique_ptr<TagGather>> gathers_;
+    std::vector<TagGather *>                free_gathers_;
     std::vector<uint64_t>           completed_;     /* callbacks to deliver */
     std::vector<uint64_t>           delivering_;
     uint64_t                        next_seq_ = 0;

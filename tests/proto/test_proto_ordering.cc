@@ -32,7 +32,7 @@ class ProtoOrdering : public ProtoTest {
 
 TEST_P(ProtoOrdering, RandomMixMatchesTheModel) {
     std::mt19937_64                     rng(12345);
-    constexpr size_t                    kBig = 100000; /* above the 64k rendezvous threshold */
+    constexpr size_t                    kBig = 200000; /* above the 128k rendezvous threshold */
     std::vector<ModelRecv>              model;
     std::vector<int>                    unexpected; /* message indexes, arrival order */
     std::vector<uint64_t>               msg_tags;

@@ -31,7 +31,7 @@ namespace {
 constexpr int      kProcs      = 3;
 constexpr int      kMsgs       = 1500; /* sent by each process */
 constexpr int      kWindow     = 12;   /* receives kept posted */
-constexpr size_t   kMaxLen     = 100000;
+constexpr size_t   kMaxLen     = 170000;
 constexpr unsigned kChildAlarm = 90;
 constexpr uint64_t kSeed       = 20261123;
 
@@ -53,7 +53,7 @@ std::vector<std::vector<Planned>> make_plan() {
             p.dest += (p.dest >= s) ? 1 : 0;
             p.tag  = (uint64_t(s) << 8) | (rng() % 4);
             const unsigned kind = rng() % 10;
-            p.len    = (kind < 6) ? rng() % 64 : (kind < 9) ? rng() % 20000 : 65536 + rng() % 30000;
+            p.len    = (kind < 6) ? rng() % 64 : (kind < 9) ? rng() % 70000 : 131072 + rng() % 30000;
             p.sync   = (rng() % 8) == 0;
             p.inject = (rng() % 2) == 0;
             plan[s].push_back(p);
