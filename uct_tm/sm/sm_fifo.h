@@ -4,18 +4,26 @@
  * Sequence numbers start at fifo_elems (N). Senders claim consecutive
  * sequences with a CAS on the shared tail (refusing when the ring is full,
  * judged from a cached copy of the reader's head), write their elements, then
- * publish each one by a CAS of its state from the previous lap's value
- * `(seq - N) | kStateReady` to `seq | kStateReady`. The reader consumes in
- * sequence order and never writes an element back: it only advances and
- * publishes its head, so an element's cache line travels from sender to reader
- * and nowhere else (a reader write would make the next sender pull it back).
+ * publish each one by a release store of its state, `seq | kStateReady`. The
+ * reader consumes in sequence order and never writes an element back: it only
+ * advances and publishes its head, so an element's cache line travels from
+ * sender to reader and nowhere else (a reader write would make the next sender
+ * pull it back).
  *
- * Why publish by CAS and not a store: if a sender dies between claiming and
- * publishing, the reader would wait forever on that element. Once it knows a
- * peer died it may mark a long-stalled element skipped (CAS previous-lap value
- * -> `seq | kStateReady | kStateSkipped`); a sender that was merely slow then
- * fails its publish and reports the send as not done, instead of corrupting
- * the next lap.
+ * Dead senders: if a sender dies between claiming and publishing, the reader
+ * would wait forever on that element. Once it knows a peer died it may mark a
+ * long-stalled element skipped: it first bumps the header's `skips` counter,
+ * then CASes the element's state from the previous lap's value
+ * `(seq - N) | kStateReady` to `seq | kStateReady | kStateSkipped`. A sender
+ * that was merely slow must then not publish over the skip: it compares
+ * `skips` with the value it read when it claimed, and if it moved it publishes
+ * by a CAS from the previous lap's value instead, which fails on a skipped
+ * element (the send reports NO_RESOURCE). Skips are rare, so `skips` stays in
+ * every sender's cache and a send costs one locked instruction (the claim),
+ * not two: the publish CAS waited for the element's line to arrive from the
+ * reader, which a store lets the sender overlap with its next message
+ * (docs/tm_sm.md, docs/perf.md). What a store cannot exclude: a sender stopped
+ * for STALL_TIMEOUT exactly between reading `skips` and its store.
  */
 #ifndef UCT_TM_SM_SM_FIFO_H_
 #define UCT_TM_SM_SM_FIFO_H_
@@ -34,6 +42,7 @@ class FifoWriter {
         char *base    = reinterpret_cast<char *>(header);
         tail_         = &header->tail;
         head_         = &header->head;
+        skips_        = &header->skips;
         head_cache_   = head_->load(std::memory_order_acquire);
         elems_        = base + g.fifo_offset;
         descs_        = base + g.descs_offset;
@@ -46,6 +55,7 @@ class FifoWriter {
 
     /* Claims `count` consecutive elements; false when the ring has no room. */
     bool claim(uint32_t count, uint64_t *seq) {
+        skips_seen_   = skips_->load(std::memory_order_acquire);
         uint64_t tail = tail_->load(std::memory_order_relaxed);
         do {
             if (ucs_unlikely(tail + count - head_cache_ > mask_ + 1)) {
@@ -86,6 +96,10 @@ class FifoWriter {
 
     /* Makes a written element visible; false if the owner skipped it. */
     bool publish(ElemHeader *e, uint64_t seq) const {
+        if (ucs_likely(skips_->load(std::memory_order_acquire) == skips_seen_)) {
+            e->state.store(seq | kStateReady, std::memory_order_release);
+            return true;
+        }
         const uint64_t prev     = (seq - (mask_ + 1)) | kStateReady;
         uint64_t       expected = prev;
         if (ucs_likely(e->state.compare_exchange_strong(expected, seq | kStateReady,
@@ -105,7 +119,9 @@ class FifoWriter {
   private:
     std::atomic<uint64_t> *tail_       = nullptr;
     std::atomic<uint64_t> *head_       = nullptr;
+    std::atomic<uint64_t> *skips_      = nullptr;
     uint64_t               head_cache_ = 0;
+    uint64_t               skips_seen_ = 0; /* `skips` at the last claim */
     char                  *elems_      = nullptr;
     char                  *descs_      = nullptr;
     uint32_t               mask_       = 0;
@@ -129,6 +145,7 @@ class FifoReader {
             elem(i)->state.store(i | kStateReady, std::memory_order_relaxed);
         }
         header->tail.store(head_, std::memory_order_relaxed);
+        header->skips.store(0, std::memory_order_relaxed);
         header->head.store(head_, std::memory_order_release);
     }
 
@@ -161,6 +178,8 @@ class FifoReader {
         if ((expected & ~kStateSkipped) != prev) {
             return false; /* published meanwhile */
         }
+        /* First: a sender that reads `skips` after this publishes by CAS. */
+        header_->skips.fetch_add(1, std::memory_order_seq_cst);
         return elem(head_)->state.compare_exchange_strong(
             expected, head_ | kStateReady | kStateSkipped, std::memory_order_acq_rel);
     }

@@ -29,7 +29,7 @@ namespace uct_tm {
 namespace sm {
 
 inline constexpr uint64_t kSegmentMagic   = 0x6d735f6d745f7375ull; /* "us_tm_sm" */
-inline constexpr uint32_t kLayoutVersion  = 2;
+inline constexpr uint32_t kLayoutVersion  = 3;
 inline constexpr size_t   kCacheLine      = 64;
 inline constexpr uint64_t kStateReady     = 1ull << 63;
 inline constexpr uint64_t kStateSkipped   = 1ull << 62;
@@ -68,6 +68,10 @@ struct SegmentHeader {
     alignas(kCacheLine) std::atomic<uint64_t> tail; /* next sequence senders claim */
     alignas(kCacheLine) std::atomic<uint64_t> head; /* next sequence the owner reads */
     alignas(kCacheLine) std::atomic<uint32_t> closed; /* owner is going away */
+    /* Elements the owner skipped (their sender died): senders publish by a
+     * plain store unless this moved since their claim (sm_fifo.h). Written
+     * only on a skip, so its line stays in every sender's cache. */
+    alignas(kCacheLine) std::atomic<uint64_t> skips;
 };
 
 /* Kinds of FIFO elements. */
