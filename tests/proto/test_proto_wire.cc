@@ -1,9 +1,11 @@
 /*
- * Malformed wire messages: a raw UCT endpoint (UCX's posix transport, opened
- * here without the layer) sends the layer's AM ids random bytes and headers
- * with forged kinds, lengths, offsets and request handles. The worker must
- * log and drop every one of them -- no crash, no completion of anything --
- * and still deliver a real message afterwards.
+ * Malformed wire messages: a raw UCT endpoint (UCX's posix transport, or
+ * tm_sm for tagged messages, opened here without the layer) sends the
+ * layer's AM ids random bytes and headers with forged kinds, lengths,
+ * offsets and request handles, and tagged messages larger than any
+ * conforming sender may send. The worker must log and drop every one of
+ * them -- no crash, no completion of anything -- and still deliver a real
+ * message afterwards.
  */
 #include "proto_fixture.h"
 #include "wire.h"
@@ -19,8 +21,9 @@ namespace {
 
 using uct_tm::proto::AddressHeader;
 
-/* A bare posix iface and an endpoint to the first iface of a worker address. */
-struct RawPosix {
+/* A bare iface of transport `tl` (component and MD `md`, device `dev`) and an
+ * endpoint to the first iface of a worker address. */
+struct RawIface {
     ucs_async_context_t *async  = nullptr;
     uct_worker_h         worker = nullptr;
     uct_component_h      comp   = nullptr;
@@ -28,7 +31,8 @@ struct RawPosix {
     uct_iface_h          iface  = nullptr;
     uct_ep_h             ep     = nullptr;
 
-    ucs_status_t open(const std::vector<char> &addr) {
+    ucs_status_t open(const std::vector<char> &addr, const char *md_name = "posix",
+                      const char *tl = "posix", const char *dev_name = "memory") {
         ucs_status_t st = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async);
         if (st == UCS_OK) {
             st = uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker);
@@ -41,7 +45,7 @@ struct RawPosix {
         for (unsigned i = 0; i < n; ++i) {
             uct_component_attr_t a = {};
             a.field_mask           = UCT_COMPONENT_ATTR_FIELD_NAME;
-            if ((uct_component_query(comps[i], &a) == UCS_OK) && (strcmp(a.name, "posix") == 0)) {
+            if ((uct_component_query(comps[i], &a) == UCS_OK) && (strcmp(a.name, md_name) == 0)) {
                 comp = comps[i];
             }
         }
@@ -50,17 +54,17 @@ struct RawPosix {
         if ((comp == nullptr) || (uct_md_config_read(comp, nullptr, nullptr, &mdc) != UCS_OK)) {
             return UCS_ERR_NO_DEVICE;
         }
-        st = uct_md_open(comp, "posix", mdc, &md);
+        st = uct_md_open(comp, md_name, mdc, &md);
         uct_config_release(mdc);
         uct_iface_config_t *ic;
-        if ((st != UCS_OK) || (uct_md_iface_config_read(md, "posix", nullptr, nullptr, &ic) != UCS_OK)) {
+        if ((st != UCS_OK) || (uct_md_iface_config_read(md, tl, nullptr, nullptr, &ic) != UCS_OK)) {
             return UCS_ERR_NO_DEVICE;
         }
         uct_iface_params_t p = {};
         p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
         p.open_mode  = UCT_IFACE_OPEN_MODE_DEVICE;
-        p.mode.device.tl_name  = "posix";
-        p.mode.device.dev_name = "memory";
+        p.mode.device.tl_name  = tl;
+        p.mode.device.dev_name = dev_name;
         st = uct_iface_open(md, worker, &p, ic, &iface);
         uct_config_release(ic);
         if (st != UCS_OK) {
@@ -85,7 +89,7 @@ struct RawPosix {
         ep.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(q);
         return uct_ep_create(&ep, &this->ep);
     }
-    ~RawPosix() {
+    ~RawIface() {
         if (ep != nullptr) uct_ep_destroy(ep);
         if (iface != nullptr) uct_iface_close(iface);
         if (md != nullptr) uct_md_close(md);
@@ -110,7 +114,7 @@ TEST(ProtoWire, MalformedMessagesAreDropped) {
     uct_tm_proto_worker_address(pair.b, nullptr, &len);
     std::vector<char> addr(len);
     ASSERT_EQ(UCS_OK, uct_tm_proto_worker_address(pair.b, addr.data(), &len));
-    RawPosix raw;
+    RawIface raw;
     ASSERT_EQ(UCS_OK, raw.open(addr));
 
     /* a receive that a forged message must not complete */
@@ -169,6 +173,63 @@ TEST(ProtoWire, MalformedMessagesAreDropped) {
         }
         EXPECT_EQ(buf, data);
     }
+    destroy_pair(&pair);
+}
+
+/* Tagged eager messages arrive in transport fragments; an unexpected one is
+ * gathered until its last fragment. One larger than the credit the worker
+ * gives a peer (which no conforming sender exceeds) is dropped whole, and
+ * a fragmented one within it is delivered intact. */
+TEST(ProtoWire, OversizedTaggedMessageIsDropped) {
+    uct_tm_proto_worker_params_t extra = {};
+    extra.field_mask     = UCT_TM_PROTO_WORKER_FIELD_UNEXPECTED_CAP | UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS;
+    extra.unexpected_cap = 64 << 10;
+    extra.max_peers      = 4; /* 16 KiB of credit per peer */
+    Pair pair;
+    ASSERT_EQ(UCS_OK, make_pair("tm_sm", &pair, &extra));
+    size_t len = 0;
+    uct_tm_proto_worker_address(pair.b, nullptr, &len);
+    std::vector<char> addr(len);
+    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_address(pair.b, addr.data(), &len));
+    RawIface raw;
+    ASSERT_EQ(UCS_OK, raw.open(addr, "tm", "tm_sm", "tm_shm"));
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(raw.iface, &attr));
+    ASSERT_GE(attr.cap.tag.eager.max_zcopy, size_t(40000));
+    ASSERT_LT(attr.cap.tag.eager.max_bcopy, size_t(12000)) << "the small message must be fragmented too";
+
+    const uint64_t source = uint64_t{uct_tm_proto_worker_id(pair.a)} << 32;
+    const auto     big    = pattern(40000, 3);
+    const auto     small  = pattern(12000, 4);
+    for (const auto *m : {&big, &small}) {
+        uct_iov_t iov = {const_cast<char *>(m->data()), m->size(), UCT_MEM_HANDLE_NULL, 0, 1};
+        const uct_tag_t tag = (m == &big) ? 77 : 78;
+        ucs_status_t st;
+        while ((st = uct_ep_tag_eager_zcopy(raw.ep, tag, source | 5, &iov, 1, 0, nullptr)) ==
+               UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(raw.worker);
+            uct_tm_proto_worker_progress(pair.b);
+        }
+        ASSERT_EQ(UCS_OK, st);
+    }
+    for (int i = 0; i < 1000; ++i) {
+        uct_tm_proto_worker_progress(pair.b);
+    }
+    uct_tm_proto_info_t info;
+    EXPECT_EQ(UCS_ERR_NO_ELEM, uct_tm_proto_probe(pair.b, 77, ~uint64_t{0}, nullptr,
+                                                  UCT_TM_PROTO_PROBE_PEEK, &info, nullptr))
+            << "a tagged message above the per-peer credit was buffered";
+    ASSERT_EQ(UCS_OK, uct_tm_proto_probe(pair.b, 78, ~uint64_t{0}, nullptr, UCT_TM_PROTO_PROBE_PEEK,
+                                         &info, nullptr));
+    EXPECT_EQ(info.length, small.size());
+    EXPECT_EQ(info.imm, 5u);
+    std::vector<char>      buf(small.size());
+    uct_tm_proto_request_t r;
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(pair.b, buf.data(), buf.size(), 78, ~uint64_t{0},
+                                                nullptr, nullptr, &r));
+    ASSERT_EQ(UCS_OK, wait_request(pair, pair.b, r, &info));
+    EXPECT_EQ(info.length, small.size());
+    EXPECT_EQ(buf, small);
     destroy_pair(&pair);
 }
 
