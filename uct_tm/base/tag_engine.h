@@ -183,6 +183,7 @@ class TagEngine {
     unsigned progress() {
         return cancelled_.empty() ? 0 : deliver_cancelled();
     }
+    bool has_cancelled() const { return !cancelled_.empty(); }
 
     /* Lifetime counters: what the layer above did with the tag list. */
     struct Counters {

@@ -361,17 +361,16 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
 
 /* ---- progress ------------------------------------------------------------------- */
 
-unsigned SmIface::progress() {
+unsigned SmIface::progress_work(ElemHeader *e) {
     unsigned count = 0;
-    while (count < budget_) {
-        ElemHeader *e = fifo_.poll();
-        if (e == nullptr) {
-            break;
-        }
+    while (e != nullptr) {
         dispatch(e);
         fifo_.release();
-        ++count;
         ++counters_.received;
+        if (++count >= budget_) {
+            break;
+        }
+        e = fifo_.poll();
     }
     count += tags_.progress();
     if (ucs_unlikely(!splits_.empty())) {
@@ -384,10 +383,6 @@ unsigned SmIface::progress() {
         count += slow_progress();
     }
     return count;
-}
-
-bool SmIface::has_deferred_work() const {
-    return has_outbox_ || !pending_eps_.empty() || !flush_waiters_.empty();
 }
 
 unsigned SmIface::slow_progress() {

@@ -178,7 +178,15 @@ class SmIface {
     ucs_status_t get_address(uct_iface_addr_t *addr) const;
     int          is_reachable(const uct_device_addr_t *dev_addr,
                               const uct_iface_addr_t *iface_addr) const;
-    unsigned     progress();
+    /* UCP calls every iface's progress in its poll loop: with nothing
+     * arrived and nothing waiting, return after a few loads. */
+    unsigned progress() {
+        ElemHeader *e = fifo_.poll();
+        if (ucs_likely(e == nullptr) && ucs_likely(!has_background_work())) {
+            return ucs_likely(--slow_countdown_ != 0) ? 0 : slow_progress();
+        }
+        return progress_work(e);
+    }
     ucs_status_t flush(unsigned flags, uct_completion_t *comp);
     ucs_status_t tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
                                 size_t iovcnt, uct_tag_context_t *ctx);
@@ -281,7 +289,14 @@ class SmIface {
     void         fail_peer(RemotePeer *peer);
     void         check_peers();
     void         recover_stall(uint64_t now);
-    bool         has_deferred_work() const;
+    bool         has_deferred_work() const {
+        return has_outbox_ || !pending_eps_.empty() || !flush_waiters_.empty();
+    }
+    bool         has_background_work() const {
+        return tags_.has_cancelled() || !splits_.empty() || has_transfers() || has_deferred_work();
+    }
+    /* Handles arrivals from `e` on (null: none) and the waiting work. */
+    unsigned     progress_work(ElemHeader *e);
     unsigned     slow_progress();
 
     /* ---- rendezvous and one-sided copies (sm_rndv.cc) ---- */
