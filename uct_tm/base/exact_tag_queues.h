@@ -1,7 +1,7 @@
 /*
  * ExactTagQueues: for each tag with posted exact receives, the two ends of
- * its queue (indexes of the first and last receive, oldest first; the
- * receives link to each other). TagEngine keeps its receives here while all
+ * its queue (the first and the last receive, oldest first; the receives link
+ * to each other). TagEngine keeps its receives here while all
  * of them are exact -- a streaming MPI or UCP receiver's list -- so posting
  * and matching cost one probe of a small table instead of a pass through the
  * general matcher (masks, sequence merging, unexpected queues).
@@ -20,14 +20,12 @@
 
 namespace uct_tm {
 
-class ExactTagQueues {
+template <typename Item> class ExactTagQueues {
   public:
-    static constexpr uint32_t kNone = UINT32_MAX;
-
     struct Queue {
         uint64_t tag;
-        uint32_t head; /* kNone: the slot is empty */
-        uint32_t tail;
+        Item    *head; /* null: the slot is empty */
+        Item    *tail;
     };
 
     /* The queue of `tag`, or null. */
@@ -37,7 +35,7 @@ class ExactTagQueues {
         }
         for (size_t i = home(tag);; i = next(i)) {
             Queue &q = slots_[i];
-            if (q.head == kNone) {
+            if (q.head == nullptr) {
                 return nullptr;
             }
             if (q.tag == tag) {
@@ -46,27 +44,27 @@ class ExactTagQueues {
         }
     }
 
-    /* The queue of `tag`, created empty (head == tail == kNone) if absent.
+    /* The queue of `tag`, created empty (head == null) if absent.
      * Throws std::bad_alloc on growth failure (table unchanged). */
     Queue *find_or_insert(uint64_t tag) {
         if ((size_ + 1) * 2 > capacity_) {
             rehash((capacity_ == 0) ? kMinCapacity : capacity_ * 2);
         }
         size_t i = home(tag);
-        for (; slots_[i].head != kNone; i = next(i)) {
+        for (; slots_[i].head != nullptr; i = next(i)) {
             if (slots_[i].tag == tag) {
                 return &slots_[i];
             }
         }
         ++size_;
         slots_[i].tag = tag;
-        return &slots_[i]; /* head stays kNone until the caller links a receive */
+        return &slots_[i]; /* head stays null until the caller links a receive */
     }
 
-    /* Removes a queue the caller emptied (head == kNone). */
+    /* Removes a queue the caller emptied (head == null). */
     void erase(Queue *q) {
         size_t hole = static_cast<size_t>(q - slots_.get());
-        for (size_t j = next(hole); slots_[j].head != kNone; j = next(j)) {
+        for (size_t j = next(hole); slots_[j].head != nullptr; j = next(j)) {
             const size_t h     = home(slots_[j].tag);
             const bool   stays = (hole < j) ? ((hole < h) && (h <= j)) : ((hole < h) || (h <= j));
             if (!stays) {
@@ -74,14 +72,14 @@ class ExactTagQueues {
                 hole         = j;
             }
         }
-        slots_[hole].head = kNone;
+        slots_[hole].head = nullptr;
         --size_;
     }
 
     /* Calls fn(const Queue &) for every queue, in table order. */
     template <typename Fn> void for_each(Fn &&fn) const {
         for (size_t i = 0; i < capacity_; ++i) {
-            if (slots_[i].head != kNone) {
+            if (slots_[i].head != nullptr) {
                 fn(slots_[i]);
             }
         }
@@ -89,7 +87,7 @@ class ExactTagQueues {
 
     void clear() {
         for (size_t i = 0; i < capacity_; ++i) {
-            slots_[i].head = kNone;
+            slots_[i].head = nullptr;
         }
         size_ = 0;
     }
@@ -109,16 +107,16 @@ class ExactTagQueues {
         /* Allocate first: on failure the table is unchanged. */
         std::unique_ptr<Queue[]> fresh(new Queue[capacity]);
         for (size_t i = 0; i < capacity; ++i) {
-            fresh[i].head = kNone;
+            fresh[i].head = nullptr;
         }
         fresh.swap(slots_);
         const size_t old_capacity = capacity_;
         capacity_                 = capacity;
         shift_                    = static_cast<unsigned>(64 - __builtin_ctzll(capacity));
         for (size_t i = 0; i < old_capacity; ++i) {
-            if (fresh[i].head != kNone) {
+            if (fresh[i].head != nullptr) {
                 size_t j = home(fresh[i].tag);
-                while (slots_[j].head != kNone) {
+                while (slots_[j].head != nullptr) {
                     j = next(j);
                 }
                 slots_[j] = fresh[i];

@@ -88,9 +88,9 @@ ucs_status_t TagEngine::spill_exact() {
     } catch (const std::bad_alloc &) {
         return UCS_ERR_NO_MEMORY;
     }
-    exact_.for_each([&](const ExactTagQueues::Queue &q) {
-        for (uint32_t i = q.head; i != ExactTagQueues::kNone; i = recvs_[i].next) {
-            order.push_back(&recvs_[i]);
+    exact_.for_each([&](const ExactQueues::Queue &q) {
+        for (Recv *recv = q.head; recv != nullptr; recv = recv->next) {
+            order.push_back(recv);
         }
     });
     for (size_t i = 0; i < order.size(); ++i) {

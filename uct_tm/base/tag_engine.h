@@ -72,8 +72,8 @@ class TagEngine {
         match::RecvHandle handle;       /* in the matcher (!exact) */
         uint32_t          index        = 0;
         uint32_t          gen          = 1;
-        uint32_t          prev         = 0; /* neighbours in its tag's exact queue (exact) */
-        uint32_t          next         = 0;
+        Recv             *prev         = nullptr; /* neighbours in its tag's exact queue (exact) */
+        Recv             *next         = nullptr;
         uint8_t           state        = 0;
         bool              holds_buffer = false;
         bool              exact        = false; /* posted in exact_, not in the matcher */
@@ -106,17 +106,17 @@ class TagEngine {
     /* A message tagged `tag` arrived: the earliest-posted matching receive,
      * after its tag_consumed_cb ran, or null. The receive stays valid until
      * complete()/complete_rndv(). */
-    Recv *match(uct_tag_t tag) {
+    [[gnu::always_inline]] Recv *match(uct_tag_t tag) {
         if (posted_ == 0) {
             return nullptr; /* the common unexpected case costs one compare */
         }
         Recv *recv;
         if (exact_posted_ > 0) { /* then nothing is in the matcher */
-            ExactTagQueues::Queue *q = exact_.find(tag);
+            ExactQueues::Queue *q = exact_.find(tag);
             if (q == nullptr) {
                 return nullptr;
             }
-            recv = &recvs_[q->head];
+            recv = q->head;
             unlink_exact(q, recv);
         } else {
             const match::ArriveResult result = matcher_.match_posted(tag);
@@ -154,7 +154,8 @@ class TagEngine {
 
     /* Finishes an in-flight receive: completed_cb(stag, imm, length) with
      * `status`, or UCS_ERR_MESSAGE_TRUNCATED when length > capacity. */
-    void complete(Recv *recv, uct_tag_t stag, uint64_t imm, size_t length, ucs_status_t status) {
+    [[gnu::always_inline]] void complete(Recv *recv, uct_tag_t stag, uint64_t imm, size_t length,
+                                         ucs_status_t status) {
         uct_tag_context_t *ctx = recv->ctx;
         if ((status == UCS_OK) && (length > recv->capacity)) {
             status = UCS_ERR_MESSAGE_TRUNCATED;
@@ -200,6 +201,8 @@ class TagEngine {
 
   private:
     enum : uint8_t { kFree = 0, kPosted, kMatched, kOrphaned, kCancelled };
+
+    using ExactQueues = ExactTagQueues<Recv>;
 
     /* What the engine keeps in uct_tag_context::priv. */
     struct Priv {
@@ -262,22 +265,22 @@ class TagEngine {
      * exact one into the matcher, in posting order. */
     ucs_status_t enqueue(Recv *recv, uct_tag_t tag, uct_tag_t mask) {
         if (ucs_likely((mask == ~uct_tag_t{0}) && (posted_ == exact_posted_))) {
-            ExactTagQueues::Queue *q;
+            ExactQueues::Queue *q;
             try {
                 q = exact_.find_or_insert(tag);
             } catch (const std::bad_alloc &) {
                 return UCS_ERR_NO_MEMORY;
             }
             recv->exact = true;
-            recv->next  = ExactTagQueues::kNone;
-            if (q->head == ExactTagQueues::kNone) {
-                recv->prev = ExactTagQueues::kNone;
-                q->head    = recv->index;
+            recv->next  = nullptr;
+            if (q->head == nullptr) {
+                recv->prev = nullptr;
+                q->head    = recv;
             } else {
-                recv->prev             = q->tail;
-                recvs_[q->tail].next   = recv->index;
+                recv->prev    = q->tail;
+                q->tail->next = recv;
             }
-            q->tail = recv->index;
+            q->tail = recv;
             ++exact_posted_;
             return UCS_OK;
         }
@@ -288,18 +291,18 @@ class TagEngine {
     ucs_status_t spill_exact();
 
     /* Takes `recv` out of its tag's queue `q`. */
-    void unlink_exact(ExactTagQueues::Queue *q, Recv *recv) {
-        if (recv->prev == ExactTagQueues::kNone) {
+    void unlink_exact(ExactQueues::Queue *q, Recv *recv) {
+        if (recv->prev == nullptr) {
             q->head = recv->next;
         } else {
-            recvs_[recv->prev].next = recv->next;
+            recv->prev->next = recv->next;
         }
-        if (recv->next == ExactTagQueues::kNone) {
+        if (recv->next == nullptr) {
             q->tail = recv->prev;
         } else {
-            recvs_[recv->next].prev = recv->prev;
+            recv->next->prev = recv->prev;
         }
-        if (q->head == ExactTagQueues::kNone) {
+        if (q->head == nullptr) {
             exact_.erase(q);
         }
         recv->exact = false;
@@ -327,7 +330,7 @@ class TagEngine {
 
     TagEngineLimits           limits_;
     match::TagMatcher         matcher_;
-    ExactTagQueues            exact_;
+    ExactQueues               exact_;
     size_t                    exact_posted_ = 0; /* receives in exact_ */
     match::SlotPool<Recv>     recvs_;
     AddressSet                buffers_;
