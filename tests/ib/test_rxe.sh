@@ -4,8 +4,13 @@
 #   1. ucx_info with the plugin: transport tm_rc on device tm_rxe0:1;
 #   2. the UCT tag conformance suite over tm_rc (software matching: rxe has
 #      no tag matching);
-#   3. tm_perftest between two processes over tm_rc, every payload byte
-#      verified (eager short/bcopy/zcopy, rendezvous; posted and unexpected).
+#   3. the same suite with the receive side on the device model of a NIC's
+#      tag matcher (UCX_TM_RC_TM_MODEL=y): events in a fixed order, then in a
+#      random order from a seed printed in the log (RXE_MODEL_SEED to replay);
+#   4. tm_perftest between two processes over tm_rc, every payload byte
+#      verified (eager short/bcopy/zcopy, rendezvous; posted and unexpected),
+#      with software matching and with the model (whose counters must show
+#      hardware matches and no anomaly).
 # Exits 77 (SKIP) with the reason when QEMU cannot run here, or RXE_TESTS=no.
 set -uo pipefail
 [[ ${RXE_TESTS:-yes} != no ]] || { echo "SKIP: RXE_TESTS=no"; exit 77; }
@@ -16,24 +21,40 @@ for f in "$plugin" "$builddir/tests/uct/test_tag_conformance" "$builddir/src/too
     [[ -e $f ]] || { echo "test_rxe: $f is missing (build first)"; exit 1; }
 done
 
+seed=${RXE_MODEL_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
 cd "$builddir/tests/uct" || exit 1
 exec "$top_srcdir/contrib/rxe_qemu.sh" /bin/sh -c '
-plugin=$1; perftest=$2
+plugin=$1; perftest=$2; seed=$3
 echo "== devices"
 ibv_devices
 if ! LD_PRELOAD=$plugin ucx_info -d | grep -A1 "Transport: tm_rc" | grep -q "Device: tm_rxe0:1"; then
     echo "FAIL: ucx_info does not list tm_rc on tm_rxe0:1"; exit 1
 fi
 echo "PASS: ucx_info lists tm_rc on tm_rxe0:1"
-echo "== conformance suite over tm_rc"
-./test_tag_conformance --gtest_filter="*tm_rc*" --gtest_color=no > /tmp/conformance.log 2>&1
-rc=$?
-grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|tests from .* ran" /tmp/conformance.log
-n=$(sed -n "s/^\[==========\] \([0-9]*\) tests.*ran.*/\1/p" /tmp/conformance.log)
-if [ "${n:-0}" -eq 0 ]; then echo "FAIL: no tm_rc conformance test ran"; tail -30 /tmp/conformance.log; exit 1; fi
-[ $rc -eq 0 ] || { tail -60 /tmp/conformance.log; exit 1; }
+suite() {
+    echo "== conformance suite over tm_rc: $1"
+    ./test_tag_conformance --gtest_filter="*tm_rc*" --gtest_color=no > /tmp/conformance.log 2>&1
+    rc=$?
+    grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|tests from .* ran" /tmp/conformance.log
+    n=$(sed -n "s/^\[==========\] \([0-9]*\) tests.*ran.*/\1/p" /tmp/conformance.log)
+    if [ "${n:-0}" -eq 0 ]; then echo "FAIL: no tm_rc conformance test ran"; tail -30 /tmp/conformance.log; exit 1; fi
+    [ $rc -eq 0 ] || { tail -60 /tmp/conformance.log; echo "FAIL: conformance over tm_rc, $1"; exit 1; }
+}
+suite "software matching"
+UCX_TM_RC_TM_MODEL=y suite "tag matching model, fixed order"
+UCX_TM_RC_TM_MODEL=y UCX_TM_RC_TM_MODEL_SEED=$seed suite "tag matching model, random order, UCX_TM_RC_TM_MODEL_SEED=$seed"
 echo "== two processes: tm_perftest -x tm_rc --check"
 LD_PRELOAD=$plugin timeout 300 $perftest -x tm_rc -t tag_lat -s 8,4k,64k,1m -n 50 --check || exit 1
 LD_PRELOAD=$plugin timeout 300 $perftest -x tm_rc -t tag_lat -s 8,4k,1m -n 50 -U --check || exit 1
 echo "PASS: tm_perftest over tm_rc"
-' test_rxe "$plugin" "$builddir/src/tools/tm_perftest"
+echo "== two processes: tm_perftest -x tm_rc --check, tag matching model (random order, seed $seed)"
+export UCX_TM_RC_TM_MODEL=y UCX_TM_RC_TM_MODEL_SEED=$seed UCX_TM_RC_PRINT_STATS=y
+LD_PRELOAD=$plugin timeout 300 $perftest -x tm_rc -t tag_lat -s 8,4k,64k,1m -n 50 --check 2> /tmp/stats.log || { cat /tmp/stats.log; exit 1; }
+LD_PRELOAD=$plugin timeout 300 $perftest -x tm_rc -t tag_lat -s 8,4k,1m -n 50 -U --check 2>> /tmp/stats.log || { cat /tmp/stats.log; exit 1; }
+grep "tag matching model" /tmp/stats.log
+grep -q "hw_matches [1-9]" /tmp/stats.log || { echo "FAIL: the model matched nothing"; exit 1; }
+if grep "tag matching model" /tmp/stats.log | grep -Eq "anomalies [1-9]|violations [1-9]"; then
+    echo "FAIL: the tag list driver saw anomalies or the model violations"; exit 1
+fi
+echo "PASS: tm_perftest over tm_rc with the tag matching model"
+' test_rxe "$plugin" "$builddir/src/tools/tm_perftest" "$seed"

@@ -85,6 +85,16 @@ ucs_status_t TagTest::post(RecvCtx &r, uct_tag_t tag, uct_tag_t mask, RecvBuffer
     return uct_iface_tag_recv_zcopy(rx_->iface, tag, mask, b.iov.data(), b.iov.size(), &r.ctx);
 }
 
+ucs_status_t TagTest::post_when_room(RecvCtx &r, uct_tag_t tag, RecvBuffers &b) {
+    /* A place in the list is free at once in software; on a NIC's list once
+     * the list operations of the receive that held it have completed. */
+    ucs_status_t status = post(r, tag, ~uct_tag_t{0}, b);
+    if ((status == UCS_ERR_EXCEEDS_LIMIT) && hw_tag_list()) {
+        wait([&] { return (status = post(r, tag, ~uct_tag_t{0}, b)) != UCS_ERR_EXCEEDS_LIMIT; });
+    }
+    return status;
+}
+
 ucs_status_t TagTest::send(Send &s) {
     ucs_status_t status = UCS_ERR_NO_RESOURCE;
     wait([&] {
@@ -99,6 +109,10 @@ bool TagTest::finish(Send &s) {
 }
 
 void TagTest::expect_rndv_cancel_before_match(uct_tag_t tag, size_t length) {
+    if (hw_tag_list()) {
+        GTEST_SKIP() << "a NIC's tag matcher reads a matched rendezvous whatever the sender's "
+                        "tag_rndv_cancel (UCT's cancel is local, as with rc_mlx5)";
+    }
     Send        s(Path::kRndv, tag, 0, tag, length);
     RecvCtx     r;
     RecvBuffers b(length);

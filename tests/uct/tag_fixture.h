@@ -33,10 +33,17 @@ class TagTest : public ::testing::TestWithParam<std::string> {
     /* Progress `times` times: lets anything that was going to happen happen. */
     void     drain(int times = 1000);
     bool     wait(const std::function<bool()> &done, double seconds = kWaitSeconds);
+    /* The receive side is a NIC's tag-matching engine (tm_rc's device model,
+     * UCX_TM_RC_TM_MODEL): matched data is placed and rendezvous are read by
+     * the engine, whatever software does meanwhile. */
+    bool hw_tag_list() const { return env_->iface_setting(GetParam(), "TM_MODEL") == "y"; }
     /* Skips the test if the transport lacks what `path` needs. */
     bool     lacks(Path path) const { return !tx_->caps.has(path); }
 
     ucs_status_t post(RecvCtx &r, uct_tag_t tag, uct_tag_t mask, RecvBuffers &b);
+    /* post() with the full mask, waiting (progress) while a hardware list is
+     * full only because its list operations are still completing. */
+    ucs_status_t post_when_room(RecvCtx &r, uct_tag_t tag, RecvBuffers &b);
     /* Sends, retrying UCS_ERR_NO_RESOURCE with progress; the final status. */
     ucs_status_t send(Send &s);
     /* Waits for the sender's completion if one is due (zcopy INPROGRESS, rndv). */

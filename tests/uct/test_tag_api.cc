@@ -417,8 +417,15 @@ TEST_P(TagTest, RndvRequestExpected) {
         EXPECT_EQ(r.status, UCS_OK);
         EXPECT_EQ(r.stag, tag);
         EXPECT_EQ(r.header, header);
-        EXPECT_TRUE(r.rndv_flags & UCT_TAG_RECV_CB_INLINE_DATA);
-        EXPECT_TRUE(b.untouched());
+        if (r.rndv_flags & UCT_TAG_RECV_CB_INLINE_DATA) {
+            EXPECT_TRUE(b.untouched());
+        } else {
+            /* Without INLINE_DATA the header is in the posted buffer: where
+             * a NIC's tag matcher places a matched request. */
+            EXPECT_EQ(std::string(b.pieces[0].data(), hdr_len), header);
+            EXPECT_TRUE(b.pieces[0].untouched(hdr_len, b.pieces[0].size()));
+            EXPECT_TRUE(b.pieces[0].guards_intact());
+        }
     }
 }
 
@@ -781,8 +788,11 @@ TEST_P(TagTest, CancelUnknownCtxIsAnError) {
 /* The message is in flight (sent, not yet progressed) when the receive is
  * cancelled: cancel wins, the message goes to the unexpected callback, and
  * the receive sees exactly one completion (UCS_ERR_CANCELED) or, forced,
- * none at all. */
+ * none at all. On a NIC's tag list the engine may match the message before
+ * it executes the removal (tm_rc's model with a random schedule): then the
+ * receive completes normally, or, forced, silently took the message. */
 TEST_P(TagTest, CancelRacingArrivalBeforeProgress) {
+    const bool hw = hw_tag_list();
     for (Path path : kAllPaths) {
         if (lacks(path)) {
             continue;
@@ -797,10 +807,21 @@ TEST_P(TagTest, CancelRacingArrivalBeforeProgress) {
             Send s(path, 77, 0, 41, b.capacity());
             ASSERT_EQ(s.post(ep_), UCS_OK);
             ASSERT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, force), UCS_OK);
-            ASSERT_TRUE(wait([&] {
-                return (force || r.done()) &&
-                       (rx_->unexp.complete_messages() + rx_->unexp.rndvs.size() == 1);
-            }));
+            const auto unexpected = [&] {
+                return rx_->unexp.complete_messages() + rx_->unexp.rndvs.size();
+            };
+            if (hw) {
+                drain(2000);
+                if ((unexpected() == 0) && (force || r.status == UCS_OK)) {
+                    SCOPED_TRACE("the engine matched before it removed the receive");
+                    EXPECT_EQ(r.sequence(), force ? "" : "consumed,completed");
+                    if ((path == Path::kRndv) && !force) {
+                        EXPECT_TRUE(finish(s));
+                    }
+                    continue;
+                }
+            }
+            ASSERT_TRUE(wait([&] { return (force || r.done()) && (unexpected() == 1); }));
             drain();
             EXPECT_EQ(r.sequence(), force ? "" : "completed");
             if (!force) {
@@ -908,12 +929,13 @@ TEST_P(TagTest, ListLimitExceeded) {
         Send s(Path::kBcopy, 100, 0, 1, 32);
         ASSERT_EQ(send(s), UCS_OK);
         ASSERT_TRUE(wait([&] { return ctxs[0].done(); }));
-        ASSERT_EQ(post(ctxs[4], 104, kFullMask, bufs[4]), UCS_OK);
+        ASSERT_EQ(post_when_room(ctxs[4], 104, bufs[4]), UCS_OK);
         EXPECT_EQ(post(ctxs[5], 105, kFullMask, bufs[5]), UCS_ERR_EXCEEDS_LIMIT);
     }
-    /* So does a cancelled one. */
+    /* So does a cancelled one: at once in software, once the list has
+     * executed the removal on a NIC's tag list (a progress call). */
     ASSERT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &ctxs[1].ctx, 1), UCS_OK);
-    EXPECT_EQ(post(ctxs[5], 105, kFullMask, bufs[5]), UCS_OK);
+    EXPECT_EQ(post_when_room(ctxs[5], 105, bufs[5]), UCS_OK);
 }
 
 TEST_P(TagTest, SameBufferPostedTwice) {
@@ -958,7 +980,10 @@ TEST_P(TagTest, TruncationEveryPath) {
             const size_t capacities[] = {0, 1, length / 2, length - 1};
             const size_t recv_iovs[]  = {1, std::min<size_t>(3, rx_->caps.recv_max_iov)};
             for (size_t capacity : capacities) {
-                if (capacity >= length) {
+                /* Below min_recv a NIC's list cannot finish a rendezvous (it
+                 * puts TMH and RVH into the buffer): the layer above does not
+                 * offload such receives. */
+                if ((capacity >= length) || (capacity < rx_->attr.cap.tag.recv.min_recv)) {
                     continue;
                 }
                 for (size_t ri : recv_iovs) {

@@ -153,6 +153,19 @@ ucs_status_t UctEnv::open_iface(const std::string &tl, uct_iface_params_t params
     return status;
 }
 
+std::string UctEnv::iface_setting(const std::string &tl, const std::string &name) const {
+    uct_iface_config_t *config;
+    if (uct_md_iface_config_read(md_, tl.c_str(), nullptr, nullptr, &config) != UCS_OK) {
+        return "";
+    }
+    char value[256] = "";
+    if (uct_config_get(config, name.c_str(), value, sizeof(value)) != UCS_OK) {
+        value[0] = '\0';
+    }
+    uct_config_release(config);
+    return value;
+}
+
 std::vector<std::string> tm_transports() {
     std::vector<std::string> names;
     uct_component_h          component = find_tm_component();

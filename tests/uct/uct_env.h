@@ -34,6 +34,10 @@ class UctEnv {
     ucs_status_t open_iface(const std::string &tl, uct_iface_params_t params, uct_iface_h *iface,
                             const std::vector<std::pair<std::string, std::string>> &settings = {});
 
+    /* Value of the iface setting `name` of `tl` as UCX reads it (the
+     * environment included); empty if `tl` has no such setting. */
+    std::string iface_setting(const std::string &tl, const std::string &name) const;
+
   private:
     ucs_async_context_t *async_     = nullptr;
     uct_worker_h         worker_    = nullptr;

@@ -52,6 +52,10 @@ struct HwTagEngineConfig {
     uint32_t rx_buffers     = 128;  /* untagged buffers for unexpected / NO_TAG messages */
     uint32_t rx_buffer_size = 8192; /* the largest eager or rndv request message, headers included */
     uint32_t poll_budget    = 64;   /* completions one progress() call handles at most */
+    /* Bytes left free before each untagged buffer, for the transport: UCT's
+     * rx_headroom and descriptor pointer in front of a message delivered in
+     * place with UCT_CB_PARAM_FLAG_DESC. */
+    uint32_t rx_headroom = 0;
 };
 
 /* A rendezvous software must finish into a posted receive: read
@@ -110,6 +114,11 @@ template <typename List> class HwTagEngine {
     ucs_status_t start(uint32_t rx_lkey = 0);
     void        *rx_memory() { return rx_pool_.data(); }
     size_t       rx_memory_size() const { return rx_pool_.size(); }
+    /* True if `data` lies in an untagged buffer (release_rx() takes it). */
+    bool         owns_rx(const void *data) const {
+        const uint8_t *p = static_cast<const uint8_t *>(data);
+        return (p >= rx_pool_.data()) && (p < rx_pool_.data() + rx_pool_.size());
+    }
 
     /* uct_iface_tag_recv_zcopy / uct_iface_tag_recv_cancel. */
     ucs_status_t post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov, size_t iovcnt,
@@ -188,6 +197,9 @@ template <typename List> class HwTagEngine {
     bool         on_unexpected(const TmCompletion &c, uint8_t *data);
     bool         on_no_tag(const TmCompletion &c, uint8_t *data);
     void         repost_rx(uint32_t index);
+    uint8_t     *rx_buffer(uint32_t index) {
+        return rx_pool_.data() + static_cast<size_t>(index) * rx_stride_ + config_.rx_headroom;
+    }
     uint8_t      count_flags() { return kTmOpSignaled | kTmOpSyncCount; }
 
     List                &list_;
@@ -200,6 +212,7 @@ template <typename List> class HwTagEngine {
     AddressSet           buffers_;
     std::vector<uint8_t> rx_pool_;
     uint32_t             rx_lkey_         = 0;
+    size_t               rx_stride_       = 0; /* rx_headroom + rx_buffer_size */
     size_t               posted_          = 0;
     uint32_t             sw_count_        = 0; /* unexpected messages handled */
     uint32_t             reported_count_  = 0; /* last count sent to the engine */

@@ -52,7 +52,8 @@ HwTagEngine<List>::HwTagEngine(List &list, const HwTagEngineConfig &config,
     }
     config_.poll_budget    = std::max<uint32_t>(config_.poll_budget, 1);
     config_.rx_buffer_size = std::max<uint32_t>(config_.rx_buffer_size, sizeof(TmHeader) + sizeof(RndvHeader));
-    rx_pool_.resize(static_cast<size_t>(config_.rx_buffers) * config_.rx_buffer_size);
+    rx_stride_ = static_cast<size_t>(config_.rx_headroom) + config_.rx_buffer_size;
+    rx_pool_.resize(static_cast<size_t>(config_.rx_buffers) * rx_stride_);
 }
 
 template <typename List> HwTagEngine<List>::~HwTagEngine() {
@@ -65,7 +66,7 @@ template <typename List> ucs_status_t HwTagEngine<List>::start(uint32_t rx_lkey)
     rx_lkey_ = rx_lkey;
     for (uint32_t i = 0; i < config_.rx_buffers; ++i) {
         TmSge sge;
-        sge.addr             = rx_pool_.data() + static_cast<size_t>(i) * config_.rx_buffer_size;
+        sge.addr             = rx_buffer(i);
         sge.length           = config_.rx_buffer_size;
         sge.lkey             = rx_lkey_;
         const ucs_status_t s = list_.post_recv(i, sge);
@@ -78,7 +79,7 @@ template <typename List> ucs_status_t HwTagEngine<List>::start(uint32_t rx_lkey)
 
 template <typename List> void HwTagEngine<List>::repost_rx(uint32_t index) {
     TmSge sge;
-    sge.addr   = rx_pool_.data() + static_cast<size_t>(index) * config_.rx_buffer_size;
+    sge.addr   = rx_buffer(index);
     sge.length = config_.rx_buffer_size;
     sge.lkey   = rx_lkey_;
     if (list_.post_recv(index, sge) != UCS_OK) {
@@ -87,12 +88,12 @@ template <typename List> void HwTagEngine<List>::repost_rx(uint32_t index) {
 }
 
 template <typename List> void HwTagEngine<List>::release_rx(void *data) {
-    const uint8_t *p = static_cast<const uint8_t *>(data);
-    if ((p < rx_pool_.data()) || (p >= rx_pool_.data() + rx_pool_.size())) {
+    if (!owns_rx(data)) {
         ucs_error("tm hw list: release_rx(%p) is not an untagged buffer", data);
         return;
     }
-    repost_rx(static_cast<uint32_t>((p - rx_pool_.data()) / config_.rx_buffer_size));
+    const uint8_t *p = static_cast<const uint8_t *>(data);
+    repost_rx(static_cast<uint32_t>(static_cast<size_t>(p - rx_pool_.data()) / rx_stride_));
 }
 
 template <typename List>
@@ -580,7 +581,7 @@ template <typename List> unsigned HwTagEngine<List>::progress() {
                     break;
                 }
                 const uint32_t index = static_cast<uint32_t>(c.wr_id);
-                uint8_t *data = rx_pool_.data() + static_cast<size_t>(index) * config_.rx_buffer_size;
+                uint8_t       *data  = rx_buffer(index);
                 const bool done = (c.opcode == TmCqeOpcode::kRecv) ? on_unexpected(c, data)
                                                                    : on_no_tag(c, data);
                 if (done) {

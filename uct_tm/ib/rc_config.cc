@@ -63,6 +63,24 @@ ucs_config_field_t rc_config_table[] = {
      "With n, or on devices without it, tags are matched in software over a plain SRQ.",
      offsetof(RcConfig, hw_tm), UCS_CONFIG_TYPE_BOOL},
 
+    {"TM_MODEL", "n",
+     "Match tags with the device model of a NIC's tag-matching engine (uct_tm/ib/tm_model.h)\n"
+     "instead of the software matcher: every message received from the plain SRQ is handed\n"
+     "to the model, which places matched data into posted receives (rendezvous by a real\n"
+     "RDMA READ) and reports the completions a TM NIC would. For testing the hardware tag\n"
+     "list path on devices without tag matching (docs/tm_rc.md).",
+     offsetof(RcConfig, tm_model), UCS_CONFIG_TYPE_BOOL},
+
+    {"TM_MODEL_SEED", "0",
+     "With TM_MODEL: 0 runs the model's events in a fixed order from each progress call;\n"
+     "any other value picks them in a random order from this seed (list-op completions\n"
+     "deferred, a few events per progress call), so engine races happen inside the transport.",
+     offsetof(RcConfig, tm_model_seed), UCS_CONFIG_TYPE_ULONG},
+
+    {"TM_MODEL_TAGS", "1024",
+     "With TM_MODEL: the modelled device's tag list size (tm_caps.max_num_tags).",
+     offsetof(RcConfig, tm_model_tags), UCS_CONFIG_TYPE_UINT},
+
     {"TAG_LIST_SIZE", "1048576",
      "Receives that may be posted with uct_iface_tag_recv_zcopy at once; the next one gets\n"
      "UCS_ERR_EXCEEDS_LIMIT.",

@@ -26,6 +26,9 @@ struct RcConfig {
     unsigned         retry_count;
     unsigned         rnr_retry;
     int              hw_tm;
+    int              tm_model;
+    unsigned long    tm_model_seed;
+    unsigned         tm_model_tags;
     unsigned         tag_list_size;
     unsigned         recv_max_iov;
     unsigned         rndv_ops;

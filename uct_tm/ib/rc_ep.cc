@@ -23,6 +23,20 @@ constexpr uint32_t kRndvIndexMask = (1u << kRndvIndexBits) - 1;
 
 uint32_t rndv_id(uint32_t index, uint32_t gen) { return (gen << kRndvIndexBits) | index; }
 
+/* Whether a message goes with immediate data: the conventions of the
+ * hardware tag list (tm_list.h), which a TM NIC's completions need. Eager:
+ * when the immediate's low half is not 0, and always when longer than one
+ * path MTU; a software rendezvous request: always, immediate 0. */
+bool with_immediate(const RcEp *ep, const WireHeader &hdr, uint32_t imm_low, size_t total) {
+    if (hdr.opcode != IBV_TMH_EAGER) {
+        return false;
+    }
+    if (hdr.kind == static_cast<uint8_t>(Kind::kRndvRequest)) {
+        return true;
+    }
+    return (imm_low != 0) || (total > ep->path_mtu);
+}
+
 }  // namespace
 
 /* ---- endpoint lifetime ------------------------------------------------------------------- */
@@ -152,6 +166,7 @@ ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_ad
         }
     }
     attr.path_mtu           = mtu;
+    ep->path_mtu            = mtu_bytes(mtu);
     attr.dest_qp_num        = rep.qp_num;
     attr.rq_psn             = 0;
     attr.max_dest_rd_atomic = static_cast<uint8_t>(std::min(dev.max_qp_rd_atom, 16));
@@ -272,7 +287,7 @@ ucs_status_t RcIface::check_iov(const uct_iov_t *iov, size_t iovcnt, size_t max_
 }
 
 ucs_status_t RcIface::send_message(RcEp *ep, const WireHeader &header, uint32_t imm_low,
-                                   bool with_imm, const void *prefix, size_t prefix_length,
+                                   const void *prefix, size_t prefix_length,
                                    const uct_iov_t *iov, size_t iovcnt,
                                    uct_completion_t *comp) {
     const size_t max_sge = std::min(md_->attr.orig_attr.max_sge, 8);
@@ -344,7 +359,7 @@ ucs_status_t RcIface::send_message(RcEp *ep, const WireHeader &header, uint32_t 
     }
     wr.sg_list = sge;
     wr.num_sge = nsge;
-    wr.opcode  = with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+    wr.opcode  = with_immediate(ep, header, imm_low, total) ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
     wr.imm_data = htobe32(imm_low);
     status = post_send(ep, &wr, op);
     if (status != UCS_OK) {
@@ -361,14 +376,14 @@ ucs_status_t RcIface::am_short(RcEp *ep, uint8_t id, uint64_t header, const void
         return UCS_ERR_INVALID_PARAM;
     }
     const uct_iov_t iov = {const_cast<void *>(payload), length, UCT_MEM_HANDLE_NULL, 0, 1};
-    return send_message(ep, am_header(id), 0, false, &header, sizeof(header), &iov, 1, nullptr);
+    return send_message(ep, am_header(id), 0, &header, sizeof(header), &iov, 1, nullptr);
 }
 
 ssize_t RcIface::am_bcopy(RcEp *ep, uint8_t id, uct_pack_callback_t pack_cb, void *arg) {
     if ((id >= UCT_AM_ID_MAX) || (pack_cb == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    return send_bcopy(ep, am_header(id), false, 0, pack_cb, arg);
+    return send_bcopy(ep, am_header(id), 0, pack_cb, arg);
 }
 
 ucs_status_t RcIface::am_zcopy(RcEp *ep, uint8_t id, const void *header, unsigned header_length,
@@ -377,7 +392,7 @@ ucs_status_t RcIface::am_zcopy(RcEp *ep, uint8_t id, const void *header, unsigne
         ((header_length > 0) && (header == nullptr))) {
         return UCS_ERR_INVALID_PARAM;
     }
-    return send_message(ep, am_header(id), 0, false, header, header_length, iov, iovcnt, comp);
+    return send_message(ep, am_header(id), 0, header, header_length, iov, iovcnt, comp);
 }
 
 /* ---- tagged eager ----------------------------------------------------------------------- */
@@ -387,7 +402,7 @@ ucs_status_t RcIface::tag_eager_short(RcEp *ep, uct_tag_t tag, const void *data,
         return UCS_ERR_INVALID_PARAM;
     }
     const uct_iov_t iov = {const_cast<void *>(data), length, UCT_MEM_HANDLE_NULL, 0, 1};
-    return send_message(ep, tag_header(IBV_TMH_EAGER, tag, 0), 0, true, nullptr, 0, &iov, 1,
+    return send_message(ep, tag_header(IBV_TMH_EAGER, tag, 0), 0, nullptr, 0, &iov, 1,
                         nullptr);
 }
 
@@ -396,14 +411,14 @@ ssize_t RcIface::tag_eager_bcopy(RcEp *ep, uct_tag_t tag, uint64_t imm,
     if (pack_cb == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
-    /* Always with immediate data, see rc_wire.h. */
-    return send_bcopy(ep, tag_header(IBV_TMH_EAGER, tag, static_cast<uint32_t>(imm >> 32)), true,
+    /* With immediate data as with_immediate() says (rc_wire.h). */
+    return send_bcopy(ep, tag_header(IBV_TMH_EAGER, tag, static_cast<uint32_t>(imm >> 32)),
                       static_cast<uint32_t>(imm), pack_cb, arg);
 }
 
 /* One SEND from a registered bounce buffer: the header, then what pack_cb
  * writes. Returns the packed length or an error. */
-ssize_t RcIface::send_bcopy(RcEp *ep, const WireHeader &hdr, bool with_imm, uint32_t imm_low,
+ssize_t RcIface::send_bcopy(RcEp *ep, const WireHeader &hdr, uint32_t imm_low,
                             uct_pack_callback_t pack_cb, void *arg) {
     const ucs_status_t status = tx_ready(ep, true);
     if (status != UCS_OK) {
@@ -426,6 +441,7 @@ ssize_t RcIface::send_bcopy(RcEp *ep, const WireHeader &hdr, bool with_imm, uint
     struct ibv_send_wr wr  = {};
     wr.sg_list = &sge;
     wr.num_sge = 1;
+    const bool with_imm = with_immediate(ep, hdr, imm_low, sizeof(hdr) + length);
     wr.opcode  = with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
     if (with_imm) {
         wr.imm_data = htobe32(imm_low);
@@ -438,7 +454,7 @@ ucs_status_t RcIface::tag_eager_zcopy(RcEp *ep, uct_tag_t tag, uint64_t imm,
                                       const uct_iov_t *iov, size_t iovcnt,
                                       uct_completion_t *comp) {
     return send_message(ep, tag_header(IBV_TMH_EAGER, tag, static_cast<uint32_t>(imm >> 32)),
-                        static_cast<uint32_t>(imm), true, nullptr, 0, iov, iovcnt, comp);
+                        static_cast<uint32_t>(imm), nullptr, 0, iov, iovcnt, comp);
 }
 
 /* ---- rendezvous ------------------------------------------------------------------------- */
@@ -450,7 +466,7 @@ ucs_status_ptr_t RcIface::tag_rndv_zcopy(RcEp *ep, uct_tag_t tag, const void *he
         ((header_length > 0) && (header == nullptr)) || (iov->count > 1)) {
         return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
     }
-    if (header_length > seg_size_ - sizeof(struct ibv_rvh) - sizeof(WireHeader)) {
+    if (header_length > max_rndv_hdr()) {
         return UCS_STATUS_PTR(UCS_ERR_EXCEEDS_LIMIT);
     }
     if (iov->length > (size_t{1} << 30)) {
@@ -485,7 +501,7 @@ ucs_status_ptr_t RcIface::tag_rndv_zcopy(RcEp *ep, uct_tag_t tag, const void *he
     memcpy(prefix, &rvh, sizeof(rvh));
     /* header + rvh + the layer above's header, copied */
     const uct_iov_t hdr_iov = {const_cast<void *>(header), header_length, UCT_MEM_HANDLE_NULL, 0, 1};
-    status = send_message(ep, tag_header(IBV_TMH_RNDV, tag, rndv_id(index, s.gen)), 0, false,
+    status = send_message(ep, tag_header(IBV_TMH_RNDV, tag, rndv_id(index, s.gen)), 0,
                           prefix, sizeof(prefix), &hdr_iov, 1, nullptr);
     if (status != UCS_OK) {
         if (temp_mr != nullptr) {
@@ -517,7 +533,7 @@ ucs_status_t RcIface::tag_rndv_cancel(RcEp *, void *op) {
     dispatching_     = true;
     const ucs_status_t status =
         ep->failed ? UCS_ERR_CONNECTION_RESET
-                   : send_message(ep, rndv_cancel_header(rndv_id(index, s->gen)), 0, false, nullptr,
+                   : send_message(ep, rndv_cancel_header(rndv_id(index, s->gen)), 0, nullptr,
                                   0, nullptr, 0, nullptr);
     dispatching_ = saved;
     if (status == UCS_OK) {
@@ -553,7 +569,7 @@ ucs_status_t RcIface::tag_rndv_request(RcEp *ep, uct_tag_t tag, const void *head
         return UCS_ERR_INVALID_PARAM;
     }
     const uct_iov_t iov = {const_cast<void *>(header), header_length, UCT_MEM_HANDLE_NULL, 0, 1};
-    return send_message(ep, rndv_request_header(tag), 0, false, nullptr, 0, &iov, 1, nullptr);
+    return send_message(ep, rndv_request_header(tag), 0, nullptr, 0, &iov, 1, nullptr);
 }
 
 void RcIface::receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, uint32_t op) {
@@ -701,7 +717,7 @@ ucs_status_t RcIface::send_fin(RcEp *ep, uint32_t op) {
     const bool saved = dispatching_;
     dispatching_     = true;
     ucs_status_t status =
-        send_message(ep, tag_header(IBV_TMH_FIN, 0, op), 0, false, nullptr, 0, nullptr, 0, nullptr);
+        send_message(ep, tag_header(IBV_TMH_FIN, 0, op), 0, nullptr, 0, nullptr, 0, nullptr);
     dispatching_ = saved;
     if (status != UCS_OK) {
         ucs_error("tm_rc: cannot send a rendezvous FIN: %s (the sender's operation stays pending)",

@@ -162,11 +162,13 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     struct ibv_context *ctx = md_->ctx;
     const auto         &tm  = md_->attr.tm_caps;
     hw_tm_capable_ = tm.max_num_tags > 0;
-    if (hw_tm_capable_ && config.hw_tm) {
-        /* The hardware tag list (a TM SRQ, IBV_SRQT_TM, driven through
-         * ibv_post_srq_ops) plugs in here; tm_rc does not drive it yet. */
-        ucs_diag("tm_rc: %s reports tag matching (max_num_tags %u, max_ops %u); the hardware tag "
-                 "list is not wired into tm_rc yet: matching in software",
+    if (config.tm_model) {
+        /* init_model() below, once the port's MTU is known */
+    } else if (hw_tm_capable_ && config.hw_tm) {
+        /* TmVerbsList on a TM SRQ (IBV_SRQT_TM) would be the tag list here;
+         * with no TM device to run it on, it is not wired. */
+        ucs_diag("tm_rc: %s reports tag matching (max_num_tags %u, max_ops %u); the verbs TM "
+                 "SRQ is not wired into tm_rc: matching in software",
                  md_->device.c_str(), tm.max_num_tags, tm.max_ops);
     } else {
         ucs_debug("tm_rc: %s: %s, tags matched in software over a plain SRQ", md_->device.c_str(),
@@ -226,11 +228,27 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
         rx_repost_.push_back(i);
     }
     post_rx(rx_queue_len_);
-    return (rx_posted_ == rx_queue_len_) ? UCS_OK : UCS_ERR_IO_ERROR;
+    if (rx_posted_ != rx_queue_len_) {
+        return UCS_ERR_IO_ERROR;
+    }
+    return (config.tm_model && tag_enabled_) ? init_model() : UCS_OK;
 }
 
 RcIface::~RcIface() {
-    if (print_stats_) {
+    if (print_stats_ && model_mode()) {
+        const auto &hc = hw_tags_->counters();
+        const auto &mc = model_->counters();
+        fprintf(stderr,
+                "tm_rc %s:%u (tag matching model): posted %lu hw_matches %lu sw_claims %lu "
+                "unexpected %lu syncs %lu sync_requests %lu sw_rndv %lu anomalies %lu "
+                "model: del_failed %lu rndv_incomplete %lu violations %lu\n",
+                md_->device.c_str(), port_, (unsigned long)hc.posts, (unsigned long)hc.hw_matches,
+                (unsigned long)hc.sw_claims, (unsigned long)hc.unexpected,
+                (unsigned long)hc.syncs, (unsigned long)hc.sync_requests,
+                (unsigned long)hc.sw_rndv, (unsigned long)hc.anomalies,
+                (unsigned long)mc.del_failed, (unsigned long)mc.rndv_incomplete,
+                (unsigned long)model_->violations());
+    } else if (print_stats_) {
         fprintf(stderr,
                 "tm_rc %s:%u: posted %lu matched %lu unexpected %lu rndv_reads %lu temp_regs %lu "
                 "tx_errors %lu dropped %lu\n",
@@ -316,16 +334,21 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
     attr->cap.put.align_mtu = 1;
 
     if (tag_enabled_) {
-        attr->cap.tag.recv.min_recv         = 0;
+        /* A NIC's list writes TMH and RVH into a buffer too small for a
+         * rendezvous (RNDV_INCOMPLETE): it must hold them. */
+        attr->cap.tag.recv.min_recv =
+            model_mode() ? sizeof(WireHeader) + sizeof(struct ibv_rvh) : 0;
         attr->cap.tag.recv.max_zcopy        = 1ul << 30;
-        attr->cap.tag.recv.max_iov          = tags_.limits().max_iov;
-        attr->cap.tag.recv.max_outstanding  = tags_.limits().list_size;
+        /* The hardware list takes one buffer per receive, as many as it holds. */
+        attr->cap.tag.recv.max_iov          = model_mode() ? 1 : tags_.limits().max_iov;
+        attr->cap.tag.recv.max_outstanding  = model_mode() ? hw_tags_->list_size()
+                                                           : tags_.limits().list_size;
         attr->cap.tag.eager.max_short       = one_msg;
         attr->cap.tag.eager.max_bcopy       = one_msg;
         attr->cap.tag.eager.max_zcopy       = one_msg;
         attr->cap.tag.eager.max_iov         = max_iov;
         attr->cap.tag.rndv.max_zcopy        = 1ul << 30;
-        attr->cap.tag.rndv.max_hdr          = one_msg - sizeof(struct ibv_rvh);
+        attr->cap.tag.rndv.max_hdr          = max_rndv_hdr();
         attr->cap.tag.rndv.max_iov          = 1;
     }
 
@@ -363,7 +386,7 @@ int RcIface::is_reachable(const uct_device_addr_t *dev_addr) const {
 
 unsigned RcIface::progress() {
     unsigned count = poll_tx() + poll_rx();
-    count += tags_.progress();
+    count += model_mode() ? model_progress() : tags_.progress();
     if (!pending_eps_.empty()) {
         count += dispatch_pending();
     }
@@ -374,13 +397,23 @@ unsigned RcIface::progress() {
 }
 
 unsigned RcIface::poll_tx() {
+    unsigned count = 0;
+    if (ucs_unlikely(!stashed_tx_.empty())) {
+        /* polled while the model waited for its READ */
+        std::vector<struct ibv_wc> stashed;
+        stashed.swap(stashed_tx_);
+        for (const struct ibv_wc &wc : stashed) {
+            handle_tx(wc);
+        }
+        count += static_cast<unsigned>(stashed.size());
+    }
     struct ibv_wc wcs[16];
     const int     max = static_cast<int>(std::min<unsigned>(budget_, 16));
     const int     n   = ibv_poll_cq(tx_cq_, max, wcs);
     for (int i = 0; i < n; ++i) {
         handle_tx(wcs[i]);
     }
-    return (n > 0) ? static_cast<unsigned>(n) : 0;
+    return count + ((n > 0) ? static_cast<unsigned>(n) : 0);
 }
 
 unsigned RcIface::poll_rx() {
@@ -388,7 +421,11 @@ unsigned RcIface::poll_rx() {
     const int     max = static_cast<int>(std::min<unsigned>(budget_, 16));
     const int     n   = ibv_poll_cq(rx_cq_, max, wcs);
     for (int i = 0; i < n; ++i) {
-        handle_rx(wcs[i]);
+        if (model_mode()) {
+            model_receive(wcs[i]);
+        } else {
+            handle_rx(wcs[i]);
+        }
     }
     if (!deferred_reads_.empty()) {
         start_rndv_reads();
@@ -470,9 +507,11 @@ void RcIface::handle_rx(const struct ibv_wc &wc) {
             receive_rndv_request(be64toh(hdr.tag), data, length);
             break;
         }
-        uint64_t imm = 0;
+        /* app_ctx is the high half; the low half travels as immediate
+         * data when it is not 0 (rc_ep.cc with_immediate()). */
+        uint64_t imm = uint64_t{be32toh(hdr.app_ctx)} << 32;
         if (wc.wc_flags & IBV_WC_WITH_IMM) {
-            imm = (uint64_t{be32toh(hdr.app_ctx)} << 32) | be32toh(wc.imm_data);
+            imm |= be32toh(wc.imm_data);
         }
         keep = receive_eager(data, length, be64toh(hdr.tag), imm);
         break;
@@ -540,6 +579,10 @@ bool RcIface::receive_eager(char *data, size_t length, uct_tag_t tag, uint64_t i
         tags_.complete(recv, tag, imm, length, UCS_OK);
         return false;
     }
+    return unexpected_eager(data, length, tag, imm);
+}
+
+bool RcIface::unexpected_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm) {
     if (ucs_unlikely(eager_cb_ == nullptr)) {
         ++counters_.dropped;
         return false;
@@ -564,6 +607,10 @@ bool RcIface::receive_am(uint8_t id, char *data, size_t length) {
 
 void RcIface::release_desc(void *desc) {
     const char  *data   = static_cast<char *>(desc) + rx_headroom_;
+    if (model_mode() && hw_tags_->owns_rx(data)) {
+        hw_tags_->release_rx(const_cast<char *>(data));
+        return;
+    }
     const size_t offset = static_cast<size_t>(data - rx_pool_);
     const uint32_t buf  = static_cast<uint32_t>(offset / rx_stride_);
     if ((data < rx_pool_) || (buf >= rx_queue_len_) || !rx_held_[buf]) {
@@ -583,14 +630,15 @@ ucs_status_t RcIface::tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_io
     if (ucs_unlikely(!tag_enabled_)) {
         return UCS_ERR_UNSUPPORTED;
     }
-    return tags_.post(tag, mask, iov, iovcnt, ctx);
+    return model_mode() ? hw_tags_->post(tag, mask, iov, iovcnt, ctx)
+                        : tags_.post(tag, mask, iov, iovcnt, ctx);
 }
 
 ucs_status_t RcIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
     if (ucs_unlikely(!tag_enabled_)) {
         return UCS_ERR_UNSUPPORTED;
     }
-    return tags_.cancel(ctx, force);
+    return model_mode() ? hw_tags_->cancel(ctx, force) : tags_.cancel(ctx, force);
 }
 
 void RcIface::wait_reads(const TagEngine::Recv *recv) {

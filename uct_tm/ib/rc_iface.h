@@ -10,11 +10,13 @@
  * buffer (ibv_rvh), which a matched receiver reads with RDMA READ before it
  * sends a FIN. get/put zcopy are RDMA READ/WRITE.
  *
- * Hardware tag matching: when the device reports it (tm_caps.max_num_tags > 0)
- * and UCX_TM_RC_HW_TM allows, the receive side is where a hardware tag list
- * (uct_tm/ib/tm_list.h: a TM SRQ driven with ibv_post_srq_ops) replaces the
- * TagEngine; the wire format is already the NIC's. Until that driver is
- * plugged in here, such devices run the software path and say so.
+ * Hardware tag matching: the receive side has a second mode, HwTagEngine over
+ * a hardware tag list (tm_list.h). With UCX_TM_RC_TM_MODEL=y the list is the
+ * device model (TmModel): the verbs data path stays (plain SRQ), every message
+ * polled from it is handed to the model as if it had arrived at a TM NIC, and
+ * the model's scheduler is stepped from progress (rc_hw_tm.cc). A device that
+ * reports tag matching would use TmVerbsList on a TM SRQ; that is not wired
+ * (no such device here): it runs the software path and says so.
  */
 #ifndef UCT_TM_IB_RC_IFACE_H_
 #define UCT_TM_IB_RC_IFACE_H_
@@ -27,11 +29,15 @@
 #include "base/pending_queue.h"
 #include "base/tag_engine.h"
 #include "base/ucx_abi.h"
+#include "hw_tag_engine.h"
+#include "tm_model.h"
 
 #include <infiniband/verbs.h>
 #include <uct/api/uct.h>
 
 #include <cstdio>
+#include <memory>
+#include <random>
 #include <vector>
 
 namespace uct_tm {
@@ -50,6 +56,7 @@ struct RcEp {
     bool           failed      = false; /* QP in error: every operation fails */
     bool           notified    = false; /* error handler called */
     bool           in_pending_list = false;
+    uint32_t       path_mtu    = 0; /* bytes, once connected */
     PendingQueue   pending;
 };
 
@@ -167,16 +174,35 @@ class RcIface {
                       const uct_iface_config_t *config);
     ucs_status_t init_verbs(const RcConfig &config);
 
+    /* ---- receive side over the device model (rc_hw_tm.cc) ---- */
+    using ModelTagEngine = HwTagEngine<TmModel>;
+    ucs_status_t init_model();
+    bool         model_mode() const { return hw_tags_ != nullptr; }
+    /* Largest tag_rndv_zcopy header: what a TM NIC takes with TMH and RVH
+     * (the model's max_rndv_hdr), else one receive buffer. */
+    size_t       max_rndv_hdr() const;
+    /* A message polled from the SRQ goes to the model, as to a TM NIC. */
+    void         model_receive(const struct ibv_wc &wc);
+    unsigned     model_progress();
+    void         model_step();
+    void         run_sw_rndvs();
+    void         send_cancel_acks();
+    /* RDMA READ on `ep`, waited for here; other send completions polled
+     * meanwhile are kept for poll_tx(). */
+    bool         read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t length);
+    static HwTagTransport model_transport(RcIface *self);
+    static TmModel::Fabric model_fabric(RcIface *self);
+
     /* ---- sending (rc_ep.cc) ---- */
     ucs_status_t tx_ready(RcEp *ep, bool needs_buf) const;
     /* Posts one signalled work request on `ep`; `op` describes it. */
     ucs_status_t post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &op);
     /* Sends `header`, then `prefix`, then the iov list (copied when it has no memh, or
      * when `copy` is set) as one message. */
-    ssize_t      send_bcopy(RcEp *ep, const WireHeader &hdr, bool with_imm, uint32_t imm_low,
+    ssize_t      send_bcopy(RcEp *ep, const WireHeader &hdr, uint32_t imm_low,
                             uct_pack_callback_t pack_cb, void *arg);
     ucs_status_t send_message(RcEp *ep, const WireHeader &header, uint32_t imm_low,
-                              bool with_imm, const void *prefix, size_t prefix_length,
+                              const void *prefix, size_t prefix_length,
                               const uct_iov_t *iov, size_t iovcnt, uct_completion_t *comp);
     ucs_status_t send_fin(RcEp *ep, uint32_t op);
     /* Validates an iov list of at most `max_iov` entries and `max_total` bytes. */
@@ -193,9 +219,12 @@ class RcIface {
     /* ---- receiving (rc_iface.cc) ---- */
     unsigned     poll_rx();
     unsigned     poll_tx();
+    void         handle_tx_batch(const struct ibv_wc *wcs, int n);
     void         handle_tx(const struct ibv_wc &wc);
     void         handle_rx(const struct ibv_wc &wc);
     bool         receive_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm);
+    /* eager_cb_ in place (DESC); true if the layer above kept the buffer. */
+    bool         unexpected_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm);
     void         receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, uint32_t op);
     bool         receive_am(uint8_t id, char *data, size_t length);
     void         receive_rndv_request(uct_tag_t tag, char *data, size_t length);
@@ -277,6 +306,15 @@ class RcIface {
     bool                     dispatching_ = false;
     Counters                 counters_;
     bool                     print_stats_ = false;
+
+    /* hardware tag list mode (model): destroyed engine first, then model */
+    std::unique_ptr<TmModel>        model_;
+    std::unique_ptr<ModelTagEngine> hw_tags_;
+    std::mt19937_64                 model_rng_;
+    bool                            model_random_ = false;
+    std::vector<SwRndv>             sw_rndvs_;     /* to finish after the engine's progress */
+    std::vector<std::pair<uint32_t, uint32_t>> cancel_acks_; /* {qp, op}: FIN once no READ is due */
+    std::vector<struct ibv_wc>      stashed_tx_;   /* polled during read_sync() */
 };
 
 }  // namespace ib

@@ -3,11 +3,12 @@
  * struct ibv_tmh (tm_types.h), so the software path and a NIC's tag-matching
  * engine read the same bytes:
  *   EAGER   tag message; the 64-bit immediate is app_ctx (high half) and the
- *           send's immediate data (low half), as rc_mlx5 does. Always sent
- *           with immediate data, so that a NIC's completion of a multi-packet
- *           message is never mistaken for a rendezvous (tm_list.h). With
- *           kind = kRndvRequest: a software rendezvous request (one packet,
- *           immediate 0)
+ *           send's immediate data (low half), as rc_mlx5 does. The low half
+ *           travels as immediate data when it is not 0, and always when the
+ *           message is longer than the path MTU (a TM NIC's completion of a
+ *           multi-packet message is then never taken for a rendezvous,
+ *           tm_list.h). With kind = kRndvRequest: a software rendezvous
+ *           request (one packet, immediate data 0)
  *   RNDV    tag rendezvous: struct ibv_rvh {va, rkey, len} of the sender's
  *           buffer, then the layer above's header; app_ctx names the sender's
  *           operation, echoed by the receiver's FIN

@@ -1,0 +1,316 @@
+/*
+ * tm_rc's receive side over the hardware tag list, driven by the device model
+ * (UCX_TM_RC_TM_MODEL=y): the NIC tag-matching engine tm_rc would use on a TM
+ * SRQ, modelled where no such NIC exists.
+ *
+ * The verbs data path is real: messages arrive on the iface's plain SRQ from
+ * rxe (or any device). Each one is handed, whole and with its immediate, to
+ * TmModel::deliver() for the QP it came on, exactly what a TM NIC would see.
+ * The model places matched data into posted receives, performs rendezvous
+ * reads with a real RDMA READ on that QP and sends the FIN on it (its Fabric),
+ * and reports the completions that HwTagEngine handles as hardware CQEs. The
+ * model's scheduler is stepped from iface progress: in a fixed order, or with
+ * TM_MODEL_SEED in a seeded random order with list-op completions deferred,
+ * so that the engine's races happen inside the transport.
+ */
+#include "rc_iface.h"
+
+#include "ib_device.h"
+
+#include <ucs/debug/log_def.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <new>
+
+namespace uct_tm {
+namespace ib {
+namespace {
+
+constexpr uint64_t kSyncReadWrId = UINT64_MAX; /* read_sync()'s own work request */
+/* The model's list-op budget: one ADD and one DEL per tag, and a SYNC
+ * (HwTagEngine's reservation), as a real device's max_ops would allow. */
+uint32_t model_max_ops(uint32_t tags) { return 2 * tags + 2; }
+/* TMH + RVH + the user header the modelled engine takes (ConnectX: 128). */
+constexpr uint32_t kModelMaxRndvHdr = 128;
+
+}  // namespace
+
+size_t RcIface::max_rndv_hdr() const {
+    const size_t headers = sizeof(WireHeader) + sizeof(struct ibv_rvh);
+    return model_mode() ? kModelMaxRndvHdr - headers : seg_size_ - headers;
+}
+
+HwTagTransport RcIface::model_transport(RcIface *self) {
+    HwTagTransport t;
+    t.arg              = self;
+    t.unexpected_eager = [](void *arg, uint32_t, uint64_t stag, uint64_t imm, void *data,
+                            size_t length) -> ucs_status_t {
+        auto      *iface = static_cast<RcIface *>(arg);
+        const bool kept  = iface->unexpected_eager(static_cast<char *>(data), length, stag, imm);
+        return kept ? UCS_INPROGRESS : UCS_OK;
+    };
+    t.unexpected_rndv = [](void *arg, uint32_t, uint64_t stag, const void *header,
+                           unsigned header_length, uint64_t remote_va, uint32_t rkey,
+                           size_t length) {
+        auto *iface = static_cast<RcIface *>(arg);
+        if (iface->rndv_cb_ == nullptr) {
+            ++iface->counters_.dropped;
+            return;
+        }
+        ++iface->counters_.unexpected;
+        if ((remote_va == 0) && (length == 0) && (rkey == 0)) {
+            /* a software rendezvous request */
+            iface->rndv_cb_(iface->rndv_arg_, 0, stag, header, header_length, 0, 0, nullptr);
+            return;
+        }
+        const PackedRkey packed = {kRkeyMagic, rkey, remote_va, length};
+        iface->rndv_cb_(iface->rndv_arg_, 0, stag, header, header_length, remote_va, length,
+                        &packed);
+    };
+    t.no_tag = [](void *arg, uint32_t src_qp, void *data, size_t length) -> ucs_status_t {
+        auto      *iface = static_cast<RcIface *>(arg);
+        WireHeader hdr;
+        if (length < sizeof(hdr)) {
+            ++iface->counters_.dropped;
+            return UCS_OK;
+        }
+        memcpy(&hdr, data, sizeof(hdr));
+        char *payload = static_cast<char *>(data) + sizeof(hdr);
+        if (hdr.kind == static_cast<uint8_t>(Kind::kAm)) {
+            return iface->receive_am(hdr.am_id, payload, length - sizeof(hdr)) ? UCS_INPROGRESS
+                                                                                 : UCS_OK;
+        }
+        if (hdr.kind == static_cast<uint8_t>(Kind::kRndvCancel)) {
+            /* The engine reads a matched rendezvous whatever the sender says
+             * (as a NIC does): acknowledge once no READ of ours can follow. */
+            iface->cancel_acks_.emplace_back(src_qp, be32toh(hdr.app_ctx));
+            return UCS_OK;
+        }
+        ++iface->counters_.dropped;
+        return UCS_OK;
+    };
+    t.fin = [](void *arg, uint32_t, uint32_t app_ctx) {
+        static_cast<RcIface *>(arg)->receive_fin(app_ctx);
+    };
+    t.sw_rndv = [](void *arg, const SwRndv &op) {
+        /* Finished after the engine's progress returns: sw_rndv_done() must
+         * not run inside the engine's own completion handling. */
+        static_cast<RcIface *>(arg)->sw_rndvs_.push_back(op);
+    };
+    t.orphan = [](void *arg, uint64_t token) {
+        for (SwRndv &op : static_cast<RcIface *>(arg)->sw_rndvs_) {
+            if (op.token == token) {
+                op.length = 0; /* the buffer is the user's again: only the FIN is due */
+            }
+        }
+    };
+    return t;
+}
+
+TmModel::Fabric RcIface::model_fabric(RcIface *self) {
+    TmModel::Fabric f;
+    f.arg  = self;
+    f.read = [](void *arg, uint32_t src_qp, uint64_t va, uint32_t rkey, void *dst,
+                size_t len) {
+        auto *iface = static_cast<RcIface *>(arg);
+        ++iface->counters_.rndv_reads;
+        return iface->read_sync(iface->ep_by_qp(src_qp), va, rkey, dst, len);
+    };
+    f.send = [](void *arg, uint32_t dst_qp, const void *msg, size_t len) {
+        /* The engine's FIN: the request's TMH with opcode FIN (+ RVH). */
+        auto *iface = static_cast<RcIface *>(arg);
+        RcEp *ep    = iface->ep_by_qp(dst_qp);
+        if ((len < sizeof(TmHeader)) || (ep == nullptr) || ep->failed) {
+            return;
+        }
+        TmHeader tmh;
+        memcpy(&tmh, msg, sizeof(tmh));
+        iface->send_fin(ep, tmh_app_ctx(tmh));
+    };
+    return f;
+}
+
+ucs_status_t RcIface::init_model() {
+    TmModelConfig mc;
+    mc.caps.max_num_tags = std::max(config_.tm_model_tags, 1u);
+    mc.caps.max_ops      = model_max_ops(mc.caps.max_num_tags);
+    mc.caps.max_sge      = 1;
+    mc.caps.max_rndv_hdr = kModelMaxRndvHdr;
+    /* Eager messages longer than the path MTU arrive as several packets:
+     * MATCH first, DATA_VALID when the last one lands. */
+    mc.mtu                  = mtu_bytes(static_cast<enum ibv_mtu>(dev_addr_.mtu));
+    model_random_           = config_.tm_model_seed != 0;
+    mc.defer_op_completions = model_random_;
+    model_rng_.seed(config_.tm_model_seed);
+
+    HwTagEngineConfig ec;
+    ec.list_size      = config_.tag_list_size;
+    ec.rx_buffers     = rx_queue_len_;
+    ec.rx_buffer_size = static_cast<uint32_t>(seg_size_);
+    ec.poll_budget    = std::max(budget_, 16u);
+    ec.rx_headroom    = static_cast<uint32_t>(rx_offset_);
+    try {
+        model_.reset(new TmModel(mc));
+        hw_tags_.reset(new ModelTagEngine(*model_, ec, model_transport(this)));
+        sw_rndvs_.reserve(64);
+        cancel_acks_.reserve(64);
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    model_->set_fabric(model_fabric(this));
+    ucs_diag("tm_rc: %s: tags matched by the device model of a TM NIC (UCX_TM_RC_TM_MODEL): "
+             "list %u of %u tags, %s order (seed %lu)",
+             md_->device.c_str(), hw_tags_->list_size(), mc.caps.max_num_tags,
+             model_random_ ? "random" : "fixed", config_.tm_model_seed);
+    return hw_tags_->start();
+}
+
+void RcIface::model_receive(const struct ibv_wc &wc) {
+    const uint32_t buf = static_cast<uint32_t>(wc.wr_id);
+    --rx_posted_;
+    ++counters_.received;
+    if (ucs_unlikely(buf >= rx_queue_len_)) {
+        ucs_error("tm_rc: receive completion for unknown buffer %u", buf);
+        return;
+    }
+    if (ucs_likely(wc.status == IBV_WC_SUCCESS)) {
+        const bool with_imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+        model_->deliver(wc.qp_num, rx_buf(buf) + rx_offset_, wc.byte_len, with_imm,
+                        with_imm ? be32toh(wc.imm_data) : 0);
+    } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
+        ucs_diag("tm_rc: receive completion error: %s", ibv_wc_status_str(wc.status));
+    }
+    repost(buf); /* the model copied the message */
+}
+
+void RcIface::model_step() {
+    if (!model_random_) {
+        model_->run_until_idle();
+        return;
+    }
+    /* A few events per progress call, in a random order. */
+    const unsigned steps = static_cast<unsigned>(model_rng_() % 4);
+    for (unsigned i = 0; i < steps; ++i) {
+        if (!model_->step_random(model_rng_)) {
+            break;
+        }
+    }
+}
+
+unsigned RcIface::model_progress() {
+    model_step();
+    unsigned count = hw_tags_->progress();
+    run_sw_rndvs();
+    if (!model_random_) {
+        model_->run_until_idle(); /* the DELs and SYNC the engine just posted */
+    }
+    if (!cancel_acks_.empty()) {
+        send_cancel_acks();
+    }
+    return count;
+}
+
+void RcIface::run_sw_rndvs() {
+    while (!sw_rndvs_.empty()) {
+        const SwRndv op = sw_rndvs_.front();
+        sw_rndvs_.erase(sw_rndvs_.begin());
+        RcEp        *ep     = ep_by_qp(op.src_qp);
+        ucs_status_t status = UCS_OK;
+        if ((ep == nullptr) || ep->failed) {
+            status = UCS_ERR_CONNECTION_RESET;
+        } else {
+            if ((op.length > 0) &&
+                !read_sync(ep, op.remote_va, op.rkey, op.buffer, op.length)) {
+                status = UCS_ERR_IO_ERROR;
+            }
+            ++counters_.rndv_reads;
+            send_fin(ep, op.app_ctx);
+        }
+        hw_tags_->sw_rndv_done(op.token, status);
+    }
+}
+
+void RcIface::send_cancel_acks() {
+    /* A matched rendezvous still to be read keeps the sender's buffer
+     * registered: its FIN (after the READ) is the acknowledgement. */
+    if ((model_->pending_transfers() > 0) || !sw_rndvs_.empty()) {
+        return;
+    }
+    for (const auto &[qp, op] : cancel_acks_) {
+        RcEp *ep = ep_by_qp(qp);
+        if ((ep != nullptr) && !ep->failed) {
+            send_fin(ep, op);
+        }
+    }
+    cancel_acks_.clear();
+}
+
+bool RcIface::read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t length) {
+    if ((ep == nullptr) || ep->failed || (ep->sq_avail == 0)) {
+        return false;
+    }
+    if (length == 0) {
+        return true;
+    }
+    struct ibv_mr *mr = ibv_reg_mr(md_->pd, dst, length, IBV_ACCESS_LOCAL_WRITE);
+    if (mr == nullptr) {
+        ucs_error("tm_rc: registering a %zu-byte receive for the model's READ: %s", length,
+                  strerror(errno));
+        return false;
+    }
+    ++counters_.temp_regs;
+    struct ibv_sge     sge = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(length),
+                              mr->lkey};
+    struct ibv_send_wr wr  = {};
+    wr.wr_id               = kSyncReadWrId;
+    wr.sg_list             = &sge;
+    wr.num_sge             = 1;
+    wr.opcode              = IBV_WR_RDMA_READ;
+    wr.send_flags          = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = va;
+    wr.wr.rdma.rkey        = rkey;
+    struct ibv_send_wr *bad = nullptr;
+    if (ibv_post_send(ep->qp, &wr, &bad) != 0) {
+        ibv_dereg_mr(mr);
+        return false;
+    }
+    --ep->sq_avail;
+    bool          done   = false;
+    bool          ok     = false;
+    /* Bounded: a READ ends with data or an error within the QP's retry timeout. */
+    const time_t deadline = time(nullptr) + 60;
+    while (!done && (time(nullptr) < deadline)) {
+        struct ibv_wc wcs[16];
+        const int     n = ibv_poll_cq(tx_cq_, 16, wcs);
+        for (int i = 0; i < n; ++i) {
+            if (wcs[i].wr_id == kSyncReadWrId) {
+                done = true;
+                ok   = wcs[i].status == IBV_WC_SUCCESS;
+                if (!ok) {
+                    ucs_diag("tm_rc: the model's rendezvous READ on QP 0x%x: %s", wcs[i].qp_num,
+                             ibv_wc_status_str(wcs[i].status));
+                }
+            } else {
+                stashed_tx_.push_back(wcs[i]);
+            }
+        }
+    }
+    if (!done) {
+        /* The READ may still land: keep the registration (leaked, logged). */
+        ucs_error("tm_rc: the model's rendezvous READ on QP 0x%x did not complete",
+                  ep->qp->qp_num);
+        return false;
+    }
+    ++ep->sq_avail;
+    ibv_dereg_mr(mr);
+    if (!ok && !ep->failed) {
+        fail_ep(ep, UCS_ERR_CONNECTION_RESET);
+    }
+    return ok;
+}
+
+}  // namespace ib
+}  // namespace uct_tm
