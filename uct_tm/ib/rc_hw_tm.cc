@@ -40,10 +40,17 @@ constexpr uint32_t kModelMaxRndvHdr = 128;
 
 size_t RcIface::max_rndv_hdr() const {
     const size_t headers = sizeof(WireHeader) + sizeof(struct ibv_rvh);
-    return model_mode() ? kModelMaxRndvHdr - headers : seg_size_ - headers;
+    if (model_) {
+        return kModelMaxRndvHdr - headers;
+    }
+    if (verbs_list_ != nullptr) {
+        const size_t max = verbs_list_->caps().max_rndv_hdr;
+        return (max > headers) ? max - headers : 0;
+    }
+    return seg_size_ - headers;
 }
 
-HwTagTransport RcIface::model_transport(RcIface *self) {
+HwTagTransport RcIface::hw_transport(RcIface *self) {
     HwTagTransport t;
     t.arg              = self;
     t.unexpected_eager = [](void *arg, uint32_t, uint64_t stag, uint64_t imm, void *data,
@@ -100,6 +107,11 @@ HwTagTransport RcIface::model_transport(RcIface *self) {
          * not run inside the engine's own completion handling. */
         static_cast<RcIface *>(arg)->sw_rndvs_.push_back(op);
     };
+    t.lkey = [](void *, uct_mem_h memh, void *) -> uint32_t {
+        /* A TM SRQ writes posted receives with their registration. */
+        const struct ibv_mr *mr = mr_of(memh);
+        return (mr != nullptr) ? mr->lkey : 0;
+    };
     t.orphan = [](void *arg, uint64_t token) {
         for (SwRndv &op : static_cast<RcIface *>(arg)->sw_rndvs_) {
             if (op.token == token) {
@@ -146,15 +158,9 @@ ucs_status_t RcIface::init_model() {
     mc.defer_op_completions = model_random_;
     model_rng_.seed(config_.tm_model_seed);
 
-    HwTagEngineConfig ec;
-    ec.list_size      = config_.tag_list_size;
-    ec.rx_buffers     = rx_queue_len_;
-    ec.rx_buffer_size = static_cast<uint32_t>(seg_size_);
-    ec.poll_budget    = std::max(budget_, 16u);
-    ec.rx_headroom    = static_cast<uint32_t>(rx_offset_);
     try {
         model_.reset(new TmModel(mc));
-        hw_tags_.reset(new ModelTagEngine(*model_, ec, model_transport(this)));
+        model_tags_.reset(new ModelTagEngine(*model_, hw_engine_config(), hw_transport(this)));
         sw_rndvs_.reserve(64);
         cancel_acks_.reserve(64);
     } catch (const std::bad_alloc &) {
@@ -163,9 +169,47 @@ ucs_status_t RcIface::init_model() {
     model_->set_fabric(model_fabric(this));
     ucs_diag("tm_rc: %s: tags matched by the device model of a TM NIC (UCX_TM_RC_TM_MODEL): "
              "list %u of %u tags, %s order (seed %lu)",
-             md_->device.c_str(), hw_tags_->list_size(), mc.caps.max_num_tags,
+             md_->device.c_str(), model_tags_->list_size(), mc.caps.max_num_tags,
              model_random_ ? "random" : "fixed", config_.tm_model_seed);
-    return hw_tags_->start();
+    return model_tags_->start();
+}
+
+HwTagEngineConfig RcIface::hw_engine_config() const {
+    HwTagEngineConfig ec;
+    ec.list_size      = config_.tag_list_size;
+    ec.rx_buffers     = rx_queue_len_;
+    ec.rx_buffer_size = static_cast<uint32_t>(seg_size_);
+    ec.poll_budget    = std::max(budget_, 16u);
+    ec.rx_headroom    = static_cast<uint32_t>(rx_offset_);
+    return ec;
+}
+
+/* Hardware-untested (no TM NIC here): TmVerbsList's own caveats apply
+ * (docs/tm_hw_list.md). */
+ucs_status_t RcIface::init_verbs_tm(const RcConfig &config) {
+    TmVerbsList::Config vc;
+    vc.max_num_tags = std::max(config.tag_list_size, 1u);
+    vc.srq_len      = rx_queue_len_;
+    vc.cq_len       = 4 * rx_queue_len_ + 2 * vc.max_num_tags; /* untagged, tagged, list ops */
+    ucs_status_t status = TmVerbsList::create(md_->ctx, md_->pd, vc, &verbs_list_);
+    if (status != UCS_OK) {
+        return status;
+    }
+    try {
+        verbs_tags_.reset(new VerbsTagEngine(*verbs_list_, hw_engine_config(), hw_transport(this)));
+    } catch (const std::bad_alloc &) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    tm_rx_mr_ = ibv_reg_mr(md_->pd, verbs_tags_->rx_memory(), verbs_tags_->rx_memory_size(),
+                           IBV_ACCESS_LOCAL_WRITE);
+    if (tm_rx_mr_ == nullptr) {
+        ucs_error("tm_rc: registering the TM SRQ's untagged buffers on %s: %s",
+                  md_->device.c_str(), strerror(errno));
+        return UCS_ERR_IO_ERROR;
+    }
+    ucs_diag("tm_rc: %s: tags matched by the NIC (TM SRQ, list %u of %u tags)",
+             md_->device.c_str(), verbs_tags_->list_size(), verbs_list_->caps().max_num_tags);
+    return verbs_tags_->start(tm_rx_mr_->lkey);
 }
 
 void RcIface::model_receive(const struct ibv_wc &wc) {
@@ -200,11 +244,13 @@ void RcIface::model_step() {
     }
 }
 
-unsigned RcIface::model_progress() {
-    model_step();
-    unsigned count = hw_tags_->progress();
+unsigned RcIface::hw_progress() {
+    if (model_) {
+        model_step();
+    }
+    unsigned count = with_hw_tags([](auto &e) { return e.progress(); });
     run_sw_rndvs();
-    if (!model_random_) {
+    if (model_ && !model_random_) {
         model_->run_until_idle(); /* the DELs and SYNC the engine just posted */
     }
     if (!cancel_acks_.empty()) {
@@ -229,13 +275,19 @@ void RcIface::run_sw_rndvs() {
             ++counters_.rndv_reads;
             send_fin(ep, op.app_ctx);
         }
-        hw_tags_->sw_rndv_done(op.token, status);
+        with_hw_tags([&](auto &e) { e.sw_rndv_done(op.token, status); });
     }
 }
 
 void RcIface::send_cancel_acks() {
     /* A matched rendezvous still to be read keeps the sender's buffer
-     * registered: its FIN (after the READ) is the acknowledgement. */
+     * registered: its FIN (after the READ) is the acknowledgement. A real
+     * NIC does not tell: no acknowledgement, the sender keeps a temporary
+     * registration until the endpoint goes. */
+    if (model_ == nullptr) {
+        cancel_acks_.clear();
+        return;
+    }
     if ((model_->pending_transfers() > 0) || !sw_rndvs_.empty()) {
         return;
     }

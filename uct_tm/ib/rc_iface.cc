@@ -164,12 +164,14 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     hw_tm_capable_ = tm.max_num_tags > 0;
     if (config.tm_model) {
         /* init_model() below, once the port's MTU is known */
-    } else if (hw_tm_capable_ && config.hw_tm) {
-        /* TmVerbsList on a TM SRQ (IBV_SRQT_TM) would be the tag list here;
-         * with no TM device to run it on, it is not wired. */
-        ucs_diag("tm_rc: %s reports tag matching (max_num_tags %u, max_ops %u); the verbs TM "
-                 "SRQ is not wired into tm_rc: matching in software",
-                 md_->device.c_str(), tm.max_num_tags, tm.max_ops);
+    } else if (hw_tm_capable_ && config.hw_tm && tag_enabled_) {
+        const ucs_status_t status = init_verbs_tm(config);
+        if (status == UCS_ERR_UNSUPPORTED) {
+            ucs_diag("tm_rc: %s reports tag matching (max_num_tags %u) but refuses a TM SRQ: "
+                     "matching in software", md_->device.c_str(), tm.max_num_tags);
+        } else if (status != UCS_OK) {
+            return status;
+        }
     } else {
         ucs_debug("tm_rc: %s: %s, tags matched in software over a plain SRQ", md_->device.c_str(),
                   hw_tm_capable_ ? "hardware tag matching disabled (UCX_TM_RC_HW_TM=n)"
@@ -177,7 +179,13 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     }
 
     tx_cq_ = ibv_create_cq(ctx, static_cast<int>(tx_cq_len_), nullptr, nullptr, 0);
-    rx_cq_ = ibv_create_cq(ctx, static_cast<int>(rx_queue_len_), nullptr, nullptr, 0);
+    if (verbs_list_ != nullptr) {
+        /* QPs receive into the TM SRQ; its CQ is polled by the tag engine. */
+        rx_cq_ = verbs_list_->cq();
+        srq_   = verbs_list_->srq();
+    } else {
+        rx_cq_ = ibv_create_cq(ctx, static_cast<int>(rx_queue_len_), nullptr, nullptr, 0);
+    }
     if ((tx_cq_ == nullptr) || (rx_cq_ == nullptr)) {
         ucs_error("tm_rc: ibv_create_cq on %s: %s", md_->device.c_str(), strerror(errno));
         return UCS_ERR_IO_ERROR;
@@ -185,7 +193,9 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     struct ibv_srq_init_attr srq_attr = {};
     srq_attr.attr.max_wr  = rx_queue_len_;
     srq_attr.attr.max_sge = 1;
-    srq_ = ibv_create_srq(md_->pd, &srq_attr);
+    if (srq_ == nullptr) {
+        srq_ = ibv_create_srq(md_->pd, &srq_attr);
+    }
     if (srq_ == nullptr) {
         ucs_error("tm_rc: ibv_create_srq on %s: %s", md_->device.c_str(), strerror(errno));
         return UCS_ERR_IO_ERROR;
@@ -224,6 +234,9 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     dev_addr_.lid  = pa.lid;
     memcpy(dev_addr_.gid, gid.raw, sizeof(dev_addr_.gid));
 
+    if (verbs_list_ != nullptr) {
+        return UCS_OK; /* the TM SRQ's untagged buffers are the engine's */
+    }
     for (uint32_t i = 0; i < rx_queue_len_; ++i) {
         rx_repost_.push_back(i);
     }
@@ -235,19 +248,25 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
 }
 
 RcIface::~RcIface() {
-    if (print_stats_ && model_mode()) {
-        const auto &hc = hw_tags_->counters();
-        const auto &mc = model_->counters();
-        fprintf(stderr,
-                "tm_rc %s:%u (tag matching model): posted %lu hw_matches %lu sw_claims %lu "
-                "unexpected %lu syncs %lu sync_requests %lu sw_rndv %lu anomalies %lu "
-                "model: del_failed %lu rndv_incomplete %lu violations %lu\n",
-                md_->device.c_str(), port_, (unsigned long)hc.posts, (unsigned long)hc.hw_matches,
-                (unsigned long)hc.sw_claims, (unsigned long)hc.unexpected,
-                (unsigned long)hc.syncs, (unsigned long)hc.sync_requests,
-                (unsigned long)hc.sw_rndv, (unsigned long)hc.anomalies,
-                (unsigned long)mc.del_failed, (unsigned long)mc.rndv_incomplete,
-                (unsigned long)model_->violations());
+    if (print_stats_ && hw_mode()) {
+        with_hw_tags([&](auto &e) {
+            const auto &hc = e.counters();
+            fprintf(stderr,
+                    "tm_rc %s:%u (tag matching %s): posted %lu hw_matches %lu sw_claims %lu "
+                    "unexpected %lu syncs %lu sync_requests %lu sw_rndv %lu anomalies %lu",
+                    md_->device.c_str(), port_, model_ ? "model" : "TM SRQ",
+                    (unsigned long)hc.posts, (unsigned long)hc.hw_matches,
+                    (unsigned long)hc.sw_claims, (unsigned long)hc.unexpected,
+                    (unsigned long)hc.syncs, (unsigned long)hc.sync_requests,
+                    (unsigned long)hc.sw_rndv, (unsigned long)hc.anomalies);
+        });
+        if (model_) {
+            fprintf(stderr, " model: del_failed %lu rndv_incomplete %lu violations %lu",
+                    (unsigned long)model_->counters().del_failed,
+                    (unsigned long)model_->counters().rndv_incomplete,
+                    (unsigned long)model_->violations());
+        }
+        fprintf(stderr, "\n");
     } else if (print_stats_) {
         fprintf(stderr,
                 "tm_rc %s:%u: posted %lu matched %lu unexpected %lu rndv_reads %lu temp_regs %lu "
@@ -276,10 +295,13 @@ RcIface::~RcIface() {
             ibv_dereg_mr(s.temp_mr);
         }
     }
-    if (srq_ != nullptr) {
+    if (tm_rx_mr_ != nullptr) {
+        ibv_dereg_mr(tm_rx_mr_);
+    }
+    if ((srq_ != nullptr) && (verbs_list_ == nullptr)) {
         ibv_destroy_srq(srq_);
     }
-    if (rx_cq_ != nullptr) {
+    if ((rx_cq_ != nullptr) && (verbs_list_ == nullptr)) {
         ibv_destroy_cq(rx_cq_);
     }
     if (tx_cq_ != nullptr) {
@@ -337,12 +359,13 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
         /* A NIC's list writes TMH and RVH into a buffer too small for a
          * rendezvous (RNDV_INCOMPLETE): it must hold them. */
         attr->cap.tag.recv.min_recv =
-            model_mode() ? sizeof(WireHeader) + sizeof(struct ibv_rvh) : 0;
+            hw_mode() ? sizeof(WireHeader) + sizeof(struct ibv_rvh) : 0;
         attr->cap.tag.recv.max_zcopy        = 1ul << 30;
         /* The hardware list takes one buffer per receive, as many as it holds. */
-        attr->cap.tag.recv.max_iov          = model_mode() ? 1 : tags_.limits().max_iov;
-        attr->cap.tag.recv.max_outstanding  = model_mode() ? hw_tags_->list_size()
-                                                           : tags_.limits().list_size;
+        attr->cap.tag.recv.max_iov          = hw_mode() ? 1 : tags_.limits().max_iov;
+        attr->cap.tag.recv.max_outstanding =
+            hw_mode() ? with_hw_tags([](auto &e) { return e.list_size(); })
+                      : tags_.limits().list_size;
         attr->cap.tag.eager.max_short       = one_msg;
         attr->cap.tag.eager.max_bcopy       = one_msg;
         attr->cap.tag.eager.max_zcopy       = one_msg;
@@ -386,7 +409,7 @@ int RcIface::is_reachable(const uct_device_addr_t *dev_addr) const {
 
 unsigned RcIface::progress() {
     unsigned count = poll_tx() + poll_rx();
-    count += model_mode() ? model_progress() : tags_.progress();
+    count += hw_mode() ? hw_progress() : tags_.progress();
     if (!pending_eps_.empty()) {
         count += dispatch_pending();
     }
@@ -417,11 +440,14 @@ unsigned RcIface::poll_tx() {
 }
 
 unsigned RcIface::poll_rx() {
+    if (verbs_tags_ != nullptr) {
+        return 0; /* the TM SRQ's CQ: HwTagEngine polls it */
+    }
     struct ibv_wc wcs[16];
     const int     max = static_cast<int>(std::min<unsigned>(budget_, 16));
     const int     n   = ibv_poll_cq(rx_cq_, max, wcs);
     for (int i = 0; i < n; ++i) {
-        if (model_mode()) {
+        if (model_) {
             model_receive(wcs[i]);
         } else {
             handle_rx(wcs[i]);
@@ -607,8 +633,8 @@ bool RcIface::receive_am(uint8_t id, char *data, size_t length) {
 
 void RcIface::release_desc(void *desc) {
     const char  *data   = static_cast<char *>(desc) + rx_headroom_;
-    if (model_mode() && hw_tags_->owns_rx(data)) {
-        hw_tags_->release_rx(const_cast<char *>(data));
+    if (hw_mode() && with_hw_tags([&](auto &e) { return e.owns_rx(data); })) {
+        with_hw_tags([&](auto &e) { e.release_rx(const_cast<char *>(data)); });
         return;
     }
     const size_t offset = static_cast<size_t>(data - rx_pool_);
@@ -630,15 +656,20 @@ ucs_status_t RcIface::tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_io
     if (ucs_unlikely(!tag_enabled_)) {
         return UCS_ERR_UNSUPPORTED;
     }
-    return model_mode() ? hw_tags_->post(tag, mask, iov, iovcnt, ctx)
-                        : tags_.post(tag, mask, iov, iovcnt, ctx);
+    if (hw_mode()) {
+        return with_hw_tags([&](auto &e) { return e.post(tag, mask, iov, iovcnt, ctx); });
+    }
+    return tags_.post(tag, mask, iov, iovcnt, ctx);
 }
 
 ucs_status_t RcIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
     if (ucs_unlikely(!tag_enabled_)) {
         return UCS_ERR_UNSUPPORTED;
     }
-    return model_mode() ? hw_tags_->cancel(ctx, force) : tags_.cancel(ctx, force);
+    if (hw_mode()) {
+        return with_hw_tags([&](auto &e) { return e.cancel(ctx, force); });
+    }
+    return tags_.cancel(ctx, force);
 }
 
 void RcIface::wait_reads(const TagEngine::Recv *recv) {

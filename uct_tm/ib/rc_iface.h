@@ -11,12 +11,13 @@
  * sends a FIN. get/put zcopy are RDMA READ/WRITE.
  *
  * Hardware tag matching: the receive side has a second mode, HwTagEngine over
- * a hardware tag list (tm_list.h). With UCX_TM_RC_TM_MODEL=y the list is the
- * device model (TmModel): the verbs data path stays (plain SRQ), every message
- * polled from it is handed to the model as if it had arrived at a TM NIC, and
- * the model's scheduler is stepped from progress (rc_hw_tm.cc). A device that
- * reports tag matching would use TmVerbsList on a TM SRQ; that is not wired
- * (no such device here): it runs the software path and says so.
+ * a hardware tag list (tm_list.h, rc_hw_tm.cc). With UCX_TM_RC_TM_MODEL=y the
+ * list is the device model (TmModel): the verbs data path stays (plain SRQ),
+ * every message polled from it is handed to the model as if it had arrived at
+ * a TM NIC, and the model's scheduler is stepped from progress. On a device
+ * that reports tag matching (UCX_TM_RC_HW_TM=y) it is TmVerbsList, a TM SRQ
+ * that the QPs attach to (hardware-untested); software matching over a plain
+ * SRQ when the device or provider refuses it.
  */
 #ifndef UCT_TM_IB_RC_IFACE_H_
 #define UCT_TM_IB_RC_IFACE_H_
@@ -31,6 +32,7 @@
 #include "base/ucx_abi.h"
 #include "hw_tag_engine.h"
 #include "tm_model.h"
+#include "tm_verbs_list.h"
 
 #include <infiniband/verbs.h>
 #include <uct/api/uct.h>
@@ -176,21 +178,33 @@ class RcIface {
 
     /* ---- receive side over the device model (rc_hw_tm.cc) ---- */
     using ModelTagEngine = HwTagEngine<TmModel>;
+    using VerbsTagEngine = HwTagEngine<TmVerbsList>;
     ucs_status_t init_model();
-    bool         model_mode() const { return hw_tags_ != nullptr; }
+    /* TmVerbsList on a TM SRQ; UCS_ERR_UNSUPPORTED: the device refuses. */
+    ucs_status_t init_verbs_tm(const RcConfig &config);
+    HwTagEngineConfig hw_engine_config() const;
+    /* Tags are matched by a hardware tag list (the model or a TM SRQ). */
+    bool         hw_mode() const { return (model_tags_ != nullptr) || (verbs_tags_ != nullptr); }
+    /* f(engine) on whichever HwTagEngine this iface runs (hw_mode() only). */
+    template <typename F> decltype(auto) with_hw_tags(F &&f) {
+        return (model_tags_ != nullptr) ? f(*model_tags_) : f(*verbs_tags_);
+    }
+    template <typename F> decltype(auto) with_hw_tags(F &&f) const {
+        return (model_tags_ != nullptr) ? f(*model_tags_) : f(*verbs_tags_);
+    }
     /* Largest tag_rndv_zcopy header: what a TM NIC takes with TMH and RVH
      * (the model's max_rndv_hdr), else one receive buffer. */
     size_t       max_rndv_hdr() const;
     /* A message polled from the SRQ goes to the model, as to a TM NIC. */
     void         model_receive(const struct ibv_wc &wc);
-    unsigned     model_progress();
+    unsigned     hw_progress();
     void         model_step();
     void         run_sw_rndvs();
     void         send_cancel_acks();
     /* RDMA READ on `ep`, waited for here; other send completions polled
      * meanwhile are kept for poll_tx(). */
     bool         read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t length);
-    static HwTagTransport model_transport(RcIface *self);
+    static HwTagTransport hw_transport(RcIface *self);
     static TmModel::Fabric model_fabric(RcIface *self);
 
     /* ---- sending (rc_ep.cc) ---- */
@@ -307,9 +321,12 @@ class RcIface {
     Counters                 counters_;
     bool                     print_stats_ = false;
 
-    /* hardware tag list mode (model): destroyed engine first, then model */
+    /* hardware tag list mode: each engine is destroyed before its list */
     std::unique_ptr<TmModel>        model_;
-    std::unique_ptr<ModelTagEngine> hw_tags_;
+    std::unique_ptr<ModelTagEngine> model_tags_;
+    std::unique_ptr<TmVerbsList>    verbs_list_; /* owns srq_ and rx_cq_ then */
+    std::unique_ptr<VerbsTagEngine> verbs_tags_;
+    struct ibv_mr                  *tm_rx_mr_ = nullptr; /* verbs_tags_'s untagged buffers */
     std::mt19937_64                 model_rng_;
     bool                            model_random_ = false;
     std::vector<SwRndv>             sw_rndvs_;     /* to finish after the engine's progress */
