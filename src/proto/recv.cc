@@ -31,10 +31,6 @@ template <typename Header> bool read_header(const char *p, size_t length, Header
     return true;
 }
 
-uint64_t partial_key(uint32_t source, uint32_t msg_id) {
-    return (uint64_t{source} << 32) | msg_id;
-}
-
 }  // namespace
 
 template <typename Header>
@@ -240,7 +236,9 @@ void Worker::track_fragments(const MsgHeader &h, size_t first_len, uint64_t req,
     part.arrived = first_len;
     part.sreq    = h.sreq;
     part.sync    = (h.flags & kFlagSync) != 0;
-    partial_[partial_key(h.source, h.msg_id)] = part;
+    if (!partial_.set(h.source, h.msg_id, part)) {
+        ucs_error("tm_proto: out of memory tracking a message from worker %u", h.source);
+    }
 }
 
 void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len) {
@@ -316,14 +314,14 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len)
 }
 
 void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t len) {
-    auto it = partial_.find(partial_key(f.source, f.msg_id));
-    if ((it == partial_.end()) || (f.offset != it->second.arrived) ||
-        (len > it->second.length - it->second.arrived) || (len == 0)) {
+    Partial *found = partial_.find(f.source, f.msg_id);
+    if ((found == nullptr) || (f.offset != found->arrived) || (len > found->length - found->arrived) ||
+        (len == 0)) {
         ucs_error("tm_proto: dropped a fragment from worker %u (message %u, offset %llu)",
                   f.source, f.msg_id, static_cast<unsigned long long>(f.offset));
         return;
     }
-    Partial &part = it->second;
+    Partial &part = *found;
     part.arrived += len;
     const bool last = part.arrived == part.length;
     if (part.req != 0) {
@@ -342,7 +340,7 @@ void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t le
     }
     if (last) {
         const Partial done = part;
-        partial_.erase(it);
+        partial_.erase(f.source, f.msg_id);
         if (done.unex == UINT32_MAX) {
             message_consumed(done.source, done.length, done.sync, done.sreq);
         }
@@ -440,10 +438,9 @@ void Worker::deliver_unexpected(Request &r, uint32_t idx) {
         finish_recv(r);
         message_consumed(u.source, u.length, u.sync, u.sreq);
     } else {
-        auto it = partial_.find(partial_key(u.source, u.msg_id));
-        if (it != partial_.end()) {
-            it->second.unex = UINT32_MAX;
-            it->second.req  = r.self;
+        if (Partial *part = partial_.find(u.source, u.msg_id)) {
+            part->unex = UINT32_MAX;
+            part->req  = r.self;
         }
     }
     unex_.release(idx);
@@ -464,9 +461,8 @@ void Worker::drop_unexpected(uint32_t idx) {
         if (u.arrived == u.length) {
             message_consumed(u.source, u.length, u.sync, u.sreq);
         } else {
-            auto it = partial_.find(partial_key(u.source, u.msg_id));
-            if (it != partial_.end()) {
-                it->second.unex = UINT32_MAX; /* later fragments are dropped */
+            if (Partial *part = partial_.find(u.source, u.msg_id)) {
+                part->unex = UINT32_MAX; /* later fragments are dropped */
             }
         }
     }

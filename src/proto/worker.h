@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "endpoint.h"
+#include "partials.h"
 #include "request.h"
 #include "unexpected.h"
 #include "wire.h"
@@ -209,17 +210,7 @@ class Worker {
     size_t                          tier2_live_ = 0;
     size_t                          offloaded_  = 0; /* tier 0 */
     std::deque<uint64_t>            arrival_;       /* unexpected handles in arrival order */
-    /* fragments still to come, by (source << 32 | msg_id): a request or an unexpected slot */
-    struct Partial {
-        uint64_t req     = 0;          /* the receive it goes to, or */
-        uint32_t unex    = UINT32_MAX; /* the unexpected slot buffering it (neither: dropped) */
-        uint32_t source  = 0;
-        uint64_t length  = 0;
-        uint64_t arrived = 0;
-        uint64_t sreq    = 0;
-        bool     sync    = false;
-    };
-    std::unordered_map<uint64_t, Partial> partial_;
+    Partials                        partial_;       /* fragments still to come */
     /* unexpected tagged messages arriving in several fragments, gathered
      * until the last one (which carries imm: the source); reused */
     struct TagGather {

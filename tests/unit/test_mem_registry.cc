@@ -4,39 +4,13 @@
  * covered at once, handle reuse, and no allocation in a steady register /
  * deregister cycle.
  */
+#include "allocation_counter.h"
 #include "base/mem_registry.h"
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <random>
 #include <vector>
-
-/* Counts every allocation of this test binary, so the steady-state test can
- * tell that a register / deregister cycle allocates nothing. */
-static std::atomic<size_t> g_allocations{0};
-
-void *operator new(std::size_t size) {
-    ++g_allocations;
-    if (void *p = std::malloc(size ? size : 1)) {
-        return p;
-    }
-    throw std::bad_alloc();
-}
-void *operator new[](std::size_t size) { return operator new(size); }
-void *operator new(std::size_t size, const std::nothrow_t &) noexcept {
-    ++g_allocations;
-    return std::malloc(size ? size : 1);
-}
-void *operator new[](std::size_t size, const std::nothrow_t &t) noexcept {
-    return operator new(size, t);
-}
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete(void *p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void *p) noexcept { std::free(p); }
-void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
