@@ -88,10 +88,12 @@ void set_tag_callbacks(uct_iface_params_t *params, Iface *iface) {
     params->rndv_arg  = iface;
 }
 
+/* The context sits inside its request: no pool lookup, only the check that
+ * the slot still holds the receive that posted it. */
 Request *Worker::offloaded_request(uct_tag_context_t *ctx) {
-    Request *r = reqs_.lookup(context_of(ctx)->req);
-    if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done ||
-        (reinterpret_cast<uct_tag_context_t *>(&r->octx) != ctx)) {
+    const OffloadContext *o = context_of(ctx);
+    Request              *r = o->request;
+    if ((r == nullptr) || (r->self != o->req) || (r->kind != ReqKind::kRecv) || r->done) {
         ucs_error("tm_proto: transport called back for a receive we do not hold");
         return nullptr;
     }
@@ -109,6 +111,7 @@ bool Worker::try_offload(Request &r) {
     r.octx.uct.completed_cb    = TagHandlers::completed;
     r.octx.uct.rndv_cb         = TagHandlers::rndv;
     r.octx.worker              = this;
+    r.octx.request             = &r;
     r.octx.req                 = r.self;
     uct_iov_t iov = {};
     iov.buffer    = r.rbuf;

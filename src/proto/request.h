@@ -46,10 +46,12 @@ class Worker;
 
 /* What a transport's tag list holds for one of our receives: UCT's context
  * first (the callbacks get its address), then the way back to the request. */
+struct Request;
 struct OffloadContext {
     uct_tag_context_t uct = {};
-    Worker           *worker = nullptr;
-    uint64_t          req    = 0;
+    Worker           *worker  = nullptr;
+    Request          *request = nullptr; /* the request it is part of (pool slots never move) */
+    uint64_t          req     = 0;       /* that request's handle when posted */
 };
 static_assert(std::is_standard_layout<OffloadContext>::value,
               "the UCT context must sit at offset 0");

@@ -319,7 +319,9 @@ ucs_status_t Worker::send(Endpoint *ep, const void *buffer, size_t length, uint6
     }
     if (r->done) {
         /* eager, fully out: no request for the caller (its completion is dropped) */
-        completed_.pop_back();
+        if (r->cb != nullptr) {
+            completed_.pop_back();
+        }
         reqs_.release(handle);
         return UCS_OK;
     }
