@@ -106,7 +106,7 @@ bool Worker::try_offload(Request &r) {
         (r.capacity < iface->attr.cap.tag.recv.min_recv)) {
         return false;
     }
-    r.octx                     = OffloadContext();
+    /* every field we read is written here; priv belongs to the transport */
     r.octx.uct.tag_consumed_cb = TagHandlers::consumed;
     r.octx.uct.completed_cb    = TagHandlers::completed;
     r.octx.uct.rndv_cb         = TagHandlers::rndv;

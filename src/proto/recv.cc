@@ -538,7 +538,8 @@ ucs_status_t Worker::recv(void *buffer, size_t length, uint64_t tag, uint64_t ma
     r->has_source = source != nullptr;
     r->src_filter = (source != nullptr) ? source->peer_id : 0;
     uint32_t idx;
-    if (take_unexpected(tag, mask, r->has_source, r->src_filter, &idx, true)) {
+    if ((matcher_.unexpected_count() != 0) && /* inline: the common empty case */
+        take_unexpected(tag, mask, r->has_source, r->src_filter, &idx, true)) {
         deliver_unexpected(*r, idx);
     } else {
         const ucs_status_t status = post_recv(*r);
