@@ -40,18 +40,19 @@ void Worker::send_ctrl_to(uint32_t source, const CtrlHeader &hdr) {
     send_ctrl(ep, h);
 }
 
-void Worker::return_credit(uint32_t source, uint64_t bytes) {
-    Endpoint *ep = endpoint_of(source);
+/* `ep`: our endpoint to the sender (callers have looked it up already). */
+void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
     if ((ep == nullptr) || (bytes == 0)) {
         return;
     }
     ep->owed += bytes;
     if (ep->owed >= window_ / 4) {
         CtrlHeader h = {};
-        h.kind  = Kind::kCredit;
-        h.value = ep->owed;
+        h.kind   = Kind::kCredit;
+        h.source = config_.id;
+        h.value  = ep->owed;
         ep->owed = 0;
-        send_ctrl_to(source, h);
+        send_ctrl(ep, h);
     }
 }
 

@@ -150,9 +150,10 @@ void Worker::offload_completed(Request &r, uint64_t stag, uint64_t imm, size_t l
     r.info.length = length;
     r.info.imm    = static_cast<uint32_t>(imm);
     r.info.source = source;
-    r.info.ep     = reinterpret_cast<uct_tm_proto_ep_h>(endpoint_of(source));
+    Endpoint *const ep = endpoint_of(source);
+    r.info.ep     = reinterpret_cast<uct_tm_proto_ep_h>(ep);
     complete(r, status);
-    return_credit(source, length);
+    return_credit(ep, length);
 }
 
 void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigned length) {

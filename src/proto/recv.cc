@@ -194,7 +194,7 @@ void Worker::message_consumed(uint32_t source, uint64_t length, bool sync, uint6
         h.req  = sreq;
         send_ctrl_to(source, h);
     }
-    return_credit(source, length);
+    return_credit(endpoint_of(source), length);
 }
 
 /* A receive matched a rendezvous request: ask for what fits. */

@@ -444,22 +444,6 @@ void Worker::mark_busy(Endpoint *ep) {
     }
 }
 
-void Worker::complete(Request &r, ucs_status_t status) {
-    if (r.done) {
-        return;
-    }
-    if (r.memh != nullptr) {
-        /* a send: the receiver is done reading (ACK), or never will (cancel) */
-        uct_md_mem_dereg(r.memh_md, r.memh);
-        r.memh = nullptr;
-    }
-    r.done        = true;
-    r.info.status = status;
-    if (r.cb != nullptr) { /* without a callback, test() is how the caller learns */
-        completed_.push_back(r.self);
-    }
-}
-
 unsigned Worker::deliver_completions() {
     delivering_.swap(completed_);
     unsigned n = 0;

@@ -134,7 +134,7 @@ class Worker {
     /* --- control.cc --- */
     void         send_ctrl(Endpoint *ep, const CtrlHeader &hdr);
     void         send_ctrl_to(uint32_t source, const CtrlHeader &hdr);
-    void         return_credit(uint32_t source, uint64_t bytes);
+    void         return_credit(Endpoint *ep, uint64_t bytes);
     void         handle_ctrl(const CtrlHeader &hdr);
     Endpoint    *endpoint_of(uint32_t source) const;
 
@@ -224,6 +224,23 @@ class Worker {
     uint64_t                        next_seq_ = 0;
     uct_tm_proto_stats_t            stats_ = {};
 };
+
+/* Inline: every arrival path ends here. */
+inline void Worker::complete(Request &r, ucs_status_t status) {
+    if (r.done) {
+        return;
+    }
+    if (r.memh != nullptr) {
+        /* a send: the receiver is done reading (ACK), or never will (cancel) */
+        uct_md_mem_dereg(r.memh_md, r.memh);
+        r.memh = nullptr;
+    }
+    r.done        = true;
+    r.info.status = status;
+    if (r.cb != nullptr) { /* without a callback, test() is how the caller learns */
+        completed_.push_back(r.self);
+    }
+}
 
 }  // namespace proto
 }  // namespace uct_tm
