@@ -58,7 +58,7 @@ struct Iface {
 
 /* Runs a UCT callback's body; no exception may cross UCT's C frames (one is
  * logged and the event dropped). */
-template <typename Fn> void guarded(const char *what, Fn &&fn) {
+template <typename Fn> [[gnu::always_inline]] inline void guarded(const char *what, Fn &&fn) {
     try {
         fn();
     } catch (const std::exception &e) {
