@@ -479,7 +479,8 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
     info->ep     = reinterpret_cast<uct_tm_proto_ep_h>(endpoint_of(u.source));
 }
 
-ucs_status_t Worker::post_recv(Request &r) {
+/* Inlined into recv() (the 8 B receive path), as is new_recv(). */
+[[gnu::always_inline]] inline ucs_status_t Worker::post_recv(Request &r) {
     r.seq = next_seq_++;
     if (r.has_source || (tier2_live_ != 0)) {
         tier2_.push_back(r.self);
@@ -502,8 +503,9 @@ ucs_status_t Worker::post_recv(Request &r) {
 }
 
 /* A receive request for `buffer`; null when out of memory. */
-Request *Worker::new_recv(void *buffer, size_t length, const uct_tm_proto_op_params_t *params,
-                          uint64_t *handle) {
+[[gnu::always_inline]] inline Request *Worker::new_recv(void *buffer, size_t length,
+                                                       const uct_tm_proto_op_params_t *params,
+                                                       uint64_t *handle) {
     Request *r;
     try {
         r = &reqs_.allocate(ReqKind::kRecv, handle);
