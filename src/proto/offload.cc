@@ -100,9 +100,10 @@ Request *Worker::offloaded_request(uct_tag_context_t *ctx) {
     return r;
 }
 
+/* Called only when the front iface offloads (post_recv checks it inline). */
 bool Worker::try_offload(Request &r) {
     Iface *iface = ifaces_.front().get();
-    if (!iface->offload || (r.capacity > iface->attr.cap.tag.recv.max_zcopy) ||
+    if ((r.capacity > iface->attr.cap.tag.recv.max_zcopy) ||
         (r.capacity < iface->attr.cap.tag.recv.min_recv)) {
         return false;
     }
