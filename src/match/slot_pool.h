@@ -38,29 +38,41 @@ template <typename Entry, unsigned kChunkShift = 7> class SlotPool {
                chunks_.capacity() * sizeof(chunks_[0]);
     }
 
-    /* Takes a slot; the entry keeps its generation. Throws std::bad_alloc
-     * (pool unchanged) when a new chunk cannot be allocated. */
-    uint32_t allocate() {
+    /* A slot taken by allocate_slot(): its index and its entry. */
+    struct Slot {
         uint32_t index;
+        Entry   *entry;
+    };
+
+    /* Takes a slot; the entry keeps its generation. Throws std::bad_alloc
+     * (pool unchanged) when a new chunk cannot be allocated. Returns the
+     * entry too, so a caller on a hot path does not look its chunk up again. */
+    Slot allocate_slot() {
+        Slot slot;
         if (free_head_ != kNoIndex) {
-            index      = free_head_;
-            free_head_ = (*this)[index].free_link();
+            slot.index = free_head_;
+            slot.entry = &(*this)[slot.index];
+            free_head_ = slot.entry->free_link();
         } else {
             if ((issued_ & (kChunkSize - 1)) == 0) {
                 grow();
             }
-            index = issued_++;
+            slot.index = issued_++;
+            slot.entry = &chunks_.back()[slot.index & (kChunkSize - 1)];
         }
         ++live_;
-        return index;
+        return slot;
     }
+    uint32_t allocate() { return allocate_slot().index; }
 
-    /* Returns a slot to the free list. */
-    void release(uint32_t index) {
-        (*this)[index].free_link() = free_head_;
-        free_head_                 = index;
+    /* Returns a slot to the free list; `entry` is (*this)[index], which the
+     * caller usually holds already. */
+    void release(uint32_t index, Entry &entry) {
+        entry.free_link() = free_head_;
+        free_head_        = index;
         --live_;
     }
+    void release(uint32_t index) { release(index, (*this)[index]); }
 
   private:
     void grow() {

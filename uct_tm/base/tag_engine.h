@@ -203,6 +203,7 @@ class TagEngine {
     enum : uint8_t { kFree = 0, kPosted, kMatched, kOrphaned, kCancelled };
 
     using ExactQueues = ExactTagQueues<Recv>;
+    using RecvPool    = match::SlotPool<Recv>;
 
     /* What the engine keeps in uct_tag_context::priv. */
     struct Priv {
@@ -225,23 +226,30 @@ class TagEngine {
     /* Posts a validated receive whose first buffer is `key` (0: none);
      * fill_iov(recv) stores its buffers. */
     template <typename FillIov>
-    ucs_status_t admit(uct_tag_t tag, uct_tag_t mask, uintptr_t key, uct_tag_context_t *ctx,
+    [[gnu::always_inline]] ucs_status_t admit(uct_tag_t tag, uct_tag_t mask, uintptr_t key, uct_tag_context_t *ctx,
                        const FillIov &fill_iov) {
-        uint32_t index;
         try {
             if ((key != 0) && !buffers_.insert(key)) {
                 ++counters_.refused;
                 return UCS_ERR_ALREADY_EXISTS;
             }
-            index = recvs_.allocate();
         } catch (const std::bad_alloc &) {
             return UCS_ERR_NO_MEMORY;
         }
-        Recv              &recv   = recvs_[index];
-        recv.index                = index;
+        RecvPool::Slot slot;
+        try {
+            slot = recvs_.allocate_slot();
+        } catch (const std::bad_alloc &) {
+            if (key != 0) {
+                buffers_.erase(key); /* inserted above */
+            }
+            return UCS_ERR_NO_MEMORY;
+        }
+        Recv              &recv   = *slot.entry;
+        recv.index                = slot.index;
         const ucs_status_t status = enqueue(&recv, tag, mask);
         if (ucs_unlikely(status != UCS_OK)) {
-            recvs_.release(index);
+            recvs_.release(slot.index, recv);
             if (key != 0) {
                 buffers_.erase(key);
             }
@@ -252,7 +260,7 @@ class TagEngine {
         recv.state        = kPosted;
         recv.holds_buffer = (key != 0);
         fill_iov(recv);
-        const Priv priv{this, index, recv.gen};
+        const Priv priv{this, slot.index, recv.gen};
         memcpy(ctx->priv, &priv, sizeof(priv));
         ++posted_;
         ++counters_.posts;
@@ -313,7 +321,7 @@ class TagEngine {
                               uct_tag_context_t *ctx);
     size_t   scatter_iov(Recv *recv, size_t offset, const void *data, size_t length) const;
     Recv    *lookup(uct_tag_context_t *ctx);
-    void     release(Recv *recv) {
+    [[gnu::always_inline]] void release(Recv *recv) {
         if (recv->holds_buffer) {
             buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base));
             recv->holds_buffer = false;
@@ -324,7 +332,7 @@ class TagEngine {
         recv->state = kFree;
         recv->ctx   = nullptr;
         ++recv->gen;
-        recvs_.release(recv->index);
+        recvs_.release(recv->index, *recv);
     }
     unsigned deliver_cancelled();
 
@@ -332,7 +340,7 @@ class TagEngine {
     match::TagMatcher         matcher_;
     ExactQueues               exact_;
     size_t                    exact_posted_ = 0; /* receives in exact_ */
-    match::SlotPool<Recv>     recvs_;
+    RecvPool                  recvs_;
     AddressSet                buffers_;
     struct Pending {
         Recv    *recv;

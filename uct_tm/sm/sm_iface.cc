@@ -774,14 +774,6 @@ void SmIface::fail_peer(RemotePeer *peer) {
     put_peer(peer);
 }
 
-ucs_status_t SmIface::tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
-                                     size_t iovcnt, uct_tag_context_t *ctx) {
-    if (ucs_unlikely(!tag_enabled_)) {
-        return UCS_ERR_UNSUPPORTED;
-    }
-    return tags_.post(tag, mask, iov, iovcnt, ctx);
-}
-
 ucs_status_t SmIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
     if (ucs_unlikely(!tag_enabled_)) {
         return UCS_ERR_UNSUPPORTED;

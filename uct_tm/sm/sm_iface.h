@@ -189,7 +189,13 @@ class SmIface {
     }
     ucs_status_t flush(unsigned flags, uct_completion_t *comp);
     ucs_status_t tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
-                                size_t iovcnt, uct_tag_context_t *ctx);
+                                size_t iovcnt, uct_tag_context_t *ctx) {
+        /* Inline into the ops entry: a streaming receiver posts once per message. */
+        if (ucs_unlikely(!tag_enabled_)) {
+            return UCS_ERR_UNSUPPORTED;
+        }
+        return tags_.post(tag, mask, iov, iovcnt, ctx);
+    }
     ucs_status_t tag_recv_cancel(uct_tag_context_t *ctx, int force);
 
     /* ---- endpoint lifetime ---- */
