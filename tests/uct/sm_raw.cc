@@ -62,9 +62,9 @@ bool RawSegment::write(const Fill &fill) {
     return true;
 }
 
-bool RawSegment::claim_only() {
+bool RawSegment::claim_only(uint32_t count) {
     uint64_t seq;
-    return fifo_.claim(1, &seq);
+    return fifo_.claim(count, &seq);
 }
 
 PeerSlot *RawSegment::peer_slots() const {

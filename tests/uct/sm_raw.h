@@ -38,8 +38,9 @@ class RawSegment {
      * areas: the inline one and the attached descriptor's), publishes it.
      * False if the FIFO is full. */
     bool write(const Fill &fill);
-    /* Claims one element and never publishes it (a sender that died). */
-    bool claim_only();
+    /* Claims `count` consecutive elements and never publishes them (a sender
+     * that died). */
+    bool claim_only(uint32_t count = 1);
 
     uct_tm::sm::SegmentHeader      *header() const { return header_; }
     const uct_tm::sm::Geometry     &geometry() const { return geometry_; }

@@ -627,5 +627,130 @@ TEST_F(SmFifoGarbage, SenderDiesMidMessage) {
     expect_alive(3001);
 }
 
+/* A sender dies holding several claimed elements that are not adjacent:
+ * one, then - after a live sender's message - three in one claim (as a
+ * multi-fragment eager claims). Every one of them is skipped, every live
+ * message arrives intact, the receiver's endpoint to the dead process
+ * reports UCS_ERR_CONNECTION_RESET, and nothing hangs (bounded waits). */
+TEST_F(SmFifoGarbage, DeadSenderHoldingSeveralClaimsIsSkippedWhole) {
+    constexpr int      kLive    = 8;
+    constexpr uint32_t kLater   = 3; /* claimed in one go after the live message */
+    constexpr uint64_t kDeadOwn = 1 + kLater;
+    int up[2], down[2];
+    ASSERT_EQ(pipe(up), 0);
+    ASSERT_EQ(pipe(down), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        alarm(60);
+        close(up[0]);
+        close(down[1]);
+        /* Never destroyed: the process dies holding its claims. */
+        auto       *env  = new UctEnv();
+        auto       *node = new Node(*env, "tm_sm");
+        auto       *raw  = new RawSegment();
+        uct_ep_h    ep;
+        const bool  ok   = (node->status == UCS_OK) &&
+                         (node->connect(rx_->address(), &ep) == UCS_OK) &&
+                         raw->attach(rx_->address().data() + rx_->attr.device_addr_len);
+        const std::string mine = ok ? node->address() : std::string();
+        const uint32_t    len  = static_cast<uint32_t>(mine.size());
+        char              step = 0;
+        if ((::write(up[1], &len, sizeof(len)) != sizeof(len)) ||
+            (::write(up[1], mine.data(), len) != static_cast<ssize_t>(len)) || !ok) {
+            _exit(1);
+        }
+        step = raw->claim_only(1) ? 'a' : 'f';
+        if ((::write(up[1], &step, 1) != 1) || (step != 'a') || (::read(down[0], &step, 1) != 1)) {
+            _exit(1);
+        }
+        step = raw->claim_only(kLater) ? 'k' : 'f';
+        (void)!::write(up[1], &step, 1);
+        pause(); /* killed here */
+        _exit(0);
+    }
+    close(up[1]);
+    close(down[0]);
+    auto reap = [&] {
+        kill(child, SIGKILL);
+        waitpid(child, nullptr, 0);
+        close(up[0]);
+        close(down[1]);
+    };
+    uint32_t    len = 0;
+    std::string child_address;
+    if (read(up[0], &len, sizeof(len)) == sizeof(len)) {
+        child_address.resize(len);
+        if (read(up[0], &child_address[0], len) != static_cast<ssize_t>(len)) {
+            child_address.clear();
+        }
+    }
+    uct_ep_h back = nullptr;
+    if (child_address.empty() || (rx_->connect(child_address, &back) != UCS_OK)) {
+        reap();
+        FAIL() << "the child did not connect";
+    }
+
+    std::deque<RecvCtx>     ctxs(kLive);
+    std::deque<RecvBuffers> bufs;
+    for (int i = 0; i < kLive; ++i) {
+        bufs.emplace_back(3000);
+        ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0xb000 + i, kFullMask,
+                                           bufs.back().iov.data(), 1, &ctxs[i].ctx),
+                  UCS_OK);
+    }
+    auto send_live = [&](int i) {
+        Send         s(Path::kBcopy, 0xb000 + i, 7, 500 + i, 3000);
+        ucs_status_t status = UCS_ERR_NO_RESOURCE;
+        EXPECT_TRUE(wait([&] { return (status = s.post(ep_)) != UCS_ERR_NO_RESOURCE; }))
+            << "live message " << i << " found no room";
+        EXPECT_EQ(status, UCS_OK) << "live message " << i;
+    };
+    char step = 0;
+    if ((read(up[0], &step, 1) != 1) || (step != 'a')) {
+        reap();
+        FAIL() << "the child could not claim its first element";
+    }
+    send_live(0); /* between the dead process's claims */
+    step = 'g';
+    if ((::write(down[1], &step, 1) != 1) || (read(up[0], &step, 1) != 1) || (step != 'k')) {
+        reap();
+        FAIL() << "the child could not claim its later elements";
+    }
+    reap();
+    for (int i = 1; i < kLive; ++i) {
+        send_live(i);
+    }
+
+    const bool all = wait([&] {
+        return std::all_of(ctxs.begin(), ctxs.end(), [](const RecvCtx &r) { return r.done(); });
+    }, 10);
+    for (int i = 0; i < kLive; ++i) {
+        if (!ctxs[i].done()) {
+            uct_iface_tag_recv_cancel(rx_->iface, &ctxs[i].ctx, 1);
+        }
+    }
+    if (!all) {
+        uct_ep_destroy(back);
+    }
+    ASSERT_TRUE(all) << "live messages stopped behind the dead process's claims";
+    for (int i = 0; i < kLive; ++i) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(ctxs[i].sequence(), "consumed,completed");
+        EXPECT_EQ(ctxs[i].status, UCS_OK);
+        EXPECT_EQ(bufs[i].check(500 + i, 3000), "");
+    }
+    EXPECT_EQ(raw_.header()->skips.load(), kDeadOwn) << "skips of the dead process's elements";
+
+    EXPECT_TRUE(wait([&] { return rx_->errors.count(back) > 0; }, 10))
+        << "no error for the endpoint to the dead process";
+    drain();
+    EXPECT_EQ(rx_->errors.count(back), 1);
+    Send later(Path::kBcopy, 1, 0, 1, 100);
+    EXPECT_EQ(later.post(back), UCS_ERR_CONNECTION_RESET);
+    uct_ep_destroy(back);
+    expect_alive(3002);
+}
+
 }  // namespace
 }  // namespace uct_tm_test

@@ -12,7 +12,8 @@
  *
  * Dead senders: if a sender dies between claiming and publishing, the reader
  * would wait forever on that element. Once it knows a peer died it may mark a
- * long-stalled element skipped: it first bumps the header's `skips` counter,
+ * long-stalled element skipped (every element the dead process claimed:
+ * SmIface::recover_stall keeps the range): it first bumps the header's `skips` counter,
  * then CASes the element's state from the previous lap's value
  * `(seq - N) | kStateReady` to `seq | kStateReady | kStateSkipped`. A sender
  * that was merely slow must then not publish over the skip: it compares
@@ -185,6 +186,8 @@ class FifoReader {
     }
 
     uint64_t head() const { return head_; }
+    /* The next sequence senders claim: every claim so far is below it. */
+    uint64_t tail() const { return header_->tail.load(std::memory_order_acquire); }
     uint32_t inline_capacity() const { return elem_size_ - sizeof(ElemHeader); }
     uint32_t index(const ElemHeader *e) const {
         return static_cast<uint32_t>((reinterpret_cast<const char *>(e) - elems_) / elem_size_);

@@ -409,6 +409,8 @@ unsigned SmIface::slow_progress() {
         next_check_ = now + check_interval_;
         check_peers();
         recover_stall(now);
+    } else if (ucs_unlikely(dead_until_ != 0)) {
+        recover_stall(now); /* more elements a dead process claimed may follow */
     }
     if (!flush_waiters_.empty()) {
         complete_flushes();
@@ -429,34 +431,51 @@ void SmIface::check_peers() {
 }
 
 /* A sender that died between claiming an element and publishing it would
- * stop the FIFO forever: after STALL_TIMEOUT, if a process in our peer table
- * is gone, give up on that element and free the dead process's slot. */
+ * stop the FIFO forever. After STALL_TIMEOUT, if a process in our peer table
+ * is gone, free its slot and remember the tail: all its claims are below it
+ * (a dead process claims nothing more), possibly several and not adjacent.
+ * Until the head passes that tail, an unpublished element at the head is
+ * skipped once it was stalled for STALL_TIMEOUT or STALL_TIMEOUT has passed
+ * since the death was seen (it was claimed before, so it is that late). */
 void SmIface::recover_stall(uint64_t now) {
+    if (dead_until_ <= fifo_.head()) {
+        dead_until_ = 0;
+    }
     if (!fifo_.stalled()) {
         stall_since_ = 0;
         return;
     }
     if (stall_since_ == 0) {
         stall_since_ = now;
+    }
+    const bool stalled_long = (now - stall_since_ >= stall_timeout_);
+    if (stalled_long) {
+        bool someone_died = false;
+        for (uint32_t i = 0; i < geometry_.max_peers; ++i) {
+            uint32_t word = peer_slots_[i].state.load(std::memory_order_acquire);
+            if ((word & 3) != kPeerUsed) {
+                continue;
+            }
+            const int32_t pid = peer_slots_[i].segment.pid;
+            if ((pid > 0) && (kill(pid, 0) != 0) && (errno == ESRCH)) {
+                someone_died = true;
+                peer_slots_[i].state.compare_exchange_strong(word, (word & ~3u) + 4,
+                                                             std::memory_order_release);
+            }
+        }
+        if (someone_died) {
+            dead_until_   = std::max(dead_until_, fifo_.tail());
+            dead_seen_at_ = now;
+        }
+    }
+    if ((fifo_.head() >= dead_until_) ||
+        !(stalled_long || (now - dead_seen_at_ >= stall_timeout_))) {
+        if (stalled_long) {
+            stall_since_ = 0; /* nobody died: look again after another timeout */
+        }
         return;
     }
-    if (now - stall_since_ < stall_timeout_) {
-        return;
-    }
-    bool someone_died = false;
-    for (uint32_t i = 0; i < geometry_.max_peers; ++i) {
-        uint32_t word = peer_slots_[i].state.load(std::memory_order_acquire);
-        if ((word & 3) != kPeerUsed) {
-            continue;
-        }
-        const int32_t pid = peer_slots_[i].segment.pid;
-        if ((pid > 0) && (kill(pid, 0) != 0) && (errno == ESRCH)) {
-            someone_died = true;
-            peer_slots_[i].state.compare_exchange_strong(word, (word & ~3u) + 4,
-                                                         std::memory_order_release);
-        }
-    }
-    if (someone_died && fifo_.skip_stalled()) {
+    if (fifo_.skip_stalled()) {
         ucs_warn("tm_sm: skipped FIFO element %lu claimed by a process that died",
                  static_cast<unsigned long>(fifo_.head()));
     }

@@ -431,6 +431,12 @@ class SmIface {
     bool                     cma_warned_     = false;
     uint64_t               next_check_     = 0;
     uint64_t               stall_since_    = 0;
+    /* Elements below this sequence may have been claimed by a process found
+     * dead (the tail read after its death was seen); 0 once the head passed
+     * it. Kept after the dead process's peer slot is freed: it may hold more
+     * claims than the first one skipped. */
+    uint64_t               dead_until_     = 0;
+    uint64_t               dead_seen_at_   = 0; /* when dead_until_ was last raised */
     uint32_t                 slow_countdown_ = kSlowProgressPeriod;
     uint64_t                 dropped_        = 0;
     Counters                 counters_;
