@@ -322,6 +322,22 @@ TEST_F(TmRaces, RndvIncompleteIsFinishedInSoftwareAndTruncated) {
     EXPECT_EQ(0u, h.model().held_handles());
 }
 
+TEST_F(TmRaces, RndvIntoABufferTooSmallForItsHeadersIsTruncatedAndStillFinned) {
+    /* 16 bytes cannot hold TMH + RVH: the FIN goes from the completion's
+     * src_qp and app_ctx, or the sender's operation never completes. */
+    Recv *r = h.make_recv(16);
+    ASSERT_EQ(UCS_OK, h.post(r, 5));
+    h.send_rndv(3, 5, 0x7a, Harness::pattern(14, 3000));
+    ASSERT_TRUE(h.drain());
+    EXPECT_EQ(1, r->consumed);
+    EXPECT_EQ(1, r->completed);
+    EXPECT_EQ(UCS_ERR_MESSAGE_TRUNCATED, r->status);
+    ASSERT_EQ(1u, h.sw_fins.size());
+    EXPECT_EQ(std::make_pair(3u, 0x7au), h.sw_fins[0]);
+    EXPECT_TRUE(h.hw_fins.empty());
+    EXPECT_EQ(0u, h.model().held_handles());
+}
+
 TEST_F(TmRaces, ForceCancelDuringSoftwareRendezvousStopsWritesButStillSendsFin) {
     Recv *r = h.make_recv(1000);
     ASSERT_EQ(UCS_OK, h.post(r, 5));

@@ -179,6 +179,7 @@ template <typename List> class HwTagEngine {
         bool               holds_buffer = false; /* its address is in buffers_ */
         bool               sw_rndv      = false; /* a software rendezvous is running */
         uint32_t           remote_len   = 0;
+        bool               truncated    = false; /* rendezvous into a buffer below its headers */
     };
     struct Priv;
 

@@ -326,7 +326,9 @@ void HwTagEngine<List>::start_sw_rndv(Slot &s, uint32_t src_qp, const TmHeader &
     op.rkey          = rvh_rkey(rvh);
     op.remote_length = rvh_len(rvh);
     op.buffer        = s.buffer;
-    op.length        = (s.state == kOrphan) ? 0 : std::min<size_t>(s.capacity, rvh_len(rvh));
+    op.length        = ((s.state == kOrphan) || s.truncated)
+                           ? 0
+                           : std::min<size_t>(s.capacity, rvh_len(rvh));
     if (transport_.sw_rndv == nullptr) {
         ucs_error("tm hw list: no software rendezvous in this transport");
         sw_rndv_done(op.token, UCS_ERR_UNSUPPORTED);
@@ -345,6 +347,10 @@ template <typename List> void HwTagEngine<List>::sw_rndv_done(uint64_t token, uc
     }
     Slot &s   = slots_[index];
     s.sw_rndv = false;
+    if (s.truncated && (status == UCS_OK)) {
+        status = UCS_ERR_MESSAGE_TRUNCATED;
+    }
+    s.truncated = false;
     deliver(s, s.stag, 0, s.remote_len, status);
     maybe_free(s);
 }
@@ -415,10 +421,11 @@ template <typename List> void HwTagEngine<List>::on_tagged(const TmCompletion &c
         TmHeader   tmh;
         RndvHeader rvh;
         if ((c.byte_len < sizeof(tmh) + sizeof(rvh)) || (s->capacity < sizeof(tmh) + sizeof(rvh))) {
-            /* Too small to hold the headers: the sender's FIN cannot be sent. */
-            ++counters_.anomalies;
-            ucs_error("tm hw list: RNDV_INCOMPLETE into a %zu-byte buffer", s->capacity);
-            deliver(*s, s->stag, 0, 0, UCS_ERR_MESSAGE_TRUNCATED);
+            /* Too small to hold the headers: nothing to read, but the sender
+             * waits for its FIN, which the completion can address (src_qp,
+             * priv = TMH.app_ctx). The sender's length is unknown: 0. */
+            s->truncated = true;
+            start_sw_rndv(*s, c.src_qp, make_tmh(TmhOp::kRndv, s->stag, c.priv), RndvHeader{});
         } else {
             memcpy(&tmh, s->buffer, sizeof(tmh));
             memcpy(&rvh, static_cast<uint8_t *>(s->buffer) + sizeof(tmh), sizeof(rvh));
