@@ -284,6 +284,10 @@ TEST_F(TmRaces, HardwareRendezvousReadFailureCompletesWithAnErrorOnce) {
     EXPECT_EQ(1, r->completed);
     EXPECT_EQ(UCS_ERR_IO_ERROR, r->status);
     EXPECT_TRUE(h.hw_fins.empty()); /* the engine sends FIN only after a good read */
+    /* ... and hands the sender's address to the transport, which fails the
+     * connection so that the sender does not wait for that FIN forever. */
+    ASSERT_EQ(1u, h.failed_rndvs.size());
+    EXPECT_EQ(std::make_pair(3u, 0x70u), h.failed_rndvs[0]);
     EXPECT_EQ(0u, h.model().held_handles());
 }
 

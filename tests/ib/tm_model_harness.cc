@@ -24,6 +24,7 @@ Harness::Harness(TmModel::Config mc, HwTagEngineConfig ec) : mtu_(mc.mtu) {
     t.unexpected_rndv  = t_rndv;
     t.no_tag           = t_no_tag;
     t.fin              = t_fin;
+    t.rndv_failed      = t_rndv_failed;
     t.sw_rndv          = t_sw_rndv;
     t.orphan           = t_orphan;
     engine_.reset(new HwTagEngine<TmModel>(*model_, ec, t));
@@ -130,6 +131,10 @@ ucs_status_t Harness::t_no_tag(void *arg, uint32_t src_qp, void *data, size_t le
 void Harness::t_fin(void *arg, uint32_t src_qp, uint32_t app_ctx) {
     Harness *h = static_cast<Harness *>(arg);
     h->unexpected.push_back(Unexpected{Unexpected::kFin, src_qp, 0, 0, {}, 0, 0, 0, app_ctx});
+}
+
+void Harness::t_rndv_failed(void *arg, uint32_t src_qp, uint32_t app_ctx) {
+    static_cast<Harness *>(arg)->failed_rndvs.emplace_back(src_qp, app_ctx);
 }
 
 void Harness::t_sw_rndv(void *arg, const SwRndv &op) {

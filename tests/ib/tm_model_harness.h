@@ -91,6 +91,7 @@ class Harness {
     std::vector<uint64_t>            orphaned;
     std::vector<std::pair<uint32_t, uint32_t>> hw_fins; /* (dst qp, app_ctx) by the model */
     std::vector<std::pair<uint32_t, uint32_t>> sw_fins; /* (dst qp, app_ctx) by software */
+    std::vector<std::pair<uint32_t, uint32_t>> failed_rndvs; /* (src qp, app_ctx): READ failed */
     std::map<void *, uint32_t>       sw_failed; /* buffer -> rkey of a failed software read */
     /* The first 8 bytes of the sender memory registered under rkey. */
     uint64_t                         remote_id(uint32_t rkey) const;
@@ -115,6 +116,7 @@ class Harness {
                                size_t length);
     static ucs_status_t t_no_tag(void *arg, uint32_t src_qp, void *data, size_t length);
     static void         t_fin(void *arg, uint32_t src_qp, uint32_t app_ctx);
+    static void         t_rndv_failed(void *arg, uint32_t src_qp, uint32_t app_ctx);
     static void         t_sw_rndv(void *arg, const SwRndv &op);
     static void         t_orphan(void *arg, uint64_t token);
     static bool         f_read(void *arg, uint32_t src_qp, uint64_t va, uint32_t rkey, void *dst,

@@ -91,6 +91,10 @@ struct HwTagTransport {
     ucs_status_t (*no_tag)(void *arg, uint32_t src_qp, void *data, size_t length) = nullptr;
     /* FIN of a rendezvous this side sent (app_ctx as sent). */
     void (*fin)(void *arg, uint32_t src_qp, uint32_t app_ctx) = nullptr;
+    /* A rendezvous the engine matched failed its READ (an error CQE; the
+     * receive completed with UCS_ERR_IO_ERROR). The sender, which waits for
+     * a FIN, is `src_qp`; app_ctx names its operation. May be null. */
+    void (*rndv_failed)(void *arg, uint32_t src_qp, uint32_t app_ctx) = nullptr;
     /* Starts a software rendezvous (see SwRndv). */
     void (*sw_rndv)(void *arg, const SwRndv &op) = nullptr;
     /* A receive with a software rendezvous running (token) was cancelled with

@@ -455,6 +455,10 @@ template <typename List> void HwTagEngine<List>::on_tagged(const TmCompletion &c
                                  : (static_cast<uint64_t>(c.priv) << 32) |
                                        ((c.flags & kTmCqeWithImm) ? c.imm : 0);
         deliver(*s, s->stag, imm, c.byte_len, status);
+        if ((c.flags & kTmCqeRndv) && (c.status == TmCqeStatus::kError) &&
+            (transport_.rndv_failed != nullptr)) {
+            transport_.rndv_failed(transport_.arg, c.src_qp, c.priv);
+        }
     }
     maybe_free(*s);
 }

@@ -726,6 +726,15 @@ ucs_status_t RcIface::send_fin(RcEp *ep, uint32_t op) {
     return status;
 }
 
+void RcIface::receive_rndv_failed(RcEp *ep, uint32_t op) {
+    /* As rc_mlx5 after a remote access error on its rendezvous: the
+     * operation and every other on this connection complete with the error. */
+    ucs_diag("tm_rc: the receiver of rendezvous 0x%x could not read it: endpoint failed", op);
+    if ((ep != nullptr) && !ep->failed) {
+        fail_ep(ep, UCS_ERR_IO_ERROR);
+    }
+}
+
 void RcIface::receive_fin(uint32_t op) {
     const uint32_t index = op & kRndvIndexMask;
     if (index >= rndv_sends_.size()) {
@@ -849,6 +858,9 @@ void RcIface::handle_tx(const struct ibv_wc &wc) {
     default:
         break;
     }
+    if ((ep != nullptr) && (ep->super.iface != nullptr)) {
+        error_qp_when_idle(ep);
+    }
     if ((ep != nullptr) && (ep->super.iface == nullptr) && (ep->outstanding == 0)) {
         /* destroyed while sends were in flight: its last one is back */
         ibv_destroy_qp(ep->qp);
@@ -857,8 +869,18 @@ void RcIface::handle_tx(const struct ibv_wc &wc) {
     }
 }
 
+void RcIface::error_qp_when_idle(RcEp *ep) {
+    if (ep->failed && (ep->outstanding == 0) && !ep->qp_in_error) {
+        ep->qp_in_error         = true;
+        struct ibv_qp_attr attr = {};
+        attr.qp_state           = IBV_QPS_ERR;
+        ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
+    }
+}
+
 void RcIface::fail_ep(RcEp *ep, ucs_status_t status) {
     ep->failed = true;
+    error_qp_when_idle(ep);
     /* Rendezvous sends on it will never see their FIN. */
     for (uint32_t i = 0; i < rndv_sends_.size(); ++i) {
         RndvSend &s = rndv_sends_[i];

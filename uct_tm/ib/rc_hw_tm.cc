@@ -90,6 +90,10 @@ HwTagTransport RcIface::hw_transport(RcIface *self) {
             return iface->receive_am(hdr.am_id, payload, length - sizeof(hdr)) ? UCS_INPROGRESS
                                                                                  : UCS_OK;
         }
+        if (hdr.kind == static_cast<uint8_t>(Kind::kRndvFailed)) {
+            iface->receive_rndv_failed(iface->ep_by_qp(src_qp), be32toh(hdr.app_ctx));
+            return UCS_OK;
+        }
         if (hdr.kind == static_cast<uint8_t>(Kind::kRndvCancel)) {
             /* The engine reads a matched rendezvous whatever the sender says
              * (as a NIC does): acknowledge once no READ of ours can follow. */
@@ -101,6 +105,10 @@ HwTagTransport RcIface::hw_transport(RcIface *self) {
     };
     t.fin = [](void *arg, uint32_t, uint32_t app_ctx) {
         static_cast<RcIface *>(arg)->receive_fin(app_ctx);
+    };
+    t.rndv_failed = [](void *arg, uint32_t src_qp, uint32_t app_ctx) {
+        /* Handled after the engine's progress, like sw_rndv. */
+        static_cast<RcIface *>(arg)->failed_rndvs_.emplace_back(src_qp, app_ctx);
     };
     t.sw_rndv = [](void *arg, const SwRndv &op) {
         /* Finished after the engine's progress returns: sw_rndv_done() must
@@ -250,6 +258,12 @@ unsigned RcIface::hw_progress() {
     }
     unsigned count = with_hw_tags([](auto &e) { return e.progress(); });
     run_sw_rndvs();
+    if (ucs_unlikely(!failed_rndvs_.empty())) {
+        for (const auto &[qp, op] : failed_rndvs_) {
+            fail_rndv_recv(ep_by_qp(qp), op);
+        }
+        failed_rndvs_.clear();
+    }
     if (model_ && !model_random_) {
         model_->run_until_idle(); /* the DELs and SYNC the engine just posted */
     }
@@ -273,10 +287,30 @@ void RcIface::run_sw_rndvs() {
                 status = UCS_ERR_IO_ERROR;
             }
             ++counters_.rndv_reads;
-            send_fin(ep, op.app_ctx);
+            if (status == UCS_OK) {
+                send_fin(ep, op.app_ctx);
+            } else {
+                fail_rndv_recv(ep, op.app_ctx); /* a FIN would complete the sender's op OK */
+            }
         }
         with_hw_tags([&](auto &e) { e.sw_rndv_done(op.token, status); });
     }
+}
+
+void RcIface::fail_rndv_recv(RcEp *ep, uint32_t op) {
+    if ((ep == nullptr) || ep->failed) {
+        return; /* the QP is in error already (a real READ error fails it) */
+    }
+    const bool saved = dispatching_; /* like a FIN, it may take the last slot */
+    dispatching_     = true;
+    const ucs_status_t status =
+        send_message(ep, rndv_failed_header(op), 0, nullptr, 0, nullptr, 0, nullptr);
+    dispatching_ = saved;
+    if (status != UCS_OK) {
+        ucs_error("tm_rc: cannot tell the sender its rendezvous failed: %s",
+                  ucs_status_string(status));
+    }
+    fail_ep(ep, UCS_ERR_IO_ERROR);
 }
 
 void RcIface::send_cancel_acks() {
@@ -306,6 +340,12 @@ bool RcIface::read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t 
     }
     if (length == 0) {
         return true;
+    }
+    if (ucs_unlikely(config_.tm_model_fail_read != 0) && model_ &&
+        (++model_reads_ == config_.tm_model_fail_read)) {
+        ucs_diag("tm_rc: rendezvous READ %u on QP 0x%x fails (UCX_TM_RC_TM_MODEL_FAIL_READ)",
+                 model_reads_, ep->qp->qp_num);
+        return false;
     }
     struct ibv_mr *mr = ibv_reg_mr(md_->pd, dst, length, IBV_ACCESS_LOCAL_WRITE);
     if (mr == nullptr) {

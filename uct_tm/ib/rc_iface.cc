@@ -553,6 +553,8 @@ void RcIface::handle_rx(const struct ibv_wc &wc) {
             keep = receive_am(hdr.am_id, data, length);
         } else if (hdr.kind == static_cast<uint8_t>(Kind::kRndvCancel)) {
             receive_rndv_cancel(ep_by_qp(wc.qp_num), be32toh(hdr.app_ctx));
+        } else if (hdr.kind == static_cast<uint8_t>(Kind::kRndvFailed)) {
+            receive_rndv_failed(ep_by_qp(wc.qp_num), be32toh(hdr.app_ctx));
         } else {
             ++counters_.dropped;
         }

@@ -57,6 +57,7 @@ struct RcEp {
     bool           connected   = false;
     bool           failed      = false; /* QP in error: every operation fails */
     bool           notified    = false; /* error handler called */
+    bool           qp_in_error = false; /* moved to IBV_QPS_ERR by us */
     bool           in_pending_list = false;
     uint32_t       path_mtu    = 0; /* bytes, once connected */
     PendingQueue   pending;
@@ -201,6 +202,10 @@ class RcIface {
     void         model_step();
     void         run_sw_rndvs();
     void         send_cancel_acks();
+    /* A rendezvous READ from `ep` failed: tells the sender (op) while the QP
+     * still carries messages, then fails the connection, as a remote access
+     * error fails an rc_mlx5 QP. */
+    void         fail_rndv_recv(RcEp *ep, uint32_t op);
     /* RDMA READ on `ep`, waited for here; other send completions polled
      * meanwhile are kept for poll_tx(). */
     bool         read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t length);
@@ -226,6 +231,9 @@ class RcIface {
     uint32_t     alloc_tx_op();
     void         free_tx_op(uint32_t index);
     void         fail_ep(RcEp *ep, ucs_status_t status);
+    /* A failed endpoint's QP goes to the error state once its sends are
+     * back (one posted last, e.g. a kRndvFailed notice, still goes out). */
+    void         error_qp_when_idle(RcEp *ep);
     unsigned     dispatch_pending();
     bool         flush_done(const RcEp *ep) const;
     void         complete_flushes();
@@ -244,6 +252,8 @@ class RcIface {
     void         receive_rndv_request(uct_tag_t tag, char *data, size_t length);
     void         receive_fin(uint32_t op);
     void         receive_rndv_cancel(RcEp *ep, uint32_t op);
+    /* The receiver could not read our rendezvous `op`: the connection fails. */
+    void         receive_rndv_failed(RcEp *ep, uint32_t op);
     void         start_rndv_reads();
     void         start_rndv_read(uint32_t index);
     void         finish_rndv_recv(uint32_t index);
@@ -331,6 +341,8 @@ class RcIface {
     bool                            model_random_ = false;
     std::vector<SwRndv>             sw_rndvs_;     /* to finish after the engine's progress */
     std::vector<std::pair<uint32_t, uint32_t>> cancel_acks_; /* {qp, op}: FIN once no READ is due */
+    std::vector<std::pair<uint32_t, uint32_t>> failed_rndvs_; /* {qp, op}: the engine's READ failed */
+    unsigned                        model_reads_ = 0; /* READs started, for TM_MODEL_FAIL_READ */
     std::vector<struct ibv_wc>      stashed_tx_;   /* polled during read_sync() */
 };
 

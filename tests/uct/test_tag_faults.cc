@@ -1,0 +1,75 @@
+/*
+ * Faults injected inside a transport (test-only settings). tm_rc's device
+ * model with UCX_TM_RC_TM_MODEL_FAIL_READ=1: the first rendezvous READ fails
+ * as a remote access error would. As on rc_mlx5, that fails the connection:
+ * the receive completes once with an error, both endpoints report the error
+ * to their iface's handler, the sender's operation completes with an error
+ * (no hang waiting for a FIN) and later operations on either side fail.
+ */
+#include "tag_fixture.h"
+
+#include <algorithm>
+
+namespace uct_tm_test {
+namespace {
+
+constexpr size_t    kRndvLength = 100000;
+constexpr uct_tag_t kTag        = 0x5eed;
+
+}  // namespace
+
+class TagFaultTest : public TagTest {
+  protected:
+    /* A rendezvous of kRndvLength bytes into a posted receive of `capacity`
+     * bytes whose READ fails. */
+    void expect_failed_rndv_fails_connection(size_t capacity) {
+        if (lacks(Path::kRndv) || !hw_tag_list()) {
+            GTEST_SKIP() << "needs tm_rc's device model (UCX_TM_RC_TM_MODEL=y)";
+        }
+        reopen({{"TM_MODEL_FAIL_READ", "1"}});
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+        RecvCtx     r;
+        RecvBuffers b(capacity);
+        ASSERT_EQ(post(r, kTag, UINT64_MAX, b), UCS_OK);
+        Send s(Path::kRndv, kTag, 0, 7, kRndvLength);
+        ASSERT_EQ(send(s), UCS_OK);
+        ASSERT_TRUE(wait([&] { return (r.status != UCS_INPROGRESS) && (s.comp->calls > 0); }))
+            << "receive status " << ucs_status_string(r.status) << ", sender completions "
+            << s.comp->calls;
+        drain();
+        EXPECT_EQ(std::count(r.events.begin(), r.events.end(), RecvCtx::kCompleted), 1);
+        EXPECT_EQ(r.status, UCS_ERR_IO_ERROR);
+        EXPECT_EQ(s.comp->calls, 1);
+        EXPECT_EQ(s.comp->status, UCS_ERR_IO_ERROR);
+        ASSERT_TRUE(wait([&] { return tx_->errors.count(ep_) > 0; }));
+        EXPECT_EQ(rx_->errors.count(rx_ep_), 1);
+        EXPECT_EQ(tx_->errors.count(ep_), 1);
+        /* The connection is failed on both sides. */
+        EXPECT_NE(uct_ep_tag_eager_short(ep_, kTag, "x", 1), UCS_OK);
+        EXPECT_NE(uct_ep_tag_eager_short(rx_ep_, kTag, "x", 1), UCS_OK);
+        Send again(Path::kRndv, kTag, 0, 8, kRndvLength);
+        EXPECT_NE(again.post(ep_), UCS_OK);
+        drain();
+        EXPECT_EQ(s.comp->calls, 1);
+        EXPECT_EQ(rx_->errors.count(rx_ep_), 1);
+        EXPECT_EQ(tx_->errors.count(ep_), 1);
+    }
+};
+
+/* The engine's own READ (the receive takes the whole message). */
+TEST_P(TagFaultTest, HardwareRndvReadFailureFailsTheConnection) {
+    expect_failed_rndv_fails_connection(kRndvLength);
+}
+
+/* RNDV_INCOMPLETE: software reads what fits (a smaller receive). */
+TEST_P(TagFaultTest, SoftwareRndvReadFailureFailsTheConnection) {
+    expect_failed_rndv_fails_connection(kRndvLength / 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(tm, TagFaultTest, ::testing::ValuesIn(tag_transports()),
+                         transport_param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TagFaultTest);
+
+}  // namespace uct_tm_test
