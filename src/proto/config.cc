@@ -23,7 +23,10 @@ ucs_config_field_t env_table[] = {
      offsetof(EnvConfig, transports), UCS_CONFIG_TYPE_STRING},
     {"RNDV_THRESH", "128k", "Messages of at least this size are sent by rendezvous.",
      offsetof(EnvConfig, rndv_thresh), UCS_CONFIG_TYPE_MEMUNITS},
-    {"UNEXPECTED_CAP", "64m",
+    /* 256m / 256 peers: 1 MiB of credit per sender, 16 of tm_sm's largest eager
+     * message (64 KiB); with 4 (64m) a streaming sender ran out of credit before
+     * its returns came back and sent 88% of 64 KiB messages by rendezvous */
+    {"UNEXPECTED_CAP", "256m",
      "Eager bytes a worker buffers for unmatched messages, shared by MAX_PEERS senders; "
      "a sender out of its share uses rendezvous.",
      offsetof(EnvConfig, unexpected_cap), UCS_CONFIG_TYPE_MEMUNITS},

@@ -238,8 +238,15 @@ ucs_status_t Worker::send(Endpoint *ep, const void *buffer, size_t length, uint6
     bool rndv = (length >= config_.rndv_thresh) ||
                 (tag_send && (sync || (length > ep->iface->tag_eager_max)));
     if (!rndv && (length > ep->credits)) {
-        rndv = true; /* the peer's buffer for us is full: it takes the data when matched */
-        ++stats_.backpressure;
+        /* Credit the peer returned may still sit in the transport: a streaming
+         * sender runs ahead of the receiver by the whole window and would
+         * otherwise turn most messages into rendezvous (64 KiB tag_bw over
+         * tm_sm: 88%). Our own callbacks wait for progress(), so none runs here. */
+        uct_worker_progress(uworker_);
+        if (length > ep->credits) {
+            rndv = true; /* the peer's buffer for us is full: it takes the data when matched */
+            ++stats_.backpressure;
+        }
     }
     if (!rndv) {
         ep->credits -= length;

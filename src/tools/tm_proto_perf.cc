@@ -40,6 +40,7 @@ struct Options {
     size_t              iters      = 0; /* 0: chosen per size */
     size_t              window     = 32;
     bool                check      = false;
+    bool                stats      = false; /* -v: each side's protocol counters at the end */
     int                 cpu_client = -1, cpu_server = -1;
 };
 
@@ -56,7 +57,7 @@ size_t parse_size(const char *s) {
 void usage() {
     fprintf(stderr,
             "usage: tm_proto_perf [-t tag_lat|tag_bw] [-x transports] [-s size,size,...] [-n iters]\n"
-            "                     [-w window] [-c client_cpu,server_cpu] [--check]\n");
+            "                     [-w window] [-c client_cpu,server_cpu] [--check] [-v]\n");
     exit(2);
 }
 
@@ -64,7 +65,7 @@ Options parse(int argc, char **argv) {
     Options              o;
     static const option  longs[] = {{"check", no_argument, nullptr, 'C'}, {nullptr, 0, nullptr, 0}};
     int                  c;
-    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:h", longs, nullptr)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:vh", longs, nullptr)) != -1) {
         switch (c) {
         case 't': o.test = optarg; break;
         case 'x': o.transports = optarg; break;
@@ -83,6 +84,7 @@ Options parse(int argc, char **argv) {
         case 'w': o.window = strtoull(optarg, nullptr, 10); break;
         case 'c': if (sscanf(optarg, "%d,%d", &o.cpu_client, &o.cpu_server) != 2) usage(); break;
         case 'C': o.check = true; break;
+        case 'v': o.stats = true; break;
         default: usage();
         }
     }
@@ -349,6 +351,19 @@ int main(int argc, char **argv) {
     char b = 0;
     xfer(client ? sv[0] : sv[1], &b, 1, true);
     xfer(client ? sv[0] : sv[1], &b, 1, false);
+    if (o.stats) {
+        /* which protocols the run took, e.g. eager sends pushed to rendezvous for lack of credit */
+        uct_tm_proto_stats_t st;
+        uct_tm_proto_worker_stats(s.worker, &st);
+        fprintf(stderr,
+                "# %s: eager_sends %lu rndv_sends %lu rndv_gets %lu backpressure %lu offloaded_recvs %lu "
+                "software_recvs %lu expected %lu unexpected %lu unexpected_peak %zu\n",
+                client ? "sender" : "receiver", (unsigned long)st.eager_sends,
+                (unsigned long)st.rndv_sends, (unsigned long)st.rndv_gets,
+                (unsigned long)st.backpressure, (unsigned long)st.offloaded_recvs,
+                (unsigned long)st.software_recvs, (unsigned long)st.expected,
+                (unsigned long)st.unexpected, st.unexpected_peak);
+    }
     uct_tm_proto_worker_destroy(s.worker);
     if (client) {
         int status = 0;
