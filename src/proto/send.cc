@@ -60,7 +60,8 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
 [[gnu::always_inline]] inline ssize_t Worker::tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm,
                                                         const void *data, size_t len) {
     const uint64_t wire_imm = (uint64_t{config_.id} << 32) | imm;
-    if (len <= ep->iface->tag_zcopy_max) {
+    const Iface *i = ep->iface;
+    if ((len <= i->tag_zcopy_max) && ((len <= i->tag_inline_max) || (len > i->tag_bcopy_max))) {
         return tag_eager_zcopy(ep, tag, wire_imm, data, len);
     }
     Pack p{nullptr, 0, data, len};

@@ -50,6 +50,11 @@ struct Iface {
      * memh): it carries imm, which tag_eager_short cannot, and may span
      * several transport fragments */
     size_t           tag_zcopy_max = 0;
+    /* between these (above what fits one inline element, up to one
+     * descriptor) tag_eager_bcopy costs the transport less than the zcopy's
+     * general gather: tm_sm 1 KiB */
+    size_t           tag_inline_max = 0;
+    size_t           tag_bcopy_max  = 0;
     bool             offload   = false; /* receives go to its tag list */
     /* rendezvous data is read by the receiver (get_zcopy, MD-registered) */
     bool             rndv_get  = false;
