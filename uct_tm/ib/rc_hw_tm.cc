@@ -221,20 +221,13 @@ ucs_status_t RcIface::init_verbs_tm(const RcConfig &config) {
 }
 
 void RcIface::model_receive(const struct ibv_wc &wc) {
-    const uint32_t buf = static_cast<uint32_t>(wc.wr_id);
-    --rx_posted_;
-    ++counters_.received;
-    if (ucs_unlikely(buf >= rx_queue_len_)) {
-        ucs_error("tm_rc: receive completion for unknown buffer %u", buf);
+    uint32_t buf;
+    if (!rx_completed(wc, &buf)) {
         return;
     }
-    if (ucs_likely(wc.status == IBV_WC_SUCCESS)) {
-        const bool with_imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
-        model_->deliver(wc.qp_num, rx_buf(buf) + rx_offset_, wc.byte_len, with_imm,
-                        with_imm ? be32toh(wc.imm_data) : 0);
-    } else if (wc.status != IBV_WC_WR_FLUSH_ERR) {
-        ucs_diag("tm_rc: receive completion error: %s", ibv_wc_status_str(wc.status));
-    }
+    const bool with_imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+    model_->deliver(wc.qp_num, rx_buf(buf) + rx_offset_, wc.byte_len, with_imm,
+                    with_imm ? be32toh(wc.imm_data) : 0);
     repost(buf); /* the model copied the message */
 }
 

@@ -501,19 +501,27 @@ RcEp *RcIface::ep_by_qp(uint32_t qp_num) const {
     return nullptr;
 }
 
-void RcIface::handle_rx(const struct ibv_wc &wc) {
-    const uint32_t buf = static_cast<uint32_t>(wc.wr_id);
+bool RcIface::rx_completed(const struct ibv_wc &wc, uint32_t *buf) {
+    *buf = static_cast<uint32_t>(wc.wr_id);
     --rx_posted_;
     ++counters_.received;
-    if (ucs_unlikely(buf >= rx_queue_len_)) {
-        ucs_error("tm_rc: receive completion for unknown buffer %u", buf);
-        return;
+    if (ucs_unlikely(*buf >= rx_queue_len_)) {
+        ucs_error("tm_rc: receive completion for unknown buffer %u", *buf);
+        return false;
     }
     if (ucs_unlikely(wc.status != IBV_WC_SUCCESS)) {
         if (wc.status != IBV_WC_WR_FLUSH_ERR) {
             ucs_diag("tm_rc: receive completion error: %s", ibv_wc_status_str(wc.status));
         }
-        repost(buf);
+        repost(*buf);
+        return false;
+    }
+    return true;
+}
+
+void RcIface::handle_rx(const struct ibv_wc &wc) {
+    uint32_t buf;
+    if (!rx_completed(wc, &buf)) {
         return;
     }
     char *msg = rx_buf(buf) + rx_offset_;

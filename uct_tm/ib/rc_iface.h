@@ -244,6 +244,9 @@ class RcIface {
     void         handle_tx_batch(const struct ibv_wc *wcs, int n);
     void         handle_tx(const struct ibv_wc &wc);
     void         handle_rx(const struct ibv_wc &wc);
+    /* The SRQ buffer of a receive completion that carries a message; false:
+     * nothing to deliver (a buffer of ours is reposted). */
+    bool         rx_completed(const struct ibv_wc &wc, uint32_t *buf);
     bool         receive_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm);
     /* eager_cb_ in place (DESC); true if the layer above kept the buffer. */
     bool         unexpected_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm);
