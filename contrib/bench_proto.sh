@@ -54,20 +54,56 @@ for r in $(seq 1 "$rounds"); do
         set -- $c
         for impl in proto sw uct ucp; do
             read -r lat bw < <("${impl}_run" "$1" "$2" "$3")
-            echo "$1 $2 $impl $lat $bw" >>"$raw"
+            echo "$r $1 $2 $impl $lat $bw" >>"$raw"
         done
     done
 done
-echo "# median of $rounds rounds; tag_lat: one-way us (each tool's median), lower is better; tag_bw: MB/s, higher is better; ucp over $peer"
-printf "%-8s %9s %10s %10s %10s %10s %9s %9s %9s %9s\n" test size proto sw uct ucp \
-    proto/uct sw/uct proto/ucp sw/ucp
-for c in "${cases[@]}"; do
-    set -- $c
-    col=$([ "$1" = tag_lat ] && echo 4 || echo 5)
-    med() { awk -v t="$1" -v s="$2" -v i="$3" -v c="$col" '$1 == t && $2 == s && $3 == i {print $c}' "$raw" |
-            sort -g | awk '{v[NR] = $1} END {print (NR ? v[int((NR + 1) / 2)] : "nan")}'; }
-    p=$(med "$1" "$2" proto) w=$(med "$1" "$2" sw) u=$(med "$1" "$2" uct) q=$(med "$1" "$2" ucp)
-    ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}'; }
-    printf "%-8s %9s %10s %10s %10s %10s %9s %9s %9s %9s\n" "$1" "$2" "$p" "$w" "$u" "$q" \
-        "$(ratio "$p" "$u")" "$(ratio "$w" "$u")" "$(ratio "$p" "$q")" "$(ratio "$w" "$q")"
-done
+python3 - "$raw" "$rounds" "$peer" "$src_dir/contrib" <<'PY'
+import statistics, sys
+raw, rounds, peer = sys.argv[1:4]
+sys.path.insert(0, sys.argv[4])
+from bench_stats import regime_cell
+# round test size impl lat_us MBps
+rows = [l.split() for l in open(raw) if l.strip()]
+impls = ("proto", "sw", "uct", "ucp")
+pairs = (("proto", "uct"), ("sw", "uct"), ("proto", "ucp"), ("sw", "ucp"))
+def fig(r, col):
+    try:
+        x = float(r[col])
+    except ValueError:
+        return None
+    return x if x == x and x > 0 else None
+print("# median of %s rounds; tag_lat: one-way us (each tool's median), lower is better; "
+      "tag_bw: MB/s, higher is better; ucp over %s" % (rounds, peer))
+print("# ratios: of the medians, then [the median of the per-round ratios: runs back to back "
+      "share the host's regime more often]")
+print("%-8s %8s %9s %9s %9s %9s  %s" % ("test", "size", *impls, "  ".join("%-16s" % ("%s/%s" % p) for p in pairs)))
+cases = []
+for r in rows:
+    if (r[1], r[2]) not in cases:
+        cases.append((r[1], r[2]))
+notes = []
+for test, size in cases:
+    col = 4 if test == "tag_lat" else 5
+    v = {i: {} for i in impls}
+    for r in rows:
+        x = fig(r, col)
+        if r[1] == test and r[2] == size and x is not None:
+            v[r[3]][r[0]] = x
+    med = {i: statistics.median(v[i].values()) if v[i] else float("nan") for i in impls}
+    cells = []
+    for a, b in pairs:
+        pr = [v[a][k] / v[b][k] for k in v[a] if k in v[b]]
+        cells.append("%-16s" % ("%.2f [%.2f]" % (med[a] / med[b], statistics.median(pr)) if pr else "-"))
+    def fmt(x):
+        return "%.3f" % x if x < 10 else "%.1f" % x
+    print("%-8s %8s %9s %9s %9s %9s  %s" % (test, size, *(fmt(med[i]) for i in impls), "  ".join(cells)))
+    better = "lower" if test == "tag_lat" else "higher"
+    for a, b in (("proto", "uct"), ("proto", "ucp")):
+        cell = regime_cell(list(v[b].values()), list(v[a].values()), better)
+        if cell not in ("one regime", "-"):
+            notes.append("#   %s %s %s/%s per regime: %s" % (test, size, a, b, cell))
+if notes:
+    print("# rounds in two regimes (contrib/bench_stats.py):")
+    print("\n".join(notes))
+PY

@@ -74,9 +74,11 @@ for r in $(seq 1 "$rounds"); do
     round_done "$r"
 done
 
-python3 - "$raw" "$out" "$peer" "$revision" "$rounds" <<'PY'
+python3 - "$raw" "$out" "$peer" "$revision" "$rounds" "$src_dir/contrib" <<'PY'
 import csv, statistics, sys, datetime
 raw, out, peer, revision, rounds = sys.argv[1:6]
+sys.path.insert(0, sys.argv[6])
+from bench_stats import meets, regime_cell, regime_ratios
 rows = list(csv.DictReader(open(raw)))
 ref = "ucx"
 # case -> (metric column, better, target ratio tm/ucx, description)
@@ -100,17 +102,17 @@ def vals(case, impl, col):
 def fmt(x):
     return "%.3f" % x if x < 10 else ("%.0f" % x)
 lines, checks = [], []
-lines.append("| case | UCX `%s` median [min-max] | tm_sm median [min-max] | tm_sm / UCX | target |" % peer)
-lines.append("|---|---:|---:|---:|---|")
+lines.append("| case | UCX `%s` median [min-max] | tm_sm median [min-max] | tm_sm / UCX | per regime | target |" % peer)
+lines.append("|---|---:|---:|---:|---|---|")
 ratios_per_round = {}
 for case, (col, better, target, desc) in spec.items():
     u, t = vals(case, ref, col), vals(case, "tm_sm", col)
     if not u or not t:
-        lines.append("| %s | - | - | - | - |" % desc)
+        lines.append("| %s | - | - | - | - | - |" % desc)
         continue
     mu, mt = statistics.median(u), statistics.median(t)
     ratio = mt / mu
-    ok = ratio <= target if better == "lower" else ratio >= target
+    ok = meets(ratio, better, target)
     # Per-round ratios of neighbours: the robust comparison on this machine.
     pr = []
     for r in range(1, int(rounds) + 1):
@@ -119,10 +121,15 @@ for case, (col, better, target, desc) in spec.items():
         if a and b and a[0] > 0:
             pr.append(b[0] / a[0])
     ratios_per_round[case] = pr
-    lines.append("| %s | %s [%s-%s] | %s [%s-%s] | **%.2fx** (per-round median %.2fx) | %s %.1fx |" % (
+    sign = "<=" if better == "lower" else ">="
+    lines.append("| %s | %s [%s-%s] | %s [%s-%s] | **%.2fx** (per-round median %.2fx) | %s | %s %.1fx |" % (
         desc, fmt(mu), fmt(min(u)), fmt(max(u)), fmt(mt), fmt(min(t)), fmt(max(t)), ratio,
-        statistics.median(pr) if pr else float("nan"), "<=" if better == "lower" else ">=", target))
-    checks.append(("%s: tm_sm/UCX %.2fx (target %s %.1fx)" % (desc, ratio, "<=" if better == "lower" else ">=", target), ok))
+        statistics.median(pr) if pr else float("nan"), regime_cell(u, t, better), sign, target))
+    checks.append(("%s: tm_sm/UCX %.2fx by medians (target %s %.1fx)" % (desc, ratio, sign, target), ok))
+    rr = regime_ratios(u, t, better)
+    if rr is not None:
+        checks.append(("%s: slow regime %.2fx, fast regime %.2fx" % (desc, rr[0], rr[1]),
+                       all(meets(x, better, target) for x in rr)))
 md = []
 md.append("Revision %s, %s, %s rounds, each case run as ucx_perftest (`UCX_TLS=%s`, UCP tag API) then "
           "tm_perftest (UCT tag API over tm_sm) back to back." % (revision, datetime.date.today(), rounds, peer))
