@@ -40,13 +40,9 @@ void Worker::send_ctrl_to(uint32_t source, const CtrlHeader &hdr) {
     send_ctrl(ep, h);
 }
 
-/* `ep`: our endpoint to the sender (callers have looked it up already). */
-void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
-    if ((ep == nullptr) || (bytes == 0)) {
-        return;
-    }
-    ep->owed += bytes;
-    if (ep->owed >= window_ / 4) {
+/* Sends what return_credit() counted as owed. */
+void Worker::flush_credit(Endpoint *ep) {
+    if (ep->owed != 0) {
         CtrlHeader h = {};
         h.kind   = Kind::kCredit;
         h.source = config_.id;

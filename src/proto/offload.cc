@@ -17,6 +17,7 @@
 #include "worker.h"
 
 #include <ucs/debug/log_def.h>
+#include <ucs/sys/compiler_def.h>
 
 #include <cstring>
 
@@ -31,6 +32,47 @@ OffloadContext *context_of(uct_tag_context_t *ctx) {
 
 }  // namespace
 
+/* The context sits inside its request: no pool lookup, only the check that
+ * the slot still holds the receive that posted it (a reused slot has a new
+ * handle). Inline into the callbacks below, as are the two after it. */
+[[gnu::always_inline]] inline Request *Worker::offloaded_request(uct_tag_context_t *ctx) {
+    const OffloadContext *o = context_of(ctx);
+    Request              *r = o->request;
+    if (ucs_unlikely((r == nullptr) || (r->self != o->req) || r->done)) {
+        ucs_error("tm_proto: transport called back for a receive we do not hold");
+        return nullptr;
+    }
+    return r;
+}
+
+[[gnu::always_inline]] inline void Worker::offload_consumed(Request &r) {
+    if (r.rstate == RecvState::kOffloaded) {
+        r.rstate = RecvState::kArriving;
+        --offloaded_;
+    }
+}
+
+/* The arrival writes the message's description straight into the request. */
+[[gnu::always_inline]] inline void Worker::offload_completed(Request &r, uint64_t stag,
+                                                             uint64_t imm, size_t length,
+                                                             ucs_status_t status) {
+    offload_consumed(r);
+    if (ucs_unlikely(status == UCS_ERR_CANCELED)) {
+        complete(r, status);
+        return;
+    }
+    ++stats_.expected;
+    const uint32_t source = static_cast<uint32_t>(imm >> 32);
+    r.info.tag    = stag;
+    r.info.length = length;
+    r.info.imm    = static_cast<uint32_t>(imm);
+    r.info.source = source;
+    Endpoint *const ep = endpoint_of(source);
+    r.info.ep     = reinterpret_cast<uct_tm_proto_ep_h>(ep);
+    complete(r, status);
+    return_credit(ep, length);
+}
+
 struct TagHandlers {
     static void consumed(uct_tag_context_t *ctx) {
         OffloadContext *o = context_of(ctx);
@@ -41,7 +83,7 @@ struct TagHandlers {
     static void completed(uct_tag_context_t *ctx, uct_tag_t stag, uint64_t imm, size_t length,
                           void *, ucs_status_t status) {
         OffloadContext *o = context_of(ctx);
-        guarded("completing an offloaded receive", [&] {
+        guarded("completing an offloaded receive", [&]() __attribute__((always_inline)) {
             if (Request *r = o->worker->offloaded_request(ctx)) {
                 o->worker->offload_completed(*r, stag, imm, length, status);
             }
@@ -50,7 +92,7 @@ struct TagHandlers {
     static void rndv(uct_tag_context_t *ctx, uct_tag_t stag, const void *header,
                      unsigned header_length, ucs_status_t status, unsigned) {
         OffloadContext *o = context_of(ctx);
-        guarded("an offloaded receive's rendezvous", [&] {
+        guarded("an offloaded receive's rendezvous", [&]() __attribute__((always_inline)) {
             Request *r = o->worker->offloaded_request(ctx);
             if (r == nullptr) {
                 return;
@@ -64,7 +106,7 @@ struct TagHandlers {
     }
     static ucs_status_t unexpected_eager(void *arg, void *data, size_t length, unsigned flags,
                                          uct_tag_t stag, uint64_t imm, void **context) {
-        guarded("an unexpected tagged message", [&] {
+        guarded("an unexpected tagged message", [&]() __attribute__((always_inline)) {
             static_cast<Iface *>(arg)->worker->tag_unexpected_eager(data, length, flags, stag, imm,
                                                                     context);
         });
@@ -72,7 +114,7 @@ struct TagHandlers {
     }
     static ucs_status_t unexpected_rndv(void *arg, unsigned, uint64_t stag, const void *header,
                                         unsigned header_length, uint64_t, size_t, const void *) {
-        guarded("an unexpected rendezvous request", [&] {
+        guarded("an unexpected rendezvous request", [&]() __attribute__((always_inline)) {
             static_cast<Iface *>(arg)->worker->tag_unexpected_rndv(stag, header, header_length);
         });
         return UCS_OK;
@@ -86,18 +128,6 @@ void set_tag_callbacks(uct_iface_params_t *params, Iface *iface) {
     params->eager_arg = iface;
     params->rndv_cb   = TagHandlers::unexpected_rndv;
     params->rndv_arg  = iface;
-}
-
-/* The context sits inside its request: no pool lookup, only the check that
- * the slot still holds the receive that posted it. */
-Request *Worker::offloaded_request(uct_tag_context_t *ctx) {
-    const OffloadContext *o = context_of(ctx);
-    Request              *r = o->request;
-    if ((r == nullptr) || (r->self != o->req) || (r->kind != ReqKind::kRecv) || r->done) {
-        ucs_error("tm_proto: transport called back for a receive we do not hold");
-        return nullptr;
-    }
-    return r;
 }
 
 /* Called only when the front iface offloads (post_recv checks it inline). */
@@ -129,32 +159,6 @@ bool Worker::try_offload(Request &r) {
     ++offloaded_;
     ++stats_.offloaded_recvs;
     return true;
-}
-
-void Worker::offload_consumed(Request &r) {
-    if (r.rstate == RecvState::kOffloaded) {
-        r.rstate = RecvState::kArriving;
-        --offloaded_;
-    }
-}
-
-void Worker::offload_completed(Request &r, uint64_t stag, uint64_t imm, size_t length,
-                               ucs_status_t status) {
-    offload_consumed(r);
-    if (status == UCS_ERR_CANCELED) {
-        complete(r, status);
-        return;
-    }
-    ++stats_.expected;
-    const uint32_t source = static_cast<uint32_t>(imm >> 32);
-    r.info.tag    = stag;
-    r.info.length = length;
-    r.info.imm    = static_cast<uint32_t>(imm);
-    r.info.source = source;
-    Endpoint *const ep = endpoint_of(source);
-    r.info.ep     = reinterpret_cast<uct_tm_proto_ep_h>(ep);
-    complete(r, status);
-    return_credit(ep, length);
 }
 
 void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigned length) {

@@ -25,7 +25,7 @@ namespace proto {
 struct GetHandlers {
     static void done(uct_completion_t *comp) {
         GetContext *g = reinterpret_cast<GetContext *>(comp);
-        guarded("a rendezvous transfer completion", [&] {
+        guarded("a rendezvous transfer completion", [&]() __attribute__((always_inline)) {
             Request *r = g->worker->reqs_.lookup(g->req);
             if (r == nullptr) {
                 ucs_error("tm_proto: rendezvous transfer completed for a request we do not hold");

@@ -13,12 +13,15 @@ namespace proto {
 
 struct Handlers {
     static ucs_status_t am(void *arg, void *data, size_t length, unsigned) {
-        guarded("a message", [&] { static_cast<Iface *>(arg)->worker->handle_am(data, length); });
+        guarded("a message", [&]() __attribute__((always_inline)) {
+            static_cast<Iface *>(arg)->worker->handle_am(data, length);
+        });
         return UCS_OK; /* handled or dropped: never kept */
     }
     static ucs_status_t am_short(void *arg, void *data, size_t length, unsigned) {
-        guarded("a short message",
-                [&] { static_cast<Iface *>(arg)->worker->handle_am_short(data, length); });
+        guarded("a short message", [&]() __attribute__((always_inline)) {
+            static_cast<Iface *>(arg)->worker->handle_am_short(data, length);
+        });
         return UCS_OK;
     }
 };
@@ -426,10 +429,7 @@ void Worker::ep_destroy(Endpoint *ep) {
     }
 }
 
-Endpoint *Worker::endpoint_of(uint32_t source) const {
-    if ((source == last_peer_) && (last_peer_ep_ != nullptr)) {
-        return last_peer_ep_;
-    }
+Endpoint *Worker::find_endpoint(uint32_t source) const {
     auto it = by_peer_.find(source);
     if (it == by_peer_.end()) {
         return nullptr;
@@ -474,32 +474,6 @@ unsigned Worker::progress() {
 
 void Worker::stats(uct_tm_proto_stats_t *out) const {
     *out = stats_;
-}
-
-ucs_status_t Worker::test(uint64_t req, uct_tm_proto_info_t *info) {
-    Request *r = reqs_.lookup(req);
-    if (r == nullptr) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (!r->done) {
-        return UCS_INPROGRESS;
-    }
-    if (info != nullptr) {
-        *info = r->info;
-    }
-    return r->info.status;
-}
-
-ucs_status_t Worker::release(uint64_t req) {
-    Request *r = reqs_.lookup(req);
-    if (r == nullptr) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (!r->done) {
-        return UCS_ERR_BUSY;
-    }
-    reqs_.release(req);
-    return UCS_OK;
 }
 
 }  // namespace proto
