@@ -121,6 +121,14 @@ struct TagHandlers {
     }
 };
 
+uct_tag_context_t offload_context() {
+    uct_tag_context_t c = {};
+    c.tag_consumed_cb = TagHandlers::consumed;
+    c.completed_cb    = TagHandlers::completed;
+    c.rndv_cb         = TagHandlers::rndv;
+    return c;
+}
+
 void set_tag_callbacks(uct_iface_params_t *params, Iface *iface) {
     params->field_mask |= UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB | UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG |
                           UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB | UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG;
@@ -128,37 +136,6 @@ void set_tag_callbacks(uct_iface_params_t *params, Iface *iface) {
     params->eager_arg = iface;
     params->rndv_cb   = TagHandlers::unexpected_rndv;
     params->rndv_arg  = iface;
-}
-
-/* Called only when the front iface offloads (post_recv checks it inline). */
-bool Worker::try_offload(Request &r) {
-    Iface *iface = ifaces_.front().get();
-    if ((r.capacity > iface->attr.cap.tag.recv.max_zcopy) ||
-        (r.capacity < iface->attr.cap.tag.recv.min_recv)) {
-        return false;
-    }
-    /* every field we read is written here; priv belongs to the transport */
-    r.octx.uct.tag_consumed_cb = TagHandlers::consumed;
-    r.octx.uct.completed_cb    = TagHandlers::completed;
-    r.octx.uct.rndv_cb         = TagHandlers::rndv;
-    r.octx.worker              = this;
-    r.octx.request             = &r;
-    r.octx.req                 = r.self;
-    uct_iov_t iov = {};
-    iov.buffer    = r.rbuf;
-    iov.length    = r.capacity;
-    iov.memh      = UCT_MEM_HANDLE_NULL;
-    iov.count     = 1;
-    const ucs_status_t status = uct_iface_tag_recv_zcopy(iface->iface, r.tag, r.mask, &iov,
-                                                         (r.capacity != 0) ? 1 : 0, &r.octx.uct);
-    if (status != UCS_OK) {
-        return false; /* list full, busy or refused: software keeps it */
-    }
-    r.rstate = RecvState::kOffloaded;
-    r.tier   = 0;
-    ++offloaded_;
-    ++stats_.offloaded_recvs;
-    return true;
 }
 
 void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigned length) {

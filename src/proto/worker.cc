@@ -112,6 +112,10 @@ ucs_status_t Worker::open() {
     /* one iface only: an arrival over another could not see its tag list */
     ifaces_.front()->offload = config_.offload && (ifaces_.size() == 1) &&
                                ifaces_.front()->tag_send;
+    if (ifaces_.front()->offload) {
+        offload_iface_ = ifaces_.front().get();
+        offload_ctx_   = offload_context();
+    }
     return UCS_OK;
 }
 

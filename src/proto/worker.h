@@ -77,6 +77,9 @@ inline constexpr size_t kShortMax = 256;
 
 /* Adds the unexpected-tagged-message callbacks to an iface's parameters. */
 void set_tag_callbacks(uct_iface_params_t *params, Iface *iface);
+/* The callbacks of an offloaded receive's context (offload.cc), copied into
+ * a request slot the first time it is offloaded. */
+uct_tag_context_t offload_context();
 
 class Worker {
   public:
@@ -189,7 +192,7 @@ class Worker {
                           uint64_t *handle);
 
     /* --- offload.cc --- */
-    bool         try_offload(Request &r);
+    bool         try_offload(Request &r); /* inline */
     ucs_status_t cancel_offloaded(Request &r);
     void         offload_consumed(Request &r);
     void         offload_completed(Request &r, uint64_t stag, uint64_t imm, size_t length,
@@ -210,6 +213,8 @@ class Worker {
     ucs_async_context_t            *async_  = nullptr;
     uct_worker_h                    uworker_ = nullptr;
     std::vector<std::unique_ptr<Iface>> ifaces_;
+    Iface                          *offload_iface_ = nullptr; /* receives go to its tag list */
+    uct_tag_context_t               offload_ctx_   = {};      /* offload_context() */
     std::vector<std::unique_ptr<Endpoint>> eps_;
     std::unordered_map<uint32_t, Endpoint *> by_peer_;
     mutable uint32_t                last_peer_    = 0; /* endpoint_of() cache */
@@ -253,6 +258,38 @@ inline void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
     if (ep->owed >= window_ / 4) {
         flush_credit(ep);
     }
+}
+
+/* Inline into recv() (the 8 B receive path). Posts to the tag list of
+ * offload_iface_; a refused post leaves the receive to software. */
+inline bool Worker::try_offload(Request &r) {
+    Iface *iface = offload_iface_;
+    if ((r.capacity > iface->attr.cap.tag.recv.max_zcopy) ||
+        (r.capacity < iface->attr.cap.tag.recv.min_recv)) {
+        return false;
+    }
+    if (r.octx.request != &r) {
+        /* once per pool slot (slots never move); priv belongs to the transport */
+        r.octx.uct     = offload_ctx_;
+        r.octx.worker  = this;
+        r.octx.request = &r;
+    }
+    r.octx.req    = r.self;
+    uct_iov_t iov = {};
+    iov.buffer    = r.rbuf;
+    iov.length    = r.capacity;
+    iov.memh      = UCT_MEM_HANDLE_NULL;
+    iov.count     = 1;
+    const ucs_status_t status = uct_iface_tag_recv_zcopy(iface->iface, r.tag, r.mask, &iov,
+                                                         (r.capacity != 0) ? 1 : 0, &r.octx.uct);
+    if (status != UCS_OK) {
+        return false; /* list full, busy or refused: software keeps it */
+    }
+    r.rstate = RecvState::kOffloaded;
+    r.tier   = 0;
+    ++offloaded_;
+    ++stats_.offloaded_recvs;
+    return true;
 }
 
 /* Inline into the C entry points: a caller polls test() in its wait loop. */
