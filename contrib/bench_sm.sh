@@ -125,11 +125,10 @@ for case, (col, better, target, desc) in spec.items():
     lines.append("| %s | %s [%s-%s] | %s [%s-%s] | **%.2fx** (per-round median %.2fx) | %s | %s %.1fx |" % (
         desc, fmt(mu), fmt(min(u)), fmt(max(u)), fmt(mt), fmt(min(t)), fmt(max(t)), ratio,
         statistics.median(pr) if pr else float("nan"), regime_cell(u, t, better), sign, target))
-    checks.append(("%s: tm_sm/UCX %.2fx by medians (target %s %.1fx)" % (desc, ratio, sign, target), ok))
+    checks.append(("%s: tm_sm/UCX %.3fx by medians (target %s %.1fx)" % (desc, ratio, sign, target), ok))
     rr = regime_ratios(u, t, better)
-    if rr is not None:
-        checks.append(("%s: slow regime %.2fx, fast regime %.2fx" % (desc, rr[0], rr[1]),
-                       all(meets(x, better, target) for x in rr)))
+    if rr is not None:  # information, not a target: the split is by the figures themselves
+        checks.append(("%s: slow regime %.2fx, fast regime %.2fx" % (desc, rr[0], rr[1]), None))
 md = []
 md.append("Revision %s, %s, %s rounds, each case run as ucx_perftest (`UCX_TLS=%s`, UCP tag API) then "
           "tm_perftest (UCT tag API over tm_sm) back to back." % (revision, datetime.date.today(), rounds, peer))
@@ -141,6 +140,6 @@ print("\n".join(md))
 print()
 print("Targets")
 for name, ok in checks:
-    print("  [%s] %s" % ("ok" if ok else "MISS", name))
+    print("  [%s] %s" % ("info" if ok is None else "ok" if ok else "MISS", name))
 PY
 echo "raw figures: $raw; markdown: $out/summary.md" >&2
