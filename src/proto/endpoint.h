@@ -35,6 +35,9 @@ class Endpoint {
      * otherwise AM, where nothing can overtake the peer's tag list */
     bool     tag_path    = false;
     size_t   short_max   = 0; /* payload bytes that go as one am_short */
+    /* messages shorter than this go out at once as one inline element
+     * (Worker::send's test); the rest through send_general() */
+    size_t   eager_now_limit = 0;
     bool     busy        = false; /* in the worker's list of endpoints with queued work */
     std::deque<uint64_t>   sends; /* send requests not fully handed to the transport */
     std::deque<CtrlHeader> ctrl;  /* control messages refused with NO_RESOURCE */

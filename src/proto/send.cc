@@ -68,42 +68,6 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
     return uct_ep_tag_eager_bcopy(ep->uct_ep, tag, wire_imm, pack_cb, &p, 0);
 }
 
-/* A tagged eager message straight from the caller's buffer: on tm_sm a small
- * one is one inline FIFO element with tag and imm, where bcopy takes a
- * descriptor (and tag_eager_short has no imm for the source id). Eager sends
- * are done when handed over, so a transport that completes the copy later is
- * waited for here (tm_sm copies inside the call). */
-[[gnu::always_inline]] inline ssize_t Worker::tag_eager_zcopy(Endpoint *ep, uint64_t tag,
-                                                              uint64_t imm, const void *data,
-                                                              size_t len) {
-    uct_iov_t iov = {};
-    iov.buffer    = const_cast<void *>(data);
-    iov.length    = len;
-    iov.memh      = UCT_MEM_HANDLE_NULL;
-    iov.count     = 1;
-    uct_completion_t comp = {};
-    comp.func   = [](uct_completion_t *) {};
-    comp.count  = 1;
-    comp.status = UCS_OK;
-    ucs_status_t status =
-            uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &iov, (len != 0) ? 1 : 0, 0, &comp);
-    if (status == UCS_INPROGRESS) {
-        while (comp.count != 0) {
-            uct_worker_progress(uworker_);
-        }
-        status = comp.status;
-    }
-    return (status == UCS_OK) ? static_cast<ssize_t>(len) : static_cast<ssize_t>(status);
-}
-
-ssize_t Worker::am_short(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len) {
-    char              buf[sizeof(ShortHeader) + kShortMax];
-    const ShortHeader h = {config_.id, imm};
-    memcpy(buf, &h, sizeof(h));
-    memcpy(buf + sizeof(h), data, len);
-    return uct_ep_am_short(ep->uct_ep, kAmShortId, tag, buf, static_cast<unsigned>(sizeof(h) + len));
-}
-
 ucs_status_t Worker::send_eager(Request &r) {
     Endpoint    *ep   = r.ep;
     const char  *data = send_data(r);
@@ -220,8 +184,8 @@ ucs_status_t Worker::start_send(Request &r) {
     return status;
 }
 
-ucs_status_t Worker::send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
-                          const uct_tm_proto_op_params_t *params, uint64_t *req) {
+ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                                  const uct_tm_proto_op_params_t *params, uint64_t *req) {
     if ((ep == nullptr) || (ep->magic != Endpoint::kMagic) || (ep->worker != this) ||
         ((buffer == nullptr) && (length != 0)) || (req == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
