@@ -130,16 +130,18 @@ ucs_status_t Worker::handle_am_short(const void *data, size_t length) {
 }
 
 /* The earliest posted receive that matches, removed from its tier; or null. */
-Request *Worker::match_arrival(uint64_t tag, uint32_t source) {
+[[gnu::always_inline]] inline Request *Worker::match_arrival(uint64_t tag, uint32_t source) {
     if (matcher_.posted_count() != 0) {
         const match::ArriveResult ar = matcher_.match_posted(tag);
         if (ar.matched) {
             return static_cast<Request *>(ar.recv.ctx);
         }
     }
-    if (tier2_live_ == 0) {
-        return nullptr;
-    }
+    return (tier2_live_ != 0) ? match_tier2(tag, source) : nullptr;
+}
+
+/* The earliest source-filtered (tier 2) receive that matches; or null. */
+Request *Worker::match_tier2(uint64_t tag, uint32_t source) {
     for (auto it = tier2_.begin(); it != tier2_.end(); ++it) {
         Request *r = reqs_.lookup(*it);
         if ((r == nullptr) || r->done || (r->rstate != RecvState::kPosted)) {
@@ -158,43 +160,16 @@ Request *Worker::match_arrival(uint64_t tag, uint32_t source) {
     return nullptr;
 }
 
-void Worker::accept_message(Request &r, const MsgHeader &h) {
-    r.rstate        = RecvState::kArriving;
-    r.info.tag      = h.tag;
-    r.info.length   = h.length;
-    r.info.imm      = h.imm;
-    r.info.source   = h.source;
-    r.info.ep       = reinterpret_cast<uct_tm_proto_ep_h>(endpoint_of(h.source));
-    r.expect        = std::min<uint64_t>(h.length, r.capacity);
-    r.received      = 0;
-    r.offset        = 0;
-}
 
-/* Copies message bytes [offset, offset + len) into the receive; whatever
- * falls past its buffer is dropped. */
-void Worker::place(Request &r, size_t offset, const char *data, size_t len) {
-    if (offset >= r.capacity) {
-        return;
-    }
-    const size_t n = std::min(len, r.capacity - offset);
-    memcpy(r.rbuf + offset, data, n);
-    r.received += n;
-}
 
-void Worker::finish_recv(Request &r) {
-    complete(r, (r.info.length > r.capacity) ? UCS_ERR_MESSAGE_TRUNCATED : UCS_OK);
-}
 
-/* An eager message left the unexpected buffer or went straight to a
- * receive: its credit goes back, and a sync sender learns it matched. */
-void Worker::message_consumed(uint32_t source, uint64_t length, bool sync, uint64_t sreq) {
-    if (sync) {
-        CtrlHeader h = {};
-        h.kind = Kind::kAck;
-        h.req  = sreq;
-        send_ctrl_to(source, h);
-    }
-    return_credit(endpoint_of(source), length);
+
+/* A sync sender learns its message matched or was discarded. */
+void Worker::send_ack(uint32_t source, uint64_t sreq) {
+    CtrlHeader h = {};
+    h.kind = Kind::kAck;
+    h.req  = sreq;
+    send_ctrl_to(source, h);
 }
 
 /* A receive matched a rendezvous request: ask for what fits. */

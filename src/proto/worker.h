@@ -170,10 +170,12 @@ class Worker {
     void         track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex);
     void         handle_fragment(const FragHeader &hdr, const char *payload, size_t len);
     void         handle_data(const DataHeader &hdr, const char *payload, size_t len);
-    Request     *match_arrival(uint64_t tag, uint32_t source);
+    Request     *match_arrival(uint64_t tag, uint32_t source); /* inline in recv.cc */
+    Request     *match_tier2(uint64_t tag, uint32_t source);
     bool         take_unexpected(uint64_t tag, uint64_t mask, bool has_source, uint32_t source,
                                  uint32_t *idx, bool remove);
     void         deliver_unexpected(Request &r, uint32_t idx);
+    /* inline (below): the steps of every arrival that matched a receive */
     void         accept_message(Request &r, const MsgHeader &hdr);
     void         place(Request &r, size_t offset, const char *data, size_t len);
     void         finish_recv(Request &r);
@@ -188,7 +190,9 @@ class Worker {
     void         handle_put_request(const PutHeader &h, const char *rkey, size_t rkey_len);
     void         put_done(Request &r, ucs_status_t status);
     size_t       pack_rts(Request &r, char *out);
-    void         message_consumed(uint32_t source, uint64_t length, bool sync, uint64_t sreq);
+    void         message_consumed(uint32_t source, uint64_t length, bool sync,
+                                  uint64_t sreq); /* inline */
+    void         send_ack(uint32_t source, uint64_t sreq);
     void         trim_arrival();
     void         drop_unexpected(uint32_t idx);
     void         fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const;
@@ -402,6 +406,43 @@ inline void Worker::complete(Request &r, ucs_status_t status) {
     if (r.cb != nullptr) { /* without a callback, test() is how the caller learns */
         completed_.push_back(r.self);
     }
+}
+
+inline void Worker::accept_message(Request &r, const MsgHeader &h) {
+    r.rstate        = RecvState::kArriving;
+    r.info.tag      = h.tag;
+    r.info.length   = h.length;
+    r.info.imm      = h.imm;
+    r.info.source   = h.source;
+    r.info.ep       = reinterpret_cast<uct_tm_proto_ep_h>(endpoint_of(h.source));
+    r.expect        = std::min<uint64_t>(h.length, r.capacity);
+    r.received      = 0;
+    r.offset        = 0;
+}
+
+/* Copies message bytes [offset, offset + len) into the receive; whatever
+ * falls past its buffer is dropped. */
+inline void Worker::place(Request &r, size_t offset, const char *data, size_t len) {
+    if (offset >= r.capacity) {
+        return;
+    }
+    const size_t n = std::min(len, r.capacity - offset);
+    memcpy(r.rbuf + offset, data, n);
+    r.received += n;
+}
+
+inline void Worker::finish_recv(Request &r) {
+    complete(r, (r.info.length > r.capacity) ? UCS_ERR_MESSAGE_TRUNCATED : UCS_OK);
+}
+
+/* An eager message left the unexpected buffer or went straight to a
+ * receive: its credit goes back, and a sync sender learns it matched. */
+inline void Worker::message_consumed(uint32_t source, uint64_t length, bool sync,
+                                     uint64_t sreq) {
+    if (sync) {
+        send_ack(source, sreq);
+    }
+    return_credit(endpoint_of(source), length);
 }
 
 }  // namespace proto
