@@ -454,7 +454,7 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
     info->ep     = reinterpret_cast<uct_tm_proto_ep_h>(endpoint_of(u.source));
 }
 
-/* Inlined into recv() (the 8 B receive path), as is new_recv(). */
+/* Inlined into recv_general(). */
 [[gnu::always_inline]] inline ucs_status_t Worker::post_recv(Request &r) {
     r.seq = next_seq_++;
     if (r.has_source || (tier2_live_ != 0)) {
@@ -477,28 +477,28 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
     return UCS_OK;
 }
 
-/* A receive request for `buffer`; null when out of memory. */
-[[gnu::always_inline]] inline Request *Worker::new_recv(void *buffer, size_t length,
-                                                       const uct_tm_proto_op_params_t *params,
-                                                       uint64_t *handle) {
-    Request *r;
-    try {
-        r = &reqs_.allocate(ReqKind::kRecv, handle);
-    } catch (const std::bad_alloc &) {
-        return nullptr;
+/* recv() found nothing to match first and nothing held in software: the
+ * receive goes to the transport's tag list, unless it refuses. */
+ucs_status_t Worker::recv_offloaded(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                                    const uct_tm_proto_op_params_t *params, uint64_t *req) {
+    uint64_t handle;
+    Request *r = new_recv(buffer, length, params, &handle);
+    if (r != nullptr) {
+        r->tag  = tag;
+        r->mask = mask;
+        r->seq  = next_seq_++;
+        if (try_offload(*r)) {
+            *req = handle;
+            return UCS_INPROGRESS;
+        }
+        reqs_.release(handle); /* the tag list refused it: software holds it */
     }
-    r->rbuf     = static_cast<char *>(buffer);
-    r->capacity = length;
-    if (params != nullptr) {
-        r->cb  = params->cb;
-        r->arg = params->arg;
-    }
-    return r;
+    return recv_general(buffer, length, tag, mask, nullptr, params, req);
 }
 
-ucs_status_t Worker::recv(void *buffer, size_t length, uint64_t tag, uint64_t mask,
-                          Endpoint *source, const uct_tm_proto_op_params_t *params,
-                          uint64_t *req) {
+ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                                  Endpoint *source, const uct_tm_proto_op_params_t *params,
+                                  uint64_t *req) {
     if (((buffer == nullptr) && (length != 0)) || (req == nullptr) ||
         ((source != nullptr) && ((source->magic != Endpoint::kMagic) || (source->worker != this))) ||
         ((params != nullptr) && (params->flags != 0))) {

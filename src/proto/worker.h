@@ -102,6 +102,9 @@ class Worker {
      * once; send_general() takes everything else. `ep` is valid (api.cc). */
     ucs_status_t send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                       const uct_tm_proto_op_params_t *params, uint64_t *req);
+    /* Inline: while receives go straight to the transport's tag list (nothing
+     * unexpected or held in software, no source filter), one goes there at
+     * once; recv_general() takes everything else. */
     ucs_status_t recv(void *buffer, size_t length, uint64_t tag, uint64_t mask, Endpoint *source,
                       const uct_tm_proto_op_params_t *params, uint64_t *req);
     ucs_status_t probe(uint64_t tag, uint64_t mask, Endpoint *source, unsigned flags,
@@ -197,7 +200,13 @@ class Worker {
     void         drop_unexpected(uint32_t idx);
     void         fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const;
     void         unexpected_bytes(int64_t delta);
+    ucs_status_t recv_offloaded(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                                const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                              Endpoint *source, const uct_tm_proto_op_params_t *params,
+                              uint64_t *req);
     ucs_status_t post_recv(Request &r);
+    /* inline */
     Request     *new_recv(void *buffer, size_t length, const uct_tm_proto_op_params_t *params,
                           uint64_t *handle);
 
@@ -312,8 +321,9 @@ inline void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
  * element (tag_eager_zcopy, or am_short without the tag path); what is left
  * per message is the credit compare and nothing queued before it. Anything
  * else, a refusal included, goes to send_general(), which decides afresh. */
-inline ucs_status_t Worker::send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
-                                 const uct_tm_proto_op_params_t *params, uint64_t *req) {
+[[gnu::always_inline]] inline ucs_status_t Worker::send(Endpoint *ep, const void *buffer,
+                                                        size_t length, uint64_t tag,
+                                                        const uct_tm_proto_op_params_t *params, uint64_t *req) {
     if ((length < ep->eager_now_limit) && (length <= ep->credits) && (req != nullptr) &&
         ((buffer != nullptr) || (length == 0)) && ((params == nullptr) || (params->flags == 0)) &&
         ep->sends.empty()) {
@@ -362,6 +372,38 @@ inline bool Worker::try_offload(Request &r) {
     ++offloaded_;
     ++stats_.offloaded_recvs;
     return true;
+}
+
+/* A receive request for `buffer`; null when out of memory. */
+[[gnu::always_inline]] inline Request *Worker::new_recv(void *buffer, size_t length,
+                                                       const uct_tm_proto_op_params_t *params,
+                                                       uint64_t *handle) {
+    Request *r;
+    try {
+        r = &reqs_.allocate(ReqKind::kRecv, handle);
+    } catch (const std::bad_alloc &) {
+        return nullptr;
+    }
+    r->rbuf     = static_cast<char *>(buffer);
+    r->capacity = length;
+    if (params != nullptr) {
+        r->cb  = params->cb;
+        r->arg = params->arg;
+    }
+    return r;
+}
+
+[[gnu::always_inline]] inline ucs_status_t Worker::recv(void *buffer, size_t length, uint64_t tag,
+                                                        uint64_t mask, Endpoint *source,
+                                                        const uct_tm_proto_op_params_t *params,
+                                                        uint64_t *req) {
+    if ((offload_iface_ != nullptr) && (source == nullptr) && (req != nullptr) &&
+        ((buffer != nullptr) || (length == 0)) && ((params == nullptr) || (params->flags == 0)) &&
+        (matcher_.unexpected_count() == 0) && (matcher_.posted_count() == 0) &&
+        (tier2_live_ == 0)) {
+        return recv_offloaded(buffer, length, tag, mask, params, req);
+    }
+    return recv_general(buffer, length, tag, mask, source, params, req);
 }
 
 /* Inline into the C entry points: a caller polls test() in its wait loop. */
