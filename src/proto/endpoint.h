@@ -35,7 +35,7 @@ class Endpoint {
      * otherwise AM, where nothing can overtake the peer's tag list */
     bool     tag_path    = false;
     size_t   short_max   = 0; /* payload bytes that go as one am_short */
-    /* messages shorter than this go out at once as one inline element
+    /* messages shorter than this are eager and go in one transport call
      * (Worker::send's test); the rest through send_general() */
     size_t   eager_now_limit = 0;
     bool     busy        = false; /* in the worker's list of endpoints with queued work */

@@ -68,6 +68,43 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
     return uct_ep_tag_eager_bcopy(ep->uct_ep, tag, wire_imm, pack_cb, &p, 0);
 }
 
+/* A tagged eager message straight from the caller's buffer: on tm_sm a small
+ * one is one inline FIFO element with tag and imm, where bcopy takes a
+ * descriptor (and tag_eager_short has no imm for the source id). Eager sends
+ * are done when handed over, so a transport that completes the copy later is
+ * waited for here (tm_sm copies inside the call). */
+[[gnu::always_inline]] inline ssize_t Worker::tag_eager_zcopy(Endpoint *ep, uint64_t tag,
+                                                              uint64_t imm, const void *data,
+                                                              size_t len) {
+    uct_iov_t iov = {};
+    iov.buffer    = const_cast<void *>(data);
+    iov.length    = len;
+    iov.memh      = UCT_MEM_HANDLE_NULL;
+    iov.count     = 1;
+    uct_completion_t comp = {};
+    comp.func   = [](uct_completion_t *) {};
+    comp.count  = 1;
+    comp.status = UCS_OK;
+    ucs_status_t status =
+            uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &iov, (len != 0) ? 1 : 0, 0, &comp);
+    if (status == UCS_INPROGRESS) {
+        while (comp.count != 0) {
+            uct_worker_progress(uworker_);
+        }
+        status = comp.status;
+    }
+    return (status == UCS_OK) ? static_cast<ssize_t>(len) : static_cast<ssize_t>(status);
+}
+
+[[gnu::always_inline]] inline ssize_t Worker::am_short(Endpoint *ep, uint64_t tag, uint32_t imm,
+                                                       const void *data, size_t len) {
+    char              buf[sizeof(ShortHeader) + kShortMax];
+    const ShortHeader h = {config_.id, imm};
+    memcpy(buf, &h, sizeof(h));
+    memcpy(buf + sizeof(h), data, len);
+    return uct_ep_am_short(ep->uct_ep, kAmShortId, tag, buf, static_cast<unsigned>(sizeof(h) + len));
+}
+
 ucs_status_t Worker::send_eager(Request &r) {
     Endpoint    *ep   = r.ep;
     const char  *data = send_data(r);
@@ -184,6 +221,43 @@ ucs_status_t Worker::start_send(Request &r) {
     return status;
 }
 
+/* One eager message in one transport call: the transport's tagged eager
+ * message on the tag path, else one am_short or one am_bcopy after a
+ * MsgHeader. */
+[[gnu::always_inline]] inline ssize_t Worker::send_single(Endpoint *ep, uint64_t tag, uint32_t imm,
+                                                          const void *buffer, size_t length) {
+    if (ep->tag_path) {
+        return tag_eager(ep, tag, imm, buffer, length);
+    }
+    if (length <= ep->short_max) {
+        return am_short(ep, tag, imm, buffer, length);
+    }
+    MsgHeader h = {};
+    h.kind   = Kind::kEager;
+    h.source = config_.id;
+    h.tag    = tag;
+    h.imm    = imm;
+    h.length = length;
+    return am_send(ep, &h, sizeof(h), buffer, length);
+}
+
+/* Worker::send found the message eager, single and covered by credit, with
+ * nothing queued before it. A refusal goes to send_general(), which decides
+ * afresh (and queues on NO_RESOURCE). */
+ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                                    const uct_tm_proto_op_params_t *params, uint64_t *req) {
+    Worker       *w = ep->worker;
+    const ssize_t n =
+            w->send_single(ep, tag, (params != nullptr) ? params->imm : 0, buffer, length);
+    if (n >= 0) {
+        ep->credits -= length;
+        ++w->stats_.eager_sends;
+        *req = 0;
+        return UCS_OK;
+    }
+    return w->send_general(ep, buffer, length, tag, params, req);
+}
+
 ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                   const uct_tm_proto_op_params_t *params, uint64_t *req) {
     if ((ep == nullptr) || (ep->magic != Endpoint::kMagic) || (ep->worker != this) ||
@@ -223,20 +297,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     /* the common case: one eager message, nothing queued before it */
     if (!rndv && !sync && ep->sends.empty() &&
         (tag_send || (sizeof(MsgHeader) + length <= ep->iface->max_bcopy))) {
-        ssize_t n;
-        if (tag_send) {
-            n = tag_eager(ep, tag, imm, buffer, length);
-        } else if (length <= ep->short_max) {
-            n = am_short(ep, tag, imm, buffer, length);
-        } else {
-            MsgHeader h = {};
-            h.kind   = Kind::kEager;
-            h.source = config_.id;
-            h.tag    = tag;
-            h.imm    = imm;
-            h.length = length;
-            n        = am_send(ep, &h, sizeof(h), buffer, length);
-        }
+        const ssize_t n = send_single(ep, tag, imm, buffer, length);
         if (n >= 0) {
             return UCS_OK;
         }

@@ -374,15 +374,11 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
                                                          sizeof(uint64_t),
                                                  kShortMax);
             }
-            /* below the rendezvous threshold, and a size send_general() would send
-             * as one inline tag_eager_zcopy element or one am_short */
-            size_t now = 0;
-            if (ep->tag_path && (i->tag_zcopy_max != 0)) {
-                now = std::min({i->tag_inline_max, i->tag_zcopy_max, i->tag_eager_max}) + 1;
-            } else if (!ep->tag_path && (ep->short_max != 0)) {
-                now = std::min(ep->short_max, i->max_bcopy - sizeof(MsgHeader)) + 1;
-            }
-            ep->eager_now_limit = std::min(now, config_.rndv_thresh);
+            /* below the rendezvous threshold and within what send_single() sends in
+             * one transport call: the tag path's eager limit, or one AM */
+            ep->eager_now_limit = std::min(ep->tag_path ? i->tag_eager_max + 1
+                                                        : i->max_bcopy - sizeof(MsgHeader) + 1,
+                                           config_.rndv_thresh);
             by_peer_.emplace(h.id, ep.get());
             *ep_p = ep.get();
             eps_.push_back(std::move(ep));

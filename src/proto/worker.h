@@ -99,7 +99,8 @@ class Worker {
     void         ep_destroy(Endpoint *ep);
 
     /* Inline: a message the endpoint's eager_now_limit admits leaves at
-     * once; send_general() takes everything else. `ep` is valid (api.cc). */
+     * once (send_eager_now); send_general() takes everything else. `ep` is
+     * valid (api.cc). */
     ucs_status_t send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                       const uct_tm_proto_op_params_t *params, uint64_t *req);
     /* Inline: while receives go straight to the transport's tag list (nothing
@@ -131,8 +132,14 @@ class Worker {
     void         complete(Request &r, ucs_status_t status);
 
     /* --- send.cc --- */
+    /* static: six arguments, all in registers, so the C entry tail-calls it */
+    static ucs_status_t send_eager_now(Endpoint *ep, const void *buffer, size_t length,
+                                       uint64_t tag, const uct_tm_proto_op_params_t *params,
+                                       uint64_t *req);
     ucs_status_t send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                               const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ssize_t      send_single(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data,
+                             size_t len);
     ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
     MsgHeader    message_header(const Request &r, Kind kind) const;
     ucs_status_t send_eager(Request &r);
@@ -141,11 +148,10 @@ class Worker {
     const char  *send_data(const Request &r) const {
         return r.bounce.empty() ? r.sbuf : r.bounce.data();
     }
-    ssize_t      am_short(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data,
-                          size_t len); /* inline */
+    ssize_t      am_short(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len);
     ssize_t      tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len);
     ssize_t      tag_eager_zcopy(Endpoint *ep, uint64_t tag, uint64_t imm, const void *data,
-                                 size_t len); /* inline */
+                                 size_t len);
     ssize_t      am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
                          size_t len);
 
@@ -279,65 +285,18 @@ inline void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
     }
 }
 
-/* A tagged eager message straight from the caller's buffer: on tm_sm a small
- * one is one inline FIFO element with tag and imm, where bcopy takes a
- * descriptor (and tag_eager_short has no imm for the source id). Eager sends
- * are done when handed over, so a transport that completes the copy later is
- * waited for here (tm_sm copies inside the call). */
-[[gnu::always_inline]] inline ssize_t Worker::tag_eager_zcopy(Endpoint *ep, uint64_t tag,
-                                                              uint64_t imm, const void *data,
-                                                              size_t len) {
-    uct_iov_t iov = {};
-    iov.buffer    = const_cast<void *>(data);
-    iov.length    = len;
-    iov.memh      = UCT_MEM_HANDLE_NULL;
-    iov.count     = 1;
-    uct_completion_t comp = {};
-    comp.func   = [](uct_completion_t *) {};
-    comp.count  = 1;
-    comp.status = UCS_OK;
-    ucs_status_t status =
-            uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &iov, (len != 0) ? 1 : 0, 0, &comp);
-    if (status == UCS_INPROGRESS) {
-        while (comp.count != 0) {
-            uct_worker_progress(uworker_);
-        }
-        status = comp.status;
-    }
-    return (status == UCS_OK) ? static_cast<ssize_t>(len) : static_cast<ssize_t>(status);
-}
-
-[[gnu::always_inline]] inline ssize_t Worker::am_short(Endpoint *ep, uint64_t tag, uint32_t imm,
-                                                       const void *data, size_t len) {
-    char              buf[sizeof(ShortHeader) + kShortMax];
-    const ShortHeader h = {config_.id, imm};
-    memcpy(buf, &h, sizeof(h));
-    memcpy(buf + sizeof(h), data, len);
-    return uct_ep_am_short(ep->uct_ep, kAmShortId, tag, buf, static_cast<unsigned>(sizeof(h) + len));
-}
-
 /* Inline into uct_tm_proto_send(): the endpoint's limit (set once when it is
- * created) already says the message is eager, single, and goes as one inline
- * element (tag_eager_zcopy, or am_short without the tag path); what is left
- * per message is the credit compare and nothing queued before it. Anything
- * else, a refusal included, goes to send_general(), which decides afresh. */
+ * created) already says whether the message is eager and goes in one
+ * transport call; what is left per message is the credit compare and an
+ * empty queue. */
 [[gnu::always_inline]] inline ucs_status_t Worker::send(Endpoint *ep, const void *buffer,
                                                         size_t length, uint64_t tag,
-                                                        const uct_tm_proto_op_params_t *params, uint64_t *req) {
+                                                        const uct_tm_proto_op_params_t *params,
+                                                        uint64_t *req) {
     if ((length < ep->eager_now_limit) && (length <= ep->credits) && (req != nullptr) &&
         ((buffer != nullptr) || (length == 0)) && ((params == nullptr) || (params->flags == 0)) &&
         ep->sends.empty()) {
-        const uint32_t imm = (params != nullptr) ? params->imm : 0;
-        const ssize_t  n   = ep->tag_path
-                                     ? tag_eager_zcopy(ep, tag, (uint64_t{config_.id} << 32) | imm,
-                                                       buffer, length)
-                                     : am_short(ep, tag, imm, buffer, length);
-        if (n >= 0) {
-            ep->credits -= length;
-            ++stats_.eager_sends;
-            *req = 0;
-            return UCS_OK;
-        }
+        return send_eager_now(ep, buffer, length, tag, params, req);
     }
     return send_general(ep, buffer, length, tag, params, req);
 }
