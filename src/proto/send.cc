@@ -76,22 +76,18 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
 [[gnu::always_inline]] inline ssize_t Worker::tag_eager_zcopy(Endpoint *ep, uint64_t tag,
                                                               uint64_t imm, const void *data,
                                                               size_t len) {
-    uct_iov_t iov = {};
-    iov.buffer    = const_cast<void *>(data);
-    iov.length    = len;
-    iov.memh      = UCT_MEM_HANDLE_NULL;
-    iov.count     = 1;
-    uct_completion_t comp = {};
-    comp.func   = [](uct_completion_t *) {};
-    comp.count  = 1;
-    comp.status = UCS_OK;
-    ucs_status_t status =
-            uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &iov, (len != 0) ? 1 : 0, 0, &comp);
+    uct_iov_t &iov = eager_iov_; /* memh, stride and count stay as set in the constructor */
+    iov.buffer     = const_cast<void *>(data);
+    iov.length     = len;
+    ucs_status_t status = uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &iov, (len != 0) ? 1 : 0,
+                                                 0, &eager_comp_);
     if (status == UCS_INPROGRESS) {
-        while (comp.count != 0) {
-            uct_worker_progress(uworker_);
+        while (eager_comp_.count != 0) {
+            uct_worker_progress(uworker_); /* runs no send of ours: nothing nests here */
         }
-        status = comp.status;
+        status             = eager_comp_.status;
+        eager_comp_.count  = 1;
+        eager_comp_.status = UCS_OK;
     }
     return (status == UCS_OK) ? static_cast<ssize_t>(len) : static_cast<ssize_t>(status);
 }

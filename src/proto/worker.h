@@ -265,6 +265,11 @@ class Worker {
     std::vector<uint64_t>           delivering_;
     uint64_t                        next_seq_ = 0;
     uct_tm_proto_stats_t            stats_ = {};
+    /* tag_eager_zcopy()'s iov and completion, set up once: an eager send is
+     * complete before the next one starts, so one of each is enough */
+    uct_iov_t                       eager_iov_  = {nullptr, 0, UCT_MEM_HANDLE_NULL, 0, 1};
+    uct_iov_t                       recv_iov_   = {nullptr, 0, UCT_MEM_HANDLE_NULL, 0, 1};
+    uct_completion_t                eager_comp_ = {[](uct_completion_t *) {}, 1, UCS_OK};
 };
 
 inline Endpoint *Worker::endpoint_of(uint32_t source) const {
@@ -315,13 +320,10 @@ inline bool Worker::try_offload(Request &r) {
         r.octx.worker  = this;
         r.octx.request = &r;
     }
-    r.octx.req    = r.self;
-    uct_iov_t iov = {};
-    iov.buffer    = r.rbuf;
-    iov.length    = r.capacity;
-    iov.memh      = UCT_MEM_HANDLE_NULL;
-    iov.count     = 1;
-    const ucs_status_t status = uct_iface_tag_recv_zcopy(iface->iface, r.tag, r.mask, &iov,
+    r.octx.req = r.self;
+    recv_iov_.buffer = r.rbuf; /* the transport reads it during the call only */
+    recv_iov_.length = r.capacity;
+    const ucs_status_t status = uct_iface_tag_recv_zcopy(iface->iface, r.tag, r.mask, &recv_iov_,
                                                          (r.capacity != 0) ? 1 : 0, &r.octx.uct);
     if (status != UCS_OK) {
         return false; /* list full, busy or refused: software keeps it */
