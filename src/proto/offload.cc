@@ -139,6 +139,7 @@ void set_tag_callbacks(uct_iface_params_t *params, Iface *iface) {
 }
 
 void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigned length) {
+    r.cold_dirty = true; /* off the eager path: the rendezvous writes any field */
     offload_consumed(r);
     MsgHeader h;
     if ((header == nullptr) || (length < sizeof(h)) ||

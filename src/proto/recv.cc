@@ -482,7 +482,7 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
 ucs_status_t Worker::recv_offloaded(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
     uint64_t handle;
-    Request *r = new_recv(buffer, length, params, &handle);
+    Request *r = new_recv<true>(buffer, length, params, &handle);
     if (r != nullptr) {
         r->tag  = tag;
         r->mask = mask;

@@ -12,6 +12,7 @@
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
 
+#include <ucs/sys/compiler_def.h>
 #include <uct/api/uct.h>
 
 #include <cstdint>
@@ -120,18 +121,33 @@ struct Request {
     uct_md_h       memh_md = nullptr;
     uct_mem_h      rmemh   = nullptr; /* receive: registered for the sender's write */
 
+    /* Set while the slot may hold non-default values outside the hot fields:
+     * every use but an offloaded eager receive (the 8 B path) sets it. */
+    bool cold_dirty = false;
+
     /* Back to a fresh request, field by field: the contexts are written when
-     * used, and the bounce buffer keeps its capacity (no allocation on reuse). */
-    void reset() {
+     * used, and the bounce buffer keeps its capacity (no allocation on reuse).
+     * An offloaded eager receive (RequestPool::allocate_offloaded) writes
+     * the hot fields and the ones reset_posted() covers, other paths any. */
+    void reset_hot() {
         kind = ReqKind::kFree;
         done = cancel = false;
         cb   = nullptr;
         arg  = nullptr;
         info = uct_tm_proto_info_t{};
+        rstate = RecvState::kPosted;
+        tier   = 1;
+    }
+    void reset_posted() {
+        rbuf     = nullptr;
+        capacity = 0;
+        tag = mask = 0;
+        seq      = 0;
+    }
+    void reset_cold() {
         ep   = nullptr;
         sbuf = nullptr;
         length = 0;
-        tag = mask = 0;
         imm = msg_id = 0;
         wire_flags = 0;
         rndv = started = false;
@@ -144,53 +160,66 @@ struct Request {
         xfer_status = UCS_OK;
         rmemh     = nullptr;
         bounce.clear();
-        rbuf       = nullptr;
-        capacity   = 0;
         src_filter = 0;
         has_source = false;
-        rstate     = RecvState::kPosted;
-        tier       = 1;
-        seq        = 0;
         mh         = match::RecvHandle();
         received = expect = 0;
         memh    = nullptr;
         memh_md = nullptr;
+        cold_dirty = false;
     }
 };
 
 class RequestPool {
   public:
-    /* A free slot, reset; throws std::bad_alloc. */
+    /* A free slot, reset; throws std::bad_alloc. Any path may write any
+     * field of it, so its next user resets them all. */
     Request &allocate(ReqKind kind, uint64_t *handle) {
-        const uint32_t idx = pool_.allocate();
-        Request       &r   = pool_[idx];
-        const uint32_t gen = r.gen;
-        r.reset();
-        r.kind = kind;
-        r.self = (uint64_t{gen} << 32) | (uint64_t{idx} + 1);
-        *handle = (uint64_t{gen} << 32) | (uint64_t{idx} + 1);
+        Request &r = take(kind, handle);
+        r.reset_posted();
+        r.cold_dirty = true;
         return r;
     }
 
-    /* The live request with this handle, or null. */
-    Request *lookup(uint64_t handle) {
+    /* A free slot for an offloaded eager receive, which sets buffer,
+     * capacity, tag, mask and sequence itself and then writes only hot
+     * fields: the cold ones are reset only if the slot's previous user wrote
+     * them. A receive that leaves this path (a rendezvous arrival) sets
+     * cold_dirty. */
+    Request &allocate_offloaded(uint64_t *handle) { return take(ReqKind::kRecv, handle); }
+
+    /* The live request with this handle, or null; *index is its slot. */
+    Request *lookup(uint64_t handle, uint32_t *index) {
         const uint64_t low = handle & 0xffffffffu;
-        if ((low == 0) || (low > pool_.issued())) {
+        if (ucs_unlikely((low == 0) || (low > pool_.issued()))) {
             return nullptr;
         }
-        Request &r = pool_[static_cast<uint32_t>(low - 1)];
-        if ((r.kind == ReqKind::kFree) || (r.gen != static_cast<uint32_t>(handle >> 32))) {
+        *index     = static_cast<uint32_t>(low - 1);
+        Request &r = pool_[*index];
+        if (ucs_unlikely((r.kind == ReqKind::kFree) ||
+                         (r.gen != static_cast<uint32_t>(handle >> 32)))) {
             return nullptr;
         }
         return &r;
     }
 
-    void release(uint64_t handle) {
-        const uint32_t idx = static_cast<uint32_t>((handle & 0xffffffffu) - 1);
-        Request       &r   = pool_[idx];
+    /* Frees a live request found by lookup(): the generation moves on, so
+     * its handle is stale from now on (0 is skipped when it wraps). */
+    void release(uint32_t index, Request &r) {
         r.kind = ReqKind::kFree;
         r.gen  = (r.gen + 1 == 0) ? 1 : r.gen + 1;
-        pool_.release(idx);
+        pool_.release(index, r);
+    }
+
+    /* The live request with this handle, or null. */
+    Request *lookup(uint64_t handle) {
+        uint32_t index;
+        return lookup(handle, &index);
+    }
+
+    void release(uint64_t handle) {
+        const uint32_t idx = static_cast<uint32_t>((handle & 0xffffffffu) - 1);
+        release(idx, pool_[idx]);
     }
 
     size_t live() const { return pool_.live(); }
@@ -201,6 +230,19 @@ class RequestPool {
     }
 
   private:
+    Request &take(ReqKind kind, uint64_t *handle) {
+        const auto     slot = pool_.allocate_slot();
+        Request       &r    = *slot.entry;
+        if (r.cold_dirty) {
+            r.reset_cold();
+        }
+        r.reset_hot();
+        r.kind  = kind;
+        r.self  = (uint64_t{r.gen} << 32) | (uint64_t{slot.index} + 1);
+        *handle = r.self;
+        return r;
+    }
+
     match::SlotPool<Request> pool_;
 };
 

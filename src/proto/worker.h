@@ -213,6 +213,7 @@ class Worker {
                               uint64_t *req);
     ucs_status_t post_recv(Request &r);
     /* inline */
+    template <bool kOffloaded = false>
     Request     *new_recv(void *buffer, size_t length, const uct_tm_proto_op_params_t *params,
                           uint64_t *handle);
 
@@ -335,13 +336,17 @@ inline bool Worker::try_offload(Request &r) {
     return true;
 }
 
-/* A receive request for `buffer`; null when out of memory. */
+/* A receive request for `buffer`; null when out of memory. kOffloaded: for
+ * recv_offloaded(), whose request stays on the offloaded eager path or is
+ * marked cold_dirty when it leaves it (RequestPool::allocate_offloaded). */
+template <bool kOffloaded>
 [[gnu::always_inline]] inline Request *Worker::new_recv(void *buffer, size_t length,
                                                        const uct_tm_proto_op_params_t *params,
                                                        uint64_t *handle) {
     Request *r;
     try {
-        r = &reqs_.allocate(ReqKind::kRecv, handle);
+        r = kOffloaded ? &reqs_.allocate_offloaded(handle)
+                       : &reqs_.allocate(ReqKind::kRecv, handle);
     } catch (const std::bad_alloc &) {
         return nullptr;
     }
@@ -383,14 +388,15 @@ inline ucs_status_t Worker::test(uint64_t req, uct_tm_proto_info_t *info) {
 }
 
 inline ucs_status_t Worker::release(uint64_t req) {
-    Request *r = reqs_.lookup(req);
+    uint32_t index;
+    Request *r = reqs_.lookup(req, &index);
     if (r == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
     if (!r->done) {
         return UCS_ERR_BUSY;
     }
-    reqs_.release(req);
+    reqs_.release(index, *r);
     return UCS_OK;
 }
 

@@ -151,4 +151,25 @@ uct_tm_proto_request_t ProtoTest::post(void *buf, size_t len, uint64_t tag, uint
     return req;
 }
 
+void ProtoTest::transfer(size_t len, uint64_t tag, uint32_t seed, uct_tm_proto_ep_h src) {
+    const auto        data = pattern(len, seed);
+    std::vector<char> buf(len + 16, 'x');
+    auto              rreq = post(buf.data(), len, tag, ~uint64_t{0}, src);
+    uct_tm_proto_request_t sreq;
+    const ucs_status_t st = send(data.data(), len, tag, 0, 77, &sreq);
+    ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << len;
+    uct_tm_proto_info_t info;
+    ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq, &info)) << len;
+    if (sreq != 0) {
+        ASSERT_EQ(UCS_OK, wait_request(p_, p_.a, sreq)) << len;
+    }
+    EXPECT_EQ(0, memcmp(buf.data(), data.data(), len)) << len;
+    EXPECT_EQ(buf[len], 'x') << len;
+    EXPECT_EQ(info.tag, tag);
+    EXPECT_EQ(info.length, len);
+    EXPECT_EQ(info.imm, 77u);
+    EXPECT_EQ(info.source, uct_tm_proto_worker_id(p_.a));
+    EXPECT_EQ(info.ep, p_.ba);
+}
+
 }  // namespace uct_tm_test

@@ -64,6 +64,10 @@ class ProtoTest : public ::testing::TestWithParam<std::string> {
                       uint32_t imm = 0, uct_tm_proto_request_t *req_out = nullptr);
     uct_tm_proto_request_t post(void *buf, size_t len, uint64_t tag, uint64_t mask,
                                 uct_tm_proto_ep_h src = nullptr);
+    /* Posts a receive of `len` bytes on b (from `src`, any if null), sends
+     * them from a with `tag` and imm 77, waits for both and checks the data,
+     * the byte after it and the receive's info. */
+    void transfer(size_t len, uint64_t tag, uint32_t seed, uct_tm_proto_ep_h src);
 
     Pair p_;
 };
