@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, runs the whole suite.
 #   contrib/test.sh            build + make check
-#   CI=true contrib/test.sh    also: clang -Werror build, make distcheck
+#   CI=true contrib/test.sh    also: clang -Werror build, make distcheck (without rdma-core),
+#                              the tarball built with rdma-core
 # Ends with one line "uct-tm tests: N passed, M failed".
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,6 +64,16 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     echo "== make distcheck"
     make -C "$build" -j"$(nproc)" distcheck >"$build/distcheck.log" 2>&1 || { tail -60 "$build/distcheck.log"; extra_rc=1; }
     grep -A1 'archives ready for distribution' "$build/distcheck.log" || true
+    echo "== the release tarball builds with rdma-core too"
+    tarball=$(ls -t "$build"/uct-tm-*.tar.gz 2>/dev/null | head -1)
+    rm -rf "$build/dist-verbs" && mkdir -p "$build/dist-verbs"
+    if [[ -n "$tarball" ]] && tar -C "$build/dist-verbs" -xzf "$tarball" &&
+       (cd "$build/dist-verbs"/uct-tm-* && ./configure --enable-werror --with-verbs >../configure.log 2>&1 &&
+        make -j"$(nproc)" >../make.log 2>&1); then
+        echo "built $tarball with verbs"
+    else
+        echo "FAIL: $tarball with verbs"; tail -30 "$build"/dist-verbs/*.log 2>/dev/null; extra_rc=1
+    fi
 fi
 
 echo "uct-tm tests: $passed passed, $failed failed"

@@ -31,6 +31,19 @@ for var in FIFO_SIZE FIFO_ELEM_SIZE SEG_SIZE TAG_LIST_SIZE RNDV_SLOTS RNDV_SPLIT
     expect "ucx_info -c -f shows UCX_TM_SM_$var" "^UCX_TM_SM_$var=" "$config"
 done
 expect "FIFO_SIZE default is 256" '^UCX_TM_SM_FIFO_SIZE=256$' "$config"
+# The verbs transport is in the plugin exactly when the build had rdma-core
+# (its UCX_TM_RC_* table is registered with or without an RDMA device).
+case ${TM_VERBS:-} in
+yes) expect "built with rdma-core: UCX_TM_RC_* listed" '^UCX_TM_RC_TIMEOUT=' "$config" ;;
+no)
+    if grep -q '^UCX_TM_RC_' <<<"$config"; then
+        echo "FAIL: built without rdma-core, yet UCX_TM_RC_* variables are listed"
+        fail=1
+    else
+        echo "ok: built without rdma-core: no tm_rc in the plugin"
+    fi
+    ;;
+esac
 without=$(ucx_info -d 2>&1)
 if grep -q 'Transport: tm_sm' <<<"$without"; then
     echo "FAIL: tm_sm listed without the plugin loaded"
