@@ -176,6 +176,7 @@ ucs_status_t Worker::tag_unexpected_eager(const void *data, size_t length, unsig
             g->data.clear();
             g->dropped = false;
             *context   = g;
+            ++gathers_open_;
         } else {
             g = static_cast<TagGather *>(*context);
             if (g == nullptr) {
@@ -194,6 +195,7 @@ ucs_status_t Worker::tag_unexpected_eager(const void *data, size_t length, unsig
         }
         *context = nullptr;
         free_gathers_.push_back(g); /* reused from the next first fragment on */
+        --gathers_open_;
         if (g->dropped) {
             ucs_error("tm_proto: dropped a tagged message above the per-peer credit");
             return UCS_OK;

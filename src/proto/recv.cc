@@ -464,7 +464,8 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
         ++stats_.software_recvs;
         return UCS_OK;
     }
-    if ((offload_iface_ != nullptr) && (matcher_.posted_count() == 0) && try_offload(r)) {
+    if ((offload_iface_ != nullptr) && (matcher_.posted_count() == 0) && (gathers_open_ == 0) &&
+        try_offload(r)) {
         return UCS_OK;
     }
     const match::PostResult pr = matcher_.post_expected_only(r.tag, r.mask, &r);

@@ -262,6 +262,10 @@ class Worker {
     };
     std::vector<std::unique_ptr<TagGather>> gathers_;
     std::vector<TagGather *>                free_gathers_;
+    /* gathers between their first and last fragment: the message is
+     * unexpected already (the transport decided at its first fragment), so
+     * no receive may go to the tag list, where a later message could take it */
+    uint32_t                                gathers_open_ = 0;
     std::vector<uint64_t>           completed_;     /* callbacks to deliver */
     std::vector<uint64_t>           delivering_;
     uint64_t                        next_seq_ = 0;
@@ -366,7 +370,7 @@ template <bool kOffloaded>
     if ((offload_iface_ != nullptr) && (source == nullptr) && (req != nullptr) &&
         ((buffer != nullptr) || (length == 0)) && ((params == nullptr) || (params->flags == 0)) &&
         (matcher_.unexpected_count() == 0) && (matcher_.posted_count() == 0) &&
-        (tier2_live_ == 0)) {
+        (tier2_live_ == 0) && (gathers_open_ == 0)) {
         return recv_offloaded(buffer, length, tag, mask, params, req);
     }
     return recv_general(buffer, length, tag, mask, source, params, req);
