@@ -375,16 +375,21 @@ ssize_t SmIface::tag_eager_bcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, uct_pack
 ucs_status_t SmIface::tag_eager_zcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, const uct_iov_t *iov,
                                       size_t iovcnt) {
     /* One small buffer (the protocol layer's eager message: tag_eager_short
-     * has no imm): one inline element, without the general gather. */
-    if ((iovcnt == 1) && (iov != nullptr) && (iov->count == 1) && (iov->length <= inline_cap_) &&
-        (iov->buffer != nullptr)) {
+     * has no imm): one inline element, copied as tag_eager_short copies. */
+    if (ucs_likely((iovcnt == 1) && (iov != nullptr) && (iov->count == 1) &&
+                   (iov->length <= inline_cap_) && (iov->buffer != nullptr))) {
         return send_inline(ep, Kind::kTagEager, static_cast<uint32_t>(iov->length),
                            [&](ElemHeader *e) {
                                e->tag = tag;
                                e->imm = imm;
-                               memcpy(inline_payload(e), iov->buffer, iov->length);
+                               copy_bytes(inline_payload(e), iov->buffer, iov->length);
                            });
     }
+    return tag_eager_zcopy_gather(ep, tag, imm, iov, iovcnt);
+}
+
+ucs_status_t SmIface::tag_eager_zcopy_gather(SmEp *ep, uct_tag_t tag, uint64_t imm,
+                                             const uct_iov_t *iov, size_t iovcnt) {
     size_t total;
     if (ucs_unlikely((iovcnt > kMaxSendIov) || !iov_total(iov, iovcnt, &total) ||
                      (total > eager_max_))) {
