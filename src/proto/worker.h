@@ -228,6 +228,8 @@ class Worker {
                                       uint64_t stag, uint64_t imm, void **context);
     ucs_status_t tag_unexpected_rndv(uint64_t stag, const void *header, unsigned length);
     Request     *offloaded_request(uct_tag_context_t *ctx);
+    bool         offload_completed_quietly(uct_tag_context_t *ctx, uint64_t stag, uint64_t imm,
+                                           size_t length, ucs_status_t status);
 
     /* --- cancel.cc --- */
     ucs_status_t cancel_send(Request &r);
