@@ -15,9 +15,11 @@
 #include <ucs/sys/compiler_def.h>
 #include <uct/api/uct.h>
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 #include <memory>
+#include <unistd.h>
 #include <vector>
 
 namespace uct_tm {
@@ -172,6 +174,18 @@ struct Request {
 
 class RequestPool {
   public:
+    /* Each pool starts its slots' generations at its own value, so that a
+     * handle from another worker (same index, both slots fresh) does not
+     * name a request here: distinct for the pools of one process, mixed
+     * with the process id for the rest (a collision then takes a 32-bit
+     * coincidence, as a forged handle does). */
+    RequestPool() {
+        static std::atomic<uint32_t> pools{0};
+        const uint32_t n = pools.fetch_add(1, std::memory_order_relaxed);
+        gen_base_ = (n * 0x9e3779b9u) ^ (static_cast<uint32_t>(getpid()) * 0x85ebca6bu);
+        gen_base_ = (gen_base_ == 0) ? 1 : gen_base_;
+    }
+
     /* A free slot, reset; throws std::bad_alloc. Any path may write any
      * field of it, so its next user resets them all. */
     Request &allocate(ReqKind kind, uint64_t *handle) {
@@ -233,6 +247,9 @@ class RequestPool {
     Request &take(ReqKind kind, uint64_t *handle) {
         const auto     slot = pool_.allocate_slot();
         Request       &r    = *slot.entry;
+        if (ucs_unlikely(r.self == 0)) {
+            r.gen = gen_base_; /* a slot's first request */
+        }
         if (r.cold_dirty) {
             r.reset_cold();
         }
@@ -244,6 +261,7 @@ class RequestPool {
     }
 
     match::SlotPool<Request> pool_;
+    uint32_t                 gen_base_ = 1;
 };
 
 }  // namespace proto

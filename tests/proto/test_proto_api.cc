@@ -400,6 +400,21 @@ TEST_P(ProtoTest, BadInput) {
     size_t len = 1;
     EXPECT_EQ(UCS_ERR_BUFFER_TOO_SMALL, uct_tm_proto_worker_address(p_.a, junk, &len));
     EXPECT_GT(len, 1u);
+    /* a request of the other worker, though a live one sits in the same
+     * slot of this worker's pool, is not this worker's */
+    auto mine  = post(&x, 4, 0xbeef, kAll); /* on b */
+    uint64_t y = 0;
+    uct_tm_proto_request_t theirs;
+    ASSERT_EQ(UCS_INPROGRESS,
+              uct_tm_proto_recv(p_.a, &y, sizeof(y), 0xbeef, kAll, nullptr, nullptr, &theirs));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_request_test(p_.b, theirs, nullptr));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_request_release(p_.b, theirs));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_request_cancel(p_.b, theirs));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_request_test(p_.a, mine, nullptr));
+    EXPECT_EQ(UCS_OK, uct_tm_proto_request_cancel(p_.a, theirs));
+    EXPECT_EQ(UCS_ERR_CANCELED, wait_request(p_, p_.a, theirs));
+    EXPECT_EQ(UCS_OK, uct_tm_proto_request_cancel(p_.b, mine));
+    EXPECT_EQ(UCS_ERR_CANCELED, wait_request(p_, p_.b, mine));
     /* a pending receive cannot be released */
     auto pending = post(&x, 4, 0xdead, kAll);
     EXPECT_EQ(UCS_ERR_BUSY, uct_tm_proto_request_release(p_.b, pending));

@@ -1,7 +1,8 @@
 /*
  * RequestPool (src/proto/request.h): handles are index + generation, so a
  * released slot's old handle is rejected even once the slot holds a new
- * request, also across the generation's wrap; a slot whose previous user
+ * request, also across the generation's wrap, and another pool's handle
+ * is not this pool's request; a slot whose previous user
  * wrote cold fields comes back fully reset, one that stayed on the
  * offloaded eager path keeps them (they are still the defaults).
  */
@@ -72,6 +73,16 @@ TEST(RequestPool, ForgedHandlesAreRejected) {
     EXPECT_EQ(pool.lookup(0), nullptr);
     EXPECT_EQ(pool.lookup(h + 1), nullptr);                  /* index never issued */
     EXPECT_EQ(pool.lookup(h ^ (uint64_t{1} << 40)), nullptr); /* wrong generation */
+}
+
+TEST(RequestPool, AnotherPoolsHandleIsRejected) {
+    RequestPool mine, other;
+    uint64_t    h_mine, h_other;
+    mine.allocate(ReqKind::kRecv, &h_mine);
+    other.allocate(ReqKind::kRecv, &h_other);
+    EXPECT_EQ(h_mine & 0xffffffffu, h_other & 0xffffffffu); /* the same slot index */
+    EXPECT_EQ(mine.lookup(h_other), nullptr);
+    EXPECT_EQ(other.lookup(h_mine), nullptr);
 }
 
 TEST(RequestPool, SlotUsedByAnyPathComesBackFullyReset) {
