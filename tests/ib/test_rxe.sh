@@ -7,8 +7,9 @@
 #   3. the same suite with the receive side on the device model of a NIC's
 #      tag matcher (UCX_TM_RC_TM_MODEL=y): events in a fixed order, then in a
 #      random order from a seed printed in the log (RXE_MODEL_SEED to replay);
-#      its TagFaultTest cases inject a failed rendezvous READ
-#      (UCX_TM_RC_TM_MODEL_FAIL_READ) and check the connection fails both ways;
+#      in all three runs TagFaultTest injects a failed rendezvous READ
+#      (UCX_TM_RC_FAIL_READ) and a READ the device rejects (UCX_TM_RC_CORRUPT_RKEY)
+#      and checks that the connection fails both ways;
 #   4. tm_perftest between two processes over tm_rc, every payload byte
 #      verified (eager short/bcopy/zcopy, rendezvous; posted and unexpected),
 #      with software matching and with the model (whose counters must show

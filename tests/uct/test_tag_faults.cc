@@ -1,10 +1,14 @@
 /*
- * Faults injected inside a transport (test-only settings). tm_rc's device
- * model with UCX_TM_RC_TM_MODEL_FAIL_READ=1: the first rendezvous READ fails
- * as a remote access error would. As on rc_mlx5, that fails the connection:
- * the receive completes once with an error, both endpoints report the error
- * to their iface's handler, the sender's operation completes with an error
- * (no hang waiting for a FIN) and later operations on either side fail.
+ * Faults injected inside a transport (test-only settings of tm_rc), with
+ * software matching and with the device model alike:
+ *  - FAIL_READ=1: the first rendezvous READ fails without reaching the wire,
+ *    as a remote access error would;
+ *  - CORRUPT_RKEY=1: the sender's first rendezvous advertises a corrupted
+ *    rkey, so the device itself rejects the READ (both QPs go to error).
+ * As on rc_mlx5, either fails the connection: the receive completes once
+ * with an error, both endpoints report the error to their iface's handler,
+ * the sender's operation completes once with an error (no hang waiting for
+ * a FIN) and later operations on either side fail.
  */
 #include "tag_fixture.h"
 
@@ -21,12 +25,12 @@ constexpr uct_tag_t kTag        = 0x5eed;
 class TagFaultTest : public TagTest {
   protected:
     /* A rendezvous of kRndvLength bytes into a posted receive of `capacity`
-     * bytes whose READ fails. */
-    void expect_failed_rndv_fails_connection(size_t capacity) {
-        if (lacks(Path::kRndv) || !hw_tag_list()) {
-            GTEST_SKIP() << "needs tm_rc's device model (UCX_TM_RC_TM_MODEL=y)";
+     * bytes whose READ fails, by the fault `setting`=1 on both ifaces. */
+    void expect_failed_rndv_fails_connection(const char *setting, size_t capacity) {
+        if (lacks(Path::kRndv)) {
+            GTEST_SKIP() << "no rendezvous";
         }
-        reopen({{"TM_MODEL_FAIL_READ", "1"}});
+        reopen({{setting, "1"}}, {{setting, "1"}});
         if (IsSkipped() || HasFatalFailure()) {
             return;
         }
@@ -58,14 +62,23 @@ class TagFaultTest : public TagTest {
     }
 };
 
-/* The engine's own READ (the receive takes the whole message). */
-TEST_P(TagFaultTest, HardwareRndvReadFailureFailsTheConnection) {
-    expect_failed_rndv_fails_connection(kRndvLength);
+/* A READ of the whole message (with the model: the engine's own READ). */
+TEST_P(TagFaultTest, FailedReadFailsTheConnection) {
+    expect_failed_rndv_fails_connection("FAIL_READ", kRndvLength);
 }
 
-/* RNDV_INCOMPLETE: software reads what fits (a smaller receive). */
-TEST_P(TagFaultTest, SoftwareRndvReadFailureFailsTheConnection) {
-    expect_failed_rndv_fails_connection(kRndvLength / 2);
+/* A smaller receive (with the model: RNDV_INCOMPLETE, software reads what fits). */
+TEST_P(TagFaultTest, FailedTruncatedReadFailsTheConnection) {
+    expect_failed_rndv_fails_connection("FAIL_READ", kRndvLength / 2);
+}
+
+/* The device rejects the READ: the sender learns it from its QP's state. */
+TEST_P(TagFaultTest, ReadRejectedByTheDeviceFailsTheConnection) {
+    expect_failed_rndv_fails_connection("CORRUPT_RKEY", kRndvLength);
+}
+
+TEST_P(TagFaultTest, TruncatedReadRejectedByTheDeviceFailsTheConnection) {
+    expect_failed_rndv_fails_connection("CORRUPT_RKEY", kRndvLength / 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(tm, TagFaultTest, ::testing::ValuesIn(tag_transports()),

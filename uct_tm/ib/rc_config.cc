@@ -81,11 +81,18 @@ ucs_config_field_t rc_config_table[] = {
      "With TM_MODEL: the modelled device's tag list size (tm_caps.max_num_tags).",
      offsetof(RcConfig, tm_model_tags), UCS_CONFIG_TYPE_UINT},
 
-    {"TM_MODEL_FAIL_READ", "0",
-     "Testing only (fault injection). With TM_MODEL: the n-th rendezvous RDMA READ of the\n"
-     "iface (1 = the first) fails as a remote access error would, without reaching the wire;\n"
-     "the receive completes with an error and the connection to the sender fails. 0: none.",
-     offsetof(RcConfig, tm_model_fail_read), UCS_CONFIG_TYPE_UINT},
+    {"FAIL_READ", "0",
+     "Testing only (fault injection). The n-th rendezvous RDMA READ of the iface (1 = the\n"
+     "first) fails as a remote access error would, without reaching the wire, with software\n"
+     "matching and with TM_MODEL: the receive completes with an error and the connection to\n"
+     "the sender fails. 0: none.",
+     offsetof(RcConfig, fail_read), UCS_CONFIG_TYPE_UINT},
+
+    {"CORRUPT_RKEY", "0",
+     "Testing only (fault injection). The n-th tag_rndv_zcopy of the iface (1 = the first)\n"
+     "advertises a corrupted rkey, so the device itself rejects the receiver's READ (a real\n"
+     "remote access error: both QPs go to the error state). 0: none.",
+     offsetof(RcConfig, corrupt_rkey), UCS_CONFIG_TYPE_UINT},
 
     {"TAG_LIST_SIZE", "1048576",
      "Receives that may be posted with uct_iface_tag_recv_zcopy at once; the next one gets\n"

@@ -29,7 +29,8 @@ struct RcConfig {
     int              tm_model;
     unsigned long    tm_model_seed;
     unsigned         tm_model_tags;
-    unsigned         tm_model_fail_read;
+    unsigned         fail_read;    /* testing only */
+    unsigned         corrupt_rkey; /* testing only */
     unsigned         tag_list_size;
     unsigned         recv_max_iov;
     unsigned         rndv_ops;

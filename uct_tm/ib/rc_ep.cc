@@ -6,6 +6,8 @@
 
 #include "ib_device.h"
 
+#include "base/clock.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
@@ -18,6 +20,9 @@ namespace ib {
 namespace {
 
 /* Rendezvous operation ids travel in app_ctx: slot index and a generation. */
+/* check_rndv_qps(): how often a QP's state is queried (a system call) while
+ * rendezvous sends wait on it; the bound on noticing a QP the device failed. */
+constexpr uint64_t kQpCheckIntervalNs = 100 * 1000 * 1000;
 constexpr uint32_t kRndvIndexBits = 20;
 constexpr uint32_t kRndvIndexMask = (1u << kRndvIndexBits) - 1;
 
@@ -495,7 +500,16 @@ ucs_status_ptr_t RcIface::tag_rndv_zcopy(RcEp *ep, uct_tag_t tag, const void *he
     RndvSend      &s     = rndv_sends_[index];
     struct ibv_rvh rvh;
     rvh.va   = htobe64(reinterpret_cast<uintptr_t>(iov->buffer));
-    rvh.rkey = htobe32((mr != nullptr) ? mr->rkey : 0);
+    uint32_t rkey = (mr != nullptr) ? mr->rkey : 0;
+    if (ucs_unlikely(config_.corrupt_rkey != 0) &&
+        (++rndv_sends_started_ == config_.corrupt_rkey)) {
+        /* The key byte of the rkey (rxe and mlx5 alike): same MR index, a
+         * key the device refuses. */
+        rkey ^= 0xffu;
+        ucs_diag("tm_rc: rendezvous send %u advertises a corrupted rkey (UCX_TM_RC_CORRUPT_RKEY)",
+                 rndv_sends_started_);
+    }
+    rvh.rkey = htobe32(rkey);
     rvh.len  = htobe32(static_cast<uint32_t>(iov->length));
     char prefix[sizeof(rvh) + 0];
     memcpy(prefix, &rvh, sizeof(rvh));
@@ -510,6 +524,7 @@ ucs_status_ptr_t RcIface::tag_rndv_zcopy(RcEp *ep, uct_tag_t tag, const void *he
         return UCS_STATUS_PTR(status);
     }
     free_rndv_sends_.pop_back();
+    ++ep->rndv_sends;
     s.active  = true;
     s.comp    = comp;
     s.ep      = ep;
@@ -554,6 +569,9 @@ void RcIface::release_rndv_send(uint32_t index) {
     if (s.temp_mr != nullptr) {
         ibv_dereg_mr(s.temp_mr);
         s.temp_mr = nullptr;
+    }
+    if (s.ep != nullptr) {
+        --s.ep->rndv_sends;
     }
     s.active  = false;
     s.retired = false;
@@ -637,6 +655,11 @@ void RcIface::start_rndv_read(uint32_t index) {
         return;
     }
     ++counters_.rndv_reads;
+    if (ucs_unlikely(config_.fail_read != 0) && fail_this_read()) {
+        r.status = UCS_ERR_IO_ERROR;
+        finish_rndv_recv(index);
+        return;
+    }
     struct iovec local[kMaxRecvIov];
     const size_t n      = tags_.iovecs(r.recv, r.length, local);
     uint64_t     remote = r.va;
@@ -704,7 +727,11 @@ void RcIface::receive_rndv_cancel(RcEp *ep, uint32_t op) {
 void RcIface::finish_rndv_recv(uint32_t index) {
     RndvRecv &r = rndv_recvs_[index];
     if ((r.ep != nullptr) && !r.ep->failed) {
-        send_fin(r.ep, r.op);
+        if (r.status == UCS_ERR_IO_ERROR) {
+            fail_rndv_recv(r.ep, r.op); /* a FIN would complete the sender's op OK */
+        } else {
+            send_fin(r.ep, r.op);
+        }
     }
     r.active = false;
     free_rndv_recvs_.push_back(index);
@@ -732,6 +759,60 @@ void RcIface::receive_rndv_failed(RcEp *ep, uint32_t op) {
     ucs_diag("tm_rc: the receiver of rendezvous 0x%x could not read it: endpoint failed", op);
     if ((ep != nullptr) && !ep->failed) {
         fail_ep(ep, UCS_ERR_IO_ERROR);
+    }
+}
+
+void RcIface::fail_rndv_recv(RcEp *ep, uint32_t op) {
+    if ((ep == nullptr) || ep->failed) {
+        return; /* the QP is in error already (a real READ error fails it) */
+    }
+    const bool saved = dispatching_; /* like a FIN, it may take the last slot */
+    dispatching_     = true;
+    const ucs_status_t status =
+        send_message(ep, rndv_failed_header(op), 0, nullptr, 0, nullptr, 0, nullptr);
+    dispatching_ = saved;
+    if (status != UCS_OK) {
+        ucs_error("tm_rc: cannot tell the sender its rendezvous failed: %s",
+                  ucs_status_string(status));
+    }
+    fail_ep(ep, UCS_ERR_IO_ERROR);
+}
+
+bool RcIface::fail_this_read() {
+    if (++reads_started_ != config_.fail_read) {
+        return false;
+    }
+    ucs_diag("tm_rc: rendezvous READ %u fails (UCX_TM_RC_FAIL_READ)", reads_started_);
+    return true;
+}
+
+void RcIface::check_rndv_qps() {
+    const uint64_t now = monotonic_ns();
+    if (now < next_qp_check_ns_) {
+        return;
+    }
+    next_qp_check_ns_ = now + kQpCheckIntervalNs;
+    RcEp *in_error[16];
+    size_t n = 0;
+    for (RcEp *ep : eps_) {
+        if ((ep->rndv_sends == 0) || ep->failed || !ep->connected || (n == 16)) {
+            continue;
+        }
+        struct ibv_qp_attr      attr = {};
+        struct ibv_qp_init_attr init = {};
+        if ((ibv_query_qp(ep->qp, &attr, IBV_QP_STATE, &init) == 0) &&
+            (attr.qp_state == IBV_QPS_ERR)) {
+            in_error[n++] = ep;
+        }
+    }
+    /* The error handler may destroy endpoints: failed after the scan. */
+    for (size_t i = 0; i < n; ++i) {
+        if (std::find(eps_.begin(), eps_.end(), in_error[i]) != eps_.end() &&
+            !in_error[i]->failed) {
+            ucs_diag("tm_rc: QP 0x%x went to the error state with rendezvous sends outstanding: "
+                     "endpoint failed", in_error[i]->qp->qp_num);
+            fail_ep(in_error[i], UCS_ERR_IO_ERROR);
+        }
     }
 }
 

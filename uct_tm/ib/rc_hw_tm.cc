@@ -290,22 +290,6 @@ void RcIface::run_sw_rndvs() {
     }
 }
 
-void RcIface::fail_rndv_recv(RcEp *ep, uint32_t op) {
-    if ((ep == nullptr) || ep->failed) {
-        return; /* the QP is in error already (a real READ error fails it) */
-    }
-    const bool saved = dispatching_; /* like a FIN, it may take the last slot */
-    dispatching_     = true;
-    const ucs_status_t status =
-        send_message(ep, rndv_failed_header(op), 0, nullptr, 0, nullptr, 0, nullptr);
-    dispatching_ = saved;
-    if (status != UCS_OK) {
-        ucs_error("tm_rc: cannot tell the sender its rendezvous failed: %s",
-                  ucs_status_string(status));
-    }
-    fail_ep(ep, UCS_ERR_IO_ERROR);
-}
-
 void RcIface::send_cancel_acks() {
     /* A matched rendezvous still to be read keeps the sender's buffer
      * registered: its FIN (after the READ) is the acknowledgement. A real
@@ -334,10 +318,7 @@ bool RcIface::read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t 
     if (length == 0) {
         return true;
     }
-    if (ucs_unlikely(config_.tm_model_fail_read != 0) && model_ &&
-        (++model_reads_ == config_.tm_model_fail_read)) {
-        ucs_diag("tm_rc: rendezvous READ %u on QP 0x%x fails (UCX_TM_RC_TM_MODEL_FAIL_READ)",
-                 model_reads_, ep->qp->qp_num);
+    if (ucs_unlikely(config_.fail_read != 0) && fail_this_read()) {
         return false;
     }
     struct ibv_mr *mr = ibv_reg_mr(md_->pd, dst, length, IBV_ACCESS_LOCAL_WRITE);

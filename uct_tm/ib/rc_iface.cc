@@ -410,6 +410,9 @@ int RcIface::is_reachable(const uct_device_addr_t *dev_addr) const {
 unsigned RcIface::progress() {
     unsigned count = poll_tx() + poll_rx();
     count += hw_mode() ? hw_progress() : tags_.progress();
+    if (ucs_unlikely(free_rndv_sends_.size() != rndv_sends_.size())) {
+        check_rndv_qps();
+    }
     if (!pending_eps_.empty()) {
         count += dispatch_pending();
     }

@@ -60,6 +60,7 @@ struct RcEp {
     bool           qp_in_error = false; /* moved to IBV_QPS_ERR by us */
     bool           in_pending_list = false;
     uint32_t       path_mtu    = 0; /* bytes, once connected */
+    uint32_t       rndv_sends  = 0; /* rendezvous sends on it waiting for a FIN */
     PendingQueue   pending;
 };
 
@@ -202,10 +203,6 @@ class RcIface {
     void         model_step();
     void         run_sw_rndvs();
     void         send_cancel_acks();
-    /* A rendezvous READ from `ep` failed: tells the sender (op) while the QP
-     * still carries messages, then fails the connection, as a remote access
-     * error fails an rc_mlx5 QP. */
-    void         fail_rndv_recv(RcEp *ep, uint32_t op);
     /* RDMA READ on `ep`, waited for here; other send completions polled
      * meanwhile are kept for poll_tx(). */
     bool         read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t length);
@@ -257,6 +254,17 @@ class RcIface {
     void         receive_rndv_cancel(RcEp *ep, uint32_t op);
     /* The receiver could not read our rendezvous `op`: the connection fails. */
     void         receive_rndv_failed(RcEp *ep, uint32_t op);
+    /* A rendezvous READ from `ep` failed: tells the sender (op) while the QP
+     * still carries messages, then fails the connection, as a remote access
+     * error fails an rc_mlx5 QP. */
+    void         fail_rndv_recv(RcEp *ep, uint32_t op);
+    /* FAIL_READ (testing only): whether the READ starting now is to fail. */
+    bool         fail_this_read();
+    /* Rendezvous sends wait for a message from the peer; a QP the device
+     * moved to the error state (e.g. after rejecting the peer's READ) sends
+     * no completion and, on rxe, no async event. While any such send is
+     * outstanding, progress looks at their QPs' state now and then. */
+    void         check_rndv_qps();
     void         start_rndv_reads();
     void         start_rndv_read(uint32_t index);
     void         finish_rndv_recv(uint32_t index);
@@ -325,6 +333,9 @@ class RcIface {
     std::vector<RndvRecv> rndv_recvs_;
     std::vector<uint32_t> free_rndv_recvs_;
     std::vector<uint32_t> deferred_reads_; /* matched in this batch of arrivals */
+    uint64_t              next_qp_check_ns_ = 0; /* check_rndv_qps() */
+    unsigned              reads_started_    = 0; /* for FAIL_READ */
+    unsigned              rndv_sends_started_ = 0; /* for CORRUPT_RKEY */
 
     /* endpoints and deferred work */
     std::vector<RcEp *>      eps_;
@@ -345,7 +356,6 @@ class RcIface {
     std::vector<SwRndv>             sw_rndvs_;     /* to finish after the engine's progress */
     std::vector<std::pair<uint32_t, uint32_t>> cancel_acks_; /* {qp, op}: FIN once no READ is due */
     std::vector<std::pair<uint32_t, uint32_t>> failed_rndvs_; /* {qp, op}: the engine's READ failed */
-    unsigned                        model_reads_ = 0; /* READs started, for TM_MODEL_FAIL_READ */
     std::vector<struct ibv_wc>      stashed_tx_;   /* polled during read_sync() */
 };
 
