@@ -6,6 +6,10 @@
  * following entries of the probe run back instead of leaving tombstones, so
  * a post/match cycle never degrades the table or rehashes it: memory is
  * allocated only when the set reaches a new maximum size.
+ *
+ * insert() tells where the key went and erase() takes that position as a
+ * hint: the owner of a key (a posted receive) removes it without hashing it
+ * again unless a later erase shifted it (then it is looked up).
  */
 #ifndef UCT_TM_BASE_ADDRESS_SET_H_
 #define UCT_TM_BASE_ADDRESS_SET_H_
@@ -15,16 +19,30 @@
 #include <memory>
 #include <new>
 
+#include <ucs/sys/compiler_def.h>
+
 namespace uct_tm {
 
 class AddressSet {
   public:
     /* False if `key` was already present. `key` must not be 0 (the empty
-     * marker). Throws std::bad_alloc on growth failure (set unchanged). */
-    bool insert(uintptr_t key) {
-        if ((size_ + 1) * 2 > capacity_) {
-            rehash((capacity_ == 0) ? kMinCapacity : capacity_ * 2);
+     * marker). *where: the position it went to (a hint for erase()).
+     * Throws std::bad_alloc on growth failure (set unchanged). */
+    bool insert(uintptr_t key, size_t *where) {
+        if (ucs_unlikely(!has_room())) {
+            grow();
         }
+        return insert_in_room(key, where);
+    }
+    bool insert(uintptr_t key) {
+        size_t where;
+        return insert(key, &where);
+    }
+
+    /* True if insert_in_room() may be called: one more key fits without
+     * growing the table. */
+    bool has_room() const { return size_ < grow_at_; }
+    bool insert_in_room(uintptr_t key, size_t *where) {
         size_t i = home(key);
         while (slots_[i] != kEmpty) {
             if (slots_[i] == key) {
@@ -34,17 +52,33 @@ class AddressSet {
         }
         slots_[i] = key;
         ++size_;
+        *where = i;
         return true;
     }
 
     bool contains(uintptr_t key) const { return find(key) != kNotFound; }
 
-    /* Removes `key` if present. */
-    void erase(uintptr_t key) {
-        size_t hole = find(key);
-        if (hole == kNotFound) {
-            return;
+    /* Removes `key` if present; `hint` is where insert() put it. */
+    void erase(uintptr_t key, size_t hint) {
+        const size_t hole = ((hint < capacity_) && (slots_[hint] == key)) ? hint : find(key);
+        if (hole != kNotFound) {
+            erase_at(hole);
         }
+    }
+    void erase(uintptr_t key) { erase(key, kNotFound); }
+
+    size_t size() const { return size_; }
+    size_t capacity() const { return capacity_; }
+
+  private:
+    static constexpr uintptr_t kEmpty       = 0;
+    static constexpr size_t    kNotFound    = SIZE_MAX;
+    static constexpr size_t    kMinCapacity = 16;
+    /* At most a quarter full: runs stay short, and an erase walks its run to
+     * shift it back (posted buffers are few, so the table stays small). */
+    static constexpr size_t    kLoadDivisor = 4;
+
+    void erase_at(size_t hole) {
         /* Backward shift: move up every later entry of the run whose home
          * slot does not lie cyclically in (hole, j]. */
         for (size_t j = next(hole); slots_[j] != kEmpty; j = next(j)) {
@@ -58,14 +92,6 @@ class AddressSet {
         slots_[hole] = kEmpty;
         --size_;
     }
-
-    size_t size() const { return size_; }
-    size_t capacity() const { return capacity_; }
-
-  private:
-    static constexpr uintptr_t kEmpty       = 0;
-    static constexpr size_t    kNotFound    = SIZE_MAX;
-    static constexpr size_t    kMinCapacity = 16;
 
     /* Fibonacci hashing: buffer addresses differ mostly in middle bits. */
     size_t home(uintptr_t key) const {
@@ -85,12 +111,18 @@ class AddressSet {
         return kNotFound;
     }
 
+    /* Out of line: keeps the allocation off the posting path's registers. */
+    [[gnu::noinline, gnu::cold]] void grow() {
+        rehash((capacity_ == 0) ? kMinCapacity : capacity_ * 2);
+    }
+
     void rehash(size_t capacity) {
         /* Allocate first: on failure the set is unchanged. */
         std::unique_ptr<uintptr_t[]> old(new uintptr_t[capacity]());
         old.swap(slots_);
         const size_t old_capacity = capacity_;
         capacity_                 = capacity;
+        grow_at_                  = capacity / kLoadDivisor;
         size_                     = 0;
         for (size_t i = 0; i < old_capacity; ++i) {
             if (old[i] != kEmpty) {
@@ -102,6 +134,7 @@ class AddressSet {
     std::unique_ptr<uintptr_t[]> slots_;
     size_t                       capacity_ = 0; /* power of two, or 0 */
     size_t                       size_     = 0;
+    size_t                       grow_at_  = 0; /* size that makes the set grow first */
 };
 
 }  // namespace uct_tm

@@ -9,6 +9,12 @@
  * Open addressing with linear probing; erase shifts the rest of the probe run
  * back (no tombstones), so a post/match cycle never degrades the table and
  * memory is allocated only when the table reaches a new maximum size.
+ *
+ * The queue last found is remembered: a streaming receiver posts and matches
+ * one tag over and over, and checking the remembered slot costs two loads
+ * where a probe costs a hash and a walk. The slot is checked, not trusted:
+ * erase() may move other queues into it, but a slot with a head is always
+ * the one live queue of its tag, so "head set and tag equal" is a hit.
  */
 #ifndef UCT_TM_BASE_EXACT_TAG_QUEUES_H_
 #define UCT_TM_BASE_EXACT_TAG_QUEUES_H_
@@ -17,6 +23,8 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+
+#include <ucs/sys/compiler_def.h>
 
 namespace uct_tm {
 
@@ -28,8 +36,15 @@ template <typename Item> class ExactTagQueues {
         Item    *tail;
     };
 
+    ExactTagQueues() = default;
+    ExactTagQueues(const ExactTagQueues &)            = delete;
+    ExactTagQueues &operator=(const ExactTagQueues &) = delete;
+
     /* The queue of `tag`, or null. */
     Queue *find(uint64_t tag) {
+        if ((last_->head != nullptr) && (last_->tag == tag)) {
+            return last_;
+        }
         if (capacity_ == 0) {
             return nullptr;
         }
@@ -39,6 +54,7 @@ template <typename Item> class ExactTagQueues {
                 return nullptr;
             }
             if (q.tag == tag) {
+                last_ = &q;
                 return &q;
             }
         }
@@ -47,18 +63,24 @@ template <typename Item> class ExactTagQueues {
     /* The queue of `tag`, created empty (head == null) if absent.
      * Throws std::bad_alloc on growth failure (table unchanged). */
     Queue *find_or_insert(uint64_t tag) {
-        if ((size_ + 1) * 2 > capacity_) {
-            rehash((capacity_ == 0) ? kMinCapacity : capacity_ * 2);
+        if ((last_->head != nullptr) && (last_->tag == tag)) {
+            return last_;
         }
-        size_t i = home(tag);
-        for (; slots_[i].head != nullptr; i = next(i)) {
-            if (slots_[i].tag == tag) {
-                return &slots_[i];
-            }
+        if (ucs_unlikely(size_ >= grow_at_)) {
+            grow();
         }
-        ++size_;
-        slots_[i].tag = tag;
-        return &slots_[i]; /* head stays null until the caller links a receive */
+        return probe_or_insert(tag);
+    }
+
+    /* As find_or_insert(), but null where the table would have to grow. */
+    Queue *find_or_insert_in_room(uint64_t tag) {
+        if ((last_->head != nullptr) && (last_->tag == tag)) {
+            return last_;
+        }
+        if (ucs_unlikely(size_ >= grow_at_)) {
+            return nullptr;
+        }
+        return probe_or_insert(tag);
     }
 
     /* Removes a queue the caller emptied (head == null). */
@@ -103,6 +125,26 @@ template <typename Item> class ExactTagQueues {
     }
     size_t next(size_t i) const { return (i + 1) & (capacity_ - 1); }
 
+    /* The queue of `tag`, inserted empty if absent; the table has room. */
+    Queue *probe_or_insert(uint64_t tag) {
+        size_t i = home(tag);
+        for (; slots_[i].head != nullptr; i = next(i)) {
+            if (slots_[i].tag == tag) {
+                last_ = &slots_[i];
+                return last_;
+            }
+        }
+        ++size_;
+        slots_[i].tag = tag;
+        last_         = &slots_[i];
+        return last_; /* head stays null until the caller links a receive */
+    }
+
+    /* Out of line: keeps the allocation off the posting path's registers. */
+    [[gnu::noinline, gnu::cold]] void grow() {
+        rehash((capacity_ == 0) ? kMinCapacity : capacity_ * 2);
+    }
+
     void rehash(size_t capacity) {
         /* Allocate first: on failure the table is unchanged. */
         std::unique_ptr<Queue[]> fresh(new Queue[capacity]);
@@ -112,7 +154,9 @@ template <typename Item> class ExactTagQueues {
         fresh.swap(slots_);
         const size_t old_capacity = capacity_;
         capacity_                 = capacity;
+        grow_at_                  = capacity / 2;
         shift_                    = static_cast<unsigned>(64 - __builtin_ctzll(capacity));
+        last_                     = &none_; /* it pointed into the old table */
         for (size_t i = 0; i < old_capacity; ++i) {
             if (fresh[i].head != nullptr) {
                 size_t j = home(fresh[i].tag);
@@ -127,7 +171,10 @@ template <typename Item> class ExactTagQueues {
     std::unique_ptr<Queue[]> slots_;
     size_t                   capacity_ = 0; /* power of two, or 0 */
     size_t                   size_     = 0;
+    size_t                   grow_at_  = 0; /* size that makes the table grow first */
     unsigned                 shift_    = 64;
+    Queue                    none_{0, nullptr, nullptr}; /* never a hit */
+    Queue                   *last_ = &none_;             /* the queue last found (a hint) */
 };
 
 }  // namespace uct_tm

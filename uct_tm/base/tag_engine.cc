@@ -170,7 +170,8 @@ ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {
             recv->state = kOrphaned;
             recv->ctx   = nullptr;
             if (recv->holds_buffer) {
-                buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base));
+                buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base),
+                               recv->buffer_pos);
                 recv->holds_buffer = false;
             }
         }
@@ -220,7 +221,7 @@ void TagEngine::complete_rndv(Recv *recv, uct_tag_t stag, const void *header,
                               unsigned header_length) {
     uct_tag_context_t *ctx    = recv->ctx;
     const bool         notify = (recv->state == kMatched);
-    release(recv);
+    release_in_flight(recv);
     if (notify) {
         ctx->rndv_cb(ctx, stag, header, header_length, UCS_OK, UCT_TAG_RECV_CB_INLINE_DATA);
     }

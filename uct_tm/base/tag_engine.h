@@ -72,8 +72,9 @@ class TagEngine {
         match::RecvHandle handle;       /* in the matcher (!exact) */
         uint32_t          index        = 0;
         uint32_t          gen          = 1;
+        uint32_t          buffer_pos   = 0; /* where buffers_ keeps iov[0] (a hint) */
         Recv             *prev         = nullptr; /* neighbours in its tag's exact queue (exact) */
-        Recv             *next         = nullptr;
+        Recv             *next         = nullptr; /* also: the next spare one (free) */
         uint8_t           state        = 0;
         bool              holds_buffer = false;
         bool              exact        = false; /* posted in exact_, not in the matcher */
@@ -94,7 +95,7 @@ class TagEngine {
         if (ucs_likely((iovcnt == 1) && (ctx != nullptr) && (iov != nullptr) &&
                        (iov->count == 1) && (iov->buffer != nullptr) &&
                        (posted_ < limits_.list_size))) {
-            return post_contig(tag, mask, iov->buffer, iov->length, ctx);
+            return post_contig(tag, mask, iov, ctx);
         }
         return post_general(tag, mask, iov, iovcnt, ctx);
     }
@@ -107,9 +108,6 @@ class TagEngine {
      * after its tag_consumed_cb ran, or null. The receive stays valid until
      * complete()/complete_rndv(). */
     [[gnu::always_inline]] Recv *match(uct_tag_t tag) {
-        if (posted_ == 0) {
-            return nullptr; /* the common unexpected case costs one compare */
-        }
         Recv *recv;
         if (exact_posted_ > 0) { /* then nothing is in the matcher */
             ExactQueues::Queue *q = exact_.find(tag);
@@ -119,6 +117,9 @@ class TagEngine {
             recv = q->head;
             unlink_exact(q, recv);
         } else {
+            if (posted_ == 0) {
+                return nullptr; /* the common unexpected case costs two compares */
+            }
             const match::ArriveResult result = matcher_.match_posted(tag);
             if (!result.matched) {
                 return nullptr;
@@ -161,7 +162,7 @@ class TagEngine {
             status = UCS_ERR_MESSAGE_TRUNCATED;
         }
         const bool notify = (recv->state == kMatched);
-        release(recv); /* first: the callback may post the same buffer again */
+        release_in_flight(recv); /* first: the callback may post the same buffer again */
         if (notify) {
             ctx->completed_cb(ctx, stag, imm, length, nullptr, status);
         }
@@ -213,14 +214,46 @@ class TagEngine {
     };
     static_assert(sizeof(Priv) <= UCT_TAG_PRIV_LEN, "tag context private area");
 
-    ucs_status_t post_contig(uct_tag_t tag, uct_tag_t mask, void *buffer, size_t length,
+    /* A valid one-buffer receive while the list has room, without a call on
+     * the way (every table has room, the receive's tag queue is known or
+     * fits): few registers to save, no exception paths. Anything else takes
+     * post_general(). */
+    ucs_status_t post_contig(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
                              uct_tag_context_t *ctx) {
-        return admit(tag, mask, reinterpret_cast<uintptr_t>(buffer), ctx, [&](Recv &recv) {
-            recv.capacity        = length;
-            recv.iovcnt          = 1;
-            recv.iov[0].iov_base = buffer;
-            recv.iov[0].iov_len  = length;
-        });
+        if (ucs_unlikely((mask != ~uct_tag_t{0}) || (posted_ != exact_posted_) ||
+                         (spare_ == nullptr) || !buffers_.has_room())) {
+            return post_general(tag, mask, iov, 1, ctx);
+        }
+        void *const  buffer = iov->buffer;
+        const size_t length = iov->length;
+        size_t       buffer_pos;
+        if (ucs_unlikely(!buffers_.insert_in_room(reinterpret_cast<uintptr_t>(buffer),
+                                                  &buffer_pos))) {
+            ++counters_.refused;
+            return UCS_ERR_ALREADY_EXISTS;
+        }
+        ExactQueues::Queue *q = exact_.find_or_insert_in_room(tag);
+        if (ucs_unlikely(q == nullptr)) { /* a new tag and the table must grow */
+            buffers_.erase(reinterpret_cast<uintptr_t>(buffer), buffer_pos);
+            return post_general(tag, mask, iov, 1, ctx);
+        }
+        Recv &recv = *spare_;
+        spare_     = recv.next;
+        link_exact(q, &recv);
+        recv.ctx             = ctx;
+        recv.tag             = tag;
+        recv.state           = kPosted;
+        recv.holds_buffer    = true;
+        recv.buffer_pos      = static_cast<uint32_t>(buffer_pos);
+        recv.capacity        = length;
+        recv.iovcnt          = 1;
+        recv.iov[0].iov_base = buffer;
+        recv.iov[0].iov_len  = length;
+        const Priv priv{this, recv.index, recv.gen};
+        memcpy(ctx->priv, &priv, sizeof(priv));
+        ++posted_;
+        ++counters_.posts;
+        return UCS_OK;
     }
 
     /* Posts a validated receive whose first buffer is `key` (0: none);
@@ -228,28 +261,35 @@ class TagEngine {
     template <typename FillIov>
     [[gnu::always_inline]] ucs_status_t admit(uct_tag_t tag, uct_tag_t mask, uintptr_t key, uct_tag_context_t *ctx,
                        const FillIov &fill_iov) {
+        size_t buffer_pos = 0;
         try {
-            if ((key != 0) && !buffers_.insert(key)) {
+            if ((key != 0) && !buffers_.insert(key, &buffer_pos)) {
                 ++counters_.refused;
                 return UCS_ERR_ALREADY_EXISTS;
             }
         } catch (const std::bad_alloc &) {
             return UCS_ERR_NO_MEMORY;
         }
-        RecvPool::Slot slot;
-        try {
-            slot = recvs_.allocate_slot();
-        } catch (const std::bad_alloc &) {
-            if (key != 0) {
-                buffers_.erase(key); /* inserted above */
+        Recv *entry = spare_;
+        if (entry != nullptr) {
+            spare_ = entry->next;
+        } else {
+            try {
+                const RecvPool::Slot slot = recvs_.allocate_slot();
+                entry                     = slot.entry;
+                entry->index              = slot.index;
+            } catch (const std::bad_alloc &) {
+                if (key != 0) {
+                    buffers_.erase(key); /* inserted above */
+                }
+                return UCS_ERR_NO_MEMORY;
             }
-            return UCS_ERR_NO_MEMORY;
         }
-        Recv              &recv   = *slot.entry;
-        recv.index                = slot.index;
+        Recv              &recv   = *entry;
         const ucs_status_t status = enqueue(&recv, tag, mask);
         if (ucs_unlikely(status != UCS_OK)) {
-            recvs_.release(slot.index, recv);
+            recv.next = spare_;
+            spare_    = &recv;
             if (key != 0) {
                 buffers_.erase(key);
             }
@@ -259,8 +299,9 @@ class TagEngine {
         recv.tag          = tag;
         recv.state        = kPosted;
         recv.holds_buffer = (key != 0);
+        recv.buffer_pos   = static_cast<uint32_t>(buffer_pos);
         fill_iov(recv);
-        const Priv priv{this, slot.index, recv.gen};
+        const Priv priv{this, recv.index, recv.gen};
         memcpy(ctx->priv, &priv, sizeof(priv));
         ++posted_;
         ++counters_.posts;
@@ -279,20 +320,24 @@ class TagEngine {
             } catch (const std::bad_alloc &) {
                 return UCS_ERR_NO_MEMORY;
             }
-            recv->exact = true;
-            recv->next  = nullptr;
-            if (q->head == nullptr) {
-                recv->prev = nullptr;
-                q->head    = recv;
-            } else {
-                recv->prev    = q->tail;
-                q->tail->next = recv;
-            }
-            q->tail = recv;
-            ++exact_posted_;
+            link_exact(q, recv);
             return UCS_OK;
         }
         return enqueue_in_matcher(recv, tag, mask);
+    }
+    /* Appends `recv` to its tag's queue `q` (maybe just created, empty). */
+    void link_exact(ExactQueues::Queue *q, Recv *recv) {
+        recv->exact = true;
+        recv->next  = nullptr;
+        if (q->head == nullptr) {
+            recv->prev = nullptr;
+            q->head    = recv;
+        } else {
+            recv->prev    = q->tail;
+            q->tail->next = recv;
+        }
+        q->tail = recv;
+        ++exact_posted_;
     }
     ucs_status_t enqueue_in_matcher(Recv *recv, uct_tag_t tag, uct_tag_t mask);
     /* Moves every receive of exact_ into the matcher. */
@@ -322,17 +367,25 @@ class TagEngine {
     size_t   scatter_iov(Recv *recv, size_t offset, const void *data, size_t length) const;
     Recv    *lookup(uct_tag_context_t *ctx);
     [[gnu::always_inline]] void release(Recv *recv) {
-        if (recv->holds_buffer) {
-            buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base));
-            recv->holds_buffer = false;
-        }
         if ((recv->state == kMatched) || (recv->state == kOrphaned)) {
             --in_flight_;
+        }
+        free_recv(recv);
+    }
+    /* release() of a receive known to be in flight (matched or orphaned). */
+    [[gnu::always_inline]] void release_in_flight(Recv *recv) {
+        --in_flight_;
+        free_recv(recv);
+    }
+    [[gnu::always_inline]] void free_recv(Recv *recv) {
+        if (recv->holds_buffer) { /* every post sets it again */
+            buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base), recv->buffer_pos);
         }
         recv->state = kFree;
         recv->ctx   = nullptr;
         ++recv->gen;
-        recvs_.release(recv->index, *recv);
+        recv->next = spare_;
+        spare_     = recv;
     }
     unsigned deliver_cancelled();
 
@@ -340,7 +393,8 @@ class TagEngine {
     match::TagMatcher         matcher_;
     ExactQueues               exact_;
     size_t                    exact_posted_ = 0; /* receives in exact_ */
-    RecvPool                  recvs_;
+    RecvPool                  recvs_; /* every Recv ever made; they are never given back */
+    Recv                     *spare_ = nullptr; /* free ones, linked by `next` (idle then) */
     AddressSet                buffers_;
     struct Pending {
         Recv    *recv;
