@@ -361,6 +361,83 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
 
 /* ---- progress ------------------------------------------------------------------- */
 
+/* Inline into progress_work(): a message costs one call's register saves, not two. */
+[[gnu::always_inline]] inline void SmIface::dispatch(ElemHeader *e) {
+    if (ucs_unlikely(FifoReader::skipped(e))) {
+        abort_assembly(UCS_ERR_CONNECTION_RESET);
+        return;
+    }
+    /* Read every field once: the sender could still scribble on them. */
+    Message m;
+    m.kind   = e->kind;
+    m.flags  = e->flags;
+    m.peer   = e->peer;
+    m.length = e->length;
+    m.aux    = e->aux;
+    m.tag    = e->tag;
+    m.imm    = e->imm;
+    m.elem   = e;
+    m.desc   = (m.flags & kFlagDesc) != 0;
+    if (m.desc) {
+        if (ucs_unlikely(m.length > geometry_.seg_size)) {
+            drop(m, "descriptor payload too long");
+            return;
+        }
+        m.payload = desc_payload(elem_desc_[fifo_.index(e)]);
+    } else {
+        if (ucs_unlikely(m.length > inline_cap_)) {
+            drop(m, "inline payload too long");
+            return;
+        }
+        m.payload = inline_payload(e);
+    }
+    switch (m.kind) {
+    case Kind::kTagEager:
+        /* A whole message for a posted receive, what a streaming receiver
+         * gets each time: matched here, without receive_eager()'s call and
+         * its Message in memory. */
+        if (ucs_likely(((m.flags & (kFlagFirst | kFlagMore)) == kFlagFirst) &&
+                       !assembly_.active && tag_enabled_)) {
+            TagEngine::Recv *recv = tags_.match(m.tag);
+            if (ucs_likely(recv != nullptr)) {
+                tags_.scatter(recv, 0, m.payload, m.length);
+                tags_.complete(recv, m.tag, m.imm, m.length, UCS_OK);
+            } else {
+                receive_unexpected_eager(m);
+            }
+            break;
+        }
+        receive_eager(m);
+        break;
+    case Kind::kAm:
+        receive_am(m);
+        break;
+    case Kind::kTagRndv:
+        receive_rndv(m);
+        break;
+    case Kind::kTagRndvReq:
+        receive_rndv_request(m);
+        break;
+    case Kind::kRndvFin:
+        receive_fin(m);
+        break;
+    case Kind::kRndvRtr:
+        receive_rtr(m);
+        break;
+    case Kind::kPullReq:
+        receive_pull_request(m);
+        break;
+    case Kind::kPullNack:
+        receive_pull_nack(m);
+        break;
+    case Kind::kDropped:
+        break; /* a sender gave up on a claimed element */
+    default:
+        drop(m, "unknown kind");
+        break;
+    }
+}
+
 unsigned SmIface::progress_work(ElemHeader *e) {
     unsigned count = 0;
     while (e != nullptr) {
@@ -484,68 +561,6 @@ void SmIface::recover_stall(uint64_t now) {
 
 /* ---- receiving -------------------------------------------------------------------- */
 
-void SmIface::dispatch(ElemHeader *e) {
-    if (ucs_unlikely(FifoReader::skipped(e))) {
-        abort_assembly(UCS_ERR_CONNECTION_RESET);
-        return;
-    }
-    /* Read every field once: the sender could still scribble on them. */
-    Message m;
-    m.kind   = e->kind;
-    m.flags  = e->flags;
-    m.peer   = e->peer;
-    m.length = e->length;
-    m.aux    = e->aux;
-    m.tag    = e->tag;
-    m.imm    = e->imm;
-    m.elem   = e;
-    m.desc   = (m.flags & kFlagDesc) != 0;
-    if (m.desc) {
-        if (ucs_unlikely(m.length > geometry_.seg_size)) {
-            drop(m, "descriptor payload too long");
-            return;
-        }
-        m.payload = desc_payload(elem_desc_[fifo_.index(e)]);
-    } else {
-        if (ucs_unlikely(m.length > inline_cap_)) {
-            drop(m, "inline payload too long");
-            return;
-        }
-        m.payload = inline_payload(e);
-    }
-    switch (m.kind) {
-    case Kind::kTagEager:
-        receive_eager(m);
-        break;
-    case Kind::kAm:
-        receive_am(m);
-        break;
-    case Kind::kTagRndv:
-        receive_rndv(m);
-        break;
-    case Kind::kTagRndvReq:
-        receive_rndv_request(m);
-        break;
-    case Kind::kRndvFin:
-        receive_fin(m);
-        break;
-    case Kind::kRndvRtr:
-        receive_rtr(m);
-        break;
-    case Kind::kPullReq:
-        receive_pull_request(m);
-        break;
-    case Kind::kPullNack:
-        receive_pull_nack(m);
-        break;
-    case Kind::kDropped:
-        break; /* a sender gave up on a claimed element */
-    default:
-        drop(m, "unknown kind");
-        break;
-    }
-}
-
 void SmIface::drop(const Message &m, const char *why) {
     ++dropped_;
     /* Rate-limit: a misbehaving peer must not flood the log. */
@@ -624,20 +639,7 @@ void SmIface::receive_eager(const Message &m) {
             assembly_ = Assembly{true, m.peer, recv, nullptr, m.tag, m.length};
             return;
         }
-        if (ucs_unlikely(eager_cb_ == nullptr)) {
-            drop(m, "unexpected tagged message but no eager callback");
-            return;
-        }
-        ++counters_.unexpected;
-        void *context = nullptr;
-        const unsigned first = UCT_CB_PARAM_FLAG_FIRST | (more ? UCT_CB_PARAM_FLAG_MORE : 0);
-        deliver(m, [&](void *data, unsigned flags) {
-            return eager_cb_(eager_arg_, data, m.length, flags | first, m.tag, more ? 0 : m.imm,
-                             &context);
-        });
-        if (more) {
-            assembly_ = Assembly{true, m.peer, nullptr, context, m.tag, m.length};
-        }
+        receive_unexpected_eager(m);
         return;
     }
     if (!assembly_.active || (assembly_.peer != m.peer)) {
@@ -663,6 +665,24 @@ void SmIface::receive_eager(const Message &m) {
         return eager_cb_(eager_arg_, data, m.length, flags | (more ? UCT_CB_PARAM_FLAG_MORE : 0),
                          assembly_.tag, more ? 0 : m.imm, &assembly_.context);
     });
+}
+
+void SmIface::receive_unexpected_eager(const Message &m) {
+    if (ucs_unlikely(eager_cb_ == nullptr)) {
+        drop(m, "unexpected tagged message but no eager callback");
+        return;
+    }
+    ++counters_.unexpected;
+    const bool     more    = (m.flags & kFlagMore) != 0;
+    void          *context = nullptr;
+    const unsigned first   = UCT_CB_PARAM_FLAG_FIRST | (more ? UCT_CB_PARAM_FLAG_MORE : 0);
+    deliver(m, [&](void *data, unsigned flags) {
+        return eager_cb_(eager_arg_, data, m.length, flags | first, m.tag, more ? 0 : m.imm,
+                         &context);
+    });
+    if (more) {
+        assembly_ = Assembly{true, m.peer, nullptr, context, m.tag, m.length};
+    }
 }
 
 void SmIface::abort_assembly(ucs_status_t status) {

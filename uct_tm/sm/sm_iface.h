@@ -289,6 +289,8 @@ class SmIface {
     template <typename Invoke> void deliver(const Message &m, const Invoke &invoke);
     void receive_am(const Message &m);
     void receive_eager(const Message &m);
+    /* The first fragment of a message no posted receive matched: eager_cb. */
+    void receive_unexpected_eager(const Message &m);
     void receive_rndv_request(const Message &m);
     void abort_assembly(ucs_status_t status);
 
