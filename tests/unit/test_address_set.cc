@@ -1,16 +1,19 @@
 /*
  * AddressSet (posted-buffer registry of the tag engine): set semantics
  * against std::unordered_set under random insert/erase with heavy probe-run
- * overlap, and no growth in a steady post/match cycle.
+ * overlap, erase by the position insert() reported (stale after shifts and
+ * rehashes), and no growth in a steady post/match cycle.
  */
 #include "base/address_set.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <random>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -73,6 +76,48 @@ TEST(AddressSet, MatchesReferenceUnderRandomOperations) {
         const uintptr_t key = 0x7f0000000000ull + 64u * static_cast<uintptr_t>(i);
         EXPECT_EQ(ref.count(key) == 1, s.contains(key)) << "key " << i;
     }
+}
+
+/* The tag engine erases a buffer with the position its insert() reported;
+ * later erases shift entries back and growth rehashes them, so many hints are
+ * stale by then: erase must still remove exactly that key. */
+TEST(AddressSet, EraseWithStaleHintsMatchesReference) {
+    std::mt19937_64                       rng(777);
+    AddressSet                            s;
+    std::unordered_map<uintptr_t, size_t> ref; /* key -> the position insert() reported */
+    std::uniform_int_distribution<>       key_index(1, 500);
+    size_t                                stale = 0;
+    for (int step = 0; step < 200000; ++step) {
+        const uintptr_t key = 0x7f0000000000ull + 64u * static_cast<uintptr_t>(key_index(rng));
+        auto            it  = ref.find(key);
+        if (it == ref.end()) {
+            size_t where = SIZE_MAX;
+            ASSERT_TRUE(s.insert(key, &where)) << "step " << step;
+            ASSERT_LT(where, s.capacity());
+            ref.emplace(key, where);
+        } else if ((rng() % 2) == 0) {
+            size_t where = SIZE_MAX;
+            ASSERT_FALSE(s.insert(key, &where)) << "duplicate accepted at step " << step;
+        } else {
+            /* A hint pointing at another key (or nothing) must not remove that one. */
+            const size_t hint = it->second;
+            s.erase(key, hint);
+            ref.erase(it);
+            ASSERT_FALSE(s.contains(key)) << "step " << step;
+            for (const auto &kv : ref) {
+                if (kv.second == hint) {
+                    ++stale;
+                }
+            }
+        }
+        ASSERT_EQ(ref.size(), s.size()) << "step " << step;
+        if ((step % 991) == 0) {
+            for (const auto &kv : ref) {
+                ASSERT_TRUE(s.contains(kv.first)) << "lost key after step " << step;
+            }
+        }
+    }
+    EXPECT_GT(stale, 0u) << "the test never erased with a position another key had";
 }
 
 /* The tag engine's steady state: a window of posted buffers, one matched and
