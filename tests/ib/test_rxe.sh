@@ -9,7 +9,9 @@
 #      random order from a seed printed in the log (RXE_MODEL_SEED to replay);
 #      in all three runs TagFaultTest injects a failed rendezvous READ
 #      (UCX_TM_RC_FAIL_READ) and a READ the device rejects (UCX_TM_RC_CORRUPT_RKEY)
-#      and checks that the connection fails both ways;
+#      and checks that the connection fails both ways; PeerDeathTest destroys
+#      the receiver while a rendezvous send waits for its FIN (the keepalive
+#      probe fails the sender) and checks uct_ep_check on a live and a dead peer;
 #   4. tm_perftest between two processes over tm_rc, every payload byte
 #      verified (eager short/bcopy/zcopy, rendezvous; posted and unexpected),
 #      with software matching and with the model (whose counters must show

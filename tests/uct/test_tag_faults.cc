@@ -9,6 +9,12 @@
  * with an error, both endpoints report the error to their iface's handler,
  * the sender's operation completes once with an error (no hang waiting for
  * a FIN) and later operations on either side fail.
+ *
+ * A peer that goes away (its endpoint and iface destroyed, so its QP is gone)
+ * while the sender only waits for a FIN: the keepalive probe
+ * (KEEPALIVE_INTERVAL) runs out of transport retries (short TIMEOUT and
+ * RETRY_COUNT here) and the sender's operation completes once with an error;
+ * uct_ep_check probes on demand the same way.
  */
 #include "tag_fixture.h"
 
@@ -62,6 +68,87 @@ class TagFaultTest : public TagTest {
     }
 };
 
+/* Short transport retries and keepalive, on both sides: a dead peer is
+ * noticed within about a second. */
+const Settings kQuickDeath = {{"TIMEOUT", "12"}, {"RETRY_COUNT", "1"},
+                              {"KEEPALIVE_INTERVAL", "200ms"}};
+/* Bound on noticing it: keepalive interval, a 100 ms check, and the retries
+ * of rxe under QEMU's software emulation, with room. */
+constexpr double kDeathSeconds = 20;
+
+class PeerDeathTest : public TagTest {
+  protected:
+    void SetUp() override {
+        TagTest::SetUp();
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+        reopen(kQuickDeath, kQuickDeath); /* skipped where there are no such settings */
+    }
+    /* The receiver's endpoint and iface go, and with them its QP. */
+    void kill_receiver() {
+        uct_ep_destroy(rx_ep_);
+        rx_ep_ = nullptr;
+        rx_.reset();
+    }
+};
+
+/* The receiver had the rendezvous (unexpected) and then went away. */
+TEST_P(PeerDeathTest, RendezvousSendWaitingForFinFailsWhenThePeerDies) {
+    if (lacks(Path::kRndv)) {
+        GTEST_SKIP() << "no rendezvous";
+    }
+    Send s(Path::kRndv, kTag, 0, 9, kRndvLength);
+    ASSERT_EQ(send(s), UCS_OK);
+    ASSERT_TRUE(wait([&] { return !rx_->unexp.rndvs.empty(); }));
+    drain(100);
+    ASSERT_EQ(s.comp->calls, 0) << "completed with no FIN";
+    kill_receiver();
+    ASSERT_TRUE(wait([&] { return s.comp->calls > 0; }, kDeathSeconds))
+        << "the rendezvous send still waits for a FIN from a dead peer";
+    drain();
+    EXPECT_EQ(s.comp->calls, 1);
+    EXPECT_EQ(s.comp->status, UCS_ERR_ENDPOINT_TIMEOUT);
+    ASSERT_EQ(tx_->errors.count(ep_), 1);
+    EXPECT_EQ(tx_->errors.entries.back().status, UCS_ERR_ENDPOINT_TIMEOUT);
+    EXPECT_NE(uct_ep_tag_eager_short(ep_, kTag, "x", 1), UCS_OK);
+}
+
+TEST_P(PeerDeathTest, EpCheckOfALivePeerReportsNothing) {
+    if (!(tx_->attr.cap.flags & UCT_IFACE_FLAG_EP_CHECK)) {
+        GTEST_SKIP() << "no UCT_IFACE_FLAG_EP_CHECK";
+    }
+    uct_completion_t comp = {};
+    EXPECT_EQ(uct_ep_check(ep_, 1, nullptr), UCS_ERR_INVALID_PARAM);
+    EXPECT_EQ(uct_ep_check(ep_, 0, &comp), UCS_ERR_INVALID_PARAM);
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(uct_ep_check(ep_, 0, nullptr), UCS_OK);
+        drain();
+    }
+    /* Flushed: every probe is back from the peer. */
+    ASSERT_TRUE(wait([&] { return uct_ep_flush(ep_, 0, nullptr) == UCS_OK; }));
+    EXPECT_EQ(tx_->errors.count(ep_), 0);
+    EXPECT_EQ(uct_ep_tag_eager_short(ep_, kTag, "x", 1), UCS_OK);
+    drain();
+    EXPECT_EQ(rx_->unexp.complete_messages(), 1u);
+}
+
+TEST_P(PeerDeathTest, EpCheckOfADeadPeerRunsTheErrorHandler) {
+    if (!(tx_->attr.cap.flags & UCT_IFACE_FLAG_EP_CHECK)) {
+        GTEST_SKIP() << "no UCT_IFACE_FLAG_EP_CHECK";
+    }
+    kill_receiver();
+    EXPECT_EQ(uct_ep_check(ep_, 0, nullptr), UCS_OK);
+    ASSERT_TRUE(wait([&] { return tx_->errors.count(ep_) > 0; }, kDeathSeconds))
+        << "ep_check of a dead peer reported nothing";
+    drain();
+    ASSERT_EQ(tx_->errors.count(ep_), 1);
+    EXPECT_EQ(tx_->errors.entries.back().status, UCS_ERR_ENDPOINT_TIMEOUT);
+    EXPECT_EQ(uct_ep_check(ep_, 0, nullptr), UCS_OK); /* reported already: not again */
+    drain();
+    EXPECT_EQ(tx_->errors.count(ep_), 1);
+}
+
 /* A READ of the whole message (with the model: the engine's own READ). */
 TEST_P(TagFaultTest, FailedReadFailsTheConnection) {
     expect_failed_rndv_fails_connection("FAIL_READ", kRndvLength);
@@ -84,5 +171,8 @@ TEST_P(TagFaultTest, TruncatedReadRejectedByTheDeviceFailsTheConnection) {
 INSTANTIATE_TEST_SUITE_P(tm, TagFaultTest, ::testing::ValuesIn(tag_transports()),
                          transport_param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TagFaultTest);
+INSTANTIATE_TEST_SUITE_P(tm, PeerDeathTest, ::testing::ValuesIn(tag_transports()),
+                         transport_param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PeerDeathTest);
 
 }  // namespace uct_tm_test

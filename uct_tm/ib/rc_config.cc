@@ -54,6 +54,13 @@ ucs_config_field_t rc_config_table[] = {
     {"RETRY_COUNT", "7", "Transport retries before a send fails (0..7).",
      offsetof(RcConfig, retry_count), UCS_CONFIG_TYPE_UINT},
 
+    {"KEEPALIVE_INTERVAL", "1s",
+     "While rendezvous sends wait for their FIN on an endpoint with nothing else in flight,\n"
+     "a zero-length RDMA WRITE is posted on its QP after this long without a FIN, so that a\n"
+     "peer that died (its QP gone) fails the endpoint after TIMEOUT/RETRY_COUNT instead of\n"
+     "leaving the sends waiting forever. Checked at most every 100 ms.",
+     offsetof(RcConfig, keepalive_interval), UCS_CONFIG_TYPE_TIME},
+
     {"RNR_RETRY", "7",
      "Retries when the peer has no receive buffer posted (0..7, 7: forever).",
      offsetof(RcConfig, rnr_retry), UCS_CONFIG_TYPE_UINT},

@@ -25,6 +25,7 @@ struct RcConfig {
     unsigned         timeout;
     unsigned         retry_count;
     unsigned         rnr_retry;
+    double           keepalive_interval; /* seconds */
     int              hw_tm;
     int              tm_model;
     unsigned long    tm_model_seed;

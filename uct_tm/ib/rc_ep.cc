@@ -570,8 +570,8 @@ void RcIface::release_rndv_send(uint32_t index) {
         ibv_dereg_mr(s.temp_mr);
         s.temp_mr = nullptr;
     }
-    if (s.ep != nullptr) {
-        --s.ep->rndv_sends;
+    if ((s.ep != nullptr) && (--s.ep->rndv_sends == 0)) {
+        s.ep->probe_due_ns = 0;
     }
     s.active  = false;
     s.retired = false;
@@ -798,6 +798,7 @@ void RcIface::check_rndv_qps() {
         if ((ep->rndv_sends == 0) || ep->failed || !ep->connected || (n == 16)) {
             continue;
         }
+        keepalive(ep, now);
         struct ibv_qp_attr      attr = {};
         struct ibv_qp_init_attr init = {};
         if ((ibv_query_qp(ep->qp, &attr, IBV_QP_STATE, &init) == 0) &&
@@ -816,6 +817,46 @@ void RcIface::check_rndv_qps() {
     }
 }
 
+void RcIface::keepalive(RcEp *ep, uint64_t now) {
+    const auto keepalive_interval_ns = static_cast<uint64_t>(config_.keepalive_interval * 1e9);
+    if (ep->probe_due_ns == 0) { /* waiting since the last check at most */
+        ep->probe_due_ns = now + keepalive_interval_ns;
+        return;
+    }
+    if ((now < ep->probe_due_ns) || (ep->outstanding > 0)) {
+        return; /* heard from recently, or a send in flight fails if the peer is gone */
+    }
+    ep->probe_due_ns = now + keepalive_interval_ns;
+    if (post_probe(ep) == UCS_OK) {
+        ++counters_.keepalives;
+    }
+}
+
+ucs_status_t RcIface::post_probe(RcEp *ep) {
+    if ((ep->sq_avail == 0) || (tx_ops_used_ == tx_ops_.size())) {
+        return UCS_ERR_NO_RESOURCE; /* sends in flight will tell */
+    }
+    /* Zero length: no address or rkey is checked (IB spec 9.4.4; rxe
+     * check_rkey), only that the peer's QP answers. */
+    struct ibv_send_wr wr = {};
+    wr.opcode             = IBV_WR_RDMA_WRITE;
+    wr.num_sge            = 0;
+    TxOp op;
+    op.type = TxOp::Type::kProbe;
+    return post_send(ep, &wr, op);
+}
+
+ucs_status_t RcIface::ep_check(RcEp *ep, unsigned flags, uct_completion_t *comp) {
+    if ((flags != 0) || (comp != nullptr)) {
+        return UCS_ERR_INVALID_PARAM; /* uct.h: reserved, reported through the error handler */
+    }
+    if (ep->failed || !ep->connected || (ep->outstanding > 0)) {
+        return UCS_OK; /* reported already, nothing to check yet, or in flight tells */
+    }
+    const ucs_status_t status = post_probe(ep);
+    return (status == UCS_ERR_NO_RESOURCE) ? UCS_OK : status;
+}
+
 void RcIface::receive_fin(uint32_t op) {
     const uint32_t index = op & kRndvIndexMask;
     if (index >= rndv_sends_.size()) {
@@ -827,6 +868,9 @@ void RcIface::receive_fin(uint32_t op) {
         return; /* a second acknowledgement of a cancel */
     }
     uct_completion_t *comp = s.active ? s.comp : nullptr;
+    if (s.ep != nullptr) {
+        s.ep->probe_due_ns = 0; /* heard from: the keepalive starts over */
+    }
     release_rndv_send(index);
     complete(comp, UCS_OK);
 }

@@ -270,11 +270,12 @@ RcIface::~RcIface() {
     } else if (print_stats_) {
         fprintf(stderr,
                 "tm_rc %s:%u: posted %lu matched %lu unexpected %lu rndv_reads %lu temp_regs %lu "
-                "tx_errors %lu dropped %lu\n",
+                "tx_errors %lu keepalives %lu dropped %lu\n",
                 md_ ? md_->device.c_str() : "?", port_, (unsigned long)tags_.counters().posts,
                 (unsigned long)tags_.counters().matches, (unsigned long)counters_.unexpected,
                 (unsigned long)counters_.rndv_reads, (unsigned long)counters_.temp_regs,
-                (unsigned long)counters_.tx_errors, (unsigned long)counters_.dropped);
+                (unsigned long)counters_.tx_errors, (unsigned long)counters_.keepalives,
+                (unsigned long)counters_.dropped);
     }
     if (base_initialized_) {
         abi::progress_disable(abi::to_uct(&base), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
@@ -330,7 +331,8 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
     attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
                       UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
-                      UCT_IFACE_FLAG_CONNECT_TO_EP | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+                      UCT_IFACE_FLAG_CONNECT_TO_EP | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                      UCT_IFACE_FLAG_EP_CHECK;
     if (tag_enabled_) {
         attr->cap.flags |= UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
                            UCT_IFACE_FLAG_TAG_EAGER_ZCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;

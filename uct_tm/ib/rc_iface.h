@@ -61,12 +61,13 @@ struct RcEp {
     bool           in_pending_list = false;
     uint32_t       path_mtu    = 0; /* bytes, once connected */
     uint32_t       rndv_sends  = 0; /* rendezvous sends on it waiting for a FIN */
+    uint64_t       probe_due_ns = 0; /* keepalive: 0 = not armed (see check_rndv_qps) */
     PendingQueue   pending;
 };
 
 /* What a signalled send work request was for; wr_id is its index. */
 struct TxOp {
-    enum class Type : uint8_t { kFree, kSend, kZcopy, kRndvRead, kGet, kPut };
+    enum class Type : uint8_t { kFree, kSend, kZcopy, kRndvRead, kGet, kPut, kProbe };
     Type              type    = Type::kFree;
     RcEp             *ep      = nullptr;
     uct_completion_t *comp    = nullptr;
@@ -158,6 +159,12 @@ class RcIface {
     ucs_status_t pending_add(RcEp *ep, uct_pending_req_t *req);
     void         pending_purge(RcEp *ep, uct_pending_purge_callback_t cb, void *arg);
     ucs_status_t ep_flush(RcEp *ep, unsigned flags, uct_completion_t *comp);
+    /* uct_ep_check: a probe on the QP unless something is in flight already;
+     * a dead peer is reported through the iface's error handler. */
+    ucs_status_t ep_check(RcEp *ep, unsigned flags, uct_completion_t *comp);
+    /* A signalled zero-length RDMA WRITE on `ep`'s QP: succeeds while the peer's
+     * QP lives, fails with retries exceeded when it is gone. */
+    ucs_status_t post_probe(RcEp *ep);
 
     struct Counters {
         uint64_t received    = 0; /* receive completions */
@@ -165,6 +172,7 @@ class RcIface {
         uint64_t rndv_reads  = 0; /* rendezvous receives read with RDMA READ */
         uint64_t temp_regs   = 0; /* buffers registered for one operation (no memh) */
         uint64_t tx_errors   = 0; /* send completions with an error */
+        uint64_t keepalives  = 0; /* probes posted while rendezvous sends waited */
         uint64_t dropped     = 0; /* malformed or unwanted messages */
     };
 
@@ -265,6 +273,10 @@ class RcIface {
      * no completion and, on rxe, no async event. While any such send is
      * outstanding, progress looks at their QPs' state now and then. */
     void         check_rndv_qps();
+    /* Keepalive of an endpoint whose rendezvous sends wait for a FIN: after
+     * KEEPALIVE_INTERVAL without one, a probe (post_probe) makes a dead peer
+     * fail the endpoint through the transport's retries. */
+    void         keepalive(RcEp *ep, uint64_t now);
     void         start_rndv_reads();
     void         start_rndv_read(uint32_t index);
     void         finish_rndv_recv(uint32_t index);

@@ -128,8 +128,8 @@ static ucs_status_t rc_ep_flush(uct_ep_h ep, unsigned flags, uct_completion_t *c
     return owner(ep)->ep_flush(ep_of(ep), flags, comp);
 }
 static ucs_status_t rc_ep_fence(uct_ep_h, unsigned) { return UCS_OK; }
-static ucs_status_t rc_ep_check(uct_ep_h, unsigned, uct_completion_t *) {
-    return UCS_OK; /* a dead peer fails the next send after the QP's retries */
+static ucs_status_t rc_ep_check(uct_ep_h ep, unsigned flags, uct_completion_t *comp) {
+    return owner(ep)->ep_check(ep_of(ep), flags, comp);
 }
 
 }  // extern "C"
