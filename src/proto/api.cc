@@ -158,4 +158,8 @@ ucs_status_t uct_tm_proto_request_cancel(uct_tm_proto_worker_h worker,
     return (worker == nullptr) ? UCS_ERR_INVALID_PARAM : worker->cancel(req);
 }
 
+ucs_status_t uct_tm_proto_request_cancel_user(uct_tm_proto_worker_h worker, void *request) {
+    return (worker == nullptr) ? UCS_ERR_INVALID_PARAM : worker->cancel_user(request);
+}
+
 }  // extern "C"

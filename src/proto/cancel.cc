@@ -26,6 +26,23 @@ ucs_status_t Worker::cancel(uint64_t req) {
     return (r->kind == ReqKind::kSend) ? cancel_send(*r) : cancel_recv(*r);
 }
 
+ucs_status_t Worker::cancel_user(void *request) {
+    if ((request == nullptr) ||
+        ((reinterpret_cast<uintptr_t>(request) % UCT_TM_PROTO_REQUEST_ALIGN) != 0)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (static_cast<uct_tm_proto_request_status_t *>(request)->status != UCS_INPROGRESS) {
+        return UCS_ERR_NO_ELEM; /* final: the memory holds no request any more */
+    }
+    /* the memory is the caller's: its handle is believed only if the
+     * registry names this very memory with it */
+    Request *r = user_request_in(request);
+    if (reqs_.lookup(r->self) != r) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return cancel(r->self);
+}
+
 ucs_status_t Worker::cancel_recv(Request &r) {
     if (r.rstate == RecvState::kOffloaded) {
         return cancel_offloaded(r);

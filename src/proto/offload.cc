@@ -101,6 +101,9 @@ OffloadContext *context_of(uct_tag_context_t *ctx) {
     r->info.status = status;
     r->done        = true;
     ep->owed      += length;
+    if (r->user != nullptr) {
+        reqs_.retire(*r, true); /* nothing touches it after this callback */
+    }
     return true;
 }
 
@@ -268,6 +271,15 @@ ucs_status_t Worker::tag_unexpected_rndv(uint64_t stag, const void *header, unsi
     h.tag = stag;
     handle_message(h, static_cast<const char *>(header) + sizeof(h), length - sizeof(h));
     return UCS_OK;
+}
+
+void Worker::forget_offloaded(Request &r) {
+    if (r.rstate == RecvState::kOffloaded) {
+        /* forced: the transport drops the context without calling back */
+        uct_iface_tag_recv_cancel(ifaces_.front()->iface, &r.octx.uct, 1);
+        r.rstate = RecvState::kArriving;
+        --offloaded_;
+    }
 }
 
 ucs_status_t Worker::cancel_offloaded(Request &r) {

@@ -489,7 +489,7 @@ ucs_status_t Worker::recv_offloaded(void *buffer, size_t length, uint64_t tag, u
         r->mask = mask;
         r->seq  = next_seq_++;
         if (try_offload(*r)) {
-            *req = handle;
+            *req = handed_out(*r);
             return UCS_INPROGRESS;
         }
         reqs_.release(handle); /* the tag list refused it: software holds it */
@@ -500,11 +500,12 @@ ucs_status_t Worker::recv_offloaded(void *buffer, size_t length, uint64_t tag, u
 ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                                   Endpoint *source, const uct_tm_proto_op_params_t *params,
                                   uint64_t *req) {
-    if (((buffer == nullptr) && (length != 0)) || (req == nullptr) ||
-        ((source != nullptr) && ((source->magic != Endpoint::kMagic) || (source->worker != this))) ||
-        ((params != nullptr) && (params->flags != 0))) {
+    if (((buffer == nullptr) && (length != 0)) || !op_params_valid(params, 0, req) ||
+        ((source != nullptr) && ((source->magic != Endpoint::kMagic) || (source->worker != this)))) {
         return UCS_ERR_INVALID_PARAM;
     }
+    uint64_t unused;
+    req  = (req != nullptr) ? req : &unused;
     *req = 0;
     uint64_t handle;
     Request *r = new_recv(buffer, length, params, &handle);
@@ -526,7 +527,7 @@ ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uin
             return status;
         }
     }
-    *req = handle;
+    *req = handed_out(*r);
     return UCS_INPROGRESS;
 }
 
@@ -564,16 +565,18 @@ ucs_status_t Worker::recv_claimed(uint64_t msg, void *buffer, size_t length,
     uint32_t    idx;
     Unexpected *u = unex_.lookup(msg, &idx);
     if ((u == nullptr) || !u->claimed || ((buffer == nullptr) && (length != 0)) ||
-        (req == nullptr) || ((params != nullptr) && (params->flags != 0))) {
+        !op_params_valid(params, 0, req)) {
         return UCS_ERR_INVALID_PARAM;
     }
+    uint64_t unused;
+    req = (req != nullptr) ? req : &unused;
     uint64_t handle;
     Request *r = new_recv(buffer, length, params, &handle);
     if (r == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
     deliver_unexpected(*r, idx);
-    *req = handle;
+    *req = handed_out(*r);
     return UCS_INPROGRESS;
 }
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 #include <memory>
+#include <new>
 #include <unistd.h>
 #include <vector>
 
@@ -84,6 +85,8 @@ struct Request {
     uct_tm_proto_cb_t cb  = nullptr;
     void             *arg = nullptr;
     uct_tm_proto_info_t info = {};
+    /* set when the request lives in the caller's memory, at its start */
+    uct_tm_proto_request_status_t *user = nullptr;
 
     /* send */
     Endpoint   *ep        = nullptr;
@@ -172,8 +175,51 @@ struct Request {
     }
 };
 
+/* Where a request in the caller's memory sits in it: after the public
+ * status prefix. */
+inline constexpr size_t kUserRequestOffset =
+        (sizeof(uct_tm_proto_request_status_t) + alignof(Request) - 1) / alignof(Request) *
+        alignof(Request);
+static_assert(kUserRequestOffset + sizeof(Request) <= UCT_TM_PROTO_REQUEST_SIZE,
+              "UCT_TM_PROTO_REQUEST_SIZE must hold a request");
+static_assert(alignof(Request) <= UCT_TM_PROTO_REQUEST_ALIGN,
+              "UCT_TM_PROTO_REQUEST_ALIGN must align a request");
+
+/* params asks for a request in the caller's memory and gives usable memory. */
+inline bool user_memory_valid(const uct_tm_proto_op_params_t *params) {
+    return (params->request != nullptr) &&
+           ((reinterpret_cast<uintptr_t>(params->request) % UCT_TM_PROTO_REQUEST_ALIGN) == 0);
+}
+
+/* An operation's params and handle pointer: flags among `allowed` and
+ * USER_REQUEST, usable memory with the latter, and a handle pointer unless
+ * the request is in the caller's memory. */
+inline bool op_params_valid(const uct_tm_proto_op_params_t *params, unsigned allowed,
+                            const uint64_t *req) {
+    if (params == nullptr) {
+        return req != nullptr;
+    }
+    if ((params->flags & ~(allowed | UCT_TM_PROTO_OP_USER_REQUEST)) != 0) {
+        return false;
+    }
+    return (params->flags & UCT_TM_PROTO_OP_USER_REQUEST) ? user_memory_valid(params)
+                                                           : (req != nullptr);
+}
+
+/* The handle an operation hands out: none for a request in the caller's memory. */
+inline uint64_t handed_out(const Request &r) { return (r.user != nullptr) ? 0 : r.self; }
+
+inline Request *user_request_in(void *memory) {
+    return reinterpret_cast<Request *>(static_cast<char *>(memory) + kUserRequestOffset);
+}
+
 class RequestPool {
   public:
+    /* Handles of requests in the caller's memory carry this bit in their
+     * index half; they name an entry of the registry (pointer and
+     * generation), so a forged one is checked as a pool handle is. */
+    static constexpr uint64_t kUserBit = uint64_t{1} << 31;
+
     /* Each pool starts its slots' generations at its own value, so that a
      * handle from another worker (same index, both slots fresh) does not
      * name a request here: distinct for the pools of one process, mixed
@@ -202,10 +248,61 @@ class RequestPool {
      * cold_dirty. */
     Request &allocate_offloaded(uint64_t *handle) { return take(ReqKind::kRecv, handle); }
 
-    /* The live request with this handle, or null; *index is its slot. */
+    /* A request built in the caller's memory (UCT_TM_PROTO_REQUEST_ALIGN
+     * checked by the caller), registered so its handle is checked; its
+     * status word reads UCS_INPROGRESS. Throws std::bad_alloc. */
+    Request &adopt(void *memory, ReqKind kind, uint64_t *handle) {
+        const auto slot = users_.allocate_slot();
+        UserSlot  &u    = *slot.entry;
+        if (ucs_unlikely(u.gen == 0)) {
+            u.gen = gen_base_;
+        }
+        auto *pub   = static_cast<uct_tm_proto_request_status_t *>(memory);
+        pub->status = UCS_INPROGRESS;
+        Request *r  = new (user_request_in(memory)) Request();
+        r->user     = pub;
+        r->kind     = kind;
+        r->self     = (uint64_t{u.gen} << 32) | kUserBit | (uint64_t{slot.index} + 1);
+        u.request   = r;
+        *handle     = r->self;
+        return *r;
+    }
+
+    /* Ends a request in the caller's memory: out of the registry, destroyed,
+     * and -- if `publish` -- its info and status written to the prefix, the
+     * status last (the caller may reuse the memory once it reads final). */
+    void retire(Request &r, bool publish) {
+        const uint32_t idx = static_cast<uint32_t>((r.self & (kUserBit - 1)) - 1);
+        UserSlot      &u   = users_[idx];
+        u.request          = nullptr;
+        u.gen              = (u.gen + 1 == 0) ? 1 : u.gen + 1;
+        users_.release(idx, u);
+        uct_tm_proto_request_status_t *pub = r.user;
+        const uct_tm_proto_info_t      info = r.info;
+        r.~Request();
+        if (publish) {
+            pub->info   = info;
+            pub->status = info.status;
+        }
+    }
+
+    /* Calls f(Request &) for every live request in the caller's memory. */
+    template <typename F> void for_each_user(F &&f) {
+        for (uint32_t i = 0; i < users_.issued(); ++i) {
+            if (users_[i].request != nullptr) {
+                f(*users_[i].request);
+            }
+        }
+    }
+
+    /* The live request with this handle, or null; *index is its slot (pool
+     * requests only). */
     Request *lookup(uint64_t handle, uint32_t *index) {
         const uint64_t low = handle & 0xffffffffu;
-        if (ucs_unlikely((low == 0) || (low > pool_.issued()))) {
+        if (ucs_unlikely(low > pool_.issued())) {
+            return lookup_user(handle, index);
+        }
+        if (ucs_unlikely(low == 0)) {
             return nullptr;
         }
         *index     = static_cast<uint32_t>(low - 1);
@@ -231,7 +328,14 @@ class RequestPool {
         return lookup(handle, &index);
     }
 
+    /* Drops a request the operation that made it did not hand out (a
+     * refused post, an error, a send done at once). */
     void release(uint64_t handle) {
+        if (ucs_unlikely((handle & kUserBit) != 0)) {
+            Request *r = lookup(handle);
+            retire(*r, false);
+            return;
+        }
         const uint32_t idx = static_cast<uint32_t>((handle & 0xffffffffu) - 1);
         release(idx, pool_[idx]);
     }
@@ -244,6 +348,27 @@ class RequestPool {
     }
 
   private:
+    struct UserSlot {
+        Request *request   = nullptr;
+        uint32_t gen       = 0;
+        uint32_t free_link_ = 0;
+        uint32_t &free_link() { return free_link_; }
+    };
+
+    Request *lookup_user(uint64_t handle, uint32_t *index) {
+        const uint64_t low = handle & 0xffffffffu;
+        const uint64_t idx = (low & (kUserBit - 1)) - 1;
+        if (((low & kUserBit) == 0) || ((low & (kUserBit - 1)) == 0) || (idx >= users_.issued())) {
+            return nullptr;
+        }
+        const UserSlot &u = users_[static_cast<uint32_t>(idx)];
+        if ((u.request == nullptr) || (u.gen != static_cast<uint32_t>(handle >> 32))) {
+            return nullptr;
+        }
+        *index = static_cast<uint32_t>(idx);
+        return u.request;
+    }
+
     Request &take(ReqKind kind, uint64_t *handle) {
         const auto     slot = pool_.allocate_slot();
         Request       &r    = *slot.entry;
@@ -260,8 +385,9 @@ class RequestPool {
         return r;
     }
 
-    match::SlotPool<Request> pool_;
-    uint32_t                 gen_base_ = 1;
+    match::SlotPool<Request>  pool_;
+    match::SlotPool<UserSlot> users_;
+    uint32_t                  gen_base_ = 1;
 };
 
 }  // namespace proto

@@ -256,14 +256,15 @@ ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t len
 
 ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                   const uct_tm_proto_op_params_t *params, uint64_t *req) {
-    if ((ep == nullptr) || (ep->magic != Endpoint::kMagic) || (ep->worker != this) ||
-        ((buffer == nullptr) && (length != 0)) || (req == nullptr)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
     const unsigned flags = (params != nullptr) ? params->flags : 0;
-    if (flags & ~unsigned(UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC)) {
+    const bool     user  = (flags & UCT_TM_PROTO_OP_USER_REQUEST) != 0;
+    if ((ep == nullptr) || (ep->magic != Endpoint::kMagic) || (ep->worker != this) ||
+        ((buffer == nullptr) && (length != 0)) ||
+        !op_params_valid(params, UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC, req)) {
         return UCS_ERR_INVALID_PARAM;
     }
+    uint64_t unused;
+    req  = (req != nullptr) ? req : &unused;
     *req = 0;
     const uint32_t imm  = (params != nullptr) ? params->imm : 0;
     const bool     sync = (flags & UCT_TM_PROTO_SEND_SYNC) != 0;
@@ -306,7 +307,8 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     uint64_t handle;
     Request *r;
     try {
-        r = &reqs_.allocate(ReqKind::kSend, &handle);
+        r = user ? &reqs_.adopt(params->request, ReqKind::kSend, &handle)
+                 : &reqs_.allocate(ReqKind::kSend, &handle);
     } catch (const std::bad_alloc &) {
         if (!rndv) {
             ep->credits += length;
@@ -338,7 +340,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
         }
         ep->sends.push_back(handle);
         mark_busy(ep);
-        *req = handle;
+        *req = handed_out(*r);
         return UCS_INPROGRESS;
     }
     if (status != UCS_OK) {
@@ -350,13 +352,13 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     }
     if (r->done) {
         /* eager, fully out: no request for the caller (its completion is dropped) */
-        if (r->cb != nullptr) {
+        if ((r->cb != nullptr) || (r->user != nullptr)) {
             completed_.pop_back();
         }
         reqs_.release(handle);
         return UCS_OK;
     }
-    *req = handle;
+    *req = handed_out(*r);
     return UCS_INPROGRESS;
 }
 

@@ -68,6 +68,15 @@ Worker::Worker(const Config &config)
 }
 
 Worker::~Worker() {
+    /* requests in the caller's memory complete (CANCELED): the caller may be
+     * waiting on their status word */
+    reqs_.for_each_user([this](Request &r) {
+        forget_offloaded(r);
+        if (!r.done) {
+            complete(r, UCS_ERR_CANCELED);
+        }
+        reqs_.retire(r, true);
+    });
     for (auto &ep : eps_) {
         if (ep->uct_ep != nullptr) {
             uct_ep_destroy(ep->uct_ep);
@@ -405,15 +414,18 @@ void Worker::ep_destroy(Endpoint *ep) {
     }
     ep->sends.clear();
     /* sends waiting for replies over this endpoint's peer */
-    for (uint32_t i = 0; i < reqs_.issued(); ++i) {
-        Request &r = reqs_.at(i);
+    const auto forget = [this, ep](Request &r) {
         if ((r.kind == ReqKind::kSend) && !r.done && (r.ep == ep)) {
             complete(r, UCS_ERR_CANCELED);
         }
         if ((r.kind == ReqKind::kRecv) && (r.info.ep == reinterpret_cast<uct_tm_proto_ep_h>(ep))) {
             r.info.ep = nullptr;
         }
+    };
+    for (uint32_t i = 0; i < reqs_.issued(); ++i) {
+        forget(reqs_.at(i));
     }
+    reqs_.for_each_user(forget);
     for (auto it = busy_.begin(); it != busy_.end(); ++it) {
         if (*it == ep) {
             busy_.erase(it);
@@ -461,9 +473,17 @@ unsigned Worker::deliver_completions() {
     unsigned n = 0;
     for (uint64_t h : delivering_) {
         Request *r = reqs_.lookup(h);
-        if ((r != nullptr) && (r->cb != nullptr)) {
+        if (r == nullptr) {
+            ++n;
+            continue;
+        }
+        const bool user = r->user != nullptr;
+        if (r->cb != nullptr) {
             const uct_tm_proto_info_t info = r->info;
-            r->cb(r->arg, h, &info);
+            r->cb(r->arg, handed_out(*r), &info);
+        }
+        if (user && ((r = reqs_.lookup(h)) != nullptr)) {
+            reqs_.retire(*r, true); /* published after its callback */
         }
         ++n;
     }

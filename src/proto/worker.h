@@ -116,6 +116,7 @@ class Worker {
     ucs_status_t test(uint64_t req, uct_tm_proto_info_t *info);
     ucs_status_t release(uint64_t req);
     ucs_status_t cancel(uint64_t req);
+    ucs_status_t cancel_user(void *request);
 
     bool owns(const Endpoint *ep) const;
 
@@ -220,6 +221,8 @@ class Worker {
     /* --- offload.cc --- */
     bool         try_offload(Request &r); /* inline */
     ucs_status_t cancel_offloaded(Request &r);
+    /* Takes a receive off the transport's tag list without a callback. */
+    void         forget_offloaded(Request &r);
     void         offload_consumed(Request &r);
     void         offload_completed(Request &r, uint64_t stag, uint64_t imm, size_t length,
                                    ucs_status_t status);
@@ -305,8 +308,11 @@ inline void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
                                                         size_t length, uint64_t tag,
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t *req) {
+    /* a message that leaves at once makes no request, with USER_REQUEST too */
     if ((length < ep->eager_now_limit) && (length <= ep->credits) && (req != nullptr) &&
-        ((buffer != nullptr) || (length == 0)) && ((params == nullptr) || (params->flags == 0)) &&
+        ((buffer != nullptr) || (length == 0)) &&
+        ((params == nullptr) || (params->flags == 0) ||
+         ((params->flags == UCT_TM_PROTO_OP_USER_REQUEST) && user_memory_valid(params))) &&
         ep->sends.empty()) {
         return send_eager_now(ep, buffer, length, tag, params, req);
     }
@@ -351,8 +357,15 @@ template <bool kOffloaded>
                                                        uint64_t *handle) {
     Request *r;
     try {
-        r = kOffloaded ? &reqs_.allocate_offloaded(handle)
-                       : &reqs_.allocate(ReqKind::kRecv, handle);
+        if (ucs_unlikely((params != nullptr) && (params->flags & UCT_TM_PROTO_OP_USER_REQUEST))) {
+            if (!user_memory_valid(params)) {
+                return nullptr; /* recv_general() says why */
+            }
+            r = &reqs_.adopt(params->request, ReqKind::kRecv, handle);
+        } else {
+            r = kOffloaded ? &reqs_.allocate_offloaded(handle)
+                           : &reqs_.allocate(ReqKind::kRecv, handle);
+        }
     } catch (const std::bad_alloc &) {
         return nullptr;
     }
@@ -370,7 +383,8 @@ template <bool kOffloaded>
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t *req) {
     if ((offload_iface_ != nullptr) && (source == nullptr) && (req != nullptr) &&
-        ((buffer != nullptr) || (length == 0)) && ((params == nullptr) || (params->flags == 0)) &&
+        ((buffer != nullptr) || (length == 0)) &&
+        ((params == nullptr) || ((params->flags & ~unsigned(UCT_TM_PROTO_OP_USER_REQUEST)) == 0)) &&
         (matcher_.unexpected_count() == 0) && (matcher_.posted_count() == 0) &&
         (tier2_live_ == 0) && (gathers_open_ == 0)) {
         return recv_offloaded(buffer, length, tag, mask, params, req);
@@ -396,8 +410,8 @@ inline ucs_status_t Worker::test(uint64_t req, uct_tm_proto_info_t *info) {
 inline ucs_status_t Worker::release(uint64_t req) {
     uint32_t index;
     Request *r = reqs_.lookup(req, &index);
-    if (r == nullptr) {
-        return UCS_ERR_INVALID_PARAM;
+    if ((r == nullptr) || (r->user != nullptr)) {
+        return UCS_ERR_INVALID_PARAM; /* the caller's memory is never released */
     }
     if (!r->done) {
         return UCS_ERR_BUSY;
@@ -418,7 +432,9 @@ inline void Worker::complete(Request &r, ucs_status_t status) {
     }
     r.done        = true;
     r.info.status = status;
-    if (r.cb != nullptr) { /* without a callback, test() is how the caller learns */
+    if ((r.cb != nullptr) || (r.user != nullptr)) {
+        /* without either, test() is how the caller learns; a request in the
+         * caller's memory is published (and let go) at delivery */
         completed_.push_back(r.self);
     }
 }

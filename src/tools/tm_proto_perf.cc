@@ -41,6 +41,7 @@ struct Options {
     size_t              window     = 32;
     bool                check      = false;
     bool                stats      = false; /* -v: each side's protocol counters at the end */
+    bool                user       = false; /* -u: requests in our memory, not handles */
     int                 cpu_client = -1, cpu_server = -1;
 };
 
@@ -57,7 +58,8 @@ size_t parse_size(const char *s) {
 void usage() {
     fprintf(stderr,
             "usage: tm_proto_perf [-t tag_lat|tag_bw] [-x transports] [-s size,size,...] [-n iters]\n"
-            "                     [-w window] [-c client_cpu,server_cpu] [--check] [-v]\n");
+            "                     [-w window] [-c client_cpu,server_cpu] [--check] [-v] [-u]\n"
+            "  -u  build requests in this program's memory (UCT_TM_PROTO_OP_USER_REQUEST)\n");
     exit(2);
 }
 
@@ -65,7 +67,7 @@ Options parse(int argc, char **argv) {
     Options              o;
     static const option  longs[] = {{"check", no_argument, nullptr, 'C'}, {nullptr, 0, nullptr, 0}};
     int                  c;
-    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:vh", longs, nullptr)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:vuh", longs, nullptr)) != -1) {
         switch (c) {
         case 't': o.test = optarg; break;
         case 'x': o.transports = optarg; break;
@@ -85,6 +87,7 @@ Options parse(int argc, char **argv) {
         case 'c': if (sscanf(optarg, "%d,%d", &o.cpu_client, &o.cpu_server) != 2) usage(); break;
         case 'C': o.check = true; break;
         case 'v': o.stats = true; break;
+        case 'u': o.user = true; break;
         default: usage();
         }
     }
@@ -145,35 +148,80 @@ Side connect_side(const Options &o, int fd) {
     return s;
 }
 
-void wait_req(const Side &s, uct_tm_proto_request_t req, uct_tm_proto_info_t *info = nullptr) {
+struct UserRequest {
+    alignas(UCT_TM_PROTO_REQUEST_ALIGN) unsigned char bytes[UCT_TM_PROTO_REQUEST_SIZE];
+};
+
+/* An operation in progress: a handle, or (-u) a request in our memory. */
+struct Pending {
+    uct_tm_proto_request_t req  = 0;
+    UserRequest           *user = nullptr;
+};
+
+void wait_req(const Side &s, const Pending &p) {
     ucs_status_t st;
-    while ((st = uct_tm_proto_request_test(s.worker, req, info)) == UCS_INPROGRESS) {
+    if (p.user != nullptr) {
+        while ((st = uct_tm_proto_request_user_test(p.user->bytes, nullptr)) == UCS_INPROGRESS) {
+            uct_tm_proto_worker_progress(s.worker);
+        }
+        if (st != UCS_OK) {
+            die("request", st);
+        }
+        return;
+    }
+    while ((st = uct_tm_proto_request_test(s.worker, p.req, nullptr)) == UCS_INPROGRESS) {
         uct_tm_proto_worker_progress(s.worker);
     }
     if (st != UCS_OK) {
         die("request", st);
     }
-    uct_tm_proto_request_release(s.worker, req);
+    uct_tm_proto_request_release(s.worker, p.req);
 }
 
-void send_msg(const Side &s, const void *buf, size_t len, uint64_t tag) {
-    uct_tm_proto_request_t req;
-    const ucs_status_t     st = uct_tm_proto_send(s.ep, buf, len, tag, nullptr, &req);
+/* Params for an operation in `user` (null: a handle, no params). */
+const uct_tm_proto_op_params_t *params_for(UserRequest *user, uct_tm_proto_op_params_t *params) {
+    if (user == nullptr) {
+        return nullptr;
+    }
+    *params         = {};
+    params->flags   = UCT_TM_PROTO_OP_USER_REQUEST;
+    params->request = user->bytes;
+    return params;
+}
+
+/* Starts a send; an empty Pending when it finished at once. */
+Pending start_send(const Side &s, const void *buf, size_t len, uint64_t tag, UserRequest *user) {
+    uct_tm_proto_op_params_t params;
+    Pending                  p;
+    const ucs_status_t       st =
+            uct_tm_proto_send(s.ep, buf, len, tag, params_for(user, &params), &p.req);
     if (st == UCS_INPROGRESS) {
-        wait_req(s, req);
-    } else if (st != UCS_OK) {
+        p.user = user;
+        return p;
+    }
+    if (st != UCS_OK) {
         die("send", st);
+    }
+    return Pending();
+}
+
+void send_msg(const Side &s, const void *buf, size_t len, uint64_t tag, UserRequest *user) {
+    const Pending p = start_send(s, buf, len, tag, user);
+    if ((p.req != 0) || (p.user != nullptr)) {
+        wait_req(s, p);
     }
 }
 
-uct_tm_proto_request_t post_recv(const Side &s, void *buf, size_t len, uint64_t tag) {
-    uct_tm_proto_request_t req;
+Pending post_recv(const Side &s, void *buf, size_t len, uint64_t tag, UserRequest *user) {
+    uct_tm_proto_op_params_t params;
+    Pending                  p;
+    p.user                = user;
     const ucs_status_t st = uct_tm_proto_recv(s.worker, buf, len, tag, ~uint64_t{0}, nullptr,
-                                              nullptr, &req);
+                                              params_for(user, &params), &p.req);
     if (st != UCS_INPROGRESS) {
         die("recv", st);
     }
-    return req;
+    return p;
 }
 
 void fill(std::vector<char> &buf, size_t it) {
@@ -219,6 +267,10 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
     const size_t      warmup = iters / 10 + 1;
     std::vector<char> sbuf(size), rbuf(size);
     std::vector<double> rtt;
+    /* -u: one request memory per operation in flight (a window of sends or
+     * receives, and one more of each kind) */
+    std::vector<UserRequest> mem(o.user ? o.window + 2 : 0);
+    const auto user = [&](size_t i) { return o.user ? &mem[i] : nullptr; };
     fill(sbuf, 0);
     auto start = std::chrono::steady_clock::now();
     if (o.test == "tag_lat") {
@@ -235,13 +287,13 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
             if (o.check) {
                 fill(sbuf, it);
             }
-            const uct_tm_proto_request_t r = post_recv(s, rbuf.data(), size, 1);
+            const Pending r = post_recv(s, rbuf.data(), size, 1, user(0));
             if (client) {
-                send_msg(s, sbuf.data(), size, 1);
+                send_msg(s, sbuf.data(), size, 1, user(1));
                 wait_req(s, r);
             } else {
                 wait_req(s, r);
-                send_msg(s, sbuf.data(), size, 1);
+                send_msg(s, sbuf.data(), size, 1, user(1));
             }
             if (o.check) {
                 verify(rbuf.data(), rbuf.size(), it);
@@ -250,7 +302,7 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
     } else {
         const size_t windows = (iters + o.window - 1) / o.window;
         const size_t wu      = windows / 10 + 1;
-        std::vector<uct_tm_proto_request_t> reqs(o.window);
+        std::vector<Pending> reqs(o.window);
         /* The window's receive buffers are slots 64 bytes apart in one area, as
          * in tm_perftest and ucx_perftest (one message's working set, like a
          * protocol reusing one user buffer); --check needs them disjoint. */
@@ -262,24 +314,19 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
                 start = std::chrono::steady_clock::now();
             }
             if (client) {
-                const uct_tm_proto_request_t a = post_recv(s, &ack, 0, 2);
+                const Pending a = post_recv(s, &ack, 0, 2, user(o.window));
                 for (size_t i = 0; i < o.window; ++i) {
-                    uct_tm_proto_request_t req;
-                    const ucs_status_t st = uct_tm_proto_send(s.ep, sbuf.data(), size, 1, nullptr, &req);
-                    reqs[i] = (st == UCS_INPROGRESS) ? req : 0;
-                    if ((st != UCS_OK) && (st != UCS_INPROGRESS)) {
-                        die("send", st);
-                    }
+                    reqs[i] = start_send(s, sbuf.data(), size, 1, user(i));
                 }
-                for (auto r : reqs) {
-                    if (r != 0) {
+                for (const Pending &r : reqs) {
+                    if ((r.req != 0) || (r.user != nullptr)) {
                         wait_req(s, r);
                     }
                 }
                 wait_req(s, a);
             } else {
                 for (size_t i = 0; i < o.window; ++i) {
-                    reqs[i] = post_recv(s, area.data() + stride * i, size, 1);
+                    reqs[i] = post_recv(s, area.data() + stride * i, size, 1, user(i));
                 }
                 for (size_t i = 0; i < o.window; ++i) {
                     wait_req(s, reqs[i]);
@@ -287,7 +334,7 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
                         verify(area.data() + stride * i, size, 0);
                     }
                 }
-                send_msg(s, &ack, 0, 2);
+                send_msg(s, &ack, 0, 2, user(o.window + 1));
             }
         }
     }

@@ -151,6 +151,23 @@ uct_tm_proto_request_t ProtoTest::post(void *buf, size_t len, uint64_t tag, uint
     return req;
 }
 
+bool ProtoTest::wait_unexpected(uint64_t tag) {
+    uct_tm_proto_info_t info;
+    return wait_for(p_, [&] {
+        return uct_tm_proto_probe(p_.b, tag, ~uint64_t{0}, nullptr, UCT_TM_PROTO_PROBE_PEEK, &info,
+                                  nullptr) == UCS_OK;
+    });
+}
+
+void ProtoTest::expect_truncated(const std::vector<char> &buf, size_t cap,
+                                 const std::vector<char> &data, const uct_tm_proto_info_t &info) {
+    EXPECT_EQ(info.length, data.size());
+    EXPECT_EQ(0, memcmp(buf.data(), data.data(), cap));
+    for (size_t i = cap; i < buf.size(); ++i) {
+        ASSERT_EQ(buf[i], 'g') << "byte " << i << " written past the buffer";
+    }
+}
+
 void ProtoTest::transfer(size_t len, uint64_t tag, uint32_t seed, uct_tm_proto_ep_h src) {
     const auto        data = pattern(len, seed);
     std::vector<char> buf(len + 16, 'x');

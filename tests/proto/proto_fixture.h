@@ -68,6 +68,13 @@ class ProtoTest : public ::testing::TestWithParam<std::string> {
      * them from a with `tag` and imm 77, waits for both and checks the data,
      * the byte after it and the receive's info. */
     void transfer(size_t len, uint64_t tag, uint32_t seed, uct_tm_proto_ep_h src);
+    /* Waits until a message tagged `tag` is unexpected at b (PEEK finds it). */
+    bool wait_unexpected(uint64_t tag);
+    /* A receive of `cap` bytes into `buf` (guard bytes 'g' after them) took
+     * the longer message `data`: its first bytes, nothing past, the sender's
+     * length in info. */
+    static void expect_truncated(const std::vector<char> &buf, size_t cap,
+                                 const std::vector<char> &data, const uct_tm_proto_info_t &info);
 
     Pair p_;
 };

@@ -78,7 +78,8 @@ typedef struct uct_tm_proto_worker_params {
 
 ucs_status_t uct_tm_proto_worker_create(const uct_tm_proto_worker_params_t *params,
                                         uct_tm_proto_worker_h *worker_p);
-/* Outstanding requests are dropped without callbacks; endpoints are destroyed. */
+/* Outstanding requests are dropped without callbacks (those in the caller's
+ * memory complete with UCS_ERR_CANCELED); endpoints are destroyed. */
 void         uct_tm_proto_worker_destroy(uct_tm_proto_worker_h worker);
 /* Drives every iface and delivers completions; returns the events handled. */
 unsigned     uct_tm_proto_worker_progress(uct_tm_proto_worker_h worker);
@@ -120,7 +121,10 @@ enum uct_tm_proto_op_flags {
     UCT_TM_PROTO_SEND_INJECT = 1u << 0,
     /* send: complete only once the message matched a receive or was discarded
      * (FI_MATCH_COMPLETE) */
-    UCT_TM_PROTO_SEND_SYNC   = 1u << 1
+    UCT_TM_PROTO_SEND_SYNC   = 1u << 1,
+    /* send, recv, recv_claimed: build the request in the caller's memory
+     * `request` (see "Requests in the caller's memory" below) */
+    UCT_TM_PROTO_OP_USER_REQUEST = 1u << 2
 };
 
 typedef struct uct_tm_proto_op_params {
@@ -128,7 +132,46 @@ typedef struct uct_tm_proto_op_params {
     uint32_t          imm;   /* send: immediate data delivered with the message */
     uct_tm_proto_cb_t cb;    /* optional completion callback */
     void             *arg;   /* its first argument */
+    /* With UCT_TM_PROTO_OP_USER_REQUEST only (appended last: callers that
+     * never set the flag need not set it): UCT_TM_PROTO_REQUEST_SIZE bytes
+     * aligned to UCT_TM_PROTO_REQUEST_ALIGN. */
+    void             *request;
 } uct_tm_proto_op_params_t;
+
+/*
+ * Requests in the caller's memory (as UCP's UCP_OP_ATTR_FIELD_REQUEST).
+ *
+ * With UCT_TM_PROTO_OP_USER_REQUEST an operation that returns UCS_INPROGRESS
+ * keeps its whole state in params->request: no handle is made (*req, which
+ * may then be NULL, is set to 0), nothing is released. The memory starts with
+ * uct_tm_proto_request_status_t; its status word reads UCS_INPROGRESS until
+ * the request completed, then the final status, with info filled. It changes
+ * only inside uct_tm_proto_worker_progress() (after the callback, if one was
+ * given, which gets req = 0) or uct_tm_proto_worker_destroy(); once it left
+ * UCS_INPROGRESS the library no longer touches the memory and the caller may
+ * reuse it. After a send that returned UCS_OK, or any error, the library
+ * holds nothing there (the contents are unspecified: do not test them). A NULL or misaligned `request` with the flag: UCS_ERR_INVALID_PARAM.
+ * Destroying the worker or the endpoint a request uses completes it with
+ * UCS_ERR_CANCELED (the endpoint's at the next progress, the worker's at once).
+ */
+#define UCT_TM_PROTO_REQUEST_SIZE  512
+#define UCT_TM_PROTO_REQUEST_ALIGN 8
+
+typedef struct uct_tm_proto_request_status {
+    volatile ucs_status_t status; /* UCS_INPROGRESS, then the final status */
+    uct_tm_proto_info_t   info;   /* valid once status is final */
+} uct_tm_proto_request_status_t;
+
+/* UCS_INPROGRESS, or the final status with *info filled (info may be NULL). */
+static inline ucs_status_t uct_tm_proto_request_user_test(const void *request,
+                                                          uct_tm_proto_info_t *info) {
+    const uct_tm_proto_request_status_t *r = (const uct_tm_proto_request_status_t *)request;
+    const ucs_status_t status = r->status;
+    if ((status != UCS_INPROGRESS) && (info != NULL)) {
+        *info = r->info;
+    }
+    return status;
+}
 
 /* Sends `length` bytes tagged `tag`. UCS_OK: done, the buffer is free and no
  * request was made; UCS_INPROGRESS: *req completes later (the buffer is in
@@ -182,6 +225,10 @@ ucs_status_t uct_tm_proto_request_release(uct_tm_proto_worker_h worker,
  * UCS_ERR_NO_ELEM: it already completed. */
 ucs_status_t uct_tm_proto_request_cancel(uct_tm_proto_worker_h worker,
                                          uct_tm_proto_request_t req);
+/* The same for a request in the caller's memory (UCT_TM_PROTO_OP_USER_REQUEST);
+ * UCS_ERR_NO_ELEM once its status is final, UCS_ERR_INVALID_PARAM if the
+ * memory holds no request of this worker. */
+ucs_status_t uct_tm_proto_request_cancel_user(uct_tm_proto_worker_h worker, void *request);
 
 #ifdef __cplusplus
 }
