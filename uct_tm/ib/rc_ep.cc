@@ -19,10 +19,11 @@ namespace uct_tm {
 namespace ib {
 namespace {
 
-/* Rendezvous operation ids travel in app_ctx: slot index and a generation. */
 /* check_rndv_qps(): how often a QP's state is queried (a system call) while
  * rendezvous sends wait on it; the bound on noticing a QP the device failed. */
 constexpr uint64_t kQpCheckIntervalNs = 100 * 1000 * 1000;
+
+/* Rendezvous operation ids travel in app_ctx: slot index and a generation. */
 constexpr uint32_t kRndvIndexBits = 20;
 constexpr uint32_t kRndvIndexMask = (1u << kRndvIndexBits) - 1;
 
@@ -727,11 +728,7 @@ void RcIface::receive_rndv_cancel(RcEp *ep, uint32_t op) {
 void RcIface::finish_rndv_recv(uint32_t index) {
     RndvRecv &r = rndv_recvs_[index];
     if ((r.ep != nullptr) && !r.ep->failed) {
-        if (r.status == UCS_ERR_IO_ERROR) {
-            fail_rndv_recv(r.ep, r.op); /* a FIN would complete the sender's op OK */
-        } else {
-            send_fin(r.ep, r.op);
-        }
+        acknowledge_read(r.ep, r.op, r.status);
     }
     r.active = false;
     free_rndv_recvs_.push_back(index);
@@ -751,6 +748,14 @@ ucs_status_t RcIface::send_fin(RcEp *ep, uint32_t op) {
                   ucs_status_string(status));
     }
     return status;
+}
+
+void RcIface::acknowledge_read(RcEp *ep, uint32_t op, ucs_status_t read_status) {
+    if (read_status == UCS_ERR_IO_ERROR) {
+        fail_rndv_recv(ep, op); /* a FIN would complete the sender's op OK */
+    } else {
+        send_fin(ep, op); /* read, truncated or cancelled: the sender's buffer is free */
+    }
 }
 
 void RcIface::receive_rndv_failed(RcEp *ep, uint32_t op) {

@@ -280,11 +280,7 @@ void RcIface::run_sw_rndvs() {
                 status = UCS_ERR_IO_ERROR;
             }
             ++counters_.rndv_reads;
-            if (status == UCS_OK) {
-                send_fin(ep, op.app_ctx);
-            } else {
-                fail_rndv_recv(ep, op.app_ctx); /* a FIN would complete the sender's op OK */
-            }
+            acknowledge_read(ep, op.app_ctx, status);
         }
         with_hw_tags([&](auto &e) { e.sw_rndv_done(op.token, status); });
     }

@@ -260,6 +260,9 @@ class RcIface {
     void         receive_rndv_request(uct_tag_t tag, char *data, size_t length);
     void         receive_fin(uint32_t op);
     void         receive_rndv_cancel(RcEp *ep, uint32_t op);
+    /* After the READ of the peer's rendezvous `op`: a FIN, or, if the READ
+     * failed (UCS_ERR_IO_ERROR), fail_rndv_recv(). */
+    void         acknowledge_read(RcEp *ep, uint32_t op, ucs_status_t read_status);
     /* The receiver could not read our rendezvous `op`: the connection fails. */
     void         receive_rndv_failed(RcEp *ep, uint32_t op);
     /* A rendezvous READ from `ep` failed: tells the sender (op) while the QP

@@ -146,8 +146,10 @@ typedef struct uct_tm_proto_op_params {
  * may then be NULL, is set to 0), nothing is released. The memory starts with
  * uct_tm_proto_request_status_t; its status word reads UCS_INPROGRESS until
  * the request completed, then the final status, with info filled. It changes
- * only inside uct_tm_proto_worker_progress() (after the callback, if one was
- * given, which gets req = 0) or uct_tm_proto_worker_destroy(); once it left
+ * only inside calls into the worker: uct_tm_proto_worker_progress() (after the
+ * callback, if one was given, which gets req = 0), a send that had to progress
+ * the transport to go out (a request without callback may complete there), or
+ * uct_tm_proto_worker_destroy(); once it left
  * UCS_INPROGRESS the library no longer touches the memory and the caller may
  * reuse it. After a send that returned UCS_OK, or any error, the library
  * holds nothing there (the contents are unspecified: do not test them). A NULL or misaligned `request` with the flag: UCS_ERR_INVALID_PARAM.
