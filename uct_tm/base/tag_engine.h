@@ -240,20 +240,26 @@ class TagEngine {
         Recv &recv = *spare_;
         spare_     = recv.next;
         link_exact(q, &recv);
-        recv.ctx             = ctx;
-        recv.tag             = tag;
-        recv.state           = kPosted;
-        recv.holds_buffer    = true;
-        recv.buffer_pos      = static_cast<uint32_t>(buffer_pos);
         recv.capacity        = length;
         recv.iovcnt          = 1;
         recv.iov[0].iov_base = buffer;
         recv.iov[0].iov_len  = length;
+        publish(recv, tag, ctx, true, buffer_pos);
+        return UCS_OK;
+    }
+
+    /* Marks a queued receive posted and gives `ctx` its handle. */
+    [[gnu::always_inline]] void publish(Recv &recv, uct_tag_t tag, uct_tag_context_t *ctx,
+                                        bool holds_buffer, size_t buffer_pos) {
+        recv.ctx          = ctx;
+        recv.tag          = tag;
+        recv.state        = kPosted;
+        recv.holds_buffer = holds_buffer;
+        recv.buffer_pos   = static_cast<uint32_t>(buffer_pos);
         const Priv priv{this, recv.index, recv.gen};
         memcpy(ctx->priv, &priv, sizeof(priv));
         ++posted_;
         ++counters_.posts;
-        return UCS_OK;
     }
 
     /* Posts a validated receive whose first buffer is `key` (0: none);
@@ -280,7 +286,7 @@ class TagEngine {
                 entry->index              = slot.index;
             } catch (const std::bad_alloc &) {
                 if (key != 0) {
-                    buffers_.erase(key); /* inserted above */
+                    buffers_.erase(key, buffer_pos); /* inserted above */
                 }
                 return UCS_ERR_NO_MEMORY;
             }
@@ -291,20 +297,12 @@ class TagEngine {
             recv.next = spare_;
             spare_    = &recv;
             if (key != 0) {
-                buffers_.erase(key);
+                buffers_.erase(key, buffer_pos);
             }
             return status;
         }
-        recv.ctx          = ctx;
-        recv.tag          = tag;
-        recv.state        = kPosted;
-        recv.holds_buffer = (key != 0);
-        recv.buffer_pos   = static_cast<uint32_t>(buffer_pos);
         fill_iov(recv);
-        const Priv priv{this, recv.index, recv.gen};
-        memcpy(ctx->priv, &priv, sizeof(priv));
-        ++posted_;
-        ++counters_.posts;
+        publish(recv, tag, ctx, key != 0, buffer_pos);
         return UCS_OK;
     }
 
