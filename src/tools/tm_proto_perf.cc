@@ -3,7 +3,8 @@
  * (libuct_tm_proto) over any transport it opens (tm_sm by default).
  *
  *   tag_lat   ping-pong with receives posted ahead; one-way latency = round trip / 2
- *             (median and average over the iterations)
+ *             (median over batches of up to 100 round trips, as tm_perftest
+ *             reports, and the average over all)
  *   tag_bw    the sender streams windows of messages to receives posted ahead
  *             (buffers 64 bytes apart in one area, as tm_perftest and ucx_perftest
  *             use), the receiver answers each window with a zero-byte message;
@@ -257,11 +258,11 @@ void pin(int cpu) {
 
 struct Result {
     double seconds = 0; /* all measured iterations */
-    double median  = 0; /* tag_lat: median round trip, seconds */
+    double median  = 0; /* tag_lat: median batch's mean round trip, seconds */
 };
 
 /* One size at the client: total time of `iters` iterations (after a
- * warm-up), and for tag_lat the median round trip. */
+ * warm-up), and for tag_lat the median batch's round trip. */
 Result run_size(const Options &o, const Side &s, bool client, size_t size) {
     const size_t      iters  = iterations(o, size);
     const size_t      warmup = iters / 10 + 1;
@@ -274,16 +275,22 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
     fill(sbuf, 0);
     auto start = std::chrono::steady_clock::now();
     if (o.test == "tag_lat") {
-        rtt.reserve(iters);
-        auto prev = start;
+        /* The clock is read once per batch, not per iteration (a read on the
+         * client's path would count in every round trip): the median over
+         * batches of their mean round trip, tm_perftest's statistic. */
+        const size_t batch = std::max<size_t>(1, std::min<size_t>(100, iters / 50));
+        rtt.reserve(iters / batch + 1);
+        auto t0 = start;
         for (size_t it = 0; it < warmup + iters; ++it) {
-            const auto now = std::chrono::steady_clock::now();
-            if (it == warmup) {
-                start = now;
-            } else if (it > warmup) {
-                rtt.push_back(std::chrono::duration<double>(now - prev).count());
+            if (client && (it >= warmup) && ((it - warmup) % batch == 0)) {
+                const auto now = std::chrono::steady_clock::now();
+                if (it == warmup) {
+                    start = now;
+                } else {
+                    rtt.push_back(std::chrono::duration<double>(now - t0).count() / batch);
+                }
+                t0 = now;
             }
-            prev = now;
             if (o.check) {
                 fill(sbuf, it);
             }
@@ -298,6 +305,10 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
             if (o.check) {
                 verify(rbuf.data(), rbuf.size(), it);
             }
+        }
+        if (client && (iters % batch == 0)) {
+            rtt.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                                  .count() / batch);
         }
     } else {
         const size_t windows = (iters + o.window - 1) / o.window;
