@@ -34,10 +34,10 @@ ucs_status_t Worker::cancel_user(void *request) {
     if (static_cast<uct_tm_proto_request_status_t *>(request)->status != UCS_INPROGRESS) {
         return UCS_ERR_NO_ELEM; /* final: the memory holds no request any more */
     }
-    /* the memory is the caller's: its handle is believed only if the
-     * registry names this very memory with it */
-    Request *r = user_request_in(request);
-    if (reqs_.lookup(r->self) != r) {
+    /* the memory is the caller's: its handle is believed only if it names
+     * a live request tied to this very memory */
+    const Request *r = reqs_.lookup_user(request);
+    if (r == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
     return cancel(r->self);

@@ -2,7 +2,9 @@
  * Requests: one slot per send or receive in progress, addressed by a checked
  * 64-bit handle (generation << 32 | index + 1) so that a stale or forged
  * handle -- from the user or from a peer's reply -- is rejected, never
- * dereferenced. Slots are reused LIFO: steady state does not allocate.
+ * dereferenced. Slots are reused LIFO: steady state does not allocate. A
+ * request "in the caller's memory" is a slot too: the memory holds its
+ * public status, written at completion, and the slot's handle.
  */
 #ifndef UCT_TM_PROTO_REQUEST_H_
 #define UCT_TM_PROTO_REQUEST_H_
@@ -85,7 +87,8 @@ struct Request {
     uct_tm_proto_cb_t cb  = nullptr;
     void             *arg = nullptr;
     uct_tm_proto_info_t info = {};
-    /* set when the request lives in the caller's memory, at its start */
+    /* the caller's memory (UCT_TM_PROTO_OP_USER_REQUEST): published there at
+     * completion, then the slot is freed */
     uct_tm_proto_request_status_t *user = nullptr;
 
     /* send */
@@ -139,6 +142,7 @@ struct Request {
         done = cancel = false;
         cb   = nullptr;
         arg  = nullptr;
+        user = nullptr;
         info = uct_tm_proto_info_t{};
         rstate = RecvState::kPosted;
         tier   = 1;
@@ -175,15 +179,19 @@ struct Request {
     }
 };
 
-/* Where a request in the caller's memory sits in it: after the public
- * status prefix. */
-inline constexpr size_t kUserRequestOffset =
-        (sizeof(uct_tm_proto_request_status_t) + alignof(Request) - 1) / alignof(Request) *
-        alignof(Request);
-static_assert(kUserRequestOffset + sizeof(Request) <= UCT_TM_PROTO_REQUEST_SIZE,
-              "UCT_TM_PROTO_REQUEST_SIZE must hold a request");
-static_assert(alignof(Request) <= UCT_TM_PROTO_REQUEST_ALIGN,
-              "UCT_TM_PROTO_REQUEST_ALIGN must align a request");
+/* Where the caller's memory keeps its request's handle: after the public
+ * status prefix (cancel_user() finds the request by it). */
+inline constexpr size_t kUserHandleOffset =
+        (sizeof(uct_tm_proto_request_status_t) + alignof(uint64_t) - 1) / alignof(uint64_t) *
+        alignof(uint64_t);
+static_assert(kUserHandleOffset + sizeof(uint64_t) <= UCT_TM_PROTO_REQUEST_SIZE,
+              "UCT_TM_PROTO_REQUEST_SIZE must hold the status and a handle");
+static_assert(alignof(uint64_t) <= UCT_TM_PROTO_REQUEST_ALIGN,
+              "UCT_TM_PROTO_REQUEST_ALIGN must align a handle");
+
+inline uint64_t *user_handle_in(void *memory) {
+    return reinterpret_cast<uint64_t *>(static_cast<char *>(memory) + kUserHandleOffset);
+}
 
 /* params asks for a request in the caller's memory and gives usable memory. */
 inline bool user_memory_valid(const uct_tm_proto_op_params_t *params) {
@@ -209,17 +217,8 @@ inline bool op_params_valid(const uct_tm_proto_op_params_t *params, unsigned all
 /* The handle an operation hands out: none for a request in the caller's memory. */
 inline uint64_t handed_out(const Request &r) { return (r.user != nullptr) ? 0 : r.self; }
 
-inline Request *user_request_in(void *memory) {
-    return reinterpret_cast<Request *>(static_cast<char *>(memory) + kUserRequestOffset);
-}
-
 class RequestPool {
   public:
-    /* Handles of requests in the caller's memory carry this bit in their
-     * index half; they name an entry of the registry (pointer and
-     * generation), so a forged one is checked as a pool handle is. */
-    static constexpr uint64_t kUserBit = uint64_t{1} << 31;
-
     /* Each pool starts its slots' generations at its own value, so that a
      * handle from another worker (same index, both slots fresh) does not
      * name a request here: distinct for the pools of one process, mixed
@@ -248,62 +247,51 @@ class RequestPool {
      * cold_dirty. */
     Request &allocate_offloaded(uint64_t *handle) { return take(ReqKind::kRecv, handle); }
 
-    /* A request built in the caller's memory (UCT_TM_PROTO_REQUEST_ALIGN
-     * checked by the caller), registered so its handle is checked; its
-     * status word reads UCS_INPROGRESS. Throws std::bad_alloc. */
-    Request &adopt(void *memory, ReqKind kind, uint64_t *handle) {
-        const auto slot = users_.allocate_slot();
-        UserSlot  &u    = *slot.entry;
-        if (ucs_unlikely(u.gen == 0)) {
-            u.gen = gen_base_;
-        }
-        auto *pub   = static_cast<uct_tm_proto_request_status_t *>(memory);
-        pub->status = UCS_INPROGRESS;
-        Request *r  = new (user_request_in(memory)) Request();
-        r->user     = pub;
-        r->kind     = kind;
-        r->self     = (uint64_t{u.gen} << 32) | kUserBit | (uint64_t{slot.index} + 1);
-        u.request   = r;
-        *handle     = r->self;
-        return *r;
+    /* Ties a request just allocated to the caller's memory
+     * (UCT_TM_PROTO_REQUEST_ALIGN checked by the caller): its status word
+     * reads UCS_INPROGRESS and the memory keeps the handle. */
+    static void adopt(Request &r, void *memory) {
+        auto *pub            = static_cast<uct_tm_proto_request_status_t *>(memory);
+        pub->status          = UCS_INPROGRESS;
+        *user_handle_in(pub) = r.self;
+        r.user               = pub;
     }
 
-    /* Ends a request in the caller's memory: out of the registry, destroyed,
-     * and -- if `publish` -- its info and status written to the prefix, the
-     * status last (the caller may reuse the memory once it reads final). */
+    /* Ends a request in the caller's memory: its slot is freed and -- if
+     * `publish` -- its info and status written to the memory, the status
+     * last (the caller may reuse the memory once it reads final). */
     void retire(Request &r, bool publish) {
-        const uint32_t idx = static_cast<uint32_t>((r.self & (kUserBit - 1)) - 1);
-        UserSlot      &u   = users_[idx];
-        u.request          = nullptr;
-        u.gen              = (u.gen + 1 == 0) ? 1 : u.gen + 1;
-        users_.release(idx, u);
-        uct_tm_proto_request_status_t *pub = r.user;
+        uct_tm_proto_request_status_t *pub  = r.user;
         const uct_tm_proto_info_t      info = r.info;
-        r.~Request();
+        release(static_cast<uint32_t>((r.self & 0xffffffffu) - 1), r);
         if (publish) {
             pub->info   = info;
             pub->status = info.status;
         }
     }
 
-    /* Calls f(Request &) for every live request in the caller's memory. */
+    /* The live request whose handle the caller's memory holds, if it is
+     * tied to that very memory; else null. */
+    Request *lookup_user(void *memory) {
+        Request *r = lookup(*user_handle_in(memory));
+        return ((r != nullptr) && (r->user == memory)) ? r : nullptr;
+    }
+
+    /* Calls f(Request &) for every live request tied to the caller's memory. */
     template <typename F> void for_each_user(F &&f) {
-        for (uint32_t i = 0; i < users_.issued(); ++i) {
-            if (users_[i].request != nullptr) {
-                f(*users_[i].request);
+        for (uint32_t i = 0; i < pool_.issued(); ++i) {
+            Request &r = pool_[i];
+            if ((r.kind != ReqKind::kFree) && (r.user != nullptr)) {
+                f(r);
             }
         }
     }
 
-    /* The live request with this handle, or null; *index is its slot (pool
-     * requests only). */
+    /* The live request with this handle, or null; *index is its slot. */
     Request *lookup(uint64_t handle, uint32_t *index) {
         const uint64_t low = handle & 0xffffffffu;
-        if (ucs_unlikely(low > pool_.issued())) {
-            return lookup_user(handle, index);
-        }
-        if (ucs_unlikely(low == 0)) {
-            return nullptr;
+        if (ucs_unlikely((low - 1) >= pool_.issued())) {
+            return nullptr; /* 0 wraps to the largest value */
         }
         *index     = static_cast<uint32_t>(low - 1);
         Request &r = pool_[*index];
@@ -329,13 +317,9 @@ class RequestPool {
     }
 
     /* Drops a request the operation that made it did not hand out (a
-     * refused post, an error, a send done at once). */
+     * refused post, an error, a send done at once); the caller's memory, if
+     * any, is left as it is (unspecified after an error). */
     void release(uint64_t handle) {
-        if (ucs_unlikely((handle & kUserBit) != 0)) {
-            Request *r = lookup(handle);
-            retire(*r, false);
-            return;
-        }
         const uint32_t idx = static_cast<uint32_t>((handle & 0xffffffffu) - 1);
         release(idx, pool_[idx]);
     }
@@ -348,27 +332,6 @@ class RequestPool {
     }
 
   private:
-    struct UserSlot {
-        Request *request   = nullptr;
-        uint32_t gen       = 0;
-        uint32_t free_link_ = 0;
-        uint32_t &free_link() { return free_link_; }
-    };
-
-    Request *lookup_user(uint64_t handle, uint32_t *index) {
-        const uint64_t low = handle & 0xffffffffu;
-        const uint64_t idx = (low & (kUserBit - 1)) - 1;
-        if (((low & kUserBit) == 0) || ((low & (kUserBit - 1)) == 0) || (idx >= users_.issued())) {
-            return nullptr;
-        }
-        const UserSlot &u = users_[static_cast<uint32_t>(idx)];
-        if ((u.request == nullptr) || (u.gen != static_cast<uint32_t>(handle >> 32))) {
-            return nullptr;
-        }
-        *index = static_cast<uint32_t>(idx);
-        return u.request;
-    }
-
     Request &take(ReqKind kind, uint64_t *handle) {
         const auto     slot = pool_.allocate_slot();
         Request       &r    = *slot.entry;
@@ -385,9 +348,8 @@ class RequestPool {
         return r;
     }
 
-    match::SlotPool<Request>  pool_;
-    match::SlotPool<UserSlot> users_;
-    uint32_t                  gen_base_ = 1;
+    match::SlotPool<Request> pool_;
+    uint32_t                 gen_base_ = 1;
 };
 
 }  // namespace proto

@@ -307,8 +307,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     uint64_t handle;
     Request *r;
     try {
-        r = user ? &reqs_.adopt(params->request, ReqKind::kSend, &handle)
-                 : &reqs_.allocate(ReqKind::kSend, &handle);
+        r = &reqs_.allocate(ReqKind::kSend, &handle);
     } catch (const std::bad_alloc &) {
         if (!rndv) {
             ep->credits += length;
@@ -326,6 +325,9 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     if (params != nullptr) {
         r->cb  = params->cb;
         r->arg = params->arg;
+    }
+    if (user) {
+        RequestPool::adopt(*r, params->request);
     }
     if ((flags & UCT_TM_PROTO_SEND_INJECT) && rndv) {
         r->bounce.assign(r->sbuf, r->sbuf + length); /* read after return */

@@ -425,7 +425,6 @@ void Worker::ep_destroy(Endpoint *ep) {
     for (uint32_t i = 0; i < reqs_.issued(); ++i) {
         forget(reqs_.at(i));
     }
-    reqs_.for_each_user(forget);
     for (auto it = busy_.begin(); it != busy_.end(); ++it) {
         if (*it == ep) {
             busy_.erase(it);

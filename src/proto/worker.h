@@ -356,16 +356,13 @@ template <bool kOffloaded>
                                                        const uct_tm_proto_op_params_t *params,
                                                        uint64_t *handle) {
     Request *r;
+    if (ucs_unlikely((params != nullptr) && (params->flags & UCT_TM_PROTO_OP_USER_REQUEST) &&
+                     !user_memory_valid(params))) {
+        return nullptr; /* recv_general() says why */
+    }
     try {
-        if (ucs_unlikely((params != nullptr) && (params->flags & UCT_TM_PROTO_OP_USER_REQUEST))) {
-            if (!user_memory_valid(params)) {
-                return nullptr; /* recv_general() says why */
-            }
-            r = &reqs_.adopt(params->request, ReqKind::kRecv, handle);
-        } else {
-            r = kOffloaded ? &reqs_.allocate_offloaded(handle)
-                           : &reqs_.allocate(ReqKind::kRecv, handle);
-        }
+        r = kOffloaded ? &reqs_.allocate_offloaded(handle)
+                       : &reqs_.allocate(ReqKind::kRecv, handle);
     } catch (const std::bad_alloc &) {
         return nullptr;
     }
@@ -374,6 +371,9 @@ template <bool kOffloaded>
     if (params != nullptr) {
         r->cb  = params->cb;
         r->arg = params->arg;
+        if (params->flags & UCT_TM_PROTO_OP_USER_REQUEST) {
+            RequestPool::adopt(*r, params->request);
+        }
     }
     return r;
 }
