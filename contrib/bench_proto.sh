@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Protocol layer vs raw UCT vs UCP, interleaved rounds (docs/perf.md "Protocol layer").
-#   proto: tm_proto_perf over tm_sm, receives offloaded to tm_sm's tag list (the default)
+#   proto: tm_proto_perf -u over tm_sm, receives offloaded to tm_sm's tag list (the default),
+#          requests in the program's memory (UCT_TM_PROTO_OP_USER_REQUEST, as UCP's
+#          UCP_OP_ATTR_FIELD_REQUEST); PROTO_ARGS= (empty) measures handles instead
 #   sw:    the same with UCX_TM_PROTO_OFFLOAD=n (our matcher, data over AM)
 #   uct:   tm_perftest over tm_sm (the UCT tag API driven directly)
 #   ucp:   ucx_perftest over UCX_PEER (default posix,cma,self)
-# Usage: contrib/bench_proto.sh [build-dir]; ROUNDS (default 5), QUICK=1 for a short check.
+# Usage: contrib/bench_proto.sh [build-dir]; ROUNDS (default 5), QUICK=1 for a short check,
+# OUT=dir keeps the raw per-round figures (bench_proto.raw: round test size impl lat_us MBps).
 # Prints the median over rounds of: one-way latency (us, each tool's median) and bandwidth (MB/s).
 set -euo pipefail
 
@@ -12,6 +15,7 @@ src_dir=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$(cd "${1:-${BUILD_DIR:-$src_dir/build}}" && pwd)
 rounds=${ROUNDS:-5}
 peer=${UCX_PEER:-posix,cma,self}
+proto_args=${PROTO_ARGS--u}
 proto=$build_dir/src/tools/tm_proto_perf
 uct=$build_dir/src/tools/tm_perftest
 command -v ucx_perftest >/dev/null || { echo "bench_proto.sh: ucx_perftest missing (apt-get install ucx-utils)" >&2; exit 2; }
@@ -43,7 +47,7 @@ uct_run() {
 }
 sw_run() { UCX_TM_PROTO_OFFLOAD=n proto_run "$@"; }
 proto_run() {
-    "$proto" -t "$1" -s "$2" -n "$3" 2>/dev/null |
+    "$proto" $proto_args -t "$1" -s "$2" -n "$3" 2>/dev/null |
         awk -v t="$1" '$1 ~ /^[0-9]+$/ {if (t == "tag_lat") print $3, "nan"; else print "nan", $3}'
 }
 
@@ -58,6 +62,7 @@ for r in $(seq 1 "$rounds"); do
         done
     done
 done
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT" && cp "$raw" "$OUT/bench_proto.raw"; fi
 python3 - "$raw" "$rounds" "$peer" "$src_dir/contrib" <<'PY'
 import statistics, sys
 raw, rounds, peer = sys.argv[1:4]
