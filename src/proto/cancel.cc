@@ -34,6 +34,9 @@ ucs_status_t Worker::cancel_user(void *request) {
     if (static_cast<uct_tm_proto_request_status_t *>(request)->status != UCS_INPROGRESS) {
         return UCS_ERR_NO_ELEM; /* final: the memory holds no request any more */
     }
+    if (*user_handle_in(request) == 0) {
+        return cancel_direct(request);
+    }
     /* the memory is the caller's: its handle is believed only if it names
      * a live request tied to this very memory */
     const Request *r = reqs_.lookup_user(request);

@@ -166,6 +166,149 @@ struct TagHandlers {
     }
 };
 
+/* Out of the arrival's frame: the arrival itself then saves fewer registers. */
+void Worker::flush_credit_guarded(Endpoint *ep) {
+    guarded("returning credit", [&]() __attribute__((always_inline)) { flush_credit(ep); });
+}
+
+/* A DirectRecv's arrival: the message described in the caller's memory,
+ * the status last (the caller may reuse the memory once it reads final). */
+[[gnu::always_inline]] inline void Worker::direct_completed(DirectRecv *d, uint64_t stag,
+                                                            uint64_t imm, size_t length,
+                                                            ucs_status_t status) {
+    if (!d->consumed) {
+        --offloaded_; /* cancelled before it matched: no tag_consumed_cb */
+    }
+    direct_.erase(d);
+    uct_tm_proto_info_t info = {};
+    if (ucs_likely(status != UCS_ERR_CANCELED)) {
+        ++stats_.expected;
+        Endpoint *const ep = endpoint_of(static_cast<uint32_t>(imm >> 32));
+        describe_arrival(info, stag, imm, length, ep);
+        if (ep != nullptr) {
+            ep->owed += length;
+            if (ucs_unlikely(ep->owed >= window_ / 4)) {
+                flush_credit_guarded(ep);
+            }
+        }
+    }
+    info.status                         = status;
+    uct_tm_proto_request_status_t *pub  = status_of(d);
+    pub->info                           = info;
+    pub->status                         = status;
+}
+
+/* A rendezvous arrived for a DirectRecv: the rest of the receive needs a
+ * request slot, tied to the same memory. */
+void Worker::direct_rndv(DirectRecv *d, uint64_t stag, const void *header, unsigned length) {
+    if (!d->consumed) {
+        d->consumed = true;
+        --offloaded_;
+    }
+    direct_.erase(d);
+    void    *memory = status_of(d);
+    uint64_t handle;
+    Request *r;
+    try {
+        r = &reqs_.allocate(ReqKind::kRecv, &handle);
+    } catch (const std::bad_alloc &) {
+        ucs_error("tm_proto: no memory for a rendezvous into a receive");
+        uct_tm_proto_request_status_t *pub = status_of(d);
+        pub->info        = uct_tm_proto_info_t{};
+        pub->info.status = UCS_ERR_NO_MEMORY;
+        pub->status      = UCS_ERR_NO_MEMORY;
+        return;
+    }
+    r->rbuf     = d->rbuf;
+    r->capacity = d->capacity;
+    r->tag      = d->tag;
+    r->mask     = d->mask;
+    r->rstate   = RecvState::kArriving; /* matched already */
+    r->tier     = 0;
+    RequestPool::adopt(*r, memory);
+    offload_rndv(*r, stag, header, length);
+}
+
+ucs_status_t Worker::cancel_direct(void *request) {
+    DirectRecv *d = direct_recv_in(request);
+    if (!direct_.contains(d)) {
+        return UCS_ERR_INVALID_PARAM; /* not a receive of ours */
+    }
+    if (d->consumed) {
+        return UCS_OK; /* matched: it completes normally */
+    }
+    /* UCS_OK: completed_cb follows, with CANCELED, or normally if a message won */
+    return uct_iface_tag_recv_cancel(offload_iface_->iface, &d->uct, 0);
+}
+
+void Worker::cancel_directs_at_exit() {
+    while (DirectRecv *d = direct_.front()) {
+        direct_.erase(d);
+        /* forced: the transport drops the context without calling back */
+        uct_iface_tag_recv_cancel(offload_iface_->iface, &d->uct, 1);
+        uct_tm_proto_request_status_t *pub = status_of(d);
+        pub->info        = uct_tm_proto_info_t{};
+        pub->info.status = UCS_ERR_CANCELED;
+        pub->status      = UCS_ERR_CANCELED;
+    }
+}
+
+struct DirectHandlers {
+    static void consumed(uct_tag_context_t *ctx) {
+        DirectRecv *d = reinterpret_cast<DirectRecv *>(ctx);
+        d->consumed   = true;
+        --d->worker->offloaded_;
+    }
+    /* The common arrival (a message, not a cancel, from the cached sender,
+     * its owed credit staying below the flush mark) calls nothing, so it
+     * needs no frame; the rest goes to direct_completed(). */
+    static void completed(uct_tag_context_t *ctx, uct_tag_t stag, uint64_t imm, size_t length,
+                          void *data, ucs_status_t status) {
+        DirectRecv *d  = reinterpret_cast<DirectRecv *>(ctx);
+        Worker     *w  = d->worker;
+        Endpoint   *ep = w->last_peer_ep_;
+        if (ucs_unlikely((status == UCS_ERR_CANCELED) || !d->consumed || (ep == nullptr) ||
+                         (static_cast<uint32_t>(imm >> 32) != w->last_peer_) ||
+                         (ep->owed + length >= w->window_ / 4))) {
+            completed_in_general(ctx, stag, imm, length, data, status);
+            return;
+        }
+        w->direct_.erase(d);
+        ++w->stats_.expected;
+        ep->owed += length;
+        uct_tm_proto_request_status_t *pub = status_of(d);
+        describe_arrival(pub->info, stag, imm, length, ep);
+        pub->info.status = status;
+        pub->status      = status; /* last: the caller may reuse the memory once it reads final */
+    }
+    [[gnu::noinline]] static void completed_in_general(uct_tag_context_t *ctx, uct_tag_t stag,
+                                                       uint64_t imm, size_t length, void *,
+                                                       ucs_status_t status) {
+        DirectRecv *d = reinterpret_cast<DirectRecv *>(ctx);
+        d->worker->direct_completed(d, stag, imm, length, status);
+    }
+    static void rndv(uct_tag_context_t *ctx, uct_tag_t stag, const void *header,
+                     unsigned header_length, ucs_status_t status, unsigned) {
+        DirectRecv *d = reinterpret_cast<DirectRecv *>(ctx);
+        Worker     *w = d->worker;
+        if (status != UCS_OK) {
+            w->direct_completed(d, stag, 0, 0, status);
+            return;
+        }
+        guarded("an offloaded receive's rendezvous", [&]() __attribute__((always_inline)) {
+            w->direct_rndv(d, stag, header, header_length);
+        });
+    }
+};
+
+uct_tag_context_t direct_context() {
+    uct_tag_context_t c = {};
+    c.tag_consumed_cb = DirectHandlers::consumed;
+    c.completed_cb    = DirectHandlers::completed;
+    c.rndv_cb         = DirectHandlers::rndv;
+    return c;
+}
+
 uct_tag_context_t offload_context() {
     uct_tag_context_t c = {};
     c.tag_consumed_cb = TagHandlers::consumed;

@@ -9,6 +9,7 @@
 #define UCT_TM_PROTO_WORKER_H_
 
 #include "config.h"
+#include "direct_recv.h"
 #include "endpoint.h"
 #include "partials.h"
 #include "request.h"
@@ -76,6 +77,9 @@ template <typename Fn> [[gnu::always_inline]] inline void guarded(const char *wh
 /* Largest eager payload sent as one am_short (packed on the stack). */
 inline constexpr size_t kShortMax = 256;
 
+/* The callbacks of a DirectRecv's context (offload.cc). */
+uct_tag_context_t direct_context();
+
 /* Adds the unexpected-tagged-message callbacks to an iface's parameters. */
 void set_tag_callbacks(uct_iface_params_t *params, Iface *iface);
 /* The callbacks of an offloaded receive's context (offload.cc), copied into
@@ -123,6 +127,7 @@ class Worker {
   private:
     friend struct Handlers;
     friend struct TagHandlers;
+    friend struct DirectHandlers;
     friend struct GetHandlers;
 
     /* --- worker.cc: ifaces, addresses, progress --- */
@@ -163,6 +168,7 @@ class Worker {
      * once a quarter of the window is owed. */
     void         return_credit(Endpoint *ep, uint64_t bytes);
     void         flush_credit(Endpoint *ep);
+    [[gnu::noinline]] void flush_credit_guarded(Endpoint *ep);
     void         handle_ctrl(const CtrlHeader &hdr);
     /* Inline: the last peer is cached (one sender at a time is the common
      * case); find_endpoint() searches the map. */
@@ -209,6 +215,10 @@ class Worker {
     void         unexpected_bytes(int64_t delta);
     ucs_status_t recv_offloaded(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                                 const uct_tm_proto_op_params_t *params, uint64_t *req);
+    /* inline: a receive in the caller's memory without callback goes to the
+     * tag list as a DirectRecv; recv_offloaded() if the transport refuses */
+    ucs_status_t recv_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                             const uct_tm_proto_op_params_t *params, uint64_t *req);
     ucs_status_t recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                               Endpoint *source, const uct_tm_proto_op_params_t *params,
                               uint64_t *req);
@@ -231,6 +241,11 @@ class Worker {
                                       uint64_t stag, uint64_t imm, void **context);
     ucs_status_t tag_unexpected_rndv(uint64_t stag, const void *header, unsigned length);
     Request     *offloaded_request(uct_tag_context_t *ctx);
+    void         direct_completed(DirectRecv *d, uint64_t stag, uint64_t imm, size_t length,
+                                  ucs_status_t status);
+    void         direct_rndv(DirectRecv *d, uint64_t stag, const void *header, unsigned length);
+    ucs_status_t cancel_direct(void *request);
+    void         cancel_directs_at_exit();
     bool         offload_completed_quietly(uct_tag_context_t *ctx, uint64_t stag, uint64_t imm,
                                            size_t length, ucs_status_t status);
 
@@ -246,6 +261,8 @@ class Worker {
     std::vector<std::unique_ptr<Iface>> ifaces_;
     Iface                          *offload_iface_ = nullptr; /* receives go to its tag list */
     uct_tag_context_t               offload_ctx_   = {};      /* offload_context() */
+    DirectRecvList                  direct_;                  /* DirectRecvs in the tag list */
+    const uct_tag_context_t         direct_ctx_ = direct_context();
     std::vector<std::unique_ptr<Endpoint>> eps_;
     std::unordered_map<uint32_t, Endpoint *> by_peer_;
     mutable uint32_t                last_peer_    = 0; /* endpoint_of() cache */
@@ -382,14 +399,61 @@ template <bool kOffloaded>
                                                         uint64_t mask, Endpoint *source,
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t *req) {
-    if ((offload_iface_ != nullptr) && (source == nullptr) && (req != nullptr) &&
+    if ((offload_iface_ != nullptr) && (source == nullptr) &&
         ((buffer != nullptr) || (length == 0)) &&
-        ((params == nullptr) || ((params->flags & ~unsigned(UCT_TM_PROTO_OP_USER_REQUEST)) == 0)) &&
         (matcher_.unexpected_count() == 0) && (matcher_.posted_count() == 0) &&
         (tier2_live_ == 0) && (gathers_open_ == 0)) {
-        return recv_offloaded(buffer, length, tag, mask, params, req);
+        if ((params != nullptr) && (params->flags == UCT_TM_PROTO_OP_USER_REQUEST) &&
+            (params->cb == nullptr) && user_memory_valid(params)) {
+            return recv_direct(buffer, length, tag, mask, params, req);
+        }
+        if ((req != nullptr) &&
+            ((params == nullptr) ||
+             ((params->flags & ~unsigned(UCT_TM_PROTO_OP_USER_REQUEST)) == 0))) {
+            return recv_offloaded(buffer, length, tag, mask, params, req);
+        }
     }
     return recv_general(buffer, length, tag, mask, source, params, req);
+}
+
+[[gnu::always_inline]] inline ucs_status_t Worker::recv_direct(void *buffer, size_t length,
+                                                               uint64_t tag, uint64_t mask,
+                                                               const uct_tm_proto_op_params_t *params,
+                                                               uint64_t *req) {
+    const Iface *iface = offload_iface_;
+    if ((length <= iface->attr.cap.tag.recv.max_zcopy) &&
+        (length >= iface->attr.cap.tag.recv.min_recv)) {
+        DirectRecv *d  = direct_recv_in(params->request);
+        d->uct.tag_consumed_cb = direct_ctx_.tag_consumed_cb;
+        d->uct.completed_cb    = direct_ctx_.completed_cb;
+        d->uct.rndv_cb         = direct_ctx_.rndv_cb;
+        d->worker   = this;
+        d->rbuf     = static_cast<char *>(buffer);
+        d->capacity = length;
+        d->tag      = tag;
+        d->mask     = mask;
+        d->consumed = false;
+        auto *pub            = static_cast<uct_tm_proto_request_status_t *>(params->request);
+        pub->status          = UCS_INPROGRESS;
+        *user_handle_in(pub) = 0; /* a DirectRecv, not a request slot */
+        direct_.push(d);          /* before the post: the list is complete at any callback */
+        ++offloaded_;
+        recv_iov_.buffer = buffer; /* the transport reads it during the call only */
+        recv_iov_.length = length;
+        if (ucs_likely(uct_iface_tag_recv_zcopy(iface->iface, tag, mask, &recv_iov_,
+                                                (length != 0) ? 1 : 0, &d->uct) == UCS_OK)) {
+            ++stats_.offloaded_recvs;
+            if (req != nullptr) {
+                *req = 0;
+            }
+            return UCS_INPROGRESS;
+        }
+        direct_.erase(d);
+        --offloaded_;
+    }
+    /* refused: a request slot, in the tag list or in software */
+    return (req != nullptr) ? recv_offloaded(buffer, length, tag, mask, params, req)
+                            : recv_general(buffer, length, tag, mask, nullptr, params, req);
 }
 
 /* Inline into the C entry points: a caller polls test() in its wait loop. */
