@@ -61,7 +61,7 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
                                                         const void *data, size_t len) {
     const uint64_t wire_imm = (uint64_t{config_.id} << 32) | imm;
     const Iface *i = ep->iface;
-    if ((len <= i->tag_zcopy_max) && ((len <= i->tag_inline_max) || (len > i->tag_bcopy_max))) {
+    if ((len < i->tag_inline_limit) || ((len <= i->tag_zcopy_max) && (len > i->tag_bcopy_max))) {
         return tag_eager_zcopy(ep, tag, wire_imm, data, len);
     }
     Pack p{nullptr, 0, data, len};
@@ -239,19 +239,73 @@ ucs_status_t Worker::start_send(Request &r) {
 
 /* Worker::send found the message eager, single and covered by credit, with
  * nothing queued before it. A refusal goes to send_general(), which decides
- * afresh (and queues on NO_RESOURCE). */
+ * afresh (and queues on NO_RESOURCE). The tag list's small message (one iov
+ * of inline size) is written so that nothing is live across the transport
+ * call: the message is counted sent before it, and the arguments a refusal
+ * needs wait in the worker (eager_now_) instead of saved registers. */
 ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
-    Worker       *w = ep->worker;
-    const ssize_t n =
-            w->send_single(ep, tag, (params != nullptr) ? params->imm : 0, buffer, length);
+    Worker *w = ep->worker;
+    if (ucs_likely(ep->tag_path && (length < ep->iface->tag_inline_limit))) {
+        const uint64_t imm = (uint64_t{w->config_.id} << 32) |
+                             ((params != nullptr) ? params->imm : 0);
+        w->eager_iov_.buffer = const_cast<void *>(buffer);
+        w->eager_iov_.length = length;
+        w->eager_now_        = {ep, tag, params, req};
+        ep->credits         -= length;
+        ++w->stats_.eager_sends;
+        const ucs_status_t status = uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &w->eager_iov_,
+                                                           (length != 0) ? 1 : 0, 0,
+                                                           &w->eager_comp_);
+        if (ucs_likely(status == UCS_OK)) {
+            if (req != nullptr) {
+                *req = 0;
+            }
+            return UCS_OK;
+        }
+        return w->eager_now_refused(status);
+    }
+    return w->send_eager_now_other(ep, buffer, length, tag, params, req);
+}
+
+/* The small tagged message above did not complete in the call. */
+ucs_status_t Worker::eager_now_refused(ucs_status_t status) {
+    const EagerNow a = eager_now_;
+    if (status == UCS_INPROGRESS) {
+        /* eager sends are done when handed over: the copy is waited for here */
+        while (eager_comp_.count != 0) {
+            uct_worker_progress(uworker_); /* runs no send of ours: nothing nests here */
+        }
+        status             = eager_comp_.status;
+        eager_comp_.count  = 1;
+        eager_comp_.status = UCS_OK;
+        if (status == UCS_OK) {
+            if (a.req != nullptr) {
+                *a.req = 0;
+            }
+            return UCS_OK;
+        }
+    }
+    const size_t length = eager_iov_.length;
+    a.ep->credits += length;
+    --stats_.eager_sends;
+    return send_general(a.ep, eager_iov_.buffer, length, a.tag, a.params, a.req);
+}
+
+/* Every other message send_eager_now() takes. */
+ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size_t length,
+                                          uint64_t tag, const uct_tm_proto_op_params_t *params,
+                                          uint64_t *req) {
+    const ssize_t n = send_single(ep, tag, (params != nullptr) ? params->imm : 0, buffer, length);
     if (n >= 0) {
         ep->credits -= length;
-        ++w->stats_.eager_sends;
-        *req = 0;
+        ++stats_.eager_sends;
+        if (req != nullptr) {
+            *req = 0;
+        }
         return UCS_OK;
     }
-    return w->send_general(ep, buffer, length, tag, params, req);
+    return send_general(ep, buffer, length, tag, params, req);
 }
 
 ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,

@@ -241,7 +241,8 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
     if (i->tag_send && (i->attr.cap.flags & UCT_IFACE_FLAG_TAG_EAGER_ZCOPY) &&
         !(md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH) && (i->attr.cap.tag.eager.max_iov >= 1)) {
         i->tag_zcopy_max  = i->attr.cap.tag.eager.max_zcopy;
-        i->tag_inline_max = i->attr.cap.tag.eager.max_short;
+        i->tag_inline_limit =
+                std::min(i->attr.cap.tag.eager.max_short, i->attr.cap.tag.eager.max_zcopy) + 1;
         i->tag_bcopy_max  = i->attr.cap.tag.eager.max_bcopy;
         i->tag_eager_max = std::max(i->tag_eager_max, i->tag_zcopy_max);
     }
@@ -490,17 +491,6 @@ unsigned Worker::deliver_completions() {
         ++n;
     }
     delivering_.clear();
-    return n;
-}
-
-unsigned Worker::progress() {
-    unsigned n = uct_worker_progress(uworker_);
-    if (!busy_.empty()) {
-        n += progress_queues();
-    }
-    if (!completed_.empty()) {
-        n += deliver_completions();
-    }
     return n;
 }
 

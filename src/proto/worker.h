@@ -52,11 +52,12 @@ struct Iface {
      * memh): it carries imm, which tag_eager_short cannot, and may span
      * several transport fragments */
     size_t           tag_zcopy_max = 0;
-    /* between these (above what fits one inline element, up to one
+    /* shorter than tag_inline_limit: one zcopy the transport sends inline
+     * (0: zcopy unusable, none); from there up to tag_bcopy_max (one
      * descriptor) tag_eager_bcopy costs the transport less than the zcopy's
      * general gather: tm_sm 1 KiB */
-    size_t           tag_inline_max = 0;
-    size_t           tag_bcopy_max  = 0;
+    size_t           tag_inline_limit = 0;
+    size_t           tag_bcopy_max    = 0;
     bool             offload   = false; /* receives go to its tag list */
     /* rendezvous data is read by the receiver (get_zcopy, MD-registered) */
     bool             rndv_get  = false;
@@ -144,6 +145,11 @@ class Worker {
                                        uint64_t *req);
     ucs_status_t send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                               const uct_tm_proto_op_params_t *params, uint64_t *req);
+    [[gnu::noinline]] ucs_status_t eager_now_refused(ucs_status_t status);
+    [[gnu::noinline]] ucs_status_t send_eager_now_other(Endpoint *ep, const void *buffer,
+                                                        size_t length, uint64_t tag,
+                                                        const uct_tm_proto_op_params_t *params,
+                                                        uint64_t *req);
     ssize_t      send_single(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data,
                              size_t len);
     ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
@@ -297,6 +303,15 @@ class Worker {
     uct_iov_t                       eager_iov_  = {nullptr, 0, UCT_MEM_HANDLE_NULL, 0, 1};
     uct_iov_t                       recv_iov_   = {nullptr, 0, UCT_MEM_HANDLE_NULL, 0, 1};
     uct_completion_t                eager_comp_ = {[](uct_completion_t *) {}, 1, UCS_OK};
+    /* send_eager_now()'s arguments while its transport call runs (the rest
+     * are eager_iov_'s buffer and length) */
+    struct EagerNow {
+        Endpoint                       *ep     = nullptr;
+        uint64_t                        tag    = 0;
+        const uct_tm_proto_op_params_t *params = nullptr;
+        uint64_t                       *req    = nullptr;
+    };
+    EagerNow                        eager_now_;
 };
 
 inline Endpoint *Worker::endpoint_of(uint32_t source) const {
@@ -326,11 +341,12 @@ inline void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t *req) {
     /* a message that leaves at once makes no request, with USER_REQUEST too */
-    if ((length < ep->eager_now_limit) && (length <= ep->credits) && (req != nullptr) &&
-        ((buffer != nullptr) || (length == 0)) &&
-        ((params == nullptr) || (params->flags == 0) ||
-         ((params->flags == UCT_TM_PROTO_OP_USER_REQUEST) && user_memory_valid(params))) &&
-        ep->sends.empty()) {
+    if ((length < ep->eager_now_limit) && (length <= ep->credits) &&
+        ((buffer != nullptr) || (length == 0)) && ep->sends.empty() &&
+        (((params == nullptr) || (params->flags == 0))
+                 ? (req != nullptr)
+                 : ((params->flags == UCT_TM_PROTO_OP_USER_REQUEST) &&
+                    user_memory_valid(params)))) { /* req may be NULL then */
         return send_eager_now(ep, buffer, length, tag, params, req);
     }
     return send_general(ep, buffer, length, tag, params, req);
@@ -454,6 +470,18 @@ template <bool kOffloaded>
     /* refused: a request slot, in the tag list or in software */
     return (req != nullptr) ? recv_offloaded(buffer, length, tag, mask, params, req)
                             : recv_general(buffer, length, tag, mask, nullptr, params, req);
+}
+
+/* Inline into the C entry point: a caller polls it in its wait loop. */
+[[gnu::always_inline]] inline unsigned Worker::progress() {
+    unsigned n = uct_worker_progress(uworker_);
+    if (ucs_unlikely(!busy_.empty())) {
+        n += progress_queues();
+    }
+    if (ucs_unlikely(!completed_.empty())) {
+        n += deliver_completions();
+    }
+    return n;
 }
 
 /* Inline into the C entry points: a caller polls test() in its wait loop. */

@@ -142,8 +142,10 @@ typedef struct uct_tm_proto_op_params {
  * Requests in the caller's memory (as UCP's UCP_OP_ATTR_FIELD_REQUEST).
  *
  * With UCT_TM_PROTO_OP_USER_REQUEST an operation that returns UCS_INPROGRESS
- * keeps its whole state in params->request: no handle is made (*req, which
- * may then be NULL, is set to 0), nothing is released. The memory starts with
+ * is tied to params->request: no handle is made (*req, which may then be
+ * NULL, is set to 0), nothing is released; a receive without callback that
+ * the transport's tag list takes keeps its whole state there (docs/proto.md
+ * "Requests in the caller's memory"). The memory starts with
  * uct_tm_proto_request_status_t; its status word reads UCS_INPROGRESS until
  * the request completed, then the final status, with info filled. It changes
  * only inside calls into the worker: uct_tm_proto_worker_progress() (after the
