@@ -497,6 +497,22 @@ ucs_status_t Worker::recv_offloaded(void *buffer, size_t length, uint64_t tag, u
     return recv_general(buffer, length, tag, mask, nullptr, params, req);
 }
 
+ucs_status_t Worker::direct_refused() {
+    const DirectPost a = direct_post_;
+    DirectRecv      *d = direct_recv_in(a.params->request);
+    direct_.erase(d);
+    --offloaded_;
+    --stats_.offloaded_recvs;
+    return recv_refused_direct(recv_iov_.buffer, recv_iov_.length, d->tag, d->mask, a.params,
+                               a.req);
+}
+
+ucs_status_t Worker::recv_refused_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                                         const uct_tm_proto_op_params_t *params, uint64_t *req) {
+    return (req != nullptr) ? recv_offloaded(buffer, length, tag, mask, params, req)
+                            : recv_general(buffer, length, tag, mask, nullptr, params, req);
+}
+
 ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                                   Endpoint *source, const uct_tm_proto_op_params_t *params,
                                   uint64_t *req) {

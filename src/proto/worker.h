@@ -225,6 +225,13 @@ class Worker {
      * tag list as a DirectRecv; recv_offloaded() if the transport refuses */
     ucs_status_t recv_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                              const uct_tm_proto_op_params_t *params, uint64_t *req);
+    /* the transport refused recv_direct()'s post: undone, and posted again
+     * with a request slot */
+    [[gnu::noinline]] ucs_status_t direct_refused();
+    /* a receive recv_direct() cannot post: with a request slot, in the tag
+     * list or in software */
+    ucs_status_t recv_refused_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                                     const uct_tm_proto_op_params_t *params, uint64_t *req);
     ucs_status_t recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                               Endpoint *source, const uct_tm_proto_op_params_t *params,
                               uint64_t *req);
@@ -312,6 +319,13 @@ class Worker {
         uint64_t                       *req    = nullptr;
     };
     EagerNow                        eager_now_;
+    /* recv_direct()'s arguments while its post runs (the rest are in
+     * recv_iov_ and the DirectRecv) */
+    struct DirectPost {
+        const uct_tm_proto_op_params_t *params = nullptr;
+        uint64_t                       *req    = nullptr;
+    };
+    DirectPost                      direct_post_;
 };
 
 inline Endpoint *Worker::endpoint_of(uint32_t source) const {
@@ -452,24 +466,25 @@ template <bool kOffloaded>
         auto *pub            = static_cast<uct_tm_proto_request_status_t *>(params->request);
         pub->status          = UCS_INPROGRESS;
         *user_handle_in(pub) = 0; /* a DirectRecv, not a request slot */
-        direct_.push(d);          /* before the post: the list is complete at any callback */
+        /* all done before the post (the list is complete at any callback),
+         * so nothing is live across it; a refusal undoes it (direct_refused) */
+        direct_.push(d);
         ++offloaded_;
+        ++stats_.offloaded_recvs;
+        if (req != nullptr) {
+            *req = 0;
+        }
         recv_iov_.buffer = buffer; /* the transport reads it during the call only */
         recv_iov_.length = length;
-        if (ucs_likely(uct_iface_tag_recv_zcopy(iface->iface, tag, mask, &recv_iov_,
-                                                (length != 0) ? 1 : 0, &d->uct) == UCS_OK)) {
-            ++stats_.offloaded_recvs;
-            if (req != nullptr) {
-                *req = 0;
-            }
+        direct_post_     = {params, req};
+        const ucs_status_t status = uct_iface_tag_recv_zcopy(iface->iface, tag, mask, &recv_iov_,
+                                                             (length != 0) ? 1 : 0, &d->uct);
+        if (ucs_likely(status == UCS_OK)) {
             return UCS_INPROGRESS;
         }
-        direct_.erase(d);
-        --offloaded_;
+        return direct_refused();
     }
-    /* refused: a request slot, in the tag list or in software */
-    return (req != nullptr) ? recv_offloaded(buffer, length, tag, mask, params, req)
-                            : recv_general(buffer, length, tag, mask, nullptr, params, req);
+    return recv_refused_direct(buffer, length, tag, mask, params, req);
 }
 
 /* Inline into the C entry point: a caller polls it in its wait loop. */
