@@ -149,8 +149,18 @@ Side connect_side(const Options &o, int fd) {
     return s;
 }
 
+/* -u: request memory and the params naming it, set up once (the params are
+ * the same for every operation that uses this memory). */
 struct UserRequest {
     alignas(UCT_TM_PROTO_REQUEST_ALIGN) unsigned char bytes[UCT_TM_PROTO_REQUEST_SIZE];
+    uct_tm_proto_op_params_t params = {};
+
+    UserRequest() {
+        params.flags   = UCT_TM_PROTO_OP_USER_REQUEST;
+        params.request = bytes;
+    }
+    UserRequest(const UserRequest &)            = delete; /* params point into this one */
+    UserRequest &operator=(const UserRequest &) = delete;
 };
 
 /* An operation in progress: a handle, or (-u) a request in our memory. */
@@ -180,22 +190,14 @@ void wait_req(const Side &s, const Pending &p) {
 }
 
 /* Params for an operation in `user` (null: a handle, no params). */
-const uct_tm_proto_op_params_t *params_for(UserRequest *user, uct_tm_proto_op_params_t *params) {
-    if (user == nullptr) {
-        return nullptr;
-    }
-    *params         = {};
-    params->flags   = UCT_TM_PROTO_OP_USER_REQUEST;
-    params->request = user->bytes;
-    return params;
+const uct_tm_proto_op_params_t *params_for(const UserRequest *user) {
+    return (user != nullptr) ? &user->params : nullptr;
 }
 
 /* Starts a send; an empty Pending when it finished at once. */
 Pending start_send(const Side &s, const void *buf, size_t len, uint64_t tag, UserRequest *user) {
-    uct_tm_proto_op_params_t params;
-    Pending                  p;
-    const ucs_status_t       st =
-            uct_tm_proto_send(s.ep, buf, len, tag, params_for(user, &params), &p.req);
+    Pending            p;
+    const ucs_status_t st = uct_tm_proto_send(s.ep, buf, len, tag, params_for(user), &p.req);
     if (st == UCS_INPROGRESS) {
         p.user = user;
         return p;
@@ -214,11 +216,10 @@ void send_msg(const Side &s, const void *buf, size_t len, uint64_t tag, UserRequ
 }
 
 Pending post_recv(const Side &s, void *buf, size_t len, uint64_t tag, UserRequest *user) {
-    uct_tm_proto_op_params_t params;
-    Pending                  p;
+    Pending p;
     p.user                = user;
     const ucs_status_t st = uct_tm_proto_recv(s.worker, buf, len, tag, ~uint64_t{0}, nullptr,
-                                              params_for(user, &params), &p.req);
+                                              params_for(user), &p.req);
     if (st != UCS_INPROGRESS) {
         die("recv", st);
     }
