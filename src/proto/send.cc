@@ -36,6 +36,13 @@ size_t pack_cb(void *dest, void *arg) {
     return p->hdr_len + p->len;
 }
 
+/* A tagged eager message's data, described by an iov (Worker::eager_iov_). */
+size_t pack_iov_cb(void *dest, void *arg) {
+    const uct_iov_t *iov = static_cast<const uct_iov_t *>(arg);
+    memcpy(dest, iov->buffer, iov->length);
+    return iov->length;
+}
+
 }  // namespace
 
 ssize_t Worker::am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
@@ -239,14 +246,15 @@ ucs_status_t Worker::start_send(Request &r) {
 
 /* Worker::send found the message eager, single and covered by credit, with
  * nothing queued before it. A refusal goes to send_general(), which decides
- * afresh (and queues on NO_RESOURCE). The tag list's small message (one iov
- * of inline size) is written so that nothing is live across the transport
- * call: the message is counted sent before it, and the arguments a refusal
- * needs wait in the worker (eager_now_) instead of saved registers. */
+ * afresh (and queues on NO_RESOURCE). A message for a tag list (zcopy or
+ * bcopy, as tag_eager() picks) is written so that nothing is live across the
+ * transport call: the message is counted sent before it, and the arguments a
+ * refusal needs wait in the worker (eager_now_) instead of saved registers. */
 ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
     Worker *w = ep->worker;
-    if (ucs_likely(ep->tag_path && (length < ep->iface->tag_inline_limit))) {
+    if (ucs_likely(ep->tag_path)) {
+        const Iface   *i   = ep->iface;
         const uint64_t imm = (uint64_t{w->config_.id} << 32) |
                              ((params != nullptr) ? params->imm : 0);
         w->eager_iov_.buffer = const_cast<void *>(buffer);
@@ -254,9 +262,16 @@ ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t len
         w->eager_now_        = {ep, tag, params, req};
         ep->credits         -= length;
         ++w->stats_.eager_sends;
-        const ucs_status_t status = uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &w->eager_iov_,
-                                                           (length != 0) ? 1 : 0, 0,
-                                                           &w->eager_comp_);
+        ucs_status_t status;
+        if ((length < i->tag_inline_limit) ||
+            ((length <= i->tag_zcopy_max) && (length > i->tag_bcopy_max))) {
+            status = uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &w->eager_iov_,
+                                            (length != 0) ? 1 : 0, 0, &w->eager_comp_);
+        } else {
+            const ssize_t n = uct_ep_tag_eager_bcopy(ep->uct_ep, tag, imm, pack_iov_cb,
+                                                     &w->eager_iov_, 0);
+            status = (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
+        }
         if (ucs_likely(status == UCS_OK)) {
             if (req != nullptr) {
                 *req = 0;
@@ -268,7 +283,7 @@ ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t len
     return w->send_eager_now_other(ep, buffer, length, tag, params, req);
 }
 
-/* The small tagged message above did not complete in the call. */
+/* The tagged message above did not complete in the call. */
 ucs_status_t Worker::eager_now_refused(ucs_status_t status) {
     const EagerNow a = eager_now_;
     if (status == UCS_INPROGRESS) {
@@ -292,7 +307,7 @@ ucs_status_t Worker::eager_now_refused(ucs_status_t status) {
     return send_general(a.ep, eager_iov_.buffer, length, a.tag, a.params, a.req);
 }
 
-/* Every other message send_eager_now() takes. */
+/* Every other message send_eager_now() takes (AM). */
 ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size_t length,
                                           uint64_t tag, const uct_tm_proto_op_params_t *params,
                                           uint64_t *req) {
