@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <getopt.h>
+#include <memory>
 #include <sched.h>
 #include <signal.h>
 #include <string>
@@ -226,9 +227,33 @@ Pending post_recv(const Side &s, void *buf, size_t len, uint64_t tag, UserReques
     return p;
 }
 
-void fill(std::vector<char> &buf, size_t it) {
+/* A page-aligned buffer, as tm_perftest's (the copies' alignment is then the
+ * same in both tools). */
+class PageBuffer {
+  public:
+    explicit PageBuffer(size_t size) : size_(size) {
+        void *p = nullptr;
+        if (posix_memalign(&p, 4096, std::max<size_t>(size, 1)) != 0) {
+            fprintf(stderr, "tm_proto_perf: no memory for a %zu-byte buffer\n", size);
+            exit(1);
+        }
+        memset(p, 0, std::max<size_t>(size, 1));
+        data_.reset(static_cast<char *>(p));
+    }
+    char  *data() { return data_.get(); }
+    size_t size() const { return size_; }
+
+  private:
+    struct Free {
+        void operator()(char *p) const { free(p); }
+    };
+    std::unique_ptr<char, Free> data_;
+    size_t                      size_;
+};
+
+void fill(PageBuffer &buf, size_t it) {
     for (size_t i = 0; i < buf.size(); ++i) {
-        buf[i] = static_cast<char>(i * 31 + it);
+        buf.data()[i] = static_cast<char>(i * 31 + it);
     }
 }
 
@@ -267,7 +292,7 @@ struct Result {
 Result run_size(const Options &o, const Side &s, bool client, size_t size) {
     const size_t      iters  = iterations(o, size);
     const size_t      warmup = iters / 10 + 1;
-    std::vector<char> sbuf(size), rbuf(size);
+    PageBuffer        sbuf(size), rbuf(size);
     std::vector<double> rtt;
     /* -u: one request memory per operation in flight (a window of sends or
      * receives, and one more of each kind) */
@@ -332,7 +357,7 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
          * in tm_perftest and ucx_perftest (one message's working set, like a
          * protocol reusing one user buffer); --check needs them disjoint. */
         const size_t      stride = o.check ? size : 64;
-        std::vector<char> area(client ? 0 : size + stride * o.window);
+        PageBuffer        area(client ? 0 : size + stride * o.window);
         char                                ack;
         for (size_t w = 0; w < wu + windows; ++w) {
             if (w == wu) {
