@@ -59,7 +59,6 @@ OffloadContext *context_of(uct_tag_context_t *ctx) {
 [[gnu::always_inline]] inline void Worker::offload_consumed(Request &r) {
     if (r.rstate == RecvState::kOffloaded) {
         r.rstate = RecvState::kArriving;
-        --offloaded_;
     }
 }
 
@@ -176,9 +175,6 @@ void Worker::flush_credit_guarded(Endpoint *ep) {
 [[gnu::always_inline]] inline void Worker::direct_completed(DirectRecv *d, uint64_t stag,
                                                             uint64_t imm, size_t length,
                                                             ucs_status_t status) {
-    if (!d->consumed) {
-        --offloaded_; /* cancelled before it matched: no tag_consumed_cb */
-    }
     direct_.erase(d);
     uct_tm_proto_info_t info = {};
     if (ucs_likely(status != UCS_ERR_CANCELED)) {
@@ -201,10 +197,7 @@ void Worker::flush_credit_guarded(Endpoint *ep) {
 /* A rendezvous arrived for a DirectRecv: the rest of the receive needs a
  * request slot, tied to the same memory. */
 void Worker::direct_rndv(DirectRecv *d, uint64_t stag, const void *header, unsigned length) {
-    if (!d->consumed) {
-        d->consumed = true;
-        --offloaded_;
-    }
+    d->consumed = true;
     direct_.erase(d);
     void    *memory = status_of(d);
     uint64_t handle;
@@ -257,7 +250,6 @@ struct DirectHandlers {
     static void consumed(uct_tag_context_t *ctx) {
         DirectRecv *d = reinterpret_cast<DirectRecv *>(ctx);
         d->consumed   = true;
-        --d->worker->offloaded_;
     }
     /* The common arrival (a message, not a cancel, from the cached sender,
      * its owed credit staying below the flush mark) calls nothing, so it
@@ -423,7 +415,6 @@ void Worker::forget_offloaded(Request &r) {
         /* forced: the transport drops the context without calling back */
         uct_iface_tag_recv_cancel(ifaces_.front()->iface, &r.octx.uct, 1);
         r.rstate = RecvState::kArriving;
-        --offloaded_;
     }
 }
 

@@ -501,7 +501,6 @@ ucs_status_t Worker::direct_refused() {
     const DirectPost a = direct_post_;
     DirectRecv      *d = direct_recv_in(a.params->request);
     direct_.erase(d);
-    --offloaded_;
     --stats_.offloaded_recvs;
     return recv_refused_direct(recv_iov_.buffer, recv_iov_.length, d->tag, d->mask, a.params,
                                a.req);

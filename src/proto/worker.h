@@ -286,7 +286,6 @@ class Worker {
     match::TagMatcher               matcher_;       /* tier 1 receives and unexpected messages */
     std::deque<uint64_t>            tier2_;         /* source-filtered receives and the ones after */
     size_t                          tier2_live_ = 0;
-    size_t                          offloaded_  = 0; /* tier 0 */
     std::deque<uint64_t>            arrival_;       /* unexpected handles in arrival order */
     Partials                        partial_;       /* fragments still to come */
     /* unexpected tagged messages arriving in several fragments, gathered
@@ -390,7 +389,6 @@ inline bool Worker::try_offload(Request &r) {
     }
     r.rstate = RecvState::kOffloaded;
     r.tier   = 0;
-    ++offloaded_;
     ++stats_.offloaded_recvs;
     return true;
 }
@@ -469,7 +467,6 @@ template <bool kOffloaded>
         /* all done before the post (the list is complete at any callback),
          * so nothing is live across it; a refusal undoes it (direct_refused) */
         direct_.push(d);
-        ++offloaded_;
         ++stats_.offloaded_recvs;
         if (req != nullptr) {
             *req = 0;
