@@ -259,7 +259,7 @@ struct DirectHandlers {
         DirectRecv *d  = reinterpret_cast<DirectRecv *>(ctx);
         Worker     *w  = d->worker;
         Endpoint   *ep = w->last_peer_ep_;
-        if (ucs_unlikely((status == UCS_ERR_CANCELED) || !d->consumed || (ep == nullptr) ||
+        if (ucs_unlikely((status == UCS_ERR_CANCELED) || (ep == nullptr) ||
                          (static_cast<uint32_t>(imm >> 32) != w->last_peer_) ||
                          (ep->owed + length >= w->window_ / 4))) {
             completed_in_general(ctx, stag, imm, length, data, status);

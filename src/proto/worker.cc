@@ -128,6 +128,11 @@ ucs_status_t Worker::open() {
     if (ifaces_.front()->offload) {
         offload_iface_ = ifaces_.front().get();
         offload_ctx_   = offload_context();
+        const auto &cap = offload_iface_->attr.cap.tag.recv;
+        if (cap.max_zcopy >= cap.min_recv) {
+            recv_min_  = cap.min_recv;
+            recv_span_ = cap.max_zcopy - cap.min_recv;
+        }
     }
     return UCS_OK;
 }

@@ -275,6 +275,10 @@ class Worker {
     Iface                          *offload_iface_ = nullptr; /* receives go to its tag list */
     uct_tag_context_t               offload_ctx_   = {};      /* offload_context() */
     DirectRecvList                  direct_;                  /* DirectRecvs in the tag list */
+    /* the tag list takes buffers of recv_min_ to recv_min_ + recv_span_ bytes
+     * (one unsigned compare; SIZE_MAX and 0 until set: no real buffer) */
+    size_t                          recv_min_  = SIZE_MAX;
+    size_t                          recv_span_ = 0;
     const uct_tag_context_t         direct_ctx_ = direct_context();
     std::vector<std::unique_ptr<Endpoint>> eps_;
     std::unordered_map<uint32_t, Endpoint *> by_peer_;
@@ -448,9 +452,7 @@ template <bool kOffloaded>
                                                                uint64_t tag, uint64_t mask,
                                                                const uct_tm_proto_op_params_t *params,
                                                                uint64_t *req) {
-    const Iface *iface = offload_iface_;
-    if ((length <= iface->attr.cap.tag.recv.max_zcopy) &&
-        (length >= iface->attr.cap.tag.recv.min_recv)) {
+    if ((length - recv_min_) <= recv_span_) {
         DirectRecv *d  = direct_recv_in(params->request);
         d->uct.tag_consumed_cb = direct_ctx_.tag_consumed_cb;
         d->uct.completed_cb    = direct_ctx_.completed_cb;
@@ -474,7 +476,8 @@ template <bool kOffloaded>
         recv_iov_.buffer = buffer; /* the transport reads it during the call only */
         recv_iov_.length = length;
         direct_post_     = {params, req};
-        const ucs_status_t status = uct_iface_tag_recv_zcopy(iface->iface, tag, mask, &recv_iov_,
+        const ucs_status_t status = uct_iface_tag_recv_zcopy(offload_iface_->iface, tag, mask,
+                                                             &recv_iov_,
                                                              (length != 0) ? 1 : 0, &d->uct);
         if (ucs_likely(status == UCS_OK)) {
             return UCS_INPROGRESS;
