@@ -6,11 +6,15 @@
  * middle of every round and empties again between rounds. Every message must
  * land in the receive the model (one list, earliest posted match; earliest
  * arrived unexpected message for a new receive) gives it, with its payload.
+ * Run with handle receives, and with half of the receives in the caller's
+ * memory without callback (over tm_sm those the tag list takes are
+ * DirectRecvs; the full list refuses some of them).
  */
 #include "proto_fixture.h"
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 
 namespace uct_tm_test {
@@ -21,6 +25,16 @@ struct ModelRecv {
     int      got = -1; /* message index */
 };
 
+/* A receive by handle or in the caller's memory. */
+struct Recv {
+    struct Memory {
+        alignas(UCT_TM_PROTO_REQUEST_ALIGN) unsigned char bytes[UCT_TM_PROTO_REQUEST_SIZE];
+    };
+    uct_tm_proto_request_t  handle = 0;
+    std::unique_ptr<Memory> user;
+    bool                    pending = false;
+};
+
 class ProtoOrdering : public ProtoTest {
   protected:
     void SetUp() override {
@@ -28,16 +42,63 @@ class ProtoOrdering : public ProtoTest {
         ProtoTest::SetUp();
         unsetenv("UCX_TM_SM_TAG_LIST_SIZE");
     }
+
+    Recv post_recv(void *buf, size_t len, uint64_t tag, uint64_t mask, uct_tm_proto_ep_h source,
+                   bool user) {
+        Recv r;
+        r.pending = true;
+        if (!user) {
+            r.handle = post(buf, len, tag, mask, source);
+            return r;
+        }
+        r.user                          = std::make_unique<Recv::Memory>();
+        uct_tm_proto_op_params_t params = {};
+        params.flags                    = UCT_TM_PROTO_OP_USER_REQUEST;
+        params.request                  = r.user->bytes;
+        EXPECT_EQ(UCS_INPROGRESS,
+                  uct_tm_proto_recv(p_.b, buf, len, tag, mask, source, &params, nullptr));
+        return r;
+    }
+    ucs_status_t wait_recv(Recv &r, uct_tm_proto_info_t *info = nullptr) {
+        r.pending = false;
+        if (!r.user) {
+            return wait_request(p_, p_.b, r.handle, info);
+        }
+        if (!wait_for(p_, [&] {
+                return uct_tm_proto_request_user_test(r.user->bytes, nullptr) != UCS_INPROGRESS;
+            })) {
+            return UCS_ERR_TIMED_OUT;
+        }
+        return uct_tm_proto_request_user_test(r.user->bytes, info);
+    }
+    ucs_status_t test_recv(const Recv &r) {
+        return r.user ? uct_tm_proto_request_user_test(r.user->bytes, nullptr)
+                      : uct_tm_proto_request_test(p_.b, r.handle, nullptr);
+    }
+    ucs_status_t cancel_recv(const Recv &r) {
+        return r.user ? uct_tm_proto_request_cancel_user(p_.b, r.user->bytes)
+                      : uct_tm_proto_request_cancel(p_.b, r.handle);
+    }
+
+    void random_mix(bool caller_memory);
 };
 
 TEST_P(ProtoOrdering, RandomMixMatchesTheModel) {
+    random_mix(false);
+}
+
+TEST_P(ProtoOrdering, RandomMixInCallerMemoryMatchesTheModel) {
+    random_mix(true);
+}
+
+void ProtoOrdering::random_mix(bool caller_memory) {
     std::mt19937_64                     rng(12345);
     constexpr size_t                    kBig = 200000; /* above the 128k rendezvous threshold */
     std::vector<ModelRecv>              model;
     std::vector<int>                    unexpected; /* message indexes, arrival order */
     std::vector<uint64_t>               msg_tags;
     std::vector<size_t>                 msg_lens;
-    std::vector<uct_tm_proto_request_t> rreqs;
+    std::vector<Recv>                   rreqs;
     std::vector<std::vector<char>>      bufs;
     std::vector<uct_tm_proto_request_t> sreqs;
     uint64_t                            arrivals = 0;
@@ -60,7 +121,9 @@ TEST_P(ProtoOrdering, RandomMixMatchesTheModel) {
             }
             model.push_back(m);
             bufs.emplace_back(kBig, 0);
-            rreqs.push_back(post(bufs.back().data(), kBig, m.tag, m.mask, directed ? p_.ba : nullptr));
+            rreqs.push_back(post_recv(bufs.back().data(), kBig, m.tag, m.mask,
+                                      directed ? p_.ba : nullptr,
+                                      caller_memory && ((rng() % 2) == 0)));
         }
         /* send */
         const int nmsg = 1 + static_cast<int>(rng() % 6);
@@ -101,12 +164,11 @@ TEST_P(ProtoOrdering, RandomMixMatchesTheModel) {
             if (model[k].got < 0) {
                 continue;
             }
-            if (rreqs[k] == 0) {
+            if (!rreqs[k].pending) {
                 continue; /* checked in an earlier round */
             }
             uct_tm_proto_info_t info;
-            ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreqs[k], &info)) << "receive " << k;
-            rreqs[k] = 0;
+            ASSERT_EQ(UCS_OK, wait_recv(rreqs[k], &info)) << "receive " << k;
             const int j = model[k].got;
             EXPECT_EQ(info.imm, static_cast<uint32_t>(j)) << "receive " << k << " round " << round;
             EXPECT_EQ(info.tag, msg_tags[j]);
@@ -114,8 +176,8 @@ TEST_P(ProtoOrdering, RandomMixMatchesTheModel) {
             EXPECT_EQ(0, memcmp(bufs[k].data(), pattern(msg_lens[j], j).data(), msg_lens[j]));
         }
         for (size_t k = 0; k < model.size(); ++k) {
-            if ((model[k].got < 0) && (rreqs[k] != 0)) {
-                EXPECT_EQ(UCS_INPROGRESS, uct_tm_proto_request_test(p_.b, rreqs[k], nullptr))
+            if ((model[k].got < 0) && rreqs[k].pending) {
+                EXPECT_EQ(UCS_INPROGRESS, test_recv(rreqs[k]))
                         << "receive " << k << " took a message the model gives nobody";
             }
         }
@@ -128,9 +190,9 @@ TEST_P(ProtoOrdering, RandomMixMatchesTheModel) {
     }
     /* leftovers: pending receives cancel, unexpected messages are discarded */
     for (size_t k = 0; k < model.size(); ++k) {
-        if (rreqs[k] != 0) {
-            ASSERT_EQ(UCS_OK, uct_tm_proto_request_cancel(p_.b, rreqs[k]));
-            EXPECT_EQ(UCS_ERR_CANCELED, wait_request(p_, p_.b, rreqs[k]));
+        if (rreqs[k].pending) {
+            ASSERT_EQ(UCS_OK, cancel_recv(rreqs[k]));
+            EXPECT_EQ(UCS_ERR_CANCELED, wait_recv(rreqs[k]));
         }
     }
     uct_tm_proto_info_t info;
