@@ -53,10 +53,14 @@ proto_run() {
 
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
+impls=(proto sw uct ucp)
 for r in $(seq 1 "$rounds"); do
     for c in "${cases[@]}"; do
         set -- $c
-        for impl in proto sw uct ucp; do
+        # the order rotates from round to round: no tool always runs right
+        # after the same other one (or first after a size change)
+        for k in 0 1 2 3; do
+            impl=${impls[$(( (r + k) % 4 ))]}
             read -r lat bw < <("${impl}_run" "$1" "$2" "$3")
             echo "$r $1 $2 $impl $lat $bw" >>"$raw"
         done
