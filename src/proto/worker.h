@@ -221,9 +221,10 @@ class Worker {
     void         unexpected_bytes(int64_t delta);
     ucs_status_t recv_offloaded(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                                 const uct_tm_proto_op_params_t *params, uint64_t *req);
-    /* inline: a receive in the caller's memory without callback goes to the
-     * tag list as a DirectRecv; recv_offloaded() if the transport refuses */
-    ucs_status_t recv_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+    /* A receive in the caller's memory without callback goes to the tag list
+     * as a DirectRecv; recv_offloaded() if the transport refuses. Out of
+     * line: the C entry then saves no register for the other paths. */
+    [[gnu::noinline]] ucs_status_t recv_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                              const uct_tm_proto_op_params_t *params, uint64_t *req);
     /* the transport refused recv_direct()'s post: undone, and posted again
      * with a request slot */
@@ -446,45 +447,6 @@ template <bool kOffloaded>
         }
     }
     return recv_general(buffer, length, tag, mask, source, params, req);
-}
-
-[[gnu::always_inline]] inline ucs_status_t Worker::recv_direct(void *buffer, size_t length,
-                                                               uint64_t tag, uint64_t mask,
-                                                               const uct_tm_proto_op_params_t *params,
-                                                               uint64_t *req) {
-    if ((length - recv_min_) <= recv_span_) {
-        DirectRecv *d  = direct_recv_in(params->request);
-        d->uct.tag_consumed_cb = direct_ctx_.tag_consumed_cb;
-        d->uct.completed_cb    = direct_ctx_.completed_cb;
-        d->uct.rndv_cb         = direct_ctx_.rndv_cb;
-        d->worker   = this;
-        d->rbuf     = static_cast<char *>(buffer);
-        d->capacity = length;
-        d->tag      = tag;
-        d->mask     = mask;
-        d->consumed = false;
-        auto *pub            = static_cast<uct_tm_proto_request_status_t *>(params->request);
-        pub->status          = UCS_INPROGRESS;
-        *user_handle_in(pub) = 0; /* a DirectRecv, not a request slot */
-        /* all done before the post (the list is complete at any callback),
-         * so nothing is live across it; a refusal undoes it (direct_refused) */
-        direct_.push(d);
-        ++stats_.offloaded_recvs;
-        if (req != nullptr) {
-            *req = 0;
-        }
-        recv_iov_.buffer = buffer; /* the transport reads it during the call only */
-        recv_iov_.length = length;
-        direct_post_     = {params, req};
-        const ucs_status_t status = uct_iface_tag_recv_zcopy(offload_iface_->iface, tag, mask,
-                                                             &recv_iov_,
-                                                             (length != 0) ? 1 : 0, &d->uct);
-        if (ucs_likely(status == UCS_OK)) {
-            return UCS_INPROGRESS;
-        }
-        return direct_refused();
-    }
-    return recv_refused_direct(buffer, length, tag, mask, params, req);
 }
 
 /* Inline into the C entry point: a caller polls it in its wait loop. */
