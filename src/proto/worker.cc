@@ -476,6 +476,16 @@ void Worker::mark_busy(Endpoint *ep) {
     }
 }
 
+unsigned Worker::progress_rest(unsigned n) {
+    if (!busy_.empty()) {
+        n += progress_queues();
+    }
+    if (!completed_.empty()) {
+        n += deliver_completions();
+    }
+    return n;
+}
+
 unsigned Worker::deliver_completions() {
     delivering_.swap(completed_);
     unsigned n = 0;

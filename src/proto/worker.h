@@ -136,6 +136,8 @@ class Worker {
     void         mark_busy(Endpoint *ep);
     unsigned     progress_queues();
     unsigned     deliver_completions();
+    /* progress() found queued sends or completions: n plus their count */
+    [[gnu::noinline]] unsigned progress_rest(unsigned n);
     void         complete(Request &r, ucs_status_t status);
 
     /* --- send.cc --- */
@@ -451,14 +453,11 @@ template <bool kOffloaded>
 
 /* Inline into the C entry point: a caller polls it in its wait loop. */
 [[gnu::always_inline]] inline unsigned Worker::progress() {
-    unsigned n = uct_worker_progress(uworker_);
-    if (ucs_unlikely(!busy_.empty())) {
-        n += progress_queues();
+    const unsigned n = uct_worker_progress(uworker_);
+    if (ucs_likely(busy_.empty() && completed_.empty())) {
+        return n;
     }
-    if (ucs_unlikely(!completed_.empty())) {
-        n += deliver_completions();
-    }
-    return n;
+    return progress_rest(n); /* a tail call: an idle poll saves no register for it */
 }
 
 /* Inline into the C entry points: a caller polls test() in its wait loop. */
