@@ -293,21 +293,22 @@ struct DirectHandlers {
     }
 };
 
-uct_tag_context_t direct_context() {
+namespace {
+
+/* A UCT tag context whose callbacks are Handlers' (priv is the transport's). */
+template <typename Handlers> uct_tag_context_t context_with() {
     uct_tag_context_t c = {};
-    c.tag_consumed_cb = DirectHandlers::consumed;
-    c.completed_cb    = DirectHandlers::completed;
-    c.rndv_cb         = DirectHandlers::rndv;
+    c.tag_consumed_cb = Handlers::consumed;
+    c.completed_cb    = Handlers::completed;
+    c.rndv_cb         = Handlers::rndv;
     return c;
 }
 
-uct_tag_context_t offload_context() {
-    uct_tag_context_t c = {};
-    c.tag_consumed_cb = TagHandlers::consumed;
-    c.completed_cb    = TagHandlers::completed;
-    c.rndv_cb         = TagHandlers::rndv;
-    return c;
-}
+}  // namespace
+
+uct_tag_context_t direct_context() { return context_with<DirectHandlers>(); }
+
+uct_tag_context_t offload_context() { return context_with<TagHandlers>(); }
 
 void set_tag_callbacks(uct_iface_params_t *params, Iface *iface) {
     params->field_mask |= UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB | UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG |

@@ -89,14 +89,21 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
     ucs_status_t status = uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &iov, (len != 0) ? 1 : 0,
                                                  0, &eager_comp_);
     if (status == UCS_INPROGRESS) {
-        while (eager_comp_.count != 0) {
-            uct_worker_progress(uworker_); /* runs no send of ours: nothing nests here */
-        }
-        status             = eager_comp_.status;
-        eager_comp_.count  = 1;
-        eager_comp_.status = UCS_OK;
+        status = wait_eager_zcopy();
     }
     return (status == UCS_OK) ? static_cast<ssize_t>(len) : static_cast<ssize_t>(status);
+}
+
+/* An eager send is done when handed over: a transport that copies the data
+ * later is waited for. */
+ucs_status_t Worker::wait_eager_zcopy() {
+    while (eager_comp_.count != 0) {
+        uct_worker_progress(uworker_); /* runs no send of ours: nothing nests here */
+    }
+    const ucs_status_t status = eager_comp_.status;
+    eager_comp_.count         = 1;
+    eager_comp_.status        = UCS_OK;
+    return status;
 }
 
 [[gnu::always_inline]] inline ssize_t Worker::am_short(Endpoint *ep, uint64_t tag, uint32_t imm,
@@ -287,13 +294,7 @@ ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t len
 ucs_status_t Worker::eager_now_refused(ucs_status_t status) {
     const EagerNow a = eager_now_;
     if (status == UCS_INPROGRESS) {
-        /* eager sends are done when handed over: the copy is waited for here */
-        while (eager_comp_.count != 0) {
-            uct_worker_progress(uworker_); /* runs no send of ours: nothing nests here */
-        }
-        status             = eager_comp_.status;
-        eager_comp_.count  = 1;
-        eager_comp_.status = UCS_OK;
+        status = wait_eager_zcopy();
         if (status == UCS_OK) {
             if (a.req != nullptr) {
                 *a.req = 0;

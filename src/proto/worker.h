@@ -148,6 +148,7 @@ class Worker {
     ucs_status_t send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                               const uct_tm_proto_op_params_t *params, uint64_t *req);
     [[gnu::noinline]] ucs_status_t eager_now_refused(ucs_status_t status);
+    ucs_status_t wait_eager_zcopy();
     [[gnu::noinline]] ucs_status_t send_eager_now_other(Endpoint *ep, const void *buffer,
                                                         size_t length, uint64_t tag,
                                                         const uct_tm_proto_op_params_t *params,
