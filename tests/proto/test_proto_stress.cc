@@ -3,7 +3,9 @@
  * processes over one transport (tm_sm, posix) each send kMsgs messages of
  * random size (empty to rendezvous), tag class, sync or not, inject or not,
  * to random peers, while keeping a window of random receives posted: any
- * source and class, one class, or one source. Checks, in every process:
+ * source and class, one class, or one source; by handle with a callback, or
+ * in the process's memory without one (over tm_sm with offload, DirectRecvs
+ * when the tag list takes them). Checks, in every process:
  * every payload byte; every message (sender, sequence) received exactly
  * once; messages of one sender and class matched in sending order (in the
  * receives' posting order); every request completes exactly once (leftover
@@ -23,6 +25,7 @@
 #include <cstdarg>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 
 namespace uct_tm_test {
@@ -85,10 +88,24 @@ struct Failures {
 };
 
 struct Posted {
-    uct_tm_proto_request_t req;
-    std::vector<char>      buf;
-    int                    completions = 0;
-    uct_tm_proto_info_t    info        = {};
+    struct Memory {
+        alignas(UCT_TM_PROTO_REQUEST_ALIGN) unsigned char bytes[UCT_TM_PROTO_REQUEST_SIZE];
+    };
+    uct_tm_proto_request_t  req = 0;
+    std::unique_ptr<Memory> user; /* set: a receive in this memory, no callback */
+    bool                    live = false;
+    std::vector<char>       buf;
+    int                     completions = 0;
+    uct_tm_proto_info_t     info        = {};
+
+    /* A receive in memory counts as completed once when its status turns final. */
+    bool completed() {
+        if (user && (completions == 0) &&
+            (uct_tm_proto_request_user_test(user->bytes, &info) != UCS_INPROGRESS)) {
+            completions = 1;
+        }
+        return completions > 0;
+    }
 };
 
 void count_completion(void *arg, uct_tm_proto_request_t, const uct_tm_proto_info_t *info) {
@@ -207,26 +224,36 @@ int run_rank(int rank, int fd, const std::string &transports) {
             auto p  = std::make_unique<Posted>();
             p->buf.resize(kMaxLen);
             uct_tm_proto_op_params_t op = {};
-            op.cb  = count_completion;
-            op.arg = p.get();
+            if ((rng() % 2) == 0) {
+                p->user    = std::make_unique<Posted::Memory>();
+                op.flags   = UCT_TM_PROTO_OP_USER_REQUEST;
+                op.request = p->user->bytes;
+            } else {
+                op.cb  = count_completion;
+                op.arg = p.get();
+            }
             const unsigned kind = (outstanding_recv >= kWindow) ? 0 : rng() % 4;
             const uint64_t tag  = rng() % 4;
             const int      src  = static_cast<int>(rng() % kProcs);
             const ucs_status_t st = uct_tm_proto_recv(
                     w, p->buf.data(), kMaxLen, tag, (kind == 1) ? 0x3 : 0,
-                    ((kind == 2) && (src != rank)) ? eps[src] : nullptr, &op, &p->req);
+                    ((kind == 2) && (src != rank)) ? eps[src] : nullptr, &op,
+                    p->user ? nullptr : &p->req);
             if (st != UCS_INPROGRESS) {
                 f.fail("recv: %s", ucs_status_string(st));
                 break;
             }
+            p->live = true;
             recvs.push_back(std::move(p));
             ++outstanding_recv;
         }
         for (auto &p : recvs) {
-            if ((p->req != 0) && (p->completions > 0)) {
+            if (p->live && p->completed()) {
                 check_recv(*p);
-                uct_tm_proto_request_release(w, p->req);
-                p->req = 0;
+                if (!p->user) {
+                    uct_tm_proto_request_release(w, p->req);
+                }
+                p->live = false;
                 --outstanding_recv;
             }
         }
@@ -285,9 +312,12 @@ int run_rank(int rank, int fd, const std::string &transports) {
     xfer(fd, &b, 1, false);
     /* leftover receives: cancelled, exactly once */
     for (auto &p : recvs) {
-        if (p->req != 0) {
-            if (uct_tm_proto_request_cancel(w, p->req) != UCS_OK) {
-                f.fail("cancel of a leftover receive failed");
+        if (p->live) {
+            const ucs_status_t st = p->user
+                                            ? uct_tm_proto_request_cancel_user(w, p->user->bytes)
+                                            : uct_tm_proto_request_cancel(w, p->req);
+            if (st != UCS_OK) {
+                f.fail("cancel of a leftover receive failed: %s", ucs_status_string(st));
             }
         }
     }
@@ -295,12 +325,18 @@ int run_rank(int rank, int fd, const std::string &transports) {
         uct_tm_proto_worker_progress(w);
     }
     for (auto &p : recvs) {
-        if (p->req != 0) {
-            if ((p->completions != 1) || (p->info.status != UCS_ERR_CANCELED)) {
+        if (p->live) {
+            if (!p->completed() || (p->completions != 1) ||
+                (p->info.status != UCS_ERR_CANCELED)) {
                 f.fail("leftover receive: %d completions, %s", p->completions,
                        ucs_status_string(p->info.status));
             }
-            uct_tm_proto_request_release(w, p->req);
+            if (!p->user) {
+                uct_tm_proto_request_release(w, p->req);
+            }
+        } else if (p->user && (uct_tm_proto_request_user_test(p->user->bytes, nullptr) !=
+                               p->info.status)) {
+            f.fail("a completed receive's status changed afterwards");
         }
     }
     if (received != to_receive) {
