@@ -231,6 +231,7 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len)
         if (h.kind == Kind::kEager) {
             finish_recv(*r);
             message_consumed(h.source, h.length, sync, h.sreq);
+            publish_now(*r);
             return;
         }
         track_fragments(h, len, r->self, UINT32_MAX);

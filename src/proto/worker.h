@@ -204,6 +204,7 @@ class Worker {
     void         accept_message(Request &r, const MsgHeader &hdr);
     void         place(Request &r, size_t offset, const char *data, size_t len);
     void         finish_recv(Request &r);
+    void         publish_now(Request &r); /* inline */
     void         start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
                                  size_t get_len);
     bool         start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
@@ -533,6 +534,17 @@ inline void Worker::place(Request &r, size_t offset, const char *data, size_t le
 
 inline void Worker::finish_recv(Request &r) {
     complete(r, (r.info.length > r.capacity) ? UCS_ERR_MESSAGE_TRUNCATED : UCS_OK);
+}
+
+/* A request in the caller's memory without callback that has just completed
+ * (its completion the last one queued) is published at once, not at the next
+ * progress: nothing touches it afterwards. */
+inline void Worker::publish_now(Request &r) {
+    if ((r.user != nullptr) && (r.cb == nullptr) && r.done && !completed_.empty() &&
+        (completed_.back() == r.self)) {
+        completed_.pop_back();
+        reqs_.retire(r, true);
+    }
 }
 
 /* An eager message left the unexpected buffer or went straight to a
