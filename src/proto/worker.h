@@ -233,6 +233,9 @@ class Worker {
     /* the transport refused recv_direct()'s post: undone, and posted again
      * with a request slot */
     [[gnu::noinline]] ucs_status_t direct_refused();
+    /* the transport refused recv_offloaded()'s post: undone, and held in
+     * software */
+    [[gnu::noinline]] ucs_status_t offload_refused();
     /* a receive recv_direct() cannot post: with a request slot, in the tag
      * list or in software */
     ucs_status_t recv_refused_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
@@ -327,13 +330,14 @@ class Worker {
         uint64_t                       *req    = nullptr;
     };
     EagerNow                        eager_now_;
-    /* recv_direct()'s arguments while its post runs (the rest are in
-     * recv_iov_ and the DirectRecv) */
-    struct DirectPost {
+    /* recv_direct()'s and recv_offloaded()'s arguments while their post
+     * runs (the rest are in recv_iov_ and the DirectRecv or request) */
+    struct PostArgs {
         const uct_tm_proto_op_params_t *params = nullptr;
         uint64_t                       *req    = nullptr;
+        uint64_t                        handle = 0; /* recv_offloaded()'s request */
     };
-    DirectPost                      direct_post_;
+    PostArgs                        post_args_;
 };
 
 inline Endpoint *Worker::endpoint_of(uint32_t source) const {
