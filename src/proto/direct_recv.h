@@ -43,8 +43,7 @@ static_assert(offsetof(DirectRecv, uct) == 0, "the UCT context must sit at offse
 
 /* After the status prefix and the handle word (0 for a DirectRecv). */
 inline constexpr size_t kDirectRecvOffset =
-        (kUserHandleOffset + sizeof(uint64_t) + alignof(DirectRecv) - 1) / alignof(DirectRecv) *
-        alignof(DirectRecv);
+        align_up(kUserHandleOffset + sizeof(uint64_t), alignof(DirectRecv));
 static_assert(kDirectRecvOffset + sizeof(DirectRecv) <= UCT_TM_PROTO_REQUEST_SIZE,
               "UCT_TM_PROTO_REQUEST_SIZE must hold a DirectRecv");
 static_assert(alignof(DirectRecv) <= UCT_TM_PROTO_REQUEST_ALIGN,

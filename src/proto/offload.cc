@@ -41,6 +41,15 @@ OffloadContext *context_of(uct_tag_context_t *ctx) {
     info.ep     = reinterpret_cast<uct_tm_proto_ep_h>(ep);
 }
 
+/* A tag list's rendezvous header: our MsgHeader of kind kRts. */
+bool read_rts(const void *header, unsigned length, MsgHeader *h) {
+    if ((header == nullptr) || (length < sizeof(*h))) {
+        return false;
+    }
+    memcpy(h, header, sizeof(*h));
+    return h->kind == Kind::kRts;
+}
+
 }  // namespace
 
 /* The context sits inside its request: no pool lookup, only the check that
@@ -165,11 +174,6 @@ struct TagHandlers {
     }
 };
 
-/* Out of the arrival's frame: the arrival itself then saves fewer registers. */
-void Worker::flush_credit_guarded(Endpoint *ep) {
-    guarded("returning credit", [&]() __attribute__((always_inline)) { flush_credit(ep); });
-}
-
 /* A DirectRecv's arrival: the message described in the caller's memory,
  * the status last (the caller may reuse the memory once it reads final). */
 [[gnu::always_inline]] inline void Worker::direct_completed(DirectRecv *d, uint64_t stag,
@@ -181,17 +185,12 @@ void Worker::flush_credit_guarded(Endpoint *ep) {
         ++stats_.expected;
         Endpoint *const ep = endpoint_of(static_cast<uint32_t>(imm >> 32));
         describe_arrival(info, stag, imm, length, ep);
-        if (ep != nullptr) {
-            ep->owed += length;
-            if (ucs_unlikely(ep->owed >= window_ / 4)) {
-                flush_credit_guarded(ep);
-            }
-        }
+        guarded("returning credit", [&]() __attribute__((always_inline)) {
+            return_credit(ep, length);
+        });
     }
-    info.status                         = status;
-    uct_tm_proto_request_status_t *pub  = status_of(d);
-    pub->info                           = info;
-    pub->status                         = status;
+    info.status = status;
+    publish(status_of(d), info);
 }
 
 /* A rendezvous arrived for a DirectRecv: the rest of the receive needs a
@@ -206,10 +205,15 @@ void Worker::direct_rndv(DirectRecv *d, uint64_t stag, const void *header, unsig
         r = &reqs_.allocate(ReqKind::kRecv, &handle);
     } catch (const std::bad_alloc &) {
         ucs_error("tm_proto: no memory for a rendezvous into a receive");
-        uct_tm_proto_request_status_t *pub = status_of(d);
-        pub->info        = uct_tm_proto_info_t{};
-        pub->info.status = UCS_ERR_NO_MEMORY;
-        pub->status      = UCS_ERR_NO_MEMORY;
+        MsgHeader h;
+        if (read_rts(header, length, &h)) {
+            /* the data will not be read: the sender's buffer is free */
+            CtrlHeader ack = {};
+            ack.kind       = Kind::kAck;
+            ack.req        = h.sreq;
+            send_ctrl_to(h.source, ack);
+        }
+        publish_failure(status_of(d), UCS_ERR_NO_MEMORY);
         return;
     }
     r->rbuf     = d->rbuf;
@@ -239,10 +243,7 @@ void Worker::cancel_directs_at_exit() {
         direct_.erase(d);
         /* forced: the transport drops the context without calling back */
         uct_iface_tag_recv_cancel(offload_iface_->iface, &d->uct, 1);
-        uct_tm_proto_request_status_t *pub = status_of(d);
-        pub->info        = uct_tm_proto_info_t{};
-        pub->info.status = UCS_ERR_CANCELED;
-        pub->status      = UCS_ERR_CANCELED;
+        publish_failure(status_of(d), UCS_ERR_CANCELED);
     }
 }
 
@@ -323,8 +324,7 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
     r.cold_dirty = true; /* off the eager path: the rendezvous writes any field */
     offload_consumed(r);
     MsgHeader h;
-    if ((header == nullptr) || (length < sizeof(h)) ||
-        (memcpy(&h, header, sizeof(h)), h.kind != Kind::kRts)) {
+    if (!read_rts(header, length, &h)) {
         ucs_error("tm_proto: malformed rendezvous header (%u bytes)", length);
         complete(r, UCS_ERR_IO_ERROR);
         return;
@@ -414,14 +414,14 @@ ucs_status_t Worker::tag_unexpected_rndv(uint64_t stag, const void *header, unsi
 void Worker::forget_offloaded(Request &r) {
     if (r.rstate == RecvState::kOffloaded) {
         /* forced: the transport drops the context without calling back */
-        uct_iface_tag_recv_cancel(ifaces_.front()->iface, &r.octx.uct, 1);
+        uct_iface_tag_recv_cancel(offload_iface_->iface, &r.octx.uct, 1);
         r.rstate = RecvState::kArriving;
     }
 }
 
 ucs_status_t Worker::cancel_offloaded(Request &r) {
     /* UCS_OK: completed_cb follows, with CANCELED, or normally if a message won */
-    return uct_iface_tag_recv_cancel(ifaces_.front()->iface, &r.octx.uct, 0);
+    return uct_iface_tag_recv_cancel(offload_iface_->iface, &r.octx.uct, 0);
 }
 
 }  // namespace proto

@@ -480,52 +480,24 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
 }
 
 /* recv() found nothing to match first and nothing held in software: the
- * receive goes to the transport's tag list, unless it refuses. */
-/* A buffer the tag list cannot take goes to software before a request is
- * made; the request is marked offloaded and handed out before the post, and
- * offload_refused() undoes that. */
+ * receive goes to the transport's tag list, unless it refuses (a size the
+ * list does not take goes to software before a request is made). */
 ucs_status_t Worker::recv_offloaded(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
     uint64_t handle;
     Request *r;
-    if (((length - recv_min_) > recv_span_) ||
-        ((r = new_recv<true>(buffer, length, params, &handle)) == nullptr)) {
-        return recv_general(buffer, length, tag, mask, nullptr, params, req);
+    if (((length - recv_min_) <= recv_span_) &&
+        ((r = new_recv<true>(buffer, length, params, &handle)) != nullptr)) {
+        r->tag  = tag;
+        r->mask = mask;
+        r->seq  = next_seq_++;
+        if (try_offload(*r)) {
+            *req = handed_out(*r);
+            return UCS_INPROGRESS;
+        }
+        reqs_.release(handle); /* the tag list refused it: software holds it */
     }
-    r->tag  = tag;
-    r->mask = mask;
-    r->seq  = next_seq_++;
-    if (r->octx.request != r) {
-        /* once per pool slot (slots never move); priv belongs to the transport */
-        r->octx.uct     = offload_ctx_;
-        r->octx.worker  = this;
-        r->octx.request = r;
-    }
-    r->octx.req = handle;
-    r->rstate   = RecvState::kOffloaded;
-    r->tier     = 0;
-    ++stats_.offloaded_recvs;
-    *req             = handed_out(*r);
-    recv_iov_.buffer = buffer; /* the transport reads it during the call only */
-    recv_iov_.length = length;
-    post_args_       = {params, req, handle};
-    const ucs_status_t status = uct_iface_tag_recv_zcopy(offload_iface_->iface, tag, mask,
-                                                         &recv_iov_, (length != 0) ? 1 : 0,
-                                                         &r->octx.uct);
-    if (ucs_likely(status == UCS_OK)) {
-        return UCS_INPROGRESS;
-    }
-    return offload_refused();
-}
-
-ucs_status_t Worker::offload_refused() {
-    const PostArgs a    = post_args_;
-    const Request *r    = reqs_.lookup(a.handle);
-    const uint64_t tag  = r->tag;
-    const uint64_t mask = r->mask;
-    --stats_.offloaded_recvs;
-    reqs_.release(a.handle); /* the tag list refused it: software holds it */
-    return recv_general(recv_iov_.buffer, recv_iov_.length, tag, mask, nullptr, a.params, a.req);
+    return recv_general(buffer, length, tag, mask, nullptr, params, req);
 }
 
 ucs_status_t Worker::recv_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
@@ -553,7 +525,7 @@ ucs_status_t Worker::recv_direct(void *buffer, size_t length, uint64_t tag, uint
         }
         recv_iov_.buffer = buffer; /* the transport reads it during the call only */
         recv_iov_.length = length;
-        post_args_       = {params, req, 0};
+        direct_post_     = {params, req};
         const ucs_status_t status = uct_iface_tag_recv_zcopy(offload_iface_->iface, tag, mask,
                                                              &recv_iov_,
                                                              (length != 0) ? 1 : 0, &d->uct);
@@ -562,22 +534,16 @@ ucs_status_t Worker::recv_direct(void *buffer, size_t length, uint64_t tag, uint
         }
         return direct_refused();
     }
-    return recv_refused_direct(buffer, length, tag, mask, params, req);
+    return recv_general(buffer, length, tag, mask, nullptr, params, req);
 }
 
 ucs_status_t Worker::direct_refused() {
-    const PostArgs   a = post_args_;
+    const DirectPost a = direct_post_;
     DirectRecv      *d = direct_recv_in(a.params->request);
     direct_.erase(d);
     --stats_.offloaded_recvs;
-    return recv_refused_direct(recv_iov_.buffer, recv_iov_.length, d->tag, d->mask, a.params,
-                               a.req);
-}
-
-ucs_status_t Worker::recv_refused_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
-                                         const uct_tm_proto_op_params_t *params, uint64_t *req) {
-    return (req != nullptr) ? recv_offloaded(buffer, length, tag, mask, params, req)
-                            : recv_general(buffer, length, tag, mask, nullptr, params, req);
+    return recv_general(recv_iov_.buffer, recv_iov_.length, d->tag, d->mask, nullptr, a.params,
+                        a.req);
 }
 
 ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,

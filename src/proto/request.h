@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <type_traits>
 #include <memory>
-#include <new>
 #include <unistd.h>
 #include <vector>
 
@@ -179,11 +178,13 @@ struct Request {
     }
 };
 
+/* n rounded up to a multiple of `align` (a layout offset in the caller's memory). */
+constexpr size_t align_up(size_t n, size_t align) { return (n + align - 1) / align * align; }
+
 /* Where the caller's memory keeps its request's handle: after the public
  * status prefix (cancel_user() finds the request by it). */
 inline constexpr size_t kUserHandleOffset =
-        (sizeof(uct_tm_proto_request_status_t) + alignof(uint64_t) - 1) / alignof(uint64_t) *
-        alignof(uint64_t);
+        align_up(sizeof(uct_tm_proto_request_status_t), alignof(uint64_t));
 static_assert(kUserHandleOffset + sizeof(uint64_t) <= UCT_TM_PROTO_REQUEST_SIZE,
               "UCT_TM_PROTO_REQUEST_SIZE must hold the status and a handle");
 static_assert(alignof(uint64_t) <= UCT_TM_PROTO_REQUEST_ALIGN,
@@ -191,6 +192,20 @@ static_assert(alignof(uint64_t) <= UCT_TM_PROTO_REQUEST_ALIGN,
 
 inline uint64_t *user_handle_in(void *memory) {
     return reinterpret_cast<uint64_t *>(static_cast<char *>(memory) + kUserHandleOffset);
+}
+
+/* Writes a final status and its description to the caller's memory, the
+ * status last: the caller may reuse the memory once it reads final. */
+inline void publish(uct_tm_proto_request_status_t *pub, const uct_tm_proto_info_t &info) {
+    pub->info   = info;
+    pub->status = info.status;
+}
+
+/* The same for a request that failed before describing any message. */
+inline void publish_failure(uct_tm_proto_request_status_t *pub, ucs_status_t status) {
+    uct_tm_proto_info_t info = {};
+    info.status              = status;
+    publish(pub, info);
 }
 
 /* params asks for a request in the caller's memory and gives usable memory. */
@@ -263,10 +278,9 @@ class RequestPool {
     void retire(Request &r, bool publish) {
         uct_tm_proto_request_status_t *pub  = r.user;
         const uct_tm_proto_info_t      info = r.info;
-        release(static_cast<uint32_t>((r.self & 0xffffffffu) - 1), r);
+        release(r.self);
         if (publish) {
-            pub->info   = info;
-            pub->status = info.status;
+            proto::publish(pub, info);
         }
     }
 

@@ -63,16 +63,17 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
     return h;
 }
 
-/* Inlined into its two callers here (the 8 B send path). */
+/* Inlined into its two callers here (send_eager_now() has its own copy of
+ * the choice, written for its transport call). */
 [[gnu::always_inline]] inline ssize_t Worker::tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm,
                                                         const void *data, size_t len) {
     const uint64_t wire_imm = (uint64_t{config_.id} << 32) | imm;
-    const Iface *i = ep->iface;
-    if ((len < i->tag_inline_limit) || ((len <= i->tag_zcopy_max) && (len > i->tag_bcopy_max))) {
+    if (ep->iface->eager_by_zcopy(len)) {
         return tag_eager_zcopy(ep, tag, wire_imm, data, len);
     }
-    Pack p{nullptr, 0, data, len};
-    return uct_ep_tag_eager_bcopy(ep->uct_ep, tag, wire_imm, pack_cb, &p, 0);
+    eager_iov_.buffer = const_cast<void *>(data);
+    eager_iov_.length = len;
+    return uct_ep_tag_eager_bcopy(ep->uct_ep, tag, wire_imm, pack_iov_cb, &eager_iov_, 0);
 }
 
 /* A tagged eager message straight from the caller's buffer: on tm_sm a small
@@ -261,7 +262,6 @@ ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t len
                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
     Worker *w = ep->worker;
     if (ucs_likely(ep->tag_path)) {
-        const Iface   *i   = ep->iface;
         const uint64_t imm = (uint64_t{w->config_.id} << 32) |
                              ((params != nullptr) ? params->imm : 0);
         w->eager_iov_.buffer = const_cast<void *>(buffer);
@@ -270,8 +270,7 @@ ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t len
         ep->credits         -= length;
         ++w->stats_.eager_sends;
         ucs_status_t status;
-        if ((length < i->tag_inline_limit) ||
-            ((length <= i->tag_zcopy_max) && (length > i->tag_bcopy_max))) {
+        if (ep->iface->eager_by_zcopy(length)) {
             status = uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &w->eager_iov_,
                                             (length != 0) ? 1 : 0, 0, &w->eager_comp_);
         } else {

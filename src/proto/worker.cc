@@ -70,9 +70,7 @@ Worker::Worker(const Config &config)
 Worker::~Worker() {
     /* requests in the caller's memory complete (CANCELED): the caller may be
      * waiting on their status word */
-    if (offload_iface_ != nullptr) {
-        cancel_directs_at_exit();
-    }
+    cancel_directs_at_exit();
     reqs_.for_each_user([this](Request &r) {
         forget_offloaded(r);
         if (!r.done) {

@@ -58,6 +58,10 @@ struct Iface {
      * general gather: tm_sm 1 KiB */
     size_t           tag_inline_limit = 0;
     size_t           tag_bcopy_max    = 0;
+    /* an eager message of `len` goes as tag_eager_zcopy, else tag_eager_bcopy */
+    bool eager_by_zcopy(size_t len) const {
+        return (len < tag_inline_limit) || ((len <= tag_zcopy_max) && (len > tag_bcopy_max));
+    }
     bool             offload   = false; /* receives go to its tag list */
     /* rendezvous data is read by the receiver (get_zcopy, MD-registered) */
     bool             rndv_get  = false;
@@ -177,7 +181,6 @@ class Worker {
      * once a quarter of the window is owed. */
     void         return_credit(Endpoint *ep, uint64_t bytes);
     void         flush_credit(Endpoint *ep);
-    [[gnu::noinline]] void flush_credit_guarded(Endpoint *ep);
     void         handle_ctrl(const CtrlHeader &hdr);
     /* Inline: the last peer is cached (one sender at a time is the common
      * case); find_endpoint() searches the map. */
@@ -226,20 +229,12 @@ class Worker {
     ucs_status_t recv_offloaded(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                                 const uct_tm_proto_op_params_t *params, uint64_t *req);
     /* A receive in the caller's memory without callback goes to the tag list
-     * as a DirectRecv; recv_offloaded() if the transport refuses. Out of
-     * line: the C entry then saves no register for the other paths. */
+     * as a DirectRecv; software holds it if the tag list cannot take it. Out
+     * of line: the C entry then saves no register for the other paths. */
     [[gnu::noinline]] ucs_status_t recv_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                              const uct_tm_proto_op_params_t *params, uint64_t *req);
-    /* the transport refused recv_direct()'s post: undone, and posted again
-     * with a request slot */
+    /* the transport refused recv_direct()'s post: undone, and held in software */
     [[gnu::noinline]] ucs_status_t direct_refused();
-    /* the transport refused recv_offloaded()'s post: undone, and held in
-     * software */
-    [[gnu::noinline]] ucs_status_t offload_refused();
-    /* a receive recv_direct() cannot post: with a request slot, in the tag
-     * list or in software */
-    ucs_status_t recv_refused_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
-                                     const uct_tm_proto_op_params_t *params, uint64_t *req);
     ucs_status_t recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                               Endpoint *source, const uct_tm_proto_op_params_t *params,
                               uint64_t *req);
@@ -330,14 +325,13 @@ class Worker {
         uint64_t                       *req    = nullptr;
     };
     EagerNow                        eager_now_;
-    /* recv_direct()'s and recv_offloaded()'s arguments while their post
-     * runs (the rest are in recv_iov_ and the DirectRecv or request) */
-    struct PostArgs {
+    /* recv_direct()'s arguments while its post runs (the rest are in
+     * recv_iov_ and the DirectRecv) */
+    struct DirectPost {
         const uct_tm_proto_op_params_t *params = nullptr;
         uint64_t                       *req    = nullptr;
-        uint64_t                        handle = 0; /* recv_offloaded()'s request */
     };
-    PostArgs                        post_args_;
+    DirectPost                      direct_post_;
 };
 
 inline Endpoint *Worker::endpoint_of(uint32_t source) const {
@@ -381,10 +375,8 @@ inline void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
 /* Inline into recv() (the 8 B receive path). Posts to the tag list of
  * offload_iface_; a refused post leaves the receive to software. */
 inline bool Worker::try_offload(Request &r) {
-    Iface *iface = offload_iface_;
-    if ((r.capacity > iface->attr.cap.tag.recv.max_zcopy) ||
-        (r.capacity < iface->attr.cap.tag.recv.min_recv)) {
-        return false;
+    if ((r.capacity - recv_min_) > recv_span_) {
+        return false; /* a size the tag list does not take */
     }
     if (r.octx.request != &r) {
         /* once per pool slot (slots never move); priv belongs to the transport */
@@ -395,8 +387,9 @@ inline bool Worker::try_offload(Request &r) {
     r.octx.req = r.self;
     recv_iov_.buffer = r.rbuf; /* the transport reads it during the call only */
     recv_iov_.length = r.capacity;
-    const ucs_status_t status = uct_iface_tag_recv_zcopy(iface->iface, r.tag, r.mask, &recv_iov_,
-                                                         (r.capacity != 0) ? 1 : 0, &r.octx.uct);
+    const ucs_status_t status = uct_iface_tag_recv_zcopy(offload_iface_->iface, r.tag, r.mask,
+                                                         &recv_iov_, (r.capacity != 0) ? 1 : 0,
+                                                         &r.octx.uct);
     if (status != UCS_OK) {
         return false; /* list full, busy or refused: software keeps it */
     }
