@@ -10,7 +10,7 @@
 #             statistics -- NOT a valid layer, only the bound any layer of this shape meets
 # Usage: contrib/bench_floor.sh build-dir floor-build-dir; ROUNDS (default 40), SIZES
 # (default "8 1024"), N (iterations per run, default 20000). The floor build:
-#   git worktree add /tmp/floor && cd /tmp/floor && git apply docs/experiments/proto_floor.patch
+#   git worktree add --detach /tmp/floor && cd /tmp/floor && git apply docs/experiments/proto_floor.patch
 #   contrib/build.sh /tmp/floor/build
 set -euo pipefail
 
