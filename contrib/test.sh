@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, runs the whole suite.
 #   contrib/test.sh            build + make check
-#   CI=true contrib/test.sh    also: clang -Werror build, make distcheck (without rdma-core),
-#                              the tarball built with rdma-core
+#   CI=true contrib/test.sh    also: clang -Werror build, the suites under ASan/LSan/UBSan,
+#                              make distcheck (without rdma-core), the tarball built with rdma-core
 # Ends with one line "uct-tm tests: N passed, M failed".
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,6 +46,11 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     # The test programs too (built, not run: g++'s build ran them above).
     make -C "$build-clang" -j"$(nproc)" check TESTS= >"$build-clang/check-build.log" 2>&1 ||
         { tail -40 "$build-clang/check-build.log"; extra_rc=1; }
+    echo "== the suites under ASan, LSan and UBSan (contrib/sanitize.sh)"
+    mkdir -p "$build-asan"
+    "$src/contrib/sanitize.sh" "$build-asan" | tee "$build-asan/sanitize.log" || extra_rc=1
+    passed=$((passed + $(grep -c '^PASS: ' "$build-asan/sanitize.log" || true)))
+    failed=$((failed + $(grep -c '^FAIL: ' "$build-asan/sanitize.log" || true)))
     echo "== installed plugin seen by stock ucx_info"
     rm -rf "$build/inst"
     if make -C "$build" -j"$(nproc)" install DESTDIR="$build/inst" >"$build/install.log" 2>&1 &&

@@ -112,7 +112,9 @@ ucs_status_t Worker::wait_eager_zcopy() {
     char              buf[sizeof(ShortHeader) + kShortMax];
     const ShortHeader h = {config_.id, imm};
     memcpy(buf, &h, sizeof(h));
-    memcpy(buf + sizeof(h), data, len);
+    if (len != 0) { /* data may be null then */
+        memcpy(buf + sizeof(h), data, len);
+    }
     return uct_ep_am_short(ep->uct_ep, kAmShortId, tag, buf, static_cast<unsigned>(sizeof(h) + len));
 }
 

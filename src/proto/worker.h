@@ -525,7 +525,9 @@ inline void Worker::place(Request &r, size_t offset, const char *data, size_t le
         return;
     }
     const size_t n = std::min(len, r.capacity - offset);
-    memcpy(r.rbuf + offset, data, n);
+    if (n != 0) { /* data (an empty message's) may be null then */
+        memcpy(r.rbuf + offset, data, n);
+    }
     r.received += n;
 }
 

@@ -162,7 +162,7 @@ bool ProtoTest::wait_unexpected(uint64_t tag) {
 void ProtoTest::expect_truncated(const std::vector<char> &buf, size_t cap,
                                  const std::vector<char> &data, const uct_tm_proto_info_t &info) {
     EXPECT_EQ(info.length, data.size());
-    EXPECT_EQ(0, memcmp(buf.data(), data.data(), cap));
+    EXPECT_TRUE(same_bytes(buf.data(), data.data(), cap));
     for (size_t i = cap; i < buf.size(); ++i) {
         ASSERT_EQ(buf[i], 'g') << "byte " << i << " written past the buffer";
     }
@@ -180,7 +180,7 @@ void ProtoTest::transfer(size_t len, uint64_t tag, uint32_t seed, uct_tm_proto_e
     if (sreq != 0) {
         ASSERT_EQ(UCS_OK, wait_request(p_, p_.a, sreq)) << len;
     }
-    EXPECT_EQ(0, memcmp(buf.data(), data.data(), len)) << len;
+    EXPECT_TRUE(same_bytes(buf.data(), data.data(), len)) << len;
     EXPECT_EQ(buf[len], 'x') << len;
     EXPECT_EQ(info.tag, tag);
     EXPECT_EQ(info.length, len);

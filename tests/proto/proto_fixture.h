@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -44,6 +45,12 @@ ucs_status_t wait_request(const Pair &pair, uct_tm_proto_worker_h owner,
 
 /* Deterministic payload of message `seed`. */
 std::vector<char> pattern(size_t length, uint32_t seed);
+
+/* Whether n bytes at a and b are equal (an empty vector's data() may be
+ * null, which memcmp must not get even for n = 0). */
+inline bool same_bytes(const void *a, const void *b, size_t n) {
+    return (n == 0) || (memcmp(a, b, n) == 0);
+}
 
 /* Transports tested: tm_sm (ours, when the plugin registered it) with tag
  * offload and without ("tm_sm+sw": receives matched in software, data over

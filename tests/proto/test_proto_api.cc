@@ -72,7 +72,7 @@ TEST_P(ProtoTest, UnexpectedEverySize) {
         std::vector<char> buf(len);
         auto              rreq = post(buf.data(), len, 200 + len, kAll);
         ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq, &info)) << len;
-        EXPECT_EQ(0, memcmp(buf.data(), data.data(), len)) << len;
+        EXPECT_TRUE(same_bytes(buf.data(), data.data(), len)) << len;
         EXPECT_EQ(info.length, len);
         EXPECT_EQ(info.imm, static_cast<uint32_t>(len));
     }
@@ -142,7 +142,7 @@ TEST_P(ProtoTest, SameTagInSendingOrder) {
         ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r, &info));
         EXPECT_EQ(info.imm, i);
         EXPECT_EQ(info.length, lens[i]);
-        EXPECT_EQ(0, memcmp(buf.data(), pattern(lens[i], i).data(), lens[i]));
+        EXPECT_TRUE(same_bytes(buf.data(), pattern(lens[i], i).data(), lens[i]));
     }
     for (auto s : sends) {
         if (s != 0) {

@@ -173,7 +173,7 @@ void ProtoOrdering::random_mix(bool caller_memory) {
             EXPECT_EQ(info.imm, static_cast<uint32_t>(j)) << "receive " << k << " round " << round;
             EXPECT_EQ(info.tag, msg_tags[j]);
             ASSERT_EQ(info.length, msg_lens[j]);
-            EXPECT_EQ(0, memcmp(bufs[k].data(), pattern(msg_lens[j], j).data(), msg_lens[j]));
+            EXPECT_TRUE(same_bytes(bufs[k].data(), pattern(msg_lens[j], j).data(), msg_lens[j]));
         }
         for (size_t k = 0; k < model.size(); ++k) {
             if ((model[k].got < 0) && rreqs[k].pending) {

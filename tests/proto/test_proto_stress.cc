@@ -198,7 +198,7 @@ int run_rank(int rank, int fd, const std::string &transports) {
                    static_cast<unsigned long long>(p.info.tag));
             return;
         }
-        if (memcmp(p.buf.data(), pattern(p.info.length, s * 100000 + seq).data(), p.info.length) != 0) {
+        if (!same_bytes(p.buf.data(), pattern(p.info.length, s * 100000 + seq).data(), p.info.length)) {
             f.fail("message from %d seq %d: payload differs", s, seq);
         }
         ++received;

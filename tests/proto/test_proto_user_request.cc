@@ -90,7 +90,7 @@ TEST_P(UserRequestTest, CompletesExactlyOnce) {
             EXPECT_EQ(info.imm, 77u);
             EXPECT_EQ(info.source, uct_tm_proto_worker_id(p_.a));
             EXPECT_EQ(info.ep, p_.ba);
-            EXPECT_EQ(0, memcmp(buf.data(), data.data(), len)) << len;
+            EXPECT_TRUE(same_bytes(buf.data(), data.data(), len)) << len;
             EXPECT_EQ(buf[len], 'x') << len;
             EXPECT_EQ(seen.calls, 1) << "the status turns final after the callback";
             EXPECT_EQ(seen.req, 0u);

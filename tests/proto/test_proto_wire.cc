@@ -103,7 +103,9 @@ struct Bytes {
 };
 size_t pack_bytes(void *dest, void *arg) {
     const auto *b = static_cast<const Bytes *>(arg);
-    memcpy(dest, b->v->data(), b->v->size());
+    if (!b->v->empty()) { /* an empty vector's data() may be null: no memcpy from it */
+        memcpy(dest, b->v->data(), b->v->size());
+    }
     return b->v->size();
 }
 

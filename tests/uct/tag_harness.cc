@@ -505,7 +505,9 @@ struct PackArg {
 
 size_t pack_payload(void *dest, void *arg) {
     auto *a = static_cast<PackArg *>(arg);
-    memcpy(dest, a->data, a->length);
+    if (a->length != 0) { /* an empty payload's data may be null */
+        memcpy(dest, a->data, a->length);
+    }
     return a->length;
 }
 
