@@ -207,11 +207,7 @@ void Worker::direct_rndv(DirectRecv *d, uint64_t stag, const void *header, unsig
         ucs_error("tm_proto: no memory for a rendezvous into a receive");
         MsgHeader h;
         if (read_rts(header, length, &h)) {
-            /* the data will not be read: the sender's buffer is free */
-            CtrlHeader ack = {};
-            ack.kind       = Kind::kAck;
-            ack.req        = h.sreq;
-            send_ctrl_to(h.source, ack);
+            send_ack(h.source, h.sreq); /* the data will not be read: the sender's buffer is free */
         }
         publish_failure(status_of(d), UCS_ERR_NO_MEMORY);
         return;

@@ -63,8 +63,9 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
     return h;
 }
 
-/* Inlined into its two callers here (send_eager_now() has its own copy of
- * the choice, written for its transport call). */
+/* Inlined into its two callers here. send_eager_now() makes the same calls
+ * its own way: it keeps nothing live across them (eager_now_ holds what a
+ * refusal needs). */
 [[gnu::always_inline]] inline ssize_t Worker::tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm,
                                                         const void *data, size_t len) {
     const uint64_t wire_imm = (uint64_t{config_.id} << 32) | imm;
