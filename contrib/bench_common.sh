@@ -7,6 +7,15 @@ src_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${1:-${BUILD_DIR:-$src_dir/build}}
 build_dir=$(cd "$build_dir" && pwd)
 rounds=${ROUNDS:-5}
+# The UCX the build was configured against (--with-ucx): its ucx_perftest is
+# the reference, and its libraries are what every process loads.
+ucx_bindir=$(sed -n 's/^UCX_BINDIR = //p' "$build_dir/Makefile" 2>/dev/null)
+ucx_libdir=$(sed -n 's/^UCX_LIBDIR = //p' "$build_dir/Makefile" 2>/dev/null)
+if [ -n "$ucx_bindir" ]; then
+    export PATH="$ucx_bindir:$PATH"
+    export LD_LIBRARY_PATH="$ucx_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+ucx_version=$(sed -n 's/^UCX_VERSION = //p' "$build_dir/Makefile" 2>/dev/null)
 peer=${UCX_PEER:-posix,cma,self}
 out=${OUT:-$build_dir/$bench_name}
 mkdir -p "$out"

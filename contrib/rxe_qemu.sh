@@ -143,9 +143,11 @@ flock -u 8
 run=$(mktemp -d "$work/run.XXXXXX")
 trap 'rm -rf "$run"; [[ -n ${qpid:-} ]] && kill "$qpid" 2>/dev/null' EXIT
 {
-    echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+    # The guest runs in the host's root filesystem: the host's PATH and
+    # LD_LIBRARY_PATH name the same programs there (a UCX under test first).
+    printf 'export PATH=%q\n' "$PATH:/usr/local/sbin:/usr/sbin:/sbin"
     echo 'export HOME=/tmp'
-    for v in $(compgen -e | grep -E '^(UCX_|TM_|GTEST_|PLUGIN$|LD_PRELOAD$)'); do
+    for v in $(compgen -e | grep -E '^(UCX_|TM_|GTEST_|PLUGIN$|LD_PRELOAD$|LD_LIBRARY_PATH$)'); do
         printf 'export %s=%q\n' "$v" "${!v}"
     done
     printf '%q ' "$@"

@@ -3,6 +3,8 @@
 #   contrib/test.sh            build + make check
 #   CI=true contrib/test.sh    also: clang -Werror build, the suites under ASan/LSan/UBSan,
 #                              make distcheck (without rdma-core), the tarball built with rdma-core
+#   UCT_TM_UCX_TREES="t1 t2"   also: the UCX compatibility matrix over those UCX source trees
+#                              (contrib/ucx_matrix.sh; colon- or space-separated)
 # Ends with one line "uct-tm tests: N passed, M failed".
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -79,6 +81,19 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     else
         echo "FAIL: $tarball with verbs"; tail -30 "$build"/dist-verbs/*.log 2>/dev/null; extra_rc=1
     fi
+fi
+
+if [[ -n "${UCT_TM_UCX_TREES:-}" ]]; then
+    echo "== UCX compatibility matrix over UCT_TM_UCX_TREES (contrib/ucx_matrix.sh)"
+    IFS=': ' read -r -a trees <<<"$UCT_TM_UCX_TREES"
+    if "$src/contrib/ucx_matrix.sh" "${trees[@]}"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1)); echo "FAIL: UCX compatibility matrix"
+    fi
+else
+    echo "== UCX compatibility matrix: skipped (this build uses UCX $(sed -n 's/^UCX_VERSION = //p' "$build/Makefile");" \
+         "set UCT_TM_UCX_TREES to UCX source trees to build and test against each, contrib/ucx_matrix.sh)"
 fi
 
 echo "uct-tm tests: $passed passed, $failed failed"

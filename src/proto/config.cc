@@ -2,6 +2,7 @@
 
 #include <ucs/config/parser.h>
 #include <ucs/debug/log_def.h>
+#include <uct/api/version.h>
 
 #include <cstddef>
 
@@ -36,11 +37,26 @@ ucs_config_field_t env_table[] = {
      offsetof(EnvConfig, offload), UCS_CONFIG_TYPE_BOOL},
     {}};
 
+/* UCX 1.15 changed the parser's entry point: it takes the table's global-list
+ * entry (name, prefix, table, size) instead of the table and prefix. */
+ucs_status_t fill_env_config(EnvConfig *env) {
+#if (UCT_VERNO_MAJOR * 100 + UCT_VERNO_MINOR) >= 115
+    static ucs_config_global_list_entry_t entry = {};
+    entry.name   = "TM protocol layer";
+    entry.prefix = "TM_PROTO_";
+    entry.table  = env_table;
+    entry.size   = sizeof(EnvConfig);
+    return ucs_config_parser_fill_opts(env, &entry, "UCX_", 0);
+#else
+    return ucs_config_parser_fill_opts(env, env_table, "UCX_", "TM_PROTO_", 0);
+#endif
+}
+
 }  // namespace
 
 ucs_status_t read_config(const uct_tm_proto_worker_params_t *params, Config *config) {
     EnvConfig env = {};
-    ucs_status_t status = ucs_config_parser_fill_opts(&env, env_table, "UCX_", "TM_PROTO_", 0);
+    ucs_status_t status = fill_env_config(&env);
     if (status != UCS_OK) {
         return status;
     }

@@ -30,6 +30,7 @@ seed=${RXE_MODEL_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
 cd "$builddir/tests/uct" || exit 1
 exec "$top_srcdir/contrib/rxe_qemu.sh" /bin/sh -c '
 plugin=$1; perftest=$2; seed=$3
+echo "== $(ucx_info -v | head -1) ($(command -v ucx_info))"
 echo "== devices"
 ibv_devices
 if ! LD_PRELOAD=$plugin ucx_info -d | grep -A1 "Transport: tm_rc" | grep -q "Device: tm_rxe0:1"; then

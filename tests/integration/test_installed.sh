@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks a `make install DESTDIR=...` tree the way users consume it:
 #  - the plugin is in $libdir/ucx under the name UCX's module loader builds
-#    (lib<framework>_<name><ext>, ext = libucs's ".so.0": libuct_tm.so.0), and as libuct_tm.so;
+#    (lib<framework>_<name><ext>, ext = libucs's ".so.0": libuct_tm.so.0), and as libuct_tm.so,
+#    with the component it loads (libuct_tm_component.so) next to it;
 #  - uct-tm.pc names that directory (plugindir, plugin) and its Libs link the plugin so that
 #    a program that never calls it still gets component "tm" (--no-as-needed);
 #  - a program linked without it does not list "tm" (the check is not vacuous).
@@ -24,6 +25,13 @@ case "$plugindir" in */ucx) ok "plugindir is UCX's module directory ($plugindir)
 [ -e "$plugin" ] && ok "plugin variable points at $plugin" || bad "no plugin at $plugin"
 [ -e "$plugindir/libuct_tm.so.0" ] && ok "libuct_tm.so.0 (the name UCX's loader builds) installed" ||
     bad "libuct_tm.so.0 missing in $plugindir"
+# The component, which the module loads once the UCX release checks out: under
+# no name UCX 1.22's loader would take for a module (lib<framework>_<name>.so.0).
+[ -e "$plugindir/libuct_tm_component.so" ] && ok "libuct_tm_component.so installed next to it" ||
+    bad "libuct_tm_component.so missing in $plugindir"
+ls "$plugindir" | grep -q '^libuct_tm_component\.so\.' &&
+    bad "libuct_tm_component.so has a versioned name UCX's loader could match" ||
+    ok "no libuct_tm_component.so.* (UCX does not load the component by itself)"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

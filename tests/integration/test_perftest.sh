@@ -2,7 +2,8 @@
 # UCX's own ucx_perftest (UCP tag API) over tm_sm: tag_lat, tag_bw and tag_sync_lat with
 # UCX_TLS=tm_sm and tm_sm,self, eager and rendezvous sizes, short runs. Checks that the
 # "Final:" line has sane numbers and, from tm_sm's counters (UCX_TM_SM_PRINT_STATS=y),
-# that tm_sm carried the messages and that UCP posted receives into its tag list.
+# that tm_sm carried the messages and that UCP posted receives into its tag list; and, from
+# UCX_PROTO_INFO=y, that UCP's protocol engine chose tm_sm's tag-offload protocols.
 # PLUGIN: the libuct_tm.so to preload.
 set -u
 plugin=${PLUGIN:?set PLUGIN to the libuct_tm.so to preload}
@@ -11,6 +12,10 @@ command -v ucx_perftest >/dev/null || { echo "SKIP: ucx_perftest not installed (
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+. "$(dirname "$0")/../common/ucx_release.sh"
+release=$(ucx_release)
+# UCP selects protocols with its v2 engine by default from 1.16 (UCX_PROTO_ENABLE).
+if ucx_release_at_least 1 16; then v2_default=yes; else v2_default=no; fi
 
 # run TLS TEST SIZE ITERS [VAR=VALUE...]: one server + client pair; output in $tmp.
 run() {
@@ -46,7 +51,8 @@ check() {
         echo "FAIL: $name: no sane Final line"; sed 's/^/    /' "$tmp/client" "$tmp/server" | tail -30; fail=1; return
     fi
     grep -q '^server exit 0$' "$tmp/server" || { echo "FAIL: $name: server failed"; tail -20 "$tmp/server"; fail=1; return; }
-    stats=$(cat "$tmp/client" "$tmp/server" | grep '^tm_sm iface')
+    # (UCX's log on stdout and the counters on stderr can share a line)
+    stats=$(cat "$tmp/client" "$tmp/server" | grep -o 'tm_sm iface [0-9]* (pid.*')
     if [ "$(grep -c . <<<"$stats")" -ne 2 ]; then
         echo "FAIL: $name: expected tm_sm counters from both processes, got: $stats"; fail=1; return
     fi
@@ -65,12 +71,15 @@ check() {
     echo "ok: $name: $(awk '{print "lat50", $3, "us, bw", $6, "MB/s, rate", $9}' <<<"$final"); tm_sm received $received, posted $posted, split gets $split_gets"
 }
 
+# tag_bw 1 MiB: ucx_perftest posts every receive into one buffer, which tm_sm takes once at a
+# time (ALREADY_EXISTS, as rc_mlx5), so most rendezvous arrive unexpected. UCP's v1 protocols
+# send them with tm_sm's tag_rndv_zcopy and fetch them with get_zcopy, which tm_sm splits with
+# the sender. The v2 engine sends messages this large as a software RTS over tm_sm's
+# tag_rndv_request and reads the registered buffer: no tm_sm rendezvous slot to split.
+if [ $v2_default = no ]; then split_1m=10; else split_1m=0; fi
 for tls in tm_sm tm_sm,self; do
-    # tag_bw 1 MiB: ucx_perftest posts every receive into one buffer, which tm_sm takes once
-    # at a time (ALREADY_EXISTS, as rc_mlx5), so most rendezvous arrive unexpected and UCP
-    # fetches them with get_zcopy, which tm_sm splits with the sender.
     for t in "tag_lat 8 2000 0" "tag_lat 4096 1000 500" "tag_lat 1048576 50 25" \
-             "tag_bw 8 5000 0" "tag_bw 65536 500 0" "tag_bw 1048576 50 0 10" \
+             "tag_bw 8 5000 0" "tag_bw 65536 500 0" "tag_bw 1048576 50 0 $split_1m" \
              "tag_sync_lat 8 1000 0" "tag_sync_lat 16384 500 250"; do
         set -- $t
         iters=$3
@@ -84,4 +93,44 @@ done
 iters=50
 run tm_sm tag_lat 1048576 50 UCX_TM_SW_RNDV=y UCX_RNDV_SCHEME=put_zcopy
 check "UCX_TM_SW_RNDV=y tag_lat 1 MiB" 25
+# The protocols UCP chose for tagged sends over tm_sm (UCX_PROTO_INFO=y, printed by the v2
+# engine; before 1.16 it is not the default and UCX_PROTO_ENABLE=y turns it on): only tm_sm's
+# tag-offload protocols on tm_sm, and no eager protocol over active messages.
+# proto_check NAME DESCRIPTION...: every DESCRIPTION is a row of a tagged-send table with
+# tm_sm as its transport.
+proto_check() {
+    local name=$1 rows desc ok=1
+    shift
+    # rows "| range | description | transport/device |" of the run's tables (tag_lat
+    # prints only the tables of tagged sends)
+    rows=$(sed -n 's/^.*| *[0-9][0-9K.]*\(\.\.[0-9a-zK.]*\)\? *| \(.*[^ ]\) *| *\([^ |]*\) *|$/\2|\3/p' \
+           "$tmp/client")
+    if [ -z "$rows" ]; then
+        echo "FAIL: $name: no protocol table in UCX_PROTO_INFO's output"
+        sed 's/^/    /' "$tmp/client" | tail -20; fail=1; return
+    fi
+    for desc in "$@"; do
+        grep -q "^$desc|tm_sm/" <<<"$rows" || { echo "FAIL: $name: no '$desc' over tm_sm"; ok=0; }
+    done
+    if grep -E '^(eager short|eager copy-in|eager zero-copy|multi-frag eager)' <<<"$rows"; then
+        echo "FAIL: $name: UCP chose eager protocols over active messages (above)"; ok=0
+    fi
+    if grep -v '|tm_sm/' <<<"$rows"; then
+        echo "FAIL: $name: a tagged-send protocol on another transport than tm_sm (above)"; ok=0
+    fi
+    [ $ok = 1 ] || { printf '    %s\n' "$rows"; fail=1; return; }
+    echo "ok: $name: $(sort -u <<<"$rows" | cut -d'|' -f1 | paste -sd, -)"
+}
+iters=200
+if [ $v2_default = yes ]; then
+    run tm_sm tag_lat 8 200 UCX_PROTO_INFO=y
+    check "UCX $release protocol info, tag_lat 8 B" 0
+    proto_check "UCX $release v2 protocols" "eager offloaded short" "eager offloaded zero-copy" \
+        "rendezvous tag offload"
+else
+    run tm_sm tag_lat 8 200 UCX_PROTO_INFO=y UCX_PROTO_ENABLE=y
+    check "UCX $release protocol info (UCX_PROTO_ENABLE=y), tag_lat 8 B" 0
+    proto_check "UCX $release v2 protocols (UCX_PROTO_ENABLE=y)" "eager offloaded short" \
+        "eager offloaded zero-copy"
+fi
 exit $fail

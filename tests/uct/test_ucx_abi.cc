@@ -7,13 +7,16 @@
 
 #include <gtest/gtest.h>
 #include <ucs/type/class.h>
+#include <uct/api/version.h>
 
 #include <algorithm>
 #include <cstring>
 
 extern "C" ucs_class_t uct_base_iface_t_class;
-/* Exported by libuct 1.13; its parameter struct lives in the uninstalled uct_v2.h. */
+/* Exported by libuct; its parameter struct lives in the uninstalled uct_v2.h. */
 extern "C" ucs_status_t uct_iface_estimate_perf(uct_iface_h iface, void *perf_attr);
+
+#define UCX_RELEASE (UCT_VERNO_MAJOR * 100 + UCT_VERNO_MINOR)
 
 namespace uct_tm_test {
 namespace {
@@ -43,8 +46,67 @@ TEST(UcxAbi, MdQueryThroughLibuct) {
     uct_md_attr_t attr;
     ASSERT_EQ(uct_md_query(env.md(), &attr), UCS_OK);
     EXPECT_STREQ(attr.component_name, "tm");
-    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_REG);
+    /* From 1.14 libuct asks the MD for uct_md_attr_v2_t and converts: each
+     * capability must arrive in its own field. */
+    EXPECT_EQ(attr.cap.flags, UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_NEED_RKEY);
+    EXPECT_EQ(attr.cap.reg_mem_types, UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    EXPECT_EQ(attr.cap.alloc_mem_types, UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    EXPECT_EQ(attr.cap.access_mem_types, UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    EXPECT_EQ(attr.cap.detect_mem_types, 0u);
+    EXPECT_EQ(attr.cap.max_reg, SIZE_MAX);
+    EXPECT_GT(attr.reg_cost.c, 0);
+    EXPECT_LT(attr.reg_cost.c, 1e-6);
     EXPECT_GT(attr.rkey_packed_size, 0u);
+    EXPECT_LE(attr.rkey_packed_size, 256u);
+    EXPECT_TRUE(ucs_cpu_is_set(0, &attr.local_cpus));
+}
+
+/* Registration, key packing and unpacking as a UCX client does them: the
+ * signatures of mem_reg (1.14), mkey_pack (1.16) and rkey_unpack (1.19)
+ * changed, and libuct calls the plugin with the running release's form. */
+TEST(UcxAbi, RegisterPackUnpackThroughLibuct) {
+    UctEnv            env;
+    uct_md_attr_t     attr;
+    ASSERT_EQ(uct_md_query(env.md(), &attr), UCS_OK);
+    std::vector<char> buffer(4096, 'x');
+    uct_mem_h         memh = nullptr;
+    ASSERT_EQ(uct_md_mem_reg(env.md(), buffer.data(), buffer.size(), UCT_MD_MEM_ACCESS_ALL, &memh),
+              UCS_OK);
+    ASSERT_NE(memh, nullptr);
+    std::vector<char> packed(attr.rkey_packed_size);
+    ASSERT_EQ(uct_md_mkey_pack(env.md(), memh, packed.data()), UCS_OK);
+    uct_rkey_bundle_t bundle = {};
+    ASSERT_EQ(uct_rkey_unpack(env.component(), packed.data(), &bundle), UCS_OK);
+    /* Ordinary memory is reachable by CMA only, not by a local pointer. */
+    void *local = nullptr;
+    EXPECT_EQ(uct_rkey_ptr(env.component(), &bundle,
+                           reinterpret_cast<uintptr_t>(buffer.data()), &local),
+              UCS_ERR_UNREACHABLE);
+    EXPECT_EQ(uct_rkey_release(env.component(), &bundle), UCS_OK);
+    EXPECT_EQ(uct_md_mem_dereg(env.md(), memh), UCS_OK);
+}
+
+/* Allocation through the MD (mem_alloc gained a system device in 1.19):
+ * shared memory this process and its peers can map. */
+TEST(UcxAbi, AllocateThroughLibuct) {
+    UctEnv                 env;
+    const uct_alloc_method_t method = UCT_ALLOC_METHOD_MD;
+    uct_md_h               mds[]  = {env.md()};
+    uct_mem_alloc_params_t params = {};
+    params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MDS |
+                        UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE | UCT_MEM_ALLOC_PARAM_FIELD_NAME;
+    params.flags      = UCT_MD_MEM_ACCESS_ALL;
+    params.mds.mds    = mds;
+    params.mds.count  = 1;
+    params.mem_type   = UCS_MEMORY_TYPE_HOST;
+    params.name       = "test_ucx_abi";
+    uct_allocated_memory_t mem = {};
+    ASSERT_EQ(uct_mem_alloc(10000, &method, 1, &params, &mem), UCS_OK);
+    EXPECT_EQ(mem.method, UCT_ALLOC_METHOD_MD);
+    EXPECT_EQ(mem.md, env.md());
+    ASSERT_GE(mem.length, 10000u);
+    memset(mem.address, 0x5a, mem.length); /* the whole length is ours */
+    EXPECT_EQ(uct_mem_free(&mem), UCS_OK);
 }
 
 struct AmCounter {
@@ -95,6 +157,31 @@ TEST(UcxAbi, SetAmHandlerReachesOurIface) {
     uct_iface_close(iface);
 }
 
+/* uct_perf_attr_t as UCX's uct_v2.h declares it, written out here from the
+ * release's sources independently of the plugin's mirror: 1.17 appended
+ * flags, 1.19 inserted path_bandwidth (and moved the later field bits up). */
+struct PerfAttr {
+    uint64_t field_mask;
+    int      operation;
+    int      local_memory_type, remote_memory_type;
+    uint8_t  local_sys_device, remote_sys_device;
+    double   send_pre_overhead, send_post_overhead, recv_overhead;
+    struct { double dedicated, shared; } bandwidth;
+#if UCX_RELEASE >= 119
+    struct { double dedicated, shared; } path_bandwidth;
+#endif
+    struct { double c, m; } latency;
+    size_t   max_inflight_eps;
+#if UCX_RELEASE >= 117
+    uint64_t flags;
+#endif
+};
+constexpr uint64_t kFieldSendPreOverhead = 1u << 5;
+constexpr uint64_t kFieldRecvOverhead    = 1u << 7;
+constexpr uint64_t kFieldBandwidth       = 1u << 8;
+constexpr uint64_t kFieldLatency         = (UCX_RELEASE >= 119) ? (1u << 10) : (1u << 9);
+constexpr uint64_t kFieldMaxInflightEps  = (UCX_RELEASE >= 119) ? (1u << 11) : (1u << 10);
+
 TEST(UcxAbi, EstimatePerfGoesThroughInternalOps) {
     UctEnv             env;
     uct_iface_params_t params = {};
@@ -102,23 +189,25 @@ TEST(UcxAbi, EstimatePerfGoesThroughInternalOps) {
     ASSERT_EQ(env.open_iface("tm_sm", params, &iface), UCS_OK);
     uct_iface_attr_t attr;
     ASSERT_EQ(uct_iface_query(iface, &attr), UCS_OK);
-    /* libuct 1.13 dispatches uct_iface_estimate_perf through the base iface's
-     * internal_ops pointer to uct_base_iface_estimate_perf, which answers
-     * from iface_query: the figures must be ours. */
-    struct {
-        uint64_t field_mask;
-        int      operation;
-        int      local_memory_type, remote_memory_type;
-        uint8_t  local_sys_device, remote_sys_device;
-        double   send_pre_overhead, send_post_overhead, recv_overhead;
-        struct { double dedicated, shared; } bandwidth;
-        struct { double c, m; } latency;
-        size_t   max_inflight_eps;
-    } perf = {};
-    perf.field_mask = (1u << 4) | (1u << 5) | (1u << 6) | (1u << 8) | (1u << 9);
+    /* libuct dispatches uct_iface_estimate_perf through the base iface's
+     * internal_ops pointer to the plugin's estimate, which answers from
+     * iface_query: the figures must be ours, each in its field. */
+    PerfAttr perf;
+    memset(&perf, 0xff, sizeof(perf)); /* a field written where it does not belong shows */
+    perf.field_mask = kFieldSendPreOverhead | kFieldRecvOverhead | kFieldBandwidth |
+                      kFieldLatency | kFieldMaxInflightEps;
     ASSERT_EQ(uct_iface_estimate_perf(iface, &perf), UCS_OK);
+    EXPECT_DOUBLE_EQ(perf.send_pre_overhead, attr.overhead);
+    EXPECT_DOUBLE_EQ(perf.recv_overhead, attr.overhead);
     EXPECT_DOUBLE_EQ(perf.latency.c, attr.latency.c);
+    EXPECT_DOUBLE_EQ(perf.latency.m, attr.latency.m);
     EXPECT_DOUBLE_EQ(perf.bandwidth.shared, attr.bandwidth.shared);
+    EXPECT_DOUBLE_EQ(perf.bandwidth.dedicated, attr.bandwidth.dedicated);
+    EXPECT_EQ(perf.max_inflight_eps, SIZE_MAX);
+    /* not asked for: untouched */
+    uint64_t untouched;
+    memset(&untouched, 0xff, sizeof(untouched));
+    EXPECT_EQ(memcmp(&perf.send_post_overhead, &untouched, sizeof(double)), 0);
     uct_iface_close(iface);
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Stock UCX tools see the plugin: `LD_PRELOAD=<plugin> ucx_info -d` lists
 # component "tm" with transport tm_sm, and `ucx_info -c -f` lists its
-# UCX_TM_SM_* variables with their defaults.
+# UCX_TM_SM_* variables with their defaults. On UCX >= 1.22, which loads
+# external modules, so does `UCX_PLUGIN_PATH=<plugin's directory> ucx_info -d`
+# without any preload.
 # PLUGIN: the library to preload (default: the one just built; CI also runs
 # this against a `make install` copy).
 set -u
@@ -44,6 +46,19 @@ no)
     fi
     ;;
 esac
+. "$(dirname "$0")/../common/ucx_release.sh"
+running=$(ucx_release)
+if ucx_release_at_least 1 22; then
+    # UCX loads lib<framework>_<name>.so.0 from each UCX_PLUGIN_PATH directory.
+    dir=$(dirname "$plugin")
+    [ -e "$dir/libuct_tm.so.0" ] || { echo "FAIL: no libuct_tm.so.0 next to $plugin"; exit 1; }
+    devices=$(UCX_PLUGIN_PATH=$dir ucx_info -d 2>&1)
+    expect "UCX $running: UCX_PLUGIN_PATH=$dir lists component tm, no preload" '^#     Component: tm$' "$devices"
+    expect "UCX $running: UCX_PLUGIN_PATH lists transport tm_sm" '^#      Transport: tm_sm$' "$devices"
+    grep -q 'uct-tm' <<<"$devices" && { echo "FAIL: uct-tm warned: $(grep uct-tm <<<"$devices")"; fail=1; }
+else
+    echo "ok: UCX $running loads no external modules: preload only"
+fi
 without=$(ucx_info -d 2>&1)
 if grep -q 'Transport: tm_sm' <<<"$without"; then
     echo "FAIL: tm_sm listed without the plugin loaded"

@@ -1,6 +1,7 @@
 #include "uct_env.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <stdexcept>
 
@@ -113,6 +114,30 @@ UctEnv::~UctEnv() {
     ucs_async_context_destroy(async_);
 }
 
+namespace {
+
+/* "tm_sm" -> "TM_SM_": the prefix of the transport's UCX_TM_SM_* settings. */
+std::string setting_prefix(const std::string &tl) {
+    std::string prefix;
+    for (char c : tl) {
+        prefix += static_cast<char>(toupper(static_cast<unsigned char>(c)));
+    }
+    return prefix + "_";
+}
+
+/* Up to 1.16 uct_config_modify() takes a setting's own name ("FIFO_SIZE"),
+ * from 1.17 the name with the transport's prefix ("TM_SM_FIFO_SIZE"). */
+ucs_status_t modify_setting(uct_iface_config_t *config, const std::string &tl,
+                            const std::string &name, const std::string &value) {
+    ucs_status_t status = uct_config_modify(config, name.c_str(), value.c_str());
+    if (status == UCS_ERR_NO_ELEM) {
+        status = uct_config_modify(config, (setting_prefix(tl) + name).c_str(), value.c_str());
+    }
+    return status;
+}
+
+}  // namespace
+
 ucs_status_t UctEnv::open_iface(const std::string &tl, uct_iface_params_t params,
                                 uct_iface_h *iface,
                                 const std::vector<std::pair<std::string, std::string>> &settings) {
@@ -122,7 +147,7 @@ ucs_status_t UctEnv::open_iface(const std::string &tl, uct_iface_params_t params
         return status;
     }
     for (const auto &kv : settings) {
-        status = uct_config_modify(config, kv.first.c_str(), kv.second.c_str());
+        status = modify_setting(config, tl, kv.first, kv.second);
         if (status != UCS_OK) {
             uct_config_release(config);
             return status;
@@ -159,7 +184,8 @@ std::string UctEnv::iface_setting(const std::string &tl, const std::string &name
         return "";
     }
     char value[256] = "";
-    if (uct_config_get(config, name.c_str(), value, sizeof(value)) != UCS_OK) {
+    if ((uct_config_get(config, name.c_str(), value, sizeof(value)) != UCS_OK) &&
+        (uct_config_get(config, (setting_prefix(tl) + name).c_str(), value, sizeof(value)) != UCS_OK)) {
         value[0] = '\0';
     }
     uct_config_release(config);

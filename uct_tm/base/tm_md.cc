@@ -57,24 +57,16 @@ MemHandle *handle_of(uct_mem_h memh) { return static_cast<MemHandle *>(memh); }
 
 void md_close(abi::MdHeader *md) { delete md_of(md); }
 
-ucs_status_t md_query(abi::MdHeader *, uct_md_attr_t *attr) {
-    memset(attr, 0, sizeof(*attr));
-    attr->cap.max_alloc        = ULONG_MAX;
-    attr->cap.max_reg          = ULONG_MAX;
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_NEED_RKEY;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.detect_mem_types = 0;
+ucs_status_t md_query(abi::MdHeader *, abi::MdAttr *attr) {
+    attr->max_alloc        = ULONG_MAX;
+    attr->max_reg          = ULONG_MAX;
+    attr->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_NEED_RKEY;
+    attr->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     /* Registration only records the range. */
-    attr->reg_cost.c       = 20e-9;
-    attr->reg_cost.m       = 0;
+    attr->reg_cost         = {20e-9, 0};
     attr->rkey_packed_size = sizeof(PackedRkey);
-    UCS_CPU_ZERO(&attr->local_cpus);
-    const long ncpus = sysconf(_SC_NPROCESSORS_CONF);
-    for (long cpu = 0; (cpu < ncpus) && (cpu < UCS_CPU_SETSIZE); ++cpu) {
-        UCS_CPU_SET(cpu, &attr->local_cpus);
-    }
     return UCS_OK;
 }
 

@@ -3,14 +3,14 @@
  *
  * Everything that depends on a layout UCX does not install a header for goes
  * through this interface; ucx_abi.cc is the only file that includes the
- * versioned mirror (uct_tm/compat/ucx_<range>.h). Here are only storage sizes
- * (checked against the mirror by static assertions there) and plain
- * descriptors in uct-tm's own terms.
+ * versioned mirror (uct_tm/compat/ucx_<major>_<minor>.h, the release configure
+ * found). Here are only storage sizes (checked against the mirror by static
+ * assertions there) and plain descriptors in uct-tm's own terms, the same for
+ * every supported UCX release.
  */
 #ifndef UCT_TM_BASE_UCX_ABI_H_
 #define UCT_TM_BASE_UCX_ABI_H_
 
-#include <uct/api/uct.h>
 #include <uct/api/uct.h>
 #include <ucs/config/parser.h>
 
@@ -24,12 +24,12 @@ extern "C" ucs_config_field_t uct_iface_config_table[];
 namespace uct_tm {
 namespace abi {
 
-#if UCT_TM_UCX_ABI == 113
+/* The same in every supported release (uct_tm/compat/ucx_layouts.h). */
 inline constexpr size_t kBaseIfaceSize   = 1280;
 inline constexpr size_t kIfaceConfigSize = 32;
-#else
-#error "unsupported UCX ABI range: configure selects UCT_TM_UCX_ABI"
-#endif
+
+/* The UCX release this build mirrors (100 * major + minor). */
+inline constexpr unsigned kUcxRelease = UCT_TM_UCX_ABI;
 
 /* Room for UCX's uct_base_iface_t; every iface object starts with one. */
 struct alignas(16) BaseIface {
@@ -46,10 +46,24 @@ struct alignas(8) IfaceConfig {
 
 struct MdHeader;
 
+/* What an MD offers, in uct-tm's terms; the seam writes it into the release's
+ * attribute structure (uct_md_attr_t, or uct_md_attr_v2_t from 1.14 on). */
+struct MdAttr {
+    uint64_t          max_alloc        = 0;
+    size_t            max_reg          = 0;
+    uint64_t          flags            = 0; /* UCT_MD_FLAG_* */
+    uint64_t          reg_mem_types    = 0; /* bits of ucs_memory_type_t */
+    uint64_t          alloc_mem_types  = 0;
+    uint64_t          access_mem_types = 0;
+    ucs_linear_func_t reg_cost         = {0, 0};
+    size_t            rkey_packed_size = 0;
+    size_t            reg_alignment    = 1; /* registrations need no alignment */
+};
+
 /* What an MD does, in uct-tm's terms; ucx_abi.cc adapts UCX's md ops to it. */
 struct MdCallbacks {
     void (*close)(MdHeader *md);
-    ucs_status_t (*query)(MdHeader *md, uct_md_attr_t *attr);
+    ucs_status_t (*query)(MdHeader *md, MdAttr *attr);
     ucs_status_t (*mem_alloc)(MdHeader *md, size_t *length, void **address, unsigned flags,
                               const char *name, uct_mem_h *memh);
     ucs_status_t (*mem_free)(MdHeader *md, uct_mem_h memh);
@@ -89,7 +103,9 @@ struct ComponentDesc {
     size_t              md_config_size;
 };
 
-/* Registers the component with libuct (once per process). */
+/* Registers the component with libuct (once per process). Refuses, with
+ * UCS_ERR_UNSUPPORTED and an error logged, a libuct whose layouts are not the
+ * ones this build mirrors (for instance a UCX built with statistics). */
 ucs_status_t register_component(const ComponentDesc &desc);
 
 /* ---- transports -------------------------------------------------------------- */
@@ -114,6 +130,10 @@ struct TransportDesc {
     const char         *config_prefix;
     ucs_config_field_t *config_table;
     size_t              config_size;
+    /* Whether `ep` is connected to the peer these addresses name (UCP 1.16+
+     * asks before it reuses an endpoint); any of them may be null. */
+    bool (*ep_is_connected)(uct_ep_h ep, const uct_device_addr_t *device_addr,
+                            const uct_iface_addr_t *iface_addr, const uct_ep_addr_t *ep_addr);
 };
 
 /* Adds a transport to the registered component. `desc` must outlive the process. */
@@ -121,11 +141,13 @@ ucs_status_t register_transport(const TransportDesc &desc);
 
 /* ---- ifaces ------------------------------------------------------------------- */
 
-/* Initializes UCX's part of an iface through libuct's own constructor (AM
- * stubs, error handler, allocation methods, progress bookkeeping). */
-ucs_status_t init_base_iface(BaseIface *base, const uct_iface_ops_t &ops, uct_md_h md,
-                             uct_worker_h worker, const uct_iface_params_t *params,
-                             const uct_iface_config_t *config);
+/* Initializes UCX's part of an iface of a registered transport through
+ * libuct's own constructor (AM stubs, error handler, allocation methods,
+ * progress bookkeeping) and the seam's internal operations (performance
+ * estimates from iface_query, reachability, connection checks). */
+ucs_status_t init_base_iface(BaseIface *base, const TransportDesc &transport,
+                             const uct_iface_ops_t &ops, uct_md_h md, uct_worker_h worker,
+                             const uct_iface_params_t *params, const uct_iface_config_t *config);
 void cleanup_base_iface(BaseIface *base);
 
 /* Calls the active-message handler registered for `id` (< UCT_AM_ID_MAX). */

@@ -32,25 +32,17 @@ void md_close(abi::MdHeader *header) {
     delete md;
 }
 
-ucs_status_t md_query(abi::MdHeader *header, uct_md_attr_t *attr) {
-    memset(attr, 0, sizeof(*attr));
-    const IbMd *md             = md_of(header);
-    attr->cap.max_alloc        = 0;
-    attr->cap.max_reg          = md->attr.orig_attr.max_mr_size;
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_NEED_RKEY;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.alloc_mem_types  = 0;
-    attr->cap.detect_mem_types = 0;
+ucs_status_t md_query(abi::MdHeader *header, abi::MdAttr *attr) {
+    const IbMd *md         = md_of(header);
+    attr->max_alloc        = 0;
+    attr->max_reg          = md->attr.orig_attr.max_mr_size;
+    attr->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_NEED_RKEY;
+    attr->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->alloc_mem_types  = 0;
     /* Pinning costs a syscall plus a page walk. */
-    attr->reg_cost.c       = 16e-6;
-    attr->reg_cost.m       = 0.06e-9;
+    attr->reg_cost         = {16e-6, 0.06e-9};
     attr->rkey_packed_size = sizeof(PackedRkey);
-    UCS_CPU_ZERO(&attr->local_cpus);
-    const long ncpus = sysconf(_SC_NPROCESSORS_CONF);
-    for (long cpu = 0; (cpu < ncpus) && (cpu < UCS_CPU_SETSIZE); ++cpu) {
-        UCS_CPU_SET(cpu, &attr->local_cpus);
-    }
     return UCS_OK;
 }
 

@@ -205,8 +205,23 @@ ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_ad
         ucs_error("tm_rc: QP 0x%x to RTS: %s", ep->qp->qp_num, strerror(errno));
         return UCS_ERR_IO_ERROR;
     }
-    ep->connected = true;
+    ep->connected     = true;
+    ep->remote_qp_num = rep.qp_num;
+    ep->remote_dev    = remote;
     return UCS_OK;
+}
+
+bool RcIface::ep_is_connected(const RcEp *ep, const uct_device_addr_t *dev_addr,
+                              const uct_ep_addr_t *ep_addr) const {
+    if (!ep->connected || (dev_addr == nullptr) || (ep_addr == nullptr)) {
+        return false;
+    }
+    DeviceAddress remote;
+    EpAddress     rep;
+    memcpy(&remote, dev_addr, sizeof(remote));
+    memcpy(&rep, ep_addr, sizeof(rep));
+    return (rep.qp_num == ep->remote_qp_num) && (remote.lid == ep->remote_dev.lid) &&
+           (memcmp(remote.gid, ep->remote_dev.gid, sizeof(remote.gid)) == 0);
 }
 
 /* ---- send resources -------------------------------------------------------------------- */

@@ -96,7 +96,8 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
         return UCS_ERR_INVALID_PARAM;
     }
 
-    ucs_status_t status = abi::init_base_iface(&base, rc_iface_ops(), md, worker, params, tl_config);
+    ucs_status_t status = abi::init_base_iface(&base, rc_transport(), rc_iface_ops(), md, worker,
+                                               params, tl_config);
     if (status != UCS_OK) {
         return status;
     }

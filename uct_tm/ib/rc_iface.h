@@ -60,6 +60,8 @@ struct RcEp {
     bool           qp_in_error = false; /* moved to IBV_QPS_ERR by us */
     bool           in_pending_list = false;
     uint32_t       path_mtu    = 0; /* bytes, once connected */
+    uint32_t       remote_qp_num = 0; /* once connected: the peer's QP and port */
+    DeviceAddress  remote_dev    = {};
     uint32_t       rndv_sends  = 0; /* rendezvous sends on it waiting for a FIN */
     uint64_t       probe_due_ns = 0; /* keepalive: 0 = not armed (see check_rndv_qps) */
     PendingQueue   pending;
@@ -137,6 +139,9 @@ class RcIface {
     ucs_status_t ep_get_address(RcEp *ep, uct_ep_addr_t *addr) const;
     ucs_status_t ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_addr,
                                   const uct_ep_addr_t *ep_addr);
+    /* Connected to the QP `ep_addr` names on the port `dev_addr` names. */
+    bool         ep_is_connected(const RcEp *ep, const uct_device_addr_t *dev_addr,
+                                 const uct_ep_addr_t *ep_addr) const;
 
     ucs_status_t am_short(RcEp *ep, uint8_t id, uint64_t header, const void *payload,
                           unsigned length);

@@ -193,7 +193,12 @@ unsigned rc_devices(uct_md_h md, abi::DeviceDesc *out) {
     return n;
 }
 
-const abi::TransportDesc rc_transport = {
+bool rc_ep_is_connected(uct_ep_h ep, const uct_device_addr_t *device_addr,
+                        const uct_iface_addr_t *, const uct_ep_addr_t *ep_addr) {
+    return owner(ep)->ep_is_connected(ep_of(ep), device_addr, ep_addr);
+}
+
+const abi::TransportDesc transport = {
     "tm_rc",
     rc_devices,
     RcIface::open,
@@ -201,6 +206,7 @@ const abi::TransportDesc rc_transport = {
     "TM_RC_",
     rc_config_table,
     sizeof(RcConfig),
+    rc_ep_is_connected,
 };
 
 }  // namespace
@@ -210,7 +216,9 @@ const uct_iface_ops_t &rc_iface_ops() {
     return ops;
 }
 
-ucs_status_t register_rc_transport() { return abi::register_transport(rc_transport); }
+const abi::TransportDesc &rc_transport() { return transport; }
+
+ucs_status_t register_rc_transport() { return abi::register_transport(transport); }
 
 }  // namespace ib
 }  // namespace uct_tm

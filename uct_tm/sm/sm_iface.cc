@@ -200,7 +200,8 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     std::atomic_thread_fence(std::memory_order_release);
     header_->magic = kSegmentMagic;
 
-    status = abi::init_base_iface(&base, sm_iface_ops(), md, worker, params, tl_config);
+    status = abi::init_base_iface(&base, sm_transport(), sm_iface_ops(), md, worker, params,
+                                 tl_config);
     if (status != UCS_OK) {
         return status;
     }

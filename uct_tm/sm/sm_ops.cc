@@ -7,6 +7,7 @@
 #include "base/topology.h"
 
 #include <cstdio>
+#include <cstring>
 
 namespace uct_tm {
 namespace sm {
@@ -181,7 +182,18 @@ unsigned sm_devices(uct_md_h md, abi::DeviceDesc *out) {
     return 1;
 }
 
-const abi::TransportDesc sm_transport = {
+/* Connected to the iface `iface_addr` names, on the host `device_addr` names. */
+bool sm_ep_is_connected(uct_ep_h ep, const uct_device_addr_t *device_addr,
+                        const uct_iface_addr_t *iface_addr, const uct_ep_addr_t *) {
+    if ((iface_addr == nullptr) || !owner(ep)->is_reachable(device_addr, iface_addr)) {
+        return false;
+    }
+    IfaceAddress remote;
+    memcpy(&remote, iface_addr, sizeof(remote));
+    return same_iface(ep_of(ep)->peer->address(), remote);
+}
+
+const abi::TransportDesc transport = {
     "tm_sm",
     sm_devices,
     SmIface::open,
@@ -189,6 +201,7 @@ const abi::TransportDesc sm_transport = {
     "TM_SM_",
     sm_config_table,
     sizeof(SmConfig),
+    sm_ep_is_connected,
 };
 
 }  // namespace
@@ -198,7 +211,9 @@ const uct_iface_ops_t &sm_iface_ops() {
     return ops;
 }
 
-ucs_status_t register_sm_transport() { return abi::register_transport(sm_transport); }
+const abi::TransportDesc &sm_transport() { return transport; }
+
+ucs_status_t register_sm_transport() { return abi::register_transport(transport); }
 
 }  // namespace sm
 }  // namespace uct_tm

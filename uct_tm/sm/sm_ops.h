@@ -4,6 +4,8 @@
 #ifndef UCT_TM_SM_SM_OPS_H_
 #define UCT_TM_SM_SM_OPS_H_
 
+#include "base/ucx_abi.h"
+
 #include <ucs/type/status.h>
 #include <uct/api/uct.h>
 
@@ -12,6 +14,9 @@ namespace sm {
 
 /* extern "C" trampolines from UCX's ops table into SmIface. */
 const uct_iface_ops_t &sm_iface_ops();
+
+/* What the seam knows of tm_sm (ifaces name it when they open). */
+const abi::TransportDesc &sm_transport();
 
 /* Adds transport "tm_sm" (device "tm_shm") to the registered component. */
 ucs_status_t register_sm_transport();

@@ -1,10 +1,11 @@
 /*
- * Loading libuct_tm registers component "tm" and its transports with libuct,
- * from an ELF constructor, before main() or right after dlopen(). The library
- * is linked -z nodelete: libuct 1.13 cannot forget a component once listed.
+ * libuct_tm_component.so: component "tm", its MDs and transports. Loaded by
+ * libuct_tm.so.0 (plugin.cc) once it has checked that the process runs the
+ * UCX release this build mirrors; its ELF constructor registers everything
+ * with libuct. Linked -z nodelete: libuct cannot forget a component.
  */
 
-#include "tm_md.h"
+#include "base/tm_md.h"
 
 #if UCT_TM_HAVE_VERBS
 #include "ib/rc_ops.h"
