@@ -121,16 +121,34 @@ proto_check() {
     [ $ok = 1 ] || { printf '    %s\n' "$rows"; fail=1; return; }
     echo "ok: $name: $(sort -u <<<"$rows" | cut -d'|' -f1 | paste -sd, -)"
 }
+# proto_at NAME SIZE DESCRIPTION: in every table, the row whose range holds SIZE is DESCRIPTION.
+proto_at() {
+    local name=$1 size=$2 want=$3 got
+    got=$(sed -n 's/^.*| *\([0-9][0-9KMG]*\)\(\.\.\([0-9a-zKMG]*\)\)\? *| \(.*[^ ]\) *| *[^ |]* *|$/\1 \3 \4/p' \
+          "$tmp/client" | awk -v x="$size" '
+            function bytes(v) { if (v == "inf") return 2^62; if (v ~ /K$/) return v * 1024
+                                if (v ~ /M$/) return v * 2^20; if (v ~ /G$/) return v * 2^30; return v + 0 }
+            { lo = bytes($1); hi = ($2 == "") ? lo : bytes($2); $1 = $2 = ""; sub(/^ +/, "")
+              if (x >= lo && x <= hi) print }' | sort -u)
+    if [ "$got" = "$want" ]; then
+        echo "ok: $name: $size B goes by '$want' in every table"
+    else
+        echo "FAIL: $name: $size B goes by '$(paste -sd/ <<<"$got")', expected '$want' in every table"; fail=1
+    fi
+}
 iters=200
 if [ $v2_default = yes ]; then
     run tm_sm tag_lat 8 200 UCX_PROTO_INFO=y
     check "UCX $release protocol info, tag_lat 8 B" 0
     proto_check "UCX $release v2 protocols" "eager offloaded short" "eager offloaded zero-copy" \
         "rendezvous tag offload"
+    # tm_sm's short send is its cheapest: its estimates must make UCP see that
+    proto_at "UCX $release v2 protocols" 8 "eager offloaded short"
 else
     run tm_sm tag_lat 8 200 UCX_PROTO_INFO=y UCX_PROTO_ENABLE=y
     check "UCX $release protocol info (UCX_PROTO_ENABLE=y), tag_lat 8 B" 0
     proto_check "UCX $release v2 protocols (UCX_PROTO_ENABLE=y)" "eager offloaded short" \
         "eager offloaded zero-copy"
+    proto_at "UCX $release v2 protocols (UCX_PROTO_ENABLE=y)" 8 "eager offloaded short"
 fi
 exit $fail

@@ -67,6 +67,9 @@ struct Case {
     uint64_t    mask;
     ucs_status_t expect_status;
     bool        posted;   /* expected to be posted into the transport's tag list */
+    /* sent with UCP_OP_ATTR_FLAG_FAST_CMPL (as Open MPI's blocking MPI_Send): UCP's v2
+     * engine selects from another table, where 64-300 KiB go by tm_sm's tag rendezvous */
+    bool        fast = false;
 };
 
 constexpr uint64_t kFull = ~0ull;
@@ -114,6 +117,12 @@ const std::vector<Case> &cases() {
          0xf4, 0xf4, kFull, UCS_ERR_MESSAGE_TRUNCATED, false},
         {"exact eager 2 KiB after truncation", Kind::Expected, 2048, 2048, 0xf5, 0xf5, kFull,
          UCS_OK, true},
+        {"unexpected rndv 128 KiB, fast-completion send", Kind::Unexpected, 128 << 10, 128 << 10,
+         0x101, 0x101, kFull, UCS_OK, false, true},
+        {"exact rndv 128 KiB, fast-completion send", Kind::Expected, 128 << 10, 128 << 10, 0x102,
+         0x102, kFull, UCS_OK, true, true},
+        {"exact eager 32 KiB, fast-completion send", Kind::Expected, 32768, 32768, 0x103, 0x103,
+         kFull, UCS_OK, true, true},
     };
     return table;
 }
@@ -265,7 +274,7 @@ void send_case(Peer &peer, const Case &c, unsigned seed) {
         expect(peer.wait_signal(static_cast<uint8_t>(seed)), name + ": receiver signal");
     }
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | (c.fast ? UCP_OP_ATTR_FLAG_FAST_CMPL : 0);
     param.datatype     = ucp_dt_make_contig(1);
     void *req = c.kind == Kind::SyncExpected
                         ? ucp_tag_send_sync_nbx(peer.ep(), data.data(), c.send_len,

@@ -48,7 +48,11 @@ TEST(UcxAbi, MdQueryThroughLibuct) {
     EXPECT_STREQ(attr.component_name, "tm");
     /* From 1.14 libuct asks the MD for uct_md_attr_v2_t and converts: each
      * capability must arrive in its own field. */
-    EXPECT_EQ(attr.cap.flags, UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_NEED_RKEY);
+    /* From 1.16 the MD asks for memory handles: UCP's v2 tag-offload
+     * rendezvous names the sender's MD only for such an MD (else the
+     * receiver of an unexpected one aborts). */
+    const uint64_t need_memh = (UCX_RELEASE >= 116) ? UCT_MD_FLAG_NEED_MEMH : 0;
+    EXPECT_EQ(attr.cap.flags, UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_NEED_RKEY | need_memh);
     EXPECT_EQ(attr.cap.reg_mem_types, UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_EQ(attr.cap.alloc_mem_types, UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_EQ(attr.cap.access_mem_types, UCS_BIT(UCS_MEMORY_TYPE_HOST));
@@ -176,6 +180,7 @@ struct PerfAttr {
     uint64_t flags;
 #endif
 };
+constexpr uint64_t kFieldOperation       = 1u << 0;
 constexpr uint64_t kFieldSendPreOverhead = 1u << 5;
 constexpr uint64_t kFieldRecvOverhead    = 1u << 7;
 constexpr uint64_t kFieldBandwidth       = 1u << 8;
@@ -208,6 +213,33 @@ TEST(UcxAbi, EstimatePerfGoesThroughInternalOps) {
     uint64_t untouched;
     memset(&untouched, 0xff, sizeof(untouched));
     EXPECT_EQ(memcmp(&perf.send_post_overhead, &untouched, sizeof(double)), 0);
+    uct_iface_close(iface);
+}
+
+/* Per operation, tm_sm's estimates say what its operations cost relative to
+ * each other, which is what UCP's v2 engine compares: a zero-copy send is a
+ * copy too (costlier than a short one), and a CMA get is a system call at one
+ * core's copy rate (slower than tm_sm's own rendezvous). */
+TEST(UcxAbi, EstimatePerfPerOperation) {
+    UctEnv             env;
+    uct_iface_params_t params = {};
+    uct_iface_h        iface;
+    ASSERT_EQ(env.open_iface("tm_sm", params, &iface), UCS_OK);
+    auto estimate = [&](int op) {
+        PerfAttr perf = {};
+        perf.field_mask = kFieldOperation | kFieldSendPreOverhead | kFieldBandwidth | kFieldLatency;
+        perf.operation  = op;
+        EXPECT_EQ(uct_iface_estimate_perf(iface, &perf), UCS_OK);
+        return perf;
+    };
+    enum { kGetZcopy = 8, kEagerShort = 9, kEagerBcopy = 10, kEagerZcopy = 11, kRndvZcopy = 12 };
+    const PerfAttr eager_short = estimate(kEagerShort);
+    EXPECT_GT(eager_short.bandwidth.dedicated, 0);
+    EXPECT_DOUBLE_EQ(estimate(kEagerBcopy).send_pre_overhead, eager_short.send_pre_overhead);
+    EXPECT_GT(estimate(kEagerZcopy).send_pre_overhead, eager_short.send_pre_overhead);
+    const PerfAttr get = estimate(kGetZcopy), rndv = estimate(kRndvZcopy);
+    EXPECT_GT(get.send_pre_overhead, rndv.send_pre_overhead);
+    EXPECT_LT(get.bandwidth.dedicated, rndv.bandwidth.dedicated);
     uct_iface_close(iface);
 }
 

@@ -61,6 +61,14 @@ ucs_status_t md_query(abi::MdHeader *, abi::MdAttr *attr) {
     attr->max_alloc        = ULONG_MAX;
     attr->max_reg          = ULONG_MAX;
     attr->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_NEED_RKEY;
+    /* UCP's v2 tag-offload rendezvous (1.16 on) names the sender's MD in its
+     * header only if the MD needs a handle for zero-copy; otherwise it sends
+     * index 255 and the receiver of an unexpected one aborts in
+     * ucp_rkey.c. Asking for a handle also makes UCP account for the
+     * registration of a zero-copy send, which it then does (cached). */
+    if (abi::kUcxRelease >= 116) {
+        attr->flags |= UCT_MD_FLAG_NEED_MEMH;
+    }
     attr->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);

@@ -377,50 +377,6 @@ ucs_status_t query_devices(uct_md_h md, uct_tl_device_resource_t **devices, unsi
 
 extern "C" {
 
-/* The same figures for every operation, from the iface's own attributes: what
- * libuct's base implementation answers, written here because from 1.16 on
- * libuct no longer exports a table of its defaults. */
-static ucs_status_t iface_estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf) {
-    if (perf == nullptr) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    uct_iface_attr_t   attr;
-    const ucs_status_t status = iface->ops.iface_query(iface, &attr);
-    if (status != UCS_OK) {
-        return status;
-    }
-    const uint64_t mask = perf->field_mask;
-    if (mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD) {
-        perf->send_pre_overhead = attr.overhead;
-    }
-    if (mask & UCT_PERF_ATTR_FIELD_SEND_POST_OVERHEAD) {
-        perf->send_post_overhead = 0;
-    }
-    if (mask & UCT_PERF_ATTR_FIELD_RECV_OVERHEAD) {
-        perf->recv_overhead = attr.overhead;
-    }
-    if (mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
-        perf->bandwidth = attr.bandwidth;
-    }
-#if UCT_TM_UCX_ABI >= 119
-    if (mask & UCT_PERF_ATTR_FIELD_PATH_BANDWIDTH) {
-        perf->path_bandwidth = attr.bandwidth;
-    }
-#endif
-    if (mask & UCT_PERF_ATTR_FIELD_LATENCY) {
-        perf->latency = attr.latency;
-    }
-    if (mask & UCT_PERF_ATTR_FIELD_MAX_INFLIGHT_EPS) {
-        perf->max_inflight_eps = SIZE_MAX;
-    }
-#if UCT_TM_UCX_ABI >= 117
-    if (mask & UCT_PERF_ATTR_FIELD_FLAGS) {
-        perf->flags = 0;
-    }
-#endif
-    return UCS_OK;
-}
-
 static void iface_vfs_refresh(uct_iface_h) {}
 
 static ucs_status_t ep_unsupported_query(uct_ep_h, void *) { return UCS_ERR_UNSUPPORTED; }
@@ -557,6 +513,65 @@ static ucs_status_t ep_unsupported_put_sgl_zcopy(uct_ep_h, void *const *, const 
 
 }  // extern "C"
 
+static_assert(static_cast<int>(EpOperation::kEagerShort) == UCT_EP_OP_EAGER_SHORT, "EpOperation");
+static_assert(static_cast<int>(EpOperation::kRndvZcopy) == UCT_EP_OP_RNDV_ZCOPY, "EpOperation");
+static_assert(static_cast<int>(EpOperation::kAny) == UCT_EP_OP_LAST, "EpOperation");
+
+/* The figures of the iface's own attributes, adjusted per operation by the
+ * transport (UCP's v2 engine picks a protocol by comparing them); libuct's
+ * base implementation answers the unadjusted ones, and from 1.16 on libuct
+ * no longer exports a table of its defaults. */
+template <int I>
+ucs_status_t iface_estimate_perf(uct_iface_h iface, uct_perf_attr_t *perf) {
+    if (perf == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    uct_iface_attr_t   attr;
+    const ucs_status_t status = iface->ops.iface_query(iface, &attr);
+    if (status != UCS_OK) {
+        return status;
+    }
+    const uint64_t mask = perf->field_mask;
+    PerfEstimate   est  = {attr.overhead, 0, attr.overhead, attr.bandwidth, attr.latency};
+    const int      op   = (mask & UCT_PERF_ATTR_FIELD_OPERATION) ? static_cast<int>(perf->operation)
+                                                                       : UCT_EP_OP_LAST;
+    if (tl_descs[I]->estimate != nullptr) {
+        tl_descs[I]->estimate(iface,
+                              ((op >= 0) && (op < UCT_EP_OP_LAST)) ? static_cast<EpOperation>(op)
+                                                                   : EpOperation::kAny,
+                              &est);
+    }
+    if (mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD) {
+        perf->send_pre_overhead = est.send_pre_overhead;
+    }
+    if (mask & UCT_PERF_ATTR_FIELD_SEND_POST_OVERHEAD) {
+        perf->send_post_overhead = est.send_post_overhead;
+    }
+    if (mask & UCT_PERF_ATTR_FIELD_RECV_OVERHEAD) {
+        perf->recv_overhead = est.recv_overhead;
+    }
+    if (mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
+        perf->bandwidth = est.bandwidth;
+    }
+#if UCT_TM_UCX_ABI >= 119
+    if (mask & UCT_PERF_ATTR_FIELD_PATH_BANDWIDTH) {
+        perf->path_bandwidth = est.bandwidth;
+    }
+#endif
+    if (mask & UCT_PERF_ATTR_FIELD_LATENCY) {
+        perf->latency = est.latency;
+    }
+    if (mask & UCT_PERF_ATTR_FIELD_MAX_INFLIGHT_EPS) {
+        perf->max_inflight_eps = SIZE_MAX;
+    }
+#if UCT_TM_UCX_ABI >= 117
+    if (mask & UCT_PERF_ATTR_FIELD_FLAGS) {
+        perf->flags = 0;
+    }
+#endif
+    return UCS_OK;
+}
+
 #if UCT_TM_UCX_ABI >= 116
 /* ep_is_connected has no per-transport argument either: one trampoline each. */
 template <int I>
@@ -575,7 +590,7 @@ int ep_is_connected(uct_ep_h ep, const uct_ep_is_connected_params_t *params) {
 template <int I>
 constexpr uct_iface_internal_ops_t make_internal_ops() {
     uct_iface_internal_ops_t ops{};
-    ops.iface_estimate_perf = iface_estimate_perf;
+    ops.iface_estimate_perf = iface_estimate_perf<I>;
     ops.iface_vfs_refresh   = iface_vfs_refresh;
     ops.ep_query            = ep_unsupported_query;
     ops.ep_invalidate       = ep_unsupported_invalidate;

@@ -110,6 +110,37 @@ ucs_status_t register_component(const ComponentDesc &desc);
 
 /* ---- transports -------------------------------------------------------------- */
 
+/* The operations UCX asks performance estimates for (uct_ep_operation_t, the
+ * same in every supported release; ucx_abi.cc checks the values). */
+enum class EpOperation : int {
+    kAmShort,
+    kAmBcopy,
+    kAmZcopy,
+    kPutShort,
+    kPutBcopy,
+    kPutZcopy,
+    kGetShort,
+    kGetBcopy,
+    kGetZcopy,
+    kEagerShort,
+    kEagerBcopy,
+    kEagerZcopy,
+    kRndvZcopy,
+    kAtomicPost,
+    kAtomicFetch,
+    kAny, /* no operation named */
+};
+
+/* A transport's cost of one operation, in the terms UCP's protocol selection
+ * (v2 engine) compares: seconds, bytes per second. */
+struct PerfEstimate {
+    double              send_pre_overhead;
+    double              send_post_overhead;
+    double              recv_overhead;
+    uct_ppn_bandwidth_t bandwidth;
+    ucs_linear_func_t   latency;
+};
+
 /* One device a transport offers on an MD. */
 struct DeviceDesc {
     char              name[UCT_DEVICE_NAME_MAX];
@@ -134,6 +165,10 @@ struct TransportDesc {
      * asks before it reuses an endpoint); any of them may be null. */
     bool (*ep_is_connected)(uct_ep_h ep, const uct_device_addr_t *device_addr,
                             const uct_iface_addr_t *iface_addr, const uct_ep_addr_t *ep_addr);
+    /* Adjusts `perf`, filled from the iface's attributes (the same for every
+     * operation: send and receive overhead, latency, bandwidth), to what `op`
+     * costs on this transport. Null: the same figures for every operation. */
+    void (*estimate)(uct_iface_h iface, EpOperation op, PerfEstimate *perf);
 };
 
 /* Adds a transport to the registered component. `desc` must outlive the process. */

@@ -207,6 +207,7 @@ const abi::TransportDesc transport = {
     rc_config_table,
     sizeof(RcConfig),
     rc_ep_is_connected,
+    nullptr, /* the same figures for every operation */
 };
 
 }  // namespace

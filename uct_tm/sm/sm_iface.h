@@ -174,6 +174,9 @@ class SmIface {
 
     /* ---- iface operations ---- */
     ucs_status_t query(uct_iface_attr_t *attr) const;
+    /* What `op` costs here, from the figures query() reports (UCP's protocol
+     * selection compares them per operation). */
+    static void  estimate(abi::EpOperation op, abi::PerfEstimate *perf);
     ucs_status_t get_device_address(uct_device_addr_t *addr) const;
     ucs_status_t get_address(uct_iface_addr_t *addr) const;
     int          is_reachable(const uct_device_addr_t *dev_addr,

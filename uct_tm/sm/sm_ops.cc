@@ -193,6 +193,10 @@ bool sm_ep_is_connected(uct_ep_h ep, const uct_device_addr_t *device_addr,
     return same_iface(ep_of(ep)->peer->address(), remote);
 }
 
+void sm_estimate(uct_iface_h, abi::EpOperation op, abi::PerfEstimate *perf) {
+    SmIface::estimate(op, perf);
+}
+
 const abi::TransportDesc transport = {
     "tm_sm",
     sm_devices,
@@ -202,6 +206,7 @@ const abi::TransportDesc transport = {
     sm_config_table,
     sizeof(SmConfig),
     sm_ep_is_connected,
+    sm_estimate,
 };
 
 }  // namespace
