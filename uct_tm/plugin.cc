@@ -72,13 +72,14 @@ std::string dirname_of(const std::string &path) {
     return (slash == std::string::npos) ? std::string(".") : path.substr(0, slash);
 }
 
-/* The directory of the loaded library that defines `symbol_in_it`. */
-std::string directory_of(const void *symbol_in_it) {
+/* The file of this library, as it was loaded. */
+std::string own_path() {
     Dl_info info;
-    if ((dladdr(symbol_in_it, &info) == 0) || (info.dli_fname == nullptr)) {
+    if ((dladdr(reinterpret_cast<const void *>(&dirname_of), &info) == 0) ||
+        (info.dli_fname == nullptr)) {
         return {};
     }
-    return dirname_of(info.dli_fname);
+    return info.dli_fname;
 }
 
 /* The directory of the libuct this process runs: the libuct.so.0 the dynamic
@@ -157,19 +158,17 @@ __attribute__((constructor)) void load_component() {
     }
     if ((running.major != kBuiltMajor) || (running.minor != kBuiltMinor)) {
         log_message(UCS_LOG_LEVEL_WARN,
-                    "uct-tm: %s/libuct_tm.so.0 is built for UCX %u.%u, but this process runs "
-                    "UCX %u.%u.%u: its transports (tm_sm, tm_rc) are not registered; build "
-                    "uct-tm against UCX %u.%u (configure --with-ucx=PREFIX)",
-                    directory_of(reinterpret_cast<const void *>(&load_component)).c_str(),
-                    kBuiltMajor, kBuiltMinor, running.major, running.minor, running.patch,
-                    running.major, running.minor);
+                    "uct-tm: %s is built for UCX %u.%u, but this process runs UCX %u.%u.%u: "
+                    "its transports (tm_sm, tm_rc) are not registered; build uct-tm against "
+                    "UCX %u.%u (configure --with-ucx=PREFIX)",
+                    own_path().c_str(), kBuiltMajor, kBuiltMinor, running.major, running.minor,
+                    running.patch, running.major, running.minor);
         return;
     }
     if (component_loaded()) {
         return;
     }
-    const std::string path =
-        directory_of(reinterpret_cast<const void *>(&load_component)) + "/" + kComponentLibrary;
+    const std::string path = dirname_of(own_path()) + "/" + kComponentLibrary;
     /* Its constructor registers the component; it is never unloaded (libuct
      * cannot forget a registered component). */
     if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) == nullptr) {
