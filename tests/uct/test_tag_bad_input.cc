@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
 
+#include "base/packed_rkey.h"
 #include "sm/sm_peer.h"
 
 namespace uct_tm_test {
@@ -459,6 +461,72 @@ TEST_P(TagBadInput, RkeysAndOneSidedCopies) {
         EXPECT_EQ(uct_md_mem_dereg(env_->md(), memh), UCS_OK);
         munmap(hole, 1 << 16);
     }
+    expect_still_working();
+}
+
+/* Keys of memory the MD allocated (a shared-memory segment peers map): a
+ * forged one whose offset into the segment wraps (offset + length passes
+ * "<= size" modulo 2^64), whose segment is another process's, or whose range
+ * wraps the address space, is refused at unpack; rkey_ptr never hands out an
+ * address outside the segment. */
+TEST_P(TagBadInput, ForgedSegmentRkeys) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "rkeys of MD-allocated shared memory are tm_sm's";
+    }
+    uct_md_attr_t md_attr;
+    ASSERT_EQ(uct_md_query(env_->md(), &md_attr), UCS_OK);
+    ASSERT_EQ(md_attr.rkey_packed_size, sizeof(uct_tm::PackedRkey));
+    const uct_alloc_method_t method = UCT_ALLOC_METHOD_MD;
+    uct_md_h                 mds[]  = {env_->md()};
+    uct_mem_alloc_params_t   params = {};
+    params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE;
+    params.mds.mds    = mds;
+    params.mds.count  = 1;
+    params.mem_type   = UCS_MEMORY_TYPE_HOST;
+    uct_allocated_memory_t mem = {};
+    ASSERT_EQ(uct_mem_alloc(8192, &method, 1, &params, &mem), UCS_OK);
+    void              *address = mem.address;
+    uct_tm::PackedRkey good;
+    ASSERT_EQ(uct_md_mkey_pack(env_->md(), mem.memh, &good), UCS_OK);
+    ASSERT_TRUE(good.flags & uct_tm::kRkeyHasShm);
+
+    /* The genuine key maps the segment, at the right place. */
+    uct_rkey_bundle_t rkey;
+    ASSERT_EQ(uct_rkey_unpack(env_->component(), &good, &rkey), UCS_OK);
+    void *local = nullptr;
+    ASSERT_EQ(uct_rkey_ptr(env_->component(), &rkey, good.address + 100, &local), UCS_OK);
+    static_cast<char *>(address)[100] = 'g';
+    EXPECT_EQ(*static_cast<char *>(local), 'g');
+    uct_rkey_release(env_->component(), &rkey);
+
+    auto refused = [&](const char *what, const std::function<void(uct_tm::PackedRkey &)> &forge) {
+        uct_tm::PackedRkey forged = good;
+        forge(forged);
+        uct_rkey_bundle_t b;
+        const ucs_status_t status = uct_rkey_unpack(env_->component(), &forged, &b);
+        EXPECT_EQ(status, UCS_ERR_INVALID_PARAM) << what;
+        if (status == UCS_OK) {
+            void *p = nullptr;
+            if (uct_rkey_ptr(env_->component(), &b, forged.address, &p) == UCS_OK) {
+                ADD_FAILURE() << what << ": rkey_ptr gave " << p << ", the segment is at "
+                              << address;
+            }
+            uct_rkey_release(env_->component(), &b);
+        }
+    };
+    refused("offset wrapping past 2^64", [&](uct_tm::PackedRkey &k) {
+        k.shm_offset = ~uint64_t{0} - 4095;
+        k.length     = 4096;
+    });
+    refused("offset past the segment", [&](uct_tm::PackedRkey &k) { k.shm_offset = good.shm.size; });
+    refused("length past the segment", [&](uct_tm::PackedRkey &k) { k.length = good.shm.size + 1; });
+    refused("segment of another process", [&](uct_tm::PackedRkey &k) { k.shm.pid = k.pid + 1; });
+    refused("range wrapping the address space", [&](uct_tm::PackedRkey &k) {
+        k.flags   = 0;
+        k.address = ~uint64_t{0} - 100;
+        k.length  = 4096;
+    });
+    EXPECT_EQ(uct_mem_free(&mem), UCS_OK);
     expect_still_working();
 }
 

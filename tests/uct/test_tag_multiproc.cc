@@ -16,6 +16,8 @@
  */
 #include "tag_fixture.h"
 
+#include "base/packed_rkey.h"
+
 #include <gtest/gtest.h>
 
 #include <poll.h>
@@ -1027,6 +1029,88 @@ TEST_P(TagMultiProc, NamedSegmentOfKilledProcessIsReaped) {
         ASSERT_EQ(again.status, UCS_OK);
     }
     /* TearDown checks /dev/shm. */
+}
+
+/* A key travels through the peer it belongs to: over an endpoint to process
+ * Q, tm_sm's get_zcopy / put_zcopy take keys of Q's memory only. A forged key
+ * naming a third process R, or this process itself, is refused: R's memory
+ * is neither read nor written, ours neither. */
+TEST_P(TagMultiProc, ForgedRkeysNamingOtherProcesses) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "CMA keys are tm_sm's";
+    }
+    constexpr size_t kLength = 4096;
+    const std::string tl = GetParam();
+    children_.reserve(2); /* the references below outlive the second add_child */
+    /* Q: the peer the endpoint reaches; it idles until told to go. */
+    Child &peer = add_child([tl](int sock) {
+        ChildNode q(tl);
+        if (q.node.status != UCS_OK) {
+            return 2;
+        }
+        write_msg(sock, q.node.address());
+        std::string bye;
+        return read_msg(sock, &bye, q.progress_fn(), 60) ? 0 : 3;
+    });
+    /* R: a bystander with a buffer the forged key names; it checks the buffer
+     * when told to. */
+    Child &victim = add_child([](int sock) {
+        std::vector<char> buffer(kLength, 'v');
+        const uint64_t    where[2] = {static_cast<uint64_t>(getpid()),
+                                      reinterpret_cast<uintptr_t>(buffer.data())};
+        write_msg(sock, std::string(reinterpret_cast<const char *>(where), sizeof(where)));
+        std::string check;
+        if (!read_msg(sock, &check, idle, 60)) {
+            return 3;
+        }
+        return std::all_of(buffer.begin(), buffer.end(), [](char c) { return c == 'v'; }) ? 0 : 1;
+    });
+    std::unique_ptr<Node> node;
+    uct_ep_h              ep = nullptr;
+    open_connected(peer, &node, &ep, false);
+    std::string where_msg;
+    ASSERT_TRUE(read_msg(victim.sock, &where_msg, idle));
+    ASSERT_EQ(where_msg.size(), 2 * sizeof(uint64_t));
+    uint64_t where[2];
+    memcpy(where, where_msg.data(), sizeof(where));
+
+    uct_md_attr_t md_attr;
+    ASSERT_EQ(uct_md_query(env_->md(), &md_attr), UCS_OK);
+    std::vector<char> own(kLength, 'o');
+    uct_mem_h         memh;
+    ASSERT_EQ(uct_md_mem_reg(env_->md(), own.data(), own.size(), UCT_MD_MEM_ACCESS_ALL, &memh),
+              UCS_OK);
+    std::string packed(md_attr.rkey_packed_size, '\0');
+    ASSERT_EQ(uct_md_mkey_pack(env_->md(), memh, &packed[0]), UCS_OK);
+    ASSERT_EQ(packed.size(), sizeof(uct_tm::PackedRkey));
+    uct_tm::PackedRkey ours;
+    memcpy(&ours, packed.data(), sizeof(ours));
+    uct_tm::PackedRkey theirs = ours; /* as a forger would write it */
+    theirs.pid     = static_cast<int32_t>(where[0]);
+    theirs.address = where[1];
+
+    std::vector<char> local(kLength, 'x');
+    uct_iov_t         iov = {local.data(), kLength, nullptr, 0, 1};
+    for (const uct_tm::PackedRkey *forged : {&theirs, &ours}) {
+        const char *whose = (forged == &ours) ? "this process" : "a third process";
+        uct_rkey_bundle_t rkey;
+        ASSERT_EQ(uct_rkey_unpack(env_->component(), forged, &rkey), UCS_OK);
+        EXPECT_EQ(uct_ep_get_zcopy(ep, &iov, 1, forged->address, rkey.rkey, nullptr),
+                  UCS_ERR_INVALID_PARAM) << "get_zcopy of " << whose << "'s memory";
+        EXPECT_EQ(uct_ep_put_zcopy(ep, &iov, 1, forged->address, rkey.rkey, nullptr),
+                  UCS_ERR_INVALID_PARAM) << "put_zcopy into " << whose << "'s memory";
+        uct_rkey_release(env_->component(), &rkey);
+    }
+    EXPECT_TRUE(std::all_of(local.begin(), local.end(), [](char c) { return c == 'x'; }))
+        << "a refused get_zcopy wrote into the local buffer";
+    EXPECT_TRUE(std::all_of(own.begin(), own.end(), [](char c) { return c == 'o'; }))
+        << "a put_zcopy over the endpoint to the peer wrote into this process";
+    write_msg(victim.sock, "check");
+    EXPECT_EQ(reap(victim), 0) << "the third process's buffer was written";
+    write_msg(peer.sock, "bye");
+    EXPECT_EQ(reap(peer), 0);
+    EXPECT_EQ(uct_md_mem_dereg(env_->md(), memh), UCS_OK);
+    uct_ep_destroy(ep);
 }
 
 }  // namespace

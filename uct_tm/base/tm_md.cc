@@ -205,9 +205,18 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
 #endif
     PackedRkey packed;
     memcpy(&packed, rkey_buffer, sizeof(packed));
+    /* Everything here came from a peer: a key whose range wraps, or whose
+     * segment does not belong to its owner or does not hold the range,
+     * would send rkey_ptr and one-sided copies outside the memory it names. */
+    const bool has_shm = (packed.flags & kRkeyHasShm) != 0;
     if ((packed.magic != kRkeyMagic) || (packed.pid <= 0) ||
-        (packed.address + packed.length < packed.address)) {
-        ucs_error("tm: malformed rkey (magic 0x%x pid %d)", packed.magic, packed.pid);
+        !range_within(packed.address, packed.length, UINT64_MAX) ||
+        (has_shm && ((packed.shm.pid != packed.pid) ||
+                     !range_within(packed.shm_offset, packed.length, packed.shm.size)))) {
+        ucs_error("tm: malformed rkey (magic 0x%x pid %d address 0x%lx length %lu%s)",
+                  packed.magic, packed.pid, static_cast<unsigned long>(packed.address),
+                  static_cast<unsigned long>(packed.length),
+                  has_shm ? ", segment range outside its segment or not its owner's" : "");
         return UCS_ERR_INVALID_PARAM;
     }
     auto *key = new (std::nothrow) RemoteKey;
@@ -217,8 +226,7 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
     key->address = packed.address;
     key->length  = packed.length;
     key->pid     = packed.pid;
-    key->has_shm = (packed.flags & kRkeyHasShm) && (packed.shm.pid == packed.pid) &&
-                   (packed.shm_offset + packed.length <= packed.shm.size);
+    key->has_shm = has_shm;
     if (key->has_shm) {
         key->shm        = packed.shm;
         key->shm_offset = packed.shm_offset;
@@ -264,7 +272,8 @@ const abi::ComponentDesc component_desc = {
 }  // namespace
 
 ucs_status_t remote_key_address(RemoteKey *key, uint64_t raddr, void **laddr) {
-    if ((key == nullptr) || (laddr == nullptr) || !key->covers(raddr, 0)) {
+    /* An address of the range: one past its end is not (a caller reads there). */
+    if ((key == nullptr) || (laddr == nullptr) || !key->covers(raddr, 1)) {
         return UCS_ERR_INVALID_PARAM;
     }
     if (!key->has_shm) {

@@ -9,6 +9,8 @@
 #ifndef UCT_TM_BASE_TM_MD_H_
 #define UCT_TM_BASE_TM_MD_H_
 
+#include "packed_rkey.h"
+#include "range.h"
 #include "shm_segment.h"
 #include "ucx_abi.h"
 
@@ -18,26 +20,6 @@
 #include <sys/types.h>
 
 namespace uct_tm {
-
-/* Wire format of an rkey buffer (mkey_pack / rkey_unpack). */
-struct PackedRkey {
-    uint32_t magic;
-    uint32_t flags; /* kRkeyHasShm */
-    uint64_t address;
-    uint64_t length;
-    int32_t  pid;
-    uint32_t reserved;
-    ShmId    shm;        /* valid with kRkeyHasShm */
-    uint64_t shm_offset; /* of `address` inside the segment */
-    uint64_t rndv_token; /* valid with kRkeyRndv: the sender's rendezvous slot */
-};
-static_assert(sizeof(PackedRkey) == 72, "packed rkey layout");
-
-inline constexpr uint32_t kRkeyMagic  = 0x746d726bu; /* "tmrk" */
-inline constexpr uint32_t kRkeyHasShm = 1u << 0;
-/* The range is a pending rendezvous send of a tm_sm iface: readers lock its
- * slot so that a concurrent cancel never lets them read released memory. */
-inline constexpr uint32_t kRkeyRndv = 1u << 1;
 
 /* A registered or allocated range (pooled by the MD: see mem_registry.h). */
 struct MemHandle {
@@ -78,9 +60,7 @@ struct RemoteKey {
     ShmSegment mapping; /* attached on first use */
 
     /* True iff [addr, addr + len) lies inside the registered range. */
-    bool covers(uint64_t addr, uint64_t len) const {
-        return (addr >= address) && (len <= length) && (addr - address <= length - len);
-    }
+    bool covers(uint64_t addr, uint64_t len) const { return range_inside(addr, len, address, length); }
 };
 
 inline RemoteKey *remote_key(uct_rkey_t rkey) { return reinterpret_cast<RemoteKey *>(rkey); }

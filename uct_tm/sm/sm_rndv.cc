@@ -608,6 +608,13 @@ ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint6
     if (!key->covers(remote_addr, total)) {
         return UCS_ERR_INVALID_PARAM;
     }
+    /* The key travelled through the peer: it may name memory of the peer
+     * the endpoint reaches, and no other process (this one included). */
+    if (ucs_unlikely(key->pid != ep->peer->pid())) {
+        ucs_error("tm_sm: %s_zcopy with an rkey of process %d over an endpoint to process %d: "
+                  "refused", write ? "put" : "get", key->pid, ep->peer->pid());
+        return UCS_ERR_INVALID_PARAM;
+    }
     if (ucs_unlikely(ep->failed || ep->peer->dead())) {
         return UCS_ERR_CONNECTION_RESET;
     }
@@ -622,8 +629,7 @@ ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint6
             return UCS_OK;
         }
     }
-    if ((key->pid != getpid()) && (ep->peer->pid() == key->pid) &&
-        !cma_allowed(ep->peer, remote_addr)) {
+    if ((key->pid != getpid()) && !cma_allowed(ep->peer, remote_addr)) {
         if (write) {
             ucs_error("tm_sm: put_zcopy to process %d needs cross-memory attach, which is not "
                       "permitted", key->pid);
@@ -653,7 +659,7 @@ ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint6
     }
     RndvSlot *slot = nullptr;
     uint32_t  gen  = 0;
-    if (key->has_rndv && (ep->peer->pid() == key->pid)) {
+    if (key->has_rndv) {
         slot = ep->peer->rndv_slot(token_index(key->rndv_token));
         gen  = token_gen(key->rndv_token);
         uint32_t posted = rndv_word(gen, kRndvPosted);
