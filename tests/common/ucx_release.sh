@@ -15,3 +15,14 @@ ucx_release_at_least() {
     minor=${minor%%.*}
     [ -n "$major" ] && { [ "$major" -gt "$1" ] || { [ "$major" -eq "$1" ] && [ "${minor:-0}" -ge "$2" ]; }; }
 }
+
+# plugin_loading PLUGIN -> the VAR=VALUE that loads the plugin the way the
+# running release loads modules: UCX_PLUGIN_PATH=<its directory> from 1.22
+# (UCX loads lib<framework>_<name>.so.0 from there), LD_PRELOAD before.
+plugin_loading() {
+    if ucx_release_at_least 1 22; then
+        echo "UCX_PLUGIN_PATH=$(cd "$(dirname "$1")" && pwd)"
+    else
+        echo "LD_PRELOAD=$1"
+    fi
+}

@@ -2,13 +2,19 @@
 # Open MPI's pml ucx over tm_sm: mpi_tag_test with 2 and 4 ranks. Checks rank 0's verdict
 # line and, from tm_sm's counters (one line per rank), that tm_sm carried the traffic and
 # that UCP posted the deep queue's receives into tm_sm's tag list.
-# PLUGIN: the libuct_tm.so to preload; MPIRUN: mpirun (skip when missing).
+# PLUGIN: the libuct_tm.so to load (preloaded before UCX 1.22, through UCX_PLUGIN_PATH from
+# 1.22); MPIRUN: mpirun (skip when missing). With a UCX outside the system's library path
+# (configure --with-ucx), the ranks get its libraries through LD_LIBRARY_PATH: Debian's
+# Open MPI then runs with that release's libucp.
 set -u
 plugin=${PLUGIN:?set PLUGIN to the libuct_tm.so to preload}
 mpirun=${MPIRUN:-mpirun}
 command -v "$mpirun" >/dev/null || { echo "SKIP: mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)"; exit 77; }
 [ -x ./mpi_tag_test ] || { echo "SKIP: mpi_tag_test not built (mpicc missing at configure time)"; exit 77; }
 [ -e "$plugin" ] || { echo "FAIL: plugin $plugin not found"; exit 1; }
+. "$(dirname "$0")/../common/ucx_release.sh"
+loading=$(plugin_loading "$plugin")
+echo "loading the plugin with $loading (UCX $(ucx_release))"
 fail=0
 deep=4096   # DEEP_RECVS in mpi_tag_test.c
 for np in 2 4; do
@@ -18,7 +24,7 @@ for np in 2 4; do
           "$mpirun" -np "$np" --oversubscribe \
           --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
           --mca btl self --mca osc '^ucx' \
-          -x LD_PRELOAD="$plugin" -x UCX_TLS=tm_sm,self -x UCX_TM_SM_PRINT_STATS=y \
+          -x "$loading" ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH} -x UCX_TLS=tm_sm,self -x UCX_TM_SM_PRINT_STATS=y \
           ./mpi_tag_test 2>&1)
     rc=$?
     echo "$out" | grep -v '^tm_sm iface'

@@ -4,7 +4,8 @@
 # "Final:" line has sane numbers and, from tm_sm's counters (UCX_TM_SM_PRINT_STATS=y),
 # that tm_sm carried the messages and that UCP posted receives into its tag list; and, from
 # UCX_PROTO_INFO=y, that UCP's protocol engine chose tm_sm's tag-offload protocols.
-# PLUGIN: the libuct_tm.so to preload.
+# PLUGIN: the libuct_tm.so to load (preloaded before UCX 1.22, through UCX_PLUGIN_PATH from
+# 1.22: ucx_perftest with no preload at all).
 set -u
 plugin=${PLUGIN:?set PLUGIN to the libuct_tm.so to preload}
 command -v ucx_perftest >/dev/null || { echo "SKIP: ucx_perftest not installed (apt-get install ucx-utils)"; exit 77; }
@@ -14,6 +15,8 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 . "$(dirname "$0")/../common/ucx_release.sh"
 release=$(ucx_release)
+loading=$(plugin_loading "$plugin")
+echo "loading the plugin with $loading (UCX $release)"
 # UCP selects protocols with its v2 engine by default from 1.16 (UCX_PROTO_ENABLE).
 if ucx_release_at_least 1 16; then v2_default=yes; else v2_default=no; fi
 
@@ -22,13 +25,13 @@ run() {
     local tls=$1 test=$2 size=$3 iters=$4 port
     shift 4
     port=$((20000 + RANDOM % 20000))
-    env "$@" LD_PRELOAD="$plugin" UCX_TLS="$tls" UCX_TM_SM_PRINT_STATS=y \
+    env "$@" "$loading" UCX_TLS="$tls" UCX_TM_SM_PRINT_STATS=y \
         timeout 60 ucx_perftest -p "$port" -t "$test" -s "$size" -n "$iters" >"$tmp/server" 2>&1 &
     local server=$!
     : >"$tmp/client"
     for _ in $(seq 20); do
         sleep 0.2
-        env "$@" LD_PRELOAD="$plugin" UCX_TLS="$tls" UCX_TM_SM_PRINT_STATS=y \
+        env "$@" "$loading" UCX_TLS="$tls" UCX_TM_SM_PRINT_STATS=y \
             timeout 60 ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" \
             >"$tmp/client" 2>&1
         grep -q '^Final:' "$tmp/client" && break
