@@ -749,6 +749,10 @@ TEST_P(TagTest, CancelNoForceCompletesCanceledFromProgress) {
     drain();
     EXPECT_EQ(r.sequence(), "completed");
     EXPECT_EQ(r.status, UCS_ERR_CANCELED);
+    /* As UCX's own tag-offload transports report it (rc_mlx5): the posted
+     * tag and the buffer's length; callers check both. */
+    EXPECT_EQ(r.stag, 43u);
+    EXPECT_EQ(r.length, 128u);
     EXPECT_TRUE(b.untouched());
     /* Done: the ctx is unknown again. */
     EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 0), UCS_OK);

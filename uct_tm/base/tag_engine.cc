@@ -152,10 +152,11 @@ ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {
             cancelled_.push_back(Pending{recv, recv->gen});
         } catch (const std::bad_alloc &) {
             /* Cannot defer: report now rather than lose the completion. */
-            uct_tag_context_t *c   = recv->ctx;
-            const uct_tag_t    tag = recv->tag;
+            uct_tag_context_t *c        = recv->ctx;
+            const uct_tag_t    tag      = recv->tag;
+            const size_t       capacity = recv->capacity;
             release(recv);
-            c->completed_cb(c, tag, 0, 0, nullptr, UCS_ERR_CANCELED);
+            c->completed_cb(c, tag, 0, capacity, nullptr, UCS_ERR_CANCELED);
             return UCS_OK;
         }
         recv->state = kCancelled;
@@ -235,10 +236,13 @@ unsigned TagEngine::deliver_cancelled() {
         if ((recv->gen != delivering_[i].gen) || (recv->state != kCancelled)) {
             continue; /* force-cancelled meanwhile */
         }
-        uct_tag_context_t *ctx = recv->ctx;
-        const uct_tag_t    tag = recv->tag;
+        /* The posted tag and buffer length, as UCX's tag-offload transports
+         * report a cancelled receive. */
+        uct_tag_context_t *ctx      = recv->ctx;
+        const uct_tag_t    tag      = recv->tag;
+        const size_t       capacity = recv->capacity;
         release(recv);
-        ctx->completed_cb(ctx, tag, 0, 0, nullptr, UCS_ERR_CANCELED);
+        ctx->completed_cb(ctx, tag, 0, capacity, nullptr, UCS_ERR_CANCELED);
         ++count;
     }
     delivering_.clear();

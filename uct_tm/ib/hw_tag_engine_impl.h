@@ -379,7 +379,8 @@ template <typename List> void HwTagEngine<List>::on_list_op(const TmCompletion &
     } else if (c.status == TmCqeStatus::kSuccess) {
         --s->pending; /* removed: no consume will come */
         if (s->state == kCancelling) {
-            deliver(*s, s->tag, 0, 0, UCS_ERR_CANCELED);
+            /* the posted tag and buffer length, as UCX's rc_mlx5 reports them */
+            deliver(*s, s->tag, 0, s->capacity, UCS_ERR_CANCELED);
         } else if ((s->state != kOrphan) && (s->state != kClaimed) && (s->state != kDone)) {
             ++counters_.anomalies;
         }
