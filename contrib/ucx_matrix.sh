@@ -79,7 +79,7 @@ check_dir() { # BUILD DIR [make args]
 
 ucx_info_column() { # PREFIX BUILD
     local prefix=$1 build=$2 moduledir rc=0
-    PLUGIN=$build/uct_tm/.libs/libuct_tm.so TM_VERBS=$(grep -q '^HAVE_VERBS_TRUE = $' "$build/Makefile" && echo yes || echo no) \
+    PLUGIN=$build/uct_tm/.libs/libuct_tm.so TM_VERBS=$(sed -n 's/^TM_VERBS = //p' "$build/tests/uct/Makefile") \
         with_ucx "$prefix" "$src/tests/uct/test_ucx_info.sh" || rc=1
     # From 1.22: installed into UCX's own module directory, listed with no setting at all.
     if with_ucx "$prefix" bash -c '. "$1"; ucx_release_at_least 1 22' _ "$src/tests/common/ucx_release.sh"; then
