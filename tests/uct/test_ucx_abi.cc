@@ -18,6 +18,30 @@ extern "C" ucs_status_t uct_iface_estimate_perf(uct_iface_h iface, void *perf_at
 
 #define UCX_RELEASE (UCT_VERNO_MAJOR * 100 + UCT_VERNO_MINOR)
 
+/* The v2 reachability and connection checks (libuct 1.15+ / 1.16+), with
+ * their parameter blocks as UCX's uct_v2.h declares them: 1.18 appended the
+ * addresses' lengths to the reachability block. */
+struct ReachableParams {
+    uint64_t                 field_mask;
+    const uct_device_addr_t *device_addr;
+    const uct_iface_addr_t  *iface_addr;
+    char                    *info_string;
+    size_t                   info_string_length;
+    int                      scope; /* 0: same device, 1: network */
+#if UCX_RELEASE >= 118
+    size_t device_addr_length;
+    size_t iface_addr_length;
+#endif
+};
+struct IsConnectedParams {
+    uint64_t                 field_mask;
+    const uct_device_addr_t *device_addr;
+    const uct_iface_addr_t  *iface_addr;
+    const uct_ep_addr_t     *ep_addr;
+};
+extern "C" int uct_iface_is_reachable_v2(uct_iface_h iface, const ReachableParams *params);
+extern "C" int uct_ep_is_connected(uct_ep_h ep, const IsConnectedParams *params);
+
 namespace uct_tm_test {
 namespace {
 
@@ -241,6 +265,89 @@ TEST(UcxAbi, EstimatePerfPerOperation) {
     EXPECT_GT(get.send_pre_overhead, rndv.send_pre_overhead);
     EXPECT_LT(get.bandwidth.dedicated, rndv.bandwidth.dedicated);
     uct_iface_close(iface);
+}
+
+/* An iface and its addresses, through libuct. */
+struct Addressed {
+    uct_iface_h       iface = nullptr;
+    std::vector<char> dev, addr;
+    Addressed(UctEnv &env) {
+        uct_iface_params_t params = {};
+        EXPECT_EQ(env.open_iface("tm_sm", params, &iface), UCS_OK);
+        uct_iface_attr_t attr;
+        EXPECT_EQ(uct_iface_query(iface, &attr), UCS_OK);
+        dev.resize(attr.device_addr_len);
+        addr.resize(attr.iface_addr_len);
+        EXPECT_EQ(uct_iface_get_device_address(iface, reinterpret_cast<uct_device_addr_t *>(dev.data())),
+                  UCS_OK);
+        EXPECT_EQ(uct_iface_get_address(iface, reinterpret_cast<uct_iface_addr_t *>(addr.data())),
+                  UCS_OK);
+    }
+    ~Addressed() { uct_iface_close(iface); }
+    const uct_device_addr_t *device() const {
+        return reinterpret_cast<const uct_device_addr_t *>(dev.data());
+    }
+    const uct_iface_addr_t *address() const {
+        return reinterpret_cast<const uct_iface_addr_t *>(addr.data());
+    }
+};
+
+/* UCP asks reachability through the v2 call (1.15 on), with a scope: a peer
+ * on this host is reachable for the network and for "same device"; an
+ * address of another host is not, and says why in the info string. */
+TEST(UcxAbi, ReachabilityV2ThroughLibuct) {
+#if UCX_RELEASE < 115
+    GTEST_SKIP() << "UCX " << UCT_VERNO_STRING << " has no uct_iface_is_reachable_v2";
+#else
+    UctEnv    env;
+    Addressed a(env), b(env);
+    char      info[128];
+    auto      reachable = [&](const uct_device_addr_t *dev, int scope) {
+        ReachableParams p = {};
+        p.field_mask      = 0x1f; /* device, iface, info string and its length, scope */
+        p.device_addr     = dev;
+        p.iface_addr      = b.address();
+        p.info_string     = info;
+        p.info_string_length = sizeof(info);
+        p.scope           = scope;
+        info[0]           = 'x';
+        return uct_iface_is_reachable_v2(a.iface, &p);
+    };
+    EXPECT_TRUE(reachable(b.device(), 1));
+    EXPECT_TRUE(reachable(b.device(), 0));
+    std::vector<char> other_host = b.dev;
+    other_host[0] ^= 0x5a; /* another host's identity */
+    EXPECT_FALSE(reachable(reinterpret_cast<const uct_device_addr_t *>(other_host.data()), 1));
+    EXPECT_NE(std::string(info), "") << "no reason given";
+    EXPECT_NE(std::string(info), "x") << "no reason given";
+#endif
+}
+
+/* UCP 1.16+ asks whether an endpoint already reaches a peer before making
+ * another: true for the iface it was created to, false for another. */
+TEST(UcxAbi, EpIsConnectedThroughLibuct) {
+#if UCX_RELEASE < 116
+    GTEST_SKIP() << "UCX " << UCT_VERNO_STRING << " has no uct_ep_is_connected";
+#else
+    UctEnv          env;
+    Addressed       a(env), b(env), c(env);
+    uct_ep_params_t ep_params = {};
+    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_IFACE_ADDR |
+                           UCT_EP_PARAM_FIELD_DEV_ADDR;
+    ep_params.iface      = a.iface;
+    ep_params.iface_addr = b.address();
+    ep_params.dev_addr   = b.device();
+    uct_ep_h ep;
+    ASSERT_EQ(uct_ep_create(&ep_params, &ep), UCS_OK);
+    IsConnectedParams p = {};
+    p.field_mask  = 0x3; /* device and iface address */
+    p.device_addr = b.device();
+    p.iface_addr  = b.address();
+    EXPECT_TRUE(uct_ep_is_connected(ep, &p));
+    p.iface_addr = c.address();
+    EXPECT_FALSE(uct_ep_is_connected(ep, &p));
+    uct_ep_destroy(ep);
+#endif
 }
 
 }  // namespace
