@@ -759,6 +759,49 @@ TEST_P(TagTest, CancelNoForceCompletesCanceledFromProgress) {
     EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 1), UCS_OK);
 }
 
+/* A forced cancel means that nothing writes into the receive's buffer once it
+ * returns (the caller may free it). tm_sm's pipeline through staging chunks
+ * (no CMA) copies a rendezvous message over many progress calls; the buffer
+ * gets a canary right after the cancel and the transfer then runs out. (A
+ * direct CMA read is done within the call that matches; a split copy's
+ * cancel waits out the sender's write in flight.) */
+TEST_P(TagTest, ForceCancelMidRendezvousWritesNothingAfter) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's piecewise rendezvous copies";
+    }
+    const std::vector<std::pair<const char *, Settings>> modes = {
+        {"pipelined through staging chunks",
+         {{"CMA", "n"}, {"STAGING_CHUNKS", "2"}, {"STAGING_CHUNK_SIZE", "4k"}}},
+    };
+    constexpr size_t kLength = 4 << 20;
+    for (const auto &mode : modes) {
+        SCOPED_TRACE(mode.first);
+        reopen(mode.second, mode.second);
+        std::vector<char> buffer(kLength, 0);
+        RecvCtx           r;
+        uct_iov_t         iov = {buffer.data(), kLength, nullptr, 0, 1};
+        ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x55, ~uct_tag_t{0}, &iov, 1, &r.ctx),
+                  UCS_OK);
+        Send s(Path::kRndv, 0x55, 0, 21, kLength);
+        ASSERT_EQ(send(s), UCS_OK);
+        /* Mid-transfer: the first bytes arrived, the receive is not done. */
+        ASSERT_TRUE(wait([&] { return r.done() || (buffer[0] != 0) || (buffer[kLength - 1] != 0); }));
+        if (r.done()) {
+            ADD_FAILURE() << "the whole message arrived in one progress call: nothing to test";
+            continue;
+        }
+        ASSERT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 1), UCS_OK);
+        memset(buffer.data(), 0x7e, kLength);
+        ASSERT_TRUE(finish(s)) << "the sender's rendezvous never completed";
+        drain();
+        const size_t changed =
+            kLength - std::count(buffer.begin(), buffer.end(), static_cast<char>(0x7e));
+        EXPECT_EQ(changed, 0u) << "bytes written into the buffer after the forced cancel";
+        EXPECT_EQ(r.count(RecvCtx::kCompleted) + r.count(RecvCtx::kRndv), 0)
+            << "a callback after the forced cancel";
+    }
+}
+
 TEST_P(TagTest, CancelUnknownCtxIsAnError) {
     RecvCtx never;
     EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &never.ctx, 0), UCS_OK);

@@ -183,7 +183,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
         free_chunks_.push_back(static_cast<uint16_t>(i));
     }
     tags_.set_orphan_hook(
-        [](void *arg, const TagEngine::Recv *recv) { static_cast<SmIface *>(arg)->release_split(recv); },
+        [](void *arg, const TagEngine::Recv *recv) { static_cast<SmIface *>(arg)->orphan_receive(recv); },
         this);
     desc_owner_.desc.cb = sm_release_desc;
     desc_owner_.iface   = this;

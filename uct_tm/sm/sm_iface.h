@@ -342,9 +342,10 @@ class SmIface {
     void         finish_split(SplitCopy split, ucs_status_t status);
     ucs_status_t split_status(const SplitCopy &split, ucs_status_t status) const;
     unsigned     progress_splits();
-    /* A receive force-cancelled while its sender may still write into it:
-     * take its remaining pieces and wait out the sender's current one. */
-    void         release_split(const TagEngine::Recv *recv);
+    /* A receive force-cancelled while its rendezvous data is still coming:
+     * a pipelined copy stops writing into its buffer, a split copy waits out
+     * the sender's write in flight. Nothing writes into it afterwards. */
+    void         orphan_receive(const TagEngine::Recv *recv);
     /* True if CMA reaches `peer` (probed once on `address`, a buffer of its). */
     bool         cma_allowed(RemotePeer *peer, uint64_t address);
 

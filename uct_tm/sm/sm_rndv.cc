@@ -505,7 +505,14 @@ unsigned SmIface::progress_splits() {
     return count;
 }
 
-void SmIface::release_split(const TagEngine::Recv *recv) {
+void SmIface::orphan_receive(const TagEngine::Recv *recv) {
+    /* A pipelined copy keeps draining the owner's pieces (the owner and its
+     * FIN must not wait) into no buffer. */
+    for (Pull &pull : pulls_) {
+        if (pull.active && (pull.purpose == Pull::Purpose::kRndv) && (pull.recv == recv)) {
+            pull.ndest = 0;
+        }
+    }
     for (const SplitCopy &split : splits_) {
         if (split.recv != recv) {
             continue;
