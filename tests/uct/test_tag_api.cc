@@ -1,7 +1,7 @@
 /*
  * UCT tag API conformance, run for every tag-capable transport of component
  * "tm" (see tag_transports()): the scenarios of UCX's own test_tag
- * (../shared/reference/ucx-integration.md §E) plus truncation on every path,
+ * (test/gtest/uct/ib/test_tag.cc in UCX's sources) plus truncation on every path,
  * cancellation races, descriptor holding with rx_headroom and matching order
  * against a model. Each test checks every callback (count, order, status,
  * tag, imm, length) and every byte delivered, and that nothing beyond the
