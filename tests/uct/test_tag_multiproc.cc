@@ -1113,6 +1113,246 @@ TEST_P(TagMultiProc, ForgedRkeysNamingOtherProcesses) {
     uct_ep_destroy(ep);
 }
 
+/* ---- mismatched geometries ------------------------------------------------------------------ */
+
+/* What one process tells another of its receive geometry. */
+struct RxGeometry {
+    size_t inline_cap; /* tag_eager_short / am_short: one FIFO element */
+    size_t seg;        /* one descriptor */
+    size_t frags;      /* fragments of one message its FIFO takes (half of it) */
+};
+
+/* One message of the mismatch test, as the sender sent it. */
+struct Sent {
+    int          kind; /* 0..2 tag short/bcopy/zcopy(3 iov), 3..5 AM short/bcopy/zcopy */
+    uint32_t     length;
+    uint64_t     seed;
+    uct_tag_t    tag;
+    ucs_status_t status;
+};
+constexpr uint8_t kGeomAmId = 9;
+
+/* Sizes at every edge of both geometries, within what the sender advertises. */
+std::vector<size_t> edge_sizes(const RxGeometry &rx, const uct_iface_attr_t &tx) {
+    std::set<size_t> s = {0, 1, 8, 9};
+    for (size_t base : {rx.inline_cap, rx.seg, rx.seg * rx.frags, size_t{tx.cap.am.max_short},
+                        size_t{tx.cap.tag.eager.max_bcopy}, size_t{tx.cap.tag.eager.max_zcopy}}) {
+        for (size_t d : {size_t{0}, size_t{1}}) {
+            s.insert(base - d);
+            s.insert(base + d);
+        }
+    }
+    return std::vector<size_t>(s.begin(), s.end());
+}
+
+/* Calls `send` until it says something else than UCS_ERR_NO_RESOURCE. */
+ucs_status_t wait_for_status(const std::function<ucs_status_t()> &send,
+                             const std::function<void()> &progress) {
+    ucs_status_t status = UCS_ERR_NO_RESOURCE;
+    if (!wait_for([&] { return (status = send()) != UCS_ERR_NO_RESOURCE; }, progress)) {
+        return UCS_ERR_TIMED_OUT;
+    }
+    return status;
+}
+
+int geometry_sender_main(int sock, const Settings &settings) {
+    ChildCheck check;
+    ChildNode  child("tm_sm", settings);
+    if (!child.connect(sock)) {
+        check.fail("iface open or connect failed: %s", ucs_status_string(child.node.status));
+        return check.status();
+    }
+    std::string msg;
+    RxGeometry  rx;
+    if (!read_msg(sock, &msg, child.progress_fn()) || (msg.size() != sizeof(rx))) {
+        check.fail("no receiver geometry");
+        return check.status();
+    }
+    memcpy(&rx, msg.data(), sizeof(rx));
+    const uct_iface_attr_t &attr = child.node.attr;
+    Sender                  sender{child.ep, child.progress_fn()};
+    std::vector<Sent>       sent;
+    uint64_t                n = 0;
+    for (size_t length : edge_sizes(rx, attr)) {
+        for (int kind = 0; kind < 6; ++kind) {
+            const size_t cap[6] = {attr.cap.tag.eager.max_short, attr.cap.tag.eager.max_bcopy,
+                                   attr.cap.tag.eager.max_zcopy,  attr.cap.am.max_short,
+                                   attr.cap.am.max_bcopy,         attr.cap.am.max_zcopy};
+            if ((length > cap[kind]) || ((kind == 3) && (length < 8))) {
+                continue;
+            }
+            Sent s{kind, static_cast<uint32_t>(length), mix(0x6e0, ++n), 0x5e00000000ull | n,
+                   UCS_OK};
+            std::vector<char> data(length);
+            fill_pattern(data.data(), length, s.seed);
+            if (kind < 3) {
+                const Path path[3] = {Path::kShort, Path::kBcopy, Path::kZcopy};
+                Send       t(path[kind], s.tag, 0, s.seed, length, (length >= 3) ? 3 : 1);
+                s.status = sender.send(t);
+            } else {
+                s.status = wait_for_status([&]() -> ucs_status_t {
+                    if (kind == 3) {
+                        uint64_t header;
+                        memcpy(&header, data.data(), 8);
+                        return uct_ep_am_short(child.ep, kGeomAmId, header, data.data() + 8,
+                                               static_cast<unsigned>(length - 8));
+                    }
+                    if (kind == 4) {
+                        std::pair<const char *, size_t> arg{data.data(), length};
+                        const ssize_t r = uct_ep_am_bcopy(
+                            child.ep, kGeomAmId,
+                            [](void *dest, void *a) -> size_t {
+                                auto *p = static_cast<std::pair<const char *, size_t> *>(a);
+                                memcpy(dest, p->first, p->second);
+                                return p->second;
+                            },
+                            &arg, 0);
+                        return (r < 0) ? static_cast<ucs_status_t>(r) : UCS_OK;
+                    }
+                    const size_t h   = std::min<size_t>(length, 8);
+                    uct_iov_t    iov = {data.data() + h, length - h, nullptr, 0, 1};
+                    return uct_ep_am_zcopy(child.ep, kGeomAmId, data.data(),
+                                           static_cast<unsigned>(h), &iov, 1, 0, nullptr);
+                }, child.progress_fn());
+            }
+            sent.push_back(s);
+        }
+    }
+    write_msg(sock, std::string(reinterpret_cast<const char *>(sent.data()),
+                                sent.size() * sizeof(Sent)));
+    if (!read_msg(sock, &msg, child.progress_fn(), 60)) {
+        check.fail("no bye");
+    }
+    uct_ep_destroy(child.ep);
+    return check.status();
+}
+
+TEST_P(TagMultiProc, MismatchedGeometriesCarryEveryMessageOrRefuseIt) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's FIFO geometry";
+    }
+    const Settings base = {{"FIFO_ELEM_SIZE", "256"}, {"SEG_SIZE", "2k"}, {"FIFO_SIZE", "16"}};
+    auto with = [&](const char *name, const char *value) {
+        Settings s = base;
+        for (auto &kv : s) {
+            if (kv.first == name) {
+                kv.second = value;
+            }
+        }
+        return s;
+    };
+    const Settings small_all = {{"FIFO_ELEM_SIZE", "128"}, {"SEG_SIZE", "512"}, {"FIFO_SIZE", "4"}};
+    const Settings big_all   = {{"FIFO_ELEM_SIZE", "1024"}, {"SEG_SIZE", "8k"}, {"FIFO_SIZE", "64"}};
+    std::vector<std::pair<Settings, Settings>> pairs; /* (sender, receiver) */
+    for (const auto &p : {std::make_pair("FIFO_ELEM_SIZE", std::make_pair("128", "1024")),
+                          std::make_pair("SEG_SIZE", std::make_pair("512", "8k")),
+                          std::make_pair("FIFO_SIZE", std::make_pair("4", "64"))}) {
+        pairs.emplace_back(with(p.first, p.second.first), with(p.first, p.second.second));
+        pairs.emplace_back(with(p.first, p.second.second), with(p.first, p.second.first));
+    }
+    pairs.emplace_back(big_all, small_all);
+    pairs.emplace_back(small_all, big_all);
+
+    for (const auto &pair : pairs) {
+        std::string label;
+        for (const auto &kv : pair.first) {
+            label += kv.first + "=" + kv.second + " ";
+        }
+        label += "-> ";
+        for (const auto &kv : pair.second) {
+            label += kv.first + "=" + kv.second + " ";
+        }
+        SCOPED_TRACE(label);
+        const Settings tx_settings = pair.first;
+        Child &c = add_child([tx_settings](int sock) { return geometry_sender_main(sock, tx_settings); });
+        env_.reset(new UctEnv());
+        Node rx(*env_, "tm_sm", pair.second);
+        ASSERT_EQ(rx.status, UCS_OK);
+        std::vector<std::string> ams;
+        ASSERT_EQ(rx.set_am_log(kGeomAmId, &ams), UCS_OK);
+        std::string addr;
+        uct_ep_h    back = nullptr;
+        ASSERT_TRUE(read_msg(c.sock, &addr, idle));
+        ASSERT_EQ(rx.connect(addr, &back), UCS_OK);
+        ASSERT_TRUE(write_msg(c.sock, rx.address()));
+        const RxGeometry geom{rx.attr.cap.tag.eager.max_short, rx.attr.cap.tag.eager.max_bcopy,
+                              rx.attr.cap.tag.eager.max_zcopy / rx.attr.cap.tag.eager.max_bcopy};
+        ASSERT_TRUE(write_msg(c.sock, std::string(reinterpret_cast<const char *>(&geom),
+                                                  sizeof(geom))));
+        std::string report;
+        ASSERT_TRUE(read_msg(c.sock, &report, [this] { progress(); }, 60));
+        ASSERT_EQ(report.size() % sizeof(Sent), 0u);
+        std::vector<Sent> sent(report.size() / sizeof(Sent));
+        memcpy(static_cast<void *>(sent.data()), report.data(), report.size());
+        size_t tags_ok = 0, ams_ok = 0, refused = 0;
+        for (const Sent &s : sent) {
+            const bool am       = s.kind >= 3;
+            const bool fits     = (s.length <= geom.inline_cap) ||
+                                  (am ? (s.length <= geom.seg)
+                                      : ((s.length + geom.seg - 1) / geom.seg <= geom.frags));
+            if (s.status == UCS_OK) {
+                (am ? ams_ok : tags_ok) += 1;
+            } else {
+                ++refused;
+                EXPECT_FALSE(fits) << "kind " << s.kind << ", " << s.length
+                                   << " B fits the receiver but was not sent: "
+                                   << ucs_status_string(s.status);
+                EXPECT_EQ(s.status, UCS_ERR_EXCEEDS_LIMIT) << "kind " << s.kind << ", " << s.length << " B";
+            }
+        }
+        EXPECT_GT(tags_ok + ams_ok, 0u);
+        ASSERT_TRUE(wait([&] {
+            return (rx.unexp.complete_messages() >= tags_ok) && (ams.size() >= ams_ok);
+        })) << rx.unexp.complete_messages() << " of " << tags_ok << " tagged and " << ams.size()
+            << " of " << ams_ok << " active messages arrived";
+        for (int i = 0; i < 1000; ++i) {
+            progress();
+        }
+        EXPECT_EQ(rx.unexp.complete_messages(), tags_ok) << "extra tagged messages";
+        EXPECT_EQ(ams.size(), ams_ok) << "extra active messages";
+        std::map<uct_tag_t, const Unexpected::Message *> by_tag;
+        for (const auto &m : rx.unexp.messages) {
+            EXPECT_TRUE(by_tag.emplace(m.tag, &m).second) << "tag delivered twice";
+        }
+        size_t am_index = 0;
+        for (const Sent &s : sent) {
+            if (s.status != UCS_OK) {
+                continue;
+            }
+            if (s.kind >= 3) {
+                if (am_index < ams.size()) {
+                    const std::string &d = ams[am_index++];
+                    EXPECT_EQ(d.size(), s.length) << "AM kind " << s.kind;
+                    EXPECT_EQ(pattern_mismatch(d.data(), std::min<size_t>(d.size(), s.length), s.seed),
+                              SIZE_MAX) << "AM kind " << s.kind << ", " << s.length << " B";
+                }
+                continue;
+            }
+            auto it = by_tag.find(s.tag);
+            if (it == by_tag.end()) {
+                ADD_FAILURE() << "tagged kind " << s.kind << ", " << s.length << " B lost";
+                continue;
+            }
+            EXPECT_EQ(it->second->data.size(), s.length);
+            EXPECT_EQ(pattern_mismatch(it->second->data.data(),
+                                       std::min<size_t>(it->second->data.size(), s.length), s.seed),
+                      SIZE_MAX) << "tagged kind " << s.kind << ", " << s.length << " B";
+        }
+        EXPECT_EQ(rx.unexp.violations, std::vector<std::string>{});
+        rx.release_held_descs();
+        printf("[          ] %s: %zu tagged, %zu AM delivered, %zu refused\n", label.c_str(),
+               tags_ok, ams_ok, refused);
+        write_msg(c.sock, "bye");
+        EXPECT_EQ(reap(c), 0);
+        uct_ep_destroy(back);
+        close(c.sock);
+        children_.clear();
+        if (HasFailure()) {
+            break;
+        }
+    }
+}
+
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(tm, TagMultiProc, ::testing::ValuesIn(tag_transports()),
