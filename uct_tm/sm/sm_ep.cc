@@ -99,10 +99,29 @@ ucs_status_t SmIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
         delete ep;
         return UCS_ERR_NO_MEMORY;
     }
-    ep->super.iface = abi::to_uct(&base);
-    ep->iface       = this;
-    ep->peer        = peer;
     ++num_eps_;
+    ep->super.iface   = abi::to_uct(&base);
+    ep->iface         = this;
+    ep->peer          = peer;
+    ep->inline_cap    = std::min(inline_cap_, peer->inline_capacity());
+    ep->bcopy_bounce  = peer->geometry().seg_size < geometry_.seg_size;
+    if (ep->bcopy_bounce && bounce_.empty()) {
+        try {
+            bounce_.resize(geometry_.seg_size);
+        } catch (const std::bad_alloc &) {
+            ep_destroy(ep);
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
+    if ((ep->inline_cap < inline_cap_) || ep->bcopy_bounce ||
+        (peer->max_fragments() < geometry_.fifo_elems / 2)) {
+        ucs_diag("tm_sm: process %d receives with a smaller geometry than ours (FIFO element "
+                 "%u B, SEG_SIZE %u, FIFO_SIZE %u; ours %u B, %u, %u): larger messages go "
+                 "through its descriptors, in fragments, or are refused", peer->pid(),
+                 peer->geometry().elem_size, peer->geometry().seg_size,
+                 peer->geometry().fifo_elems, geometry_.elem_size, geometry_.seg_size,
+                 geometry_.fifo_elems);
+    }
     *ep_p = &ep->super;
     return UCS_OK;
 }
@@ -179,7 +198,7 @@ ucs_status_t SmIface::send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t 
     }
     FifoWriter &fifo = ep->peer->fifo();
     uint64_t    seq;
-    if (total <= inline_cap_) {
+    if (total <= ep->inline_cap) {
         if (ucs_unlikely(!fifo.claim(1, &seq))) {
             return UCS_ERR_NO_RESOURCE;
         }
@@ -194,44 +213,62 @@ ucs_status_t SmIface::send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t 
         gather(static_cast<char *>(inline_payload(e)), 0, total, prefix, prefix_length, iov, iovcnt);
         return fifo.publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
     }
-    const size_t seg     = ep->peer->geometry().seg_size;
-    const size_t nfrags  = (total + seg - 1) / seg;
-    if (nfrags > max_fragments) {
-        return UCS_ERR_INVALID_PARAM;
+    /* Fragments of the receiver's descriptor size, as many as its FIFO takes. */
+    const size_t seg    = ep->peer->geometry().seg_size;
+    const size_t nfrags = (total + seg - 1) / seg;
+    if (ucs_unlikely(nfrags > std::min<size_t>(max_fragments, ep->peer->max_fragments()))) {
+        return refuse_for_geometry(ep, total, (max_fragments == 1) ? "its SEG_SIZE"
+                                                                   : "its SEG_SIZE x FIFO_SIZE / 2");
     }
     if (ucs_unlikely(!fifo.claim(static_cast<uint32_t>(nfrags), &seq))) {
         return UCS_ERR_NO_RESOURCE;
     }
-    status = UCS_OK;
-    for (size_t i = 0; i < nfrags; ++i) {
+    const Fragments frags{kind, am_id, tag, imm, total, nfrags};
+    return publish_fragments(ep, seq, nfrags, frags, [&](char *dst, size_t offset, size_t length) {
+        gather(dst, offset, length, prefix, prefix_length, iov, iovcnt);
+    });
+}
+
+template <typename Gather>
+ucs_status_t SmIface::publish_fragments(SmEp *ep, uint64_t seq, size_t claimed,
+                                        const Fragments &f, const Gather &gather_at) {
+    FifoWriter  &fifo   = ep->peer->fifo();
+    const size_t seg    = ep->peer->geometry().seg_size;
+    ucs_status_t status = UCS_OK;
+    for (size_t i = 0; i < claimed; ++i) {
         ElemHeader  *e       = fifo.elem(seq + i);
         char        *payload = fifo.desc_payload(e);
-        const size_t offset  = i * seg;
-        const size_t length  = std::min(seg, total - offset);
         e->peer              = ep->peer->slot();
+        e->kind              = Kind::kDropped;
+        e->flags             = 0;
+        e->length            = 0;
+        if (i >= f.nfrags) {
+            continue; /* claimed for a message that came out shorter */
+        }
         if (ucs_unlikely(payload == nullptr)) {
-            status   = UCS_ERR_IO_ERROR; /* the peer's segment is corrupt */
-            e->kind  = Kind::kDropped;
-            e->flags = 0;
+            status = UCS_ERR_IO_ERROR; /* the peer's segment is corrupt */
             continue;
         }
-        gather(payload, offset, length, prefix, prefix_length, iov, iovcnt);
-        e->kind   = kind;
-        e->flags  = kFlagDesc | ((i == 0) ? kFlagFirst : 0) | ((i + 1 < nfrags) ? kFlagMore : 0);
+        const size_t offset = i * seg;
+        const size_t length = std::min(seg, f.total - offset);
+        gather_at(payload, offset, length);
+        e->kind   = f.kind;
+        e->flags  = kFlagDesc | ((i == 0) ? kFlagFirst : 0) | ((i + 1 < f.nfrags) ? kFlagMore : 0);
         e->length = static_cast<uint32_t>(length);
-        e->aux    = am_id;
-        e->tag    = tag;
-        e->imm    = (i + 1 == nfrags) ? imm : 0;
+        e->aux    = f.am_id;
+        e->tag    = f.tag;
+        e->imm    = (i + 1 == f.nfrags) ? f.imm : 0;
     }
     if (status != UCS_OK) {
-        for (size_t i = 0; i < nfrags; ++i) {
-            fifo.elem(seq + i)->kind = Kind::kDropped;
+        for (size_t i = 0; i < claimed; ++i) {
+            fifo.elem(seq + i)->kind  = Kind::kDropped;
+            fifo.elem(seq + i)->flags = 0;
         }
     }
     /* Last fragment first: the receiver starts on the first one only when
      * the whole message is there. If the receiver skipped one of ours (it
      * thought we were dead), turn the rest into drops so it can move on. */
-    for (size_t i = nfrags; i-- > 0;) {
+    for (size_t i = claimed; i-- > 0;) {
         ElemHeader *e = fifo.elem(seq + i);
         if (!fifo.publish(e, seq + i)) {
             for (size_t j = 0; j < i; ++j) {
@@ -241,6 +278,67 @@ ucs_status_t SmIface::send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t 
         }
     }
     return status;
+}
+
+ucs_status_t SmIface::refuse_for_geometry(SmEp *ep, size_t total, const char *why) {
+    RemotePeer *peer = ep->peer;
+    if (!peer->geometry_warned) {
+        peer->geometry_warned = true;
+        ucs_warn("tm_sm: a %zu-byte message to process %d exceeds %s (FIFO element %u B, "
+                 "SEG_SIZE %u, FIFO_SIZE %u; ours %u B, %u, %u): refused with "
+                 "UCS_ERR_EXCEEDS_LIMIT; set UCX_TM_SM_SEG_SIZE, FIFO_SIZE and FIFO_ELEM_SIZE "
+                 "alike on every process", total, peer->pid(), why, peer->geometry().elem_size,
+                 peer->geometry().seg_size, peer->geometry().fifo_elems, geometry_.elem_size,
+                 geometry_.seg_size, geometry_.fifo_elems);
+    }
+    return UCS_ERR_EXCEEDS_LIMIT;
+}
+
+ucs_status_t SmIface::send_short_by_desc(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t tag,
+                                         const void *prefix, size_t prefix_length,
+                                         const void *data, size_t length) {
+    const uct_iov_t iov = {const_cast<void *>(data), length, nullptr, 0, 1};
+    return send_gather(ep, kind, am_id, tag, 0, prefix, prefix_length, &iov, 1,
+                       prefix_length + length, (kind == Kind::kAm) ? 1 : SIZE_MAX);
+}
+
+ssize_t SmIface::send_bcopy_bounced(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t tag,
+                                    uint64_t imm, uct_pack_callback_t pack_cb, void *arg) {
+    if (pack_cb == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const ucs_status_t status = tx_ready(ep);
+    if (status != UCS_OK) {
+        return status;
+    }
+    /* Claim first, as for any bcopy: once packed, the send must not come
+     * back with NO_RESOURCE (the layer above may have consumed its data). */
+    const size_t seg     = ep->peer->geometry().seg_size;
+    const size_t most    = (kind == Kind::kAm) ? 1 : ep->peer->max_fragments();
+    const size_t claimed = std::min<size_t>(most, (geometry_.seg_size + seg - 1) / seg);
+    uint64_t     seq;
+    if (!ep->peer->fifo().claim(static_cast<uint32_t>(claimed), &seq)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    const size_t length = pack_cb(bounce_.data(), arg);
+    const bool   bad    = length > geometry_.seg_size;
+    const size_t nfrags = std::max<size_t>(1, (length + seg - 1) / seg);
+    const bool   fits   = !bad && (nfrags <= claimed);
+    const Fragments frags{kind, am_id, tag, imm, length, fits ? nfrags : 0};
+    const ucs_status_t sent =
+        publish_fragments(ep, seq, claimed, frags, [&](char *dst, size_t offset, size_t n) {
+            memcpy(dst, bounce_.data() + offset, n);
+        });
+    if (bad) {
+        ucs_error("tm_sm: pack callback wrote %zu bytes, more than max_bcopy %u", length,
+                  geometry_.seg_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!fits) {
+        return refuse_for_geometry(ep, length, (kind == Kind::kAm) ? "its SEG_SIZE"
+                                                                    : "its SEG_SIZE x FIFO_SIZE / 2");
+    }
+    return (sent == UCS_OK) ? static_cast<ssize_t>(length) : static_cast<ssize_t>(sent);
 }
 
 ucs_status_t SmIface::send_control_now(RemotePeer *peer, const ControlMsg &msg) {
@@ -281,6 +379,9 @@ ucs_status_t SmIface::am_short(SmEp *ep, uint8_t id, uint64_t header, const void
     if (ucs_unlikely((id >= UCT_AM_ID_MAX) || (length + sizeof(header) > inline_cap_) ||
                      ((payload == nullptr) && (length > 0)))) {
         return UCS_ERR_INVALID_PARAM;
+    }
+    if (ucs_unlikely(length + sizeof(header) > ep->inline_cap)) {
+        return send_short_by_desc(ep, Kind::kAm, id, 0, &header, sizeof(header), payload, length);
     }
     return send_inline(ep, Kind::kAm, static_cast<uint32_t>(length + sizeof(header)),
                        [&](ElemHeader *e) {
@@ -337,6 +438,9 @@ ssize_t SmIface::am_bcopy(SmEp *ep, uint8_t id, uct_pack_callback_t pack_cb, voi
     if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
         return UCS_ERR_INVALID_PARAM;
     }
+    if (ucs_unlikely(ep->bcopy_bounce)) {
+        return send_bcopy_bounced(ep, Kind::kAm, id, 0, 0, pack_cb, arg);
+    }
     return send_bcopy(ep, Kind::kAm, pack_cb, arg, [id](ElemHeader *e) { e->aux = id; });
 }
 
@@ -357,6 +461,9 @@ ucs_status_t SmIface::tag_eager_short(SmEp *ep, uct_tag_t tag, const void *data,
     if (ucs_unlikely((length > inline_cap_) || ((data == nullptr) && (length > 0)))) {
         return UCS_ERR_INVALID_PARAM;
     }
+    if (ucs_unlikely(length > ep->inline_cap)) {
+        return send_short_by_desc(ep, Kind::kTagEager, 0, tag, nullptr, 0, data, length);
+    }
     return send_inline(ep, Kind::kTagEager, static_cast<uint32_t>(length), [&](ElemHeader *e) {
         e->tag = tag;
         e->imm = 0;
@@ -366,6 +473,9 @@ ucs_status_t SmIface::tag_eager_short(SmEp *ep, uct_tag_t tag, const void *data,
 
 ssize_t SmIface::tag_eager_bcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, uct_pack_callback_t pack_cb,
                                  void *arg) {
+    if (ucs_unlikely(ep->bcopy_bounce)) {
+        return send_bcopy_bounced(ep, Kind::kTagEager, 0, tag, imm, pack_cb, arg);
+    }
     return send_bcopy(ep, Kind::kTagEager, pack_cb, arg, [&](ElemHeader *e) {
         e->tag = tag;
         e->imm = imm;
@@ -377,7 +487,7 @@ ucs_status_t SmIface::tag_eager_zcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, con
     /* One small buffer (the protocol layer's eager message: tag_eager_short
      * has no imm): one inline element, copied as tag_eager_short copies. */
     if (ucs_likely((iovcnt == 1) && (iov != nullptr) && (iov->count == 1) &&
-                   (iov->length <= inline_cap_) && (iov->buffer != nullptr))) {
+                   (iov->length <= ep->inline_cap) && (iov->buffer != nullptr))) {
         return send_inline(ep, Kind::kTagEager, static_cast<uint32_t>(iov->length),
                            [&](ElemHeader *e) {
                                e->tag = tag;

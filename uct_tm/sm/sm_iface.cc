@@ -414,6 +414,9 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
     m.imm    = e->imm;
     m.elem   = e;
     m.desc   = (m.flags & kFlagDesc) != 0;
+    if (ucs_unlikely(m.kind == Kind::kDropped)) {
+        return; /* a sender gave up on a claimed element: its other fields are stale */
+    }
     if (m.desc) {
         if (ucs_unlikely(m.length > geometry_.seg_size)) {
             drop(m, "descriptor payload too long");
@@ -466,8 +469,6 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
     case Kind::kPullNack:
         receive_pull_nack(m);
         break;
-    case Kind::kDropped:
-        break; /* a sender gave up on a claimed element */
     default:
         drop(m, "unknown kind");
         break;

@@ -52,6 +52,11 @@ struct SmEp {
     bool               notified = false; /* error handler already called */
     uint32_t           rndv_outstanding = 0;
     uint32_t           gets_outstanding = 0; /* pipelined get_zcopy */
+    /* The receiver's geometry may be smaller than ours (other UCX_TM_SM_*
+     * settings): what fits one of its FIFO elements, and whether a bcopy
+     * of our max_bcopy can overflow its descriptors (pack elsewhere first). */
+    uint32_t           inline_cap   = 0;
+    bool               bcopy_bounce = false;
 };
 
 /* A rendezvous send of this iface, waiting for the receiver's FIN. */
@@ -271,6 +276,19 @@ class SmIface {
     template <typename Fill>
     ssize_t send_bcopy(SmEp *ep, Kind kind, uct_pack_callback_t pack_cb, void *arg,
                        const Fill &fill);
+    /* A bcopy to a receiver with smaller descriptors than ours: packed into
+     * bounce_, then sent as a gather (fragments for tagged messages). */
+    [[gnu::noinline]] ssize_t send_bcopy_bounced(SmEp *ep, Kind kind, uint8_t am_id,
+                                                 uct_tag_t tag, uint64_t imm,
+                                                 uct_pack_callback_t pack_cb, void *arg);
+    /* A short send larger than the receiver's FIFO element: through its
+     * descriptors instead. */
+    [[gnu::noinline]] ucs_status_t send_short_by_desc(SmEp *ep, Kind kind, uint8_t am_id,
+                                                      uct_tag_t tag, const void *prefix,
+                                                      size_t prefix_length, const void *data,
+                                                      size_t length);
+    /* Logs, once per peer, that a message does not fit its geometry. */
+    ucs_status_t refuse_for_geometry(SmEp *ep, size_t total, const char *why);
     /* One message of `total` bytes: `prefix` then the iov list; inline, in
      * one descriptor, or in up to `max_fragments` descriptor fragments. */
     /* tag_eager_zcopy() beyond one inline element, out of line: the inline
@@ -280,6 +298,21 @@ class SmIface {
     ucs_status_t send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t tag, uint64_t imm,
                              const void *prefix, size_t prefix_length, const uct_iov_t *iov,
                              size_t iovcnt, size_t total, size_t max_fragments);
+    /* A message in descriptor fragments of the receiver's SEG_SIZE. */
+    struct Fragments {
+        Kind      kind;
+        uint8_t   am_id;
+        uct_tag_t tag;
+        uint64_t  imm;
+        size_t    total;
+        size_t    nfrags; /* 0: drop every claimed element */
+    };
+    /* Writes `f` into the `claimed` elements from `seq` (those beyond its
+     * fragments become drops) with gather_at(dst, offset, length), then
+     * publishes them, last first. */
+    template <typename Gather>
+    ucs_status_t publish_fragments(SmEp *ep, uint64_t seq, size_t claimed, const Fragments &f,
+                                   const Gather &gather_at);
     ucs_status_t send_control_now(RemotePeer *peer, const ControlMsg &msg);
     void         send_control(RemotePeer *peer, const ControlMsg &msg);
     unsigned     dispatch_pending();
@@ -401,6 +434,7 @@ class SmIface {
     RndvSlot             *rndv_slots_ = nullptr;
     std::vector<uint32_t> elem_desc_;   /* descriptor attached to each element (our truth) */
     std::vector<uint32_t> spare_descs_; /* neither attached nor held by the layer above */
+    std::vector<char>     bounce_;      /* bcopy packing for receivers with smaller descriptors */
     DescOwner             desc_owner_{};
     uct_recv_desc_t      *recv_desc_ptr_ = nullptr;
 

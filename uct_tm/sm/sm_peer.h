@@ -12,6 +12,7 @@
 
 #include <ucs/type/status.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -71,6 +72,11 @@ class RemotePeer {
     bool                reported() const { return reported_; }
     void                set_reported() { reported_ = true; }
     const Geometry     &geometry() const { return geometry_; }
+    /* What one of its FIFO elements carries inline. */
+    uint32_t inline_capacity() const { return fifo_.inline_capacity(); }
+    /* Most descriptor fragments one message may take in its FIFO: half of
+     * it, as for our own eager limit, so a claim always finds room. */
+    uint32_t max_fragments() const { return std::max<uint32_t>(1, geometry_.fifo_elems / 2); }
 
     /* Whether process_vm_readv/writev reaches this peer: unknown until the
      * first try (the kernel may forbid it: ptrace scope, non-dumpable). */
@@ -101,6 +107,7 @@ class RemotePeer {
     uint32_t                refs = 0;      /* endpoints + peer-table entries using it */
     std::vector<ControlMsg> outbox;        /* FINs waiting for FIFO room */
     std::vector<SmEp *>     eps;           /* endpoints to this peer */
+    bool                    geometry_warned = false; /* said a message cannot fit its geometry */
 
   private:
     RemotePeer() = default;
