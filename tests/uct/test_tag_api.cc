@@ -302,6 +302,67 @@ TEST_P(TagTest, RndvUnexpectedGetZcopy) {
     }
 }
 
+/* Rendezvous sends still outstanding when their endpoint is destroyed are
+ * withdrawn with it: their slots come back (2,000 of them, more than an
+ * iface has), the iface flushes, their completions are never called, and
+ * the receiver can no longer read the buffers. */
+TEST_P(TagTest, DestroyedEndpointsReleaseTheirRendezvousSends) {
+    if (lacks(Path::kRndv)) {
+        GTEST_SKIP();
+    }
+    const int         rounds = (GetParam() == "tm_sm") ? 2000 : 200;
+    std::vector<char> payload(4096, 'r');
+    uct_iov_t         iov = {payload.data(), payload.size(), nullptr, 0, 1};
+    Completion        orphaned;
+    for (int i = 0; i < rounds; ++i) {
+        uct_ep_h ep = nullptr, peer_ep = nullptr;
+        ASSERT_EQ(tx_->connect_pair(*rx_, &ep, &peer_ep), UCS_OK);
+        ucs_status_ptr_t op = nullptr;
+        ASSERT_TRUE(wait([&] {
+            op = uct_ep_tag_rndv_zcopy(ep, 0x7700 + i, nullptr, 0, &iov, 1, 0, &orphaned.comp);
+            return UCS_PTR_STATUS(op) != UCS_ERR_NO_RESOURCE;
+        }, 5)) << "round " << i << ": no rendezvous slot left";
+        ASSERT_FALSE(UCS_PTR_IS_ERR(op)) << "round " << i << ": "
+                                         << ucs_status_string(UCS_PTR_STATUS(op));
+        const size_t arrived = rx_->unexp.rndvs.size();
+        ASSERT_TRUE(wait([&] { return rx_->unexp.rndvs.size() > arrived; })) << "round " << i;
+        uct_ep_destroy(ep);
+        if (peer_ep != nullptr) {
+            uct_ep_destroy(peer_ep);
+        }
+    }
+    drain();
+    EXPECT_EQ(orphaned.calls, 0) << "completion of a send whose endpoint was destroyed";
+    Completion flushed;
+    ucs_status_t status = uct_iface_flush(tx_->iface, 0, &flushed.comp);
+    if (status == UCS_INPROGRESS) {
+        EXPECT_TRUE(wait([&] { return flushed.calls == 1; })) << "iface flush never completed";
+    } else {
+        EXPECT_EQ(status, UCS_OK);
+    }
+    /* The receiver's late read of one of them: refused, nothing copied. */
+    if ((GetParam() == "tm_sm") && !rx_->unexp.rndvs.empty()) {
+        const Unexpected::Rndv u = rx_->unexp.rndvs.back();
+        uct_rkey_bundle_t      rkey;
+        ASSERT_EQ(uct_rkey_unpack(env_->component(), u.rkey.data(), &rkey), UCS_OK);
+        GuardedBuffer local(u.length);
+        uct_iov_t     liov = {local.data(), u.length, nullptr, 0, 1};
+        EXPECT_EQ(uct_ep_get_zcopy(reverse_ep(), &liov, 1, u.remote_addr, rkey.rkey, nullptr),
+                  UCS_ERR_CANCELED);
+        EXPECT_TRUE(local.untouched(0, u.length));
+        uct_rkey_release(env_->component(), &rkey);
+    }
+    /* And the iface still sends rendezvous. */
+    RecvCtx     r;
+    RecvBuffers b(8192);
+    ASSERT_EQ(post(r, 0x55, kFullMask, b), UCS_OK);
+    Send s(Path::kRndv, 0x55, 0, 5, 8192);
+    ASSERT_EQ(send(s), UCS_OK);
+    ASSERT_TRUE(wait([&] { return r.done(); }));
+    EXPECT_EQ(check_delivery(r, b, s, UCS_OK), "");
+    EXPECT_TRUE(finish(s));
+}
+
 /* tag_rndv_cancel before the receiver matched: the sender's completion is
  * never called, a receive that matches afterwards completes with
  * UCS_ERR_CANCELED without reading the (now released) memory. */
