@@ -130,12 +130,13 @@ void SmIface::ep_destroy(SmEp *ep) {
     RemotePeer *peer = ep->peer;
     peer->eps.erase(std::remove(peer->eps.begin(), peer->eps.end(), ep), peer->eps.end());
     pending_eps_.remove(ep);
-    /* Operations still outstanding complete silently: their completions
-     * belong to an endpoint the user gave up. */
-    for (RndvOp &op : rndv_ops_) {
-        if (op.active && (op.ep == ep)) {
-            op.ep   = nullptr;
-            op.comp = nullptr;
+    /* Rendezvous sends still outstanding are withdrawn, silently (their
+     * completions belong to an endpoint the user gave up): nothing else
+     * would ever give their slots back if the receiver never reads them. */
+    for (uint32_t i = 0; i < rndv_ops_.size(); ++i) {
+        if (rndv_ops_[i].active && (rndv_ops_[i].ep == ep)) {
+            rndv_ops_[i].comp = nullptr;
+            withdraw_rndv_op(i, UCS_ERR_CANCELED);
         }
     }
     for (Pull &pull : pulls_) {
@@ -564,8 +565,7 @@ ucs_status_t SmIface::ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp)
          * in error state and only good for destruction. */
         for (uint32_t i = 0; i < rndv_ops_.size(); ++i) {
             if (rndv_ops_[i].active && (rndv_ops_[i].ep == ep)) {
-                cancel_rndv_slot(i);
-                finish_rndv_op(i, UCS_ERR_CANCELED);
+                withdraw_rndv_op(i, UCS_ERR_CANCELED);
             }
         }
         /* Pipelined gets of this endpoint complete as cancelled. */

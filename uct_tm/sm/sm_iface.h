@@ -394,6 +394,9 @@ class SmIface {
     void         finish_pull(size_t index, ucs_status_t status);
     bool         has_transfers() const { return (pulls_active_ > 0) || !pushes_.empty(); }
     void         cancel_rndv_slot(uint32_t index);
+    /* Takes rendezvous send `index` back from its receiver (slot, pushes)
+     * and finishes it with `status`. */
+    void         withdraw_rndv_op(uint32_t index, ucs_status_t status);
     void         finish_rndv_op(uint32_t index, ucs_status_t status);
     ucs_status_t cma_copy(pid_t pid, struct iovec *local, size_t count, uint64_t remote,
                           size_t length, bool write);

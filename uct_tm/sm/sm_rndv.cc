@@ -219,11 +219,15 @@ ucs_status_t SmIface::tag_rndv_cancel(SmEp *ep, void *op_handle) {
         (rndv_ops_[index].gen != token_gen(token)) || (rndv_ops_[index].ep != ep)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    cancel_rndv_slot(index);
-    abort_pushes(token, UCS_ERR_CANCELED);
     rndv_ops_[index].comp = nullptr; /* UCT: the completion is not called */
-    finish_rndv_op(index, UCS_ERR_CANCELED);
+    withdraw_rndv_op(index, UCS_ERR_CANCELED);
     return UCS_OK;
+}
+
+void SmIface::withdraw_rndv_op(uint32_t index, ucs_status_t status) {
+    cancel_rndv_slot(index);
+    abort_pushes(make_token(index, rndv_ops_[index].gen), status);
+    finish_rndv_op(index, status);
 }
 
 void SmIface::finish_rndv_op(uint32_t index, ucs_status_t status) {
