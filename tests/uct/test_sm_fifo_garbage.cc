@@ -752,5 +752,61 @@ TEST_F(SmFifoGarbage, DeadSenderHoldingSeveralClaimsIsSkippedWhole) {
     expect_alive(3002);
 }
 
+/* A rendezvous FIN (and RTR) is taken only from the process the send went
+ * to: another peer of the sender that guesses the operation's token
+ * completes nothing, and the real receiver's FIN still completes it once. */
+TEST_F(SmFifoGarbage, FinFromAnotherPeerCompletesNothing) {
+    UctEnv   venv; /* the victim sender, on a worker of its own */
+    Node     v(venv, "tm_sm");
+    ASSERT_EQ(v.status, UCS_OK);
+    uct_ep_h v_ep = nullptr, f_ep = nullptr;
+    ASSERT_EQ(v.connect(rx_->address(), &v_ep), UCS_OK);
+    RecvCtx     r;
+    RecvBuffers b(4096);
+    ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x99, kFullMask, b.iov.data(), 1, &r.ctx),
+              UCS_OK);
+    Send s(Path::kRndv, 0x99, 0, 3, 4096);
+    ASSERT_EQ(s.post(v_ep), UCS_OK);
+    /* The forger: another peer of the sender (tx_), writing into its FIFO. */
+    ASSERT_EQ(tx_->connect(v.address(), &f_ep), UCS_OK);
+    std::string v_addr(v.attr.iface_addr_len, '\0');
+    ASSERT_EQ(uct_iface_get_address(v.iface, reinterpret_cast<uct_iface_addr_t *>(&v_addr[0])),
+              UCS_OK);
+    RawSegment raw_v;
+    ASSERT_TRUE(raw_v.attach(v_addr.data())) << raw_v.error();
+    const int forger = raw_v.used_peer_slot();
+    ASSERT_GE(forger, 0);
+    const uint64_t token = reinterpret_cast<uintptr_t>(s.rndv_op);
+    for (Kind kind : {Kind::kRndvRtr, Kind::kRndvFin}) {
+        ASSERT_TRUE(raw_v.write([&](ElemHeader *e, char *, char *) {
+            e->kind   = kind;
+            e->flags  = kFlagFirst;
+            e->peer   = static_cast<uint16_t>(forger);
+            e->length = 0;
+            e->aux    = static_cast<uint32_t>(UCS_OK);
+            e->tag    = 0;
+            e->imm    = token;
+        }));
+    }
+    for (int i = 0; i < 300; ++i) {
+        uct_worker_progress(venv.worker());
+    }
+    EXPECT_EQ(s.comp->calls, 0) << "another process's FIN completed the rendezvous send";
+    /* The receiver reads it and sends the real FIN. */
+    EXPECT_TRUE(wait_for([&] { return r.done() && (s.comp->calls > 0); }, [&] {
+        progress();
+        uct_worker_progress(venv.worker());
+    }));
+    EXPECT_EQ(r.status, UCS_OK);
+    EXPECT_EQ(b.check(3, 4096), "");
+    for (int i = 0; i < 300; ++i) {
+        uct_worker_progress(venv.worker());
+    }
+    EXPECT_EQ(s.comp->calls, 1);
+    EXPECT_EQ(s.comp->status, UCS_OK);
+    uct_ep_destroy(f_ep);
+    uct_ep_destroy(v_ep);
+}
+
 }  // namespace
 }  // namespace uct_tm_test
