@@ -351,6 +351,9 @@ class SmIface {
     void         receive_rndv(const Message &m);
     void         receive_rtr(const Message &m);
     void         receive_fin(const Message &m);
+    /* The active rendezvous send `token` names, if `m` comes from the
+     * process it was sent to; else null (dropped as `what` if not stale). */
+    RndvOp      *rndv_op_from(const Message &m, uint64_t token, const char *what);
     /* Copies pieces of `piece` bytes claimed from one end of `slot->claim`
      * until none is left, between our iov list and the peer's (process `pid`);
      * `write` pushes ours into theirs. *claimed counts the pieces taken. */

@@ -151,6 +151,7 @@ void SmIface::receive_pull_request(const Message &m) {
         const uint32_t i = static_cast<uint32_t>(req.rndv_token);
         ok = (i < rndv_ops_.size()) && rndv_ops_[i].active &&
              (rndv_ops_[i].gen == ((req.rndv_token >> 32) & 0x0fffffff)) &&
+             (rndv_ops_[i].ep != nullptr) && (rndv_ops_[i].ep->peer == puller) &&
              (req.address >= rndv_ops_[i].address) &&
              (req.length <= rndv_ops_[i].length) &&
              (req.address - rndv_ops_[i].address <= rndv_ops_[i].length - req.length);
@@ -185,7 +186,8 @@ void SmIface::receive_pull_request(const Message &m) {
 
 void SmIface::receive_pull_nack(const Message &m) {
     const uint32_t index = pull_index(m.imm);
-    if ((index < pulls_.size()) && pulls_[index].active && (pulls_[index].gen == pull_gen(m.imm))) {
+    if ((index < pulls_.size()) && pulls_[index].active && (pulls_[index].gen == pull_gen(m.imm)) &&
+        (peer_of(m.peer) == pulls_[index].owner)) {
         const auto status = static_cast<ucs_status_t>(static_cast<int32_t>(m.aux));
         finish_pull(index, (status < 0) ? status : UCS_ERR_IO_ERROR);
     }

@@ -249,13 +249,27 @@ void SmIface::finish_rndv_op(uint32_t index, ucs_status_t status) {
     complete(comp, status);
 }
 
-void SmIface::receive_fin(const Message &m) {
-    const uint32_t index = token_index(m.imm);
+RndvOp *SmIface::rndv_op_from(const Message &m, uint64_t token, const char *what) {
+    const uint32_t index = token_index(token);
     if ((index >= rndv_ops_.size()) || !rndv_ops_[index].active ||
-        (rndv_ops_[index].gen != token_gen(m.imm))) {
-        return; /* cancelled meanwhile, or stale */
+        (rndv_ops_[index].gen != token_gen(token))) {
+        return nullptr; /* cancelled or finished meanwhile, or stale */
     }
-    finish_rndv_op(index, static_cast<ucs_status_t>(static_cast<int32_t>(m.aux)));
+    RndvOp &op = rndv_ops_[index];
+    /* Only the process the send went to may answer it: the token is no
+     * secret from the other peers of this iface. */
+    if ((op.ep == nullptr) || (peer_of(m.peer) != op.ep->peer)) {
+        drop(m, what);
+        return nullptr;
+    }
+    return &op;
+}
+
+void SmIface::receive_fin(const Message &m) {
+    if (rndv_op_from(m, m.imm, "rendezvous FIN from another process than the receiver") == nullptr) {
+        return;
+    }
+    finish_rndv_op(token_index(m.imm), static_cast<ucs_status_t>(static_cast<int32_t>(m.aux)));
 }
 
 /* ---- receiver ------------------------------------------------------------------------- */
@@ -531,16 +545,14 @@ void SmIface::orphan_receive(const TagEngine::Recv *recv) {
 
 /* The sender's half of a split copy: write pieces from the front. */
 void SmIface::receive_rtr(const Message &m) {
-    const uint32_t index = token_index(m.imm);
-    if ((index >= rndv_ops_.size()) || !rndv_ops_[index].active ||
-        (rndv_ops_[index].gen != token_gen(m.imm))) {
-        return; /* cancelled or finished meanwhile */
+    const RndvOp *found = rndv_op_from(m, m.imm, "rendezvous RTR from another process than the receiver");
+    if (found == nullptr) {
+        return;
     }
-    const RndvOp &op   = rndv_ops_[index];
-    RndvSlot     *slot = &rndv_slots_[index];
-    RemotePeer   *peer = peer_of(m.peer);
-    if ((peer == nullptr) ||
-        (slot->word.load(std::memory_order_acquire) != rndv_word(op.gen, kRndvReading))) {
+    const RndvOp &op   = *found;
+    RndvSlot     *slot = &rndv_slots_[token_index(m.imm)];
+    RemotePeer   *peer = op.ep->peer;
+    if (slot->word.load(std::memory_order_acquire) != rndv_word(op.gen, kRndvReading)) {
         return;
     }
     /* The receiver wrote these into our segment: check before use. */
