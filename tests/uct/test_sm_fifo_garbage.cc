@@ -808,5 +808,43 @@ TEST_F(SmFifoGarbage, FinFromAnotherPeerCompletesNothing) {
     uct_ep_destroy(v_ep);
 }
 
+/* A receiver that cannot attach back to a rendezvous sender (the sender's
+ * peer table is full, so no FIN can reach it) rejects the send: the
+ * sender's completion reports the error instead of waiting forever. */
+TEST_F(SmFifoGarbage, RendezvousTheReceiverCannotAnswerFailsAtTheSender) {
+    Node sender(*env_, "tm_sm", {{"MAX_PEERS", "1"}, {"PEER_CHECK_INTERVAL", "10ms"}});
+    ASSERT_EQ(sender.status, UCS_OK);
+    Node third(*env_, "tm_sm");
+    ASSERT_EQ(third.status, UCS_OK);
+    uct_ep_h to_rx = nullptr, occupy = nullptr;
+    ASSERT_EQ(third.connect(sender.address(), &occupy), UCS_OK); /* the sender's only slot */
+    ASSERT_EQ(sender.connect(rx_->address(), &to_rx), UCS_OK);
+    for (bool expected : {true, false}) {
+        SCOPED_TRACE(expected ? "expected" : "unexpected");
+        RecvCtx     r;
+        RecvBuffers b(8192);
+        const uct_tag_t tag = expected ? 0x42 : 0x43;
+        if (expected) {
+            ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, tag, kFullMask, b.iov.data(), 1, &r.ctx),
+                      UCS_OK);
+        }
+        Send s(Path::kRndv, tag, 0, 4, 8192);
+        ASSERT_EQ(s.post(to_rx), UCS_OK);
+        EXPECT_TRUE(wait([&] { return s.comp->calls > 0; }, 5))
+            << "the sender still waits for an answer that cannot come";
+        EXPECT_EQ(s.comp->calls, 1);
+        EXPECT_EQ(s.comp->status, UCS_ERR_UNREACHABLE);
+        if (expected) {
+            EXPECT_TRUE(r.done());
+            EXPECT_EQ(r.status, UCS_ERR_UNREACHABLE);
+            EXPECT_TRUE(b.untouched());
+        }
+        drain();
+        EXPECT_EQ(s.comp->calls, 1);
+    }
+    uct_ep_destroy(to_rx);
+    uct_ep_destroy(occupy);
+}
+
 }  // namespace
 }  // namespace uct_tm_test
