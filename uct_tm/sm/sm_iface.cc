@@ -521,6 +521,9 @@ unsigned SmIface::slow_progress() {
     const uint64_t now = monotonic_ns();
     if (now >= next_check_) {
         next_check_ = now + check_interval_;
+        if (rndv_active_ > 0) {
+            reap_rejected_rndv();
+        }
         check_peers();
         recover_stall(now);
     } else if (ucs_unlikely(dead_until_ != 0)) {
@@ -767,8 +770,9 @@ RemotePeer *SmIface::peer_of(uint16_t slot) {
     if ((word & 3) != kPeerUsed) {
         return nullptr;
     }
-    IfaceAddress remote{peer_slots_[slot].segment, peer_slots_[slot].iface_serial, 0};
-    if (peer_slots_[slot].state.load(std::memory_order_acquire) != word) {
+    IfaceAddress remote;
+    if (!peer_address(slot, &remote) ||
+        (peer_slots_[slot].state.load(std::memory_order_acquire) != word)) {
         return nullptr; /* changed while we read it */
     }
     RemotePeer *peer;
@@ -780,6 +784,18 @@ RemotePeer *SmIface::peer_of(uint16_t slot) {
     }
     view = PeerView{word, peer};
     return peer;
+}
+
+bool SmIface::peer_address(uint16_t slot, IfaceAddress *out) const {
+    if (slot >= geometry_.max_peers) {
+        return false;
+    }
+    const uint32_t word = peer_slots_[slot].state.load(std::memory_order_acquire);
+    if ((word & 3) != kPeerUsed) {
+        return false;
+    }
+    *out = IfaceAddress{peer_slots_[slot].segment, peer_slots_[slot].iface_serial, 0};
+    return peer_slots_[slot].state.load(std::memory_order_acquire) == word; /* not changed meanwhile */
 }
 
 ucs_status_t SmIface::find_or_attach(const IfaceAddress &remote, RemotePeer **out) {

@@ -332,6 +332,8 @@ class SmIface {
 
     /* ---- peers (sm_iface.cc) ---- */
     RemotePeer  *peer_of(uint16_t slot);
+    /* The iface announced in slot `slot` of our peer table; false if free. */
+    bool         peer_address(uint16_t slot, IfaceAddress *out) const;
     ucs_status_t find_or_attach(const IfaceAddress &remote, RemotePeer **peer);
     void         put_peer(RemotePeer *peer);
     void         fail_peer(RemotePeer *peer);
@@ -351,6 +353,10 @@ class SmIface {
     void         receive_rndv(const Message &m);
     void         receive_rtr(const Message &m);
     void         receive_fin(const Message &m);
+    /* An RTS from a peer we cannot attach back to: refuse it in its slot. */
+    void         reject_rndv(const Message &m, uint64_t token);
+    /* Finishes our rendezvous sends their receivers refused (UNREACHABLE). */
+    void         reap_rejected_rndv();
     /* The active rendezvous send `token` names, if `m` comes from the
      * process it was sent to; else null (dropped as `what` if not stale). */
     RndvOp      *rndv_op_from(const Message &m, uint64_t token, const char *what);

@@ -29,7 +29,7 @@ namespace uct_tm {
 namespace sm {
 
 inline constexpr uint64_t kSegmentMagic   = 0x6d735f6d745f7375ull; /* "us_tm_sm" */
-inline constexpr uint32_t kLayoutVersion  = 3;
+inline constexpr uint32_t kLayoutVersion  = 4;
 inline constexpr size_t   kCacheLine      = 64;
 inline constexpr uint64_t kStateReady     = 1ull << 63;
 inline constexpr uint64_t kStateSkipped   = 1ull << 62;
@@ -163,6 +163,7 @@ inline constexpr uint32_t kPeerUsed    = 2;
  *
  * `word` keeps a cancel and the receiver's copy from overlapping:
  *   POSTED -> READING (receiver, CAS) -> DONE (receiver) ; POSTED -> FREE (cancel)
+ *   POSTED -> REJECTED (a receiver that cannot send the FIN: the sender polls)
  * packed as generation << 4 | state.
  *
  * The copy itself is split between both processes when the message is big
@@ -191,7 +192,7 @@ struct alignas(kCacheLine) RndvSlot {
     uint64_t              length;       /* RTR: bytes to move (min of message and buffers) */
     RemoteIov             iov[kRndvMaxIov];
 };
-enum : uint32_t { kRndvFree = 0, kRndvPosted = 1, kRndvReading = 2, kRndvDone = 3 };
+enum : uint32_t { kRndvFree = 0, kRndvPosted = 1, kRndvReading = 2, kRndvDone = 3, kRndvRejected = 4 };
 enum : uint32_t { kRndvModeCma = 0, kRndvModePull = 1 };
 
 inline uint32_t rndv_word(uint32_t gen, uint32_t state) { return (gen << 4) | state; }

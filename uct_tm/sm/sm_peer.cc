@@ -24,6 +24,29 @@ int open_pidfd(pid_t pid) {
 #endif
 }
 
+/* Maps the segment of iface `remote` and checks its header; the geometry
+ * is copied out first so the owner cannot change what was validated. */
+ucs_status_t map_iface(const IfaceAddress &remote, ShmSegment *segment, Geometry *geometry) {
+    ucs_status_t status = ShmSegment::attach(remote.segment, sizeof(SegmentHeader), segment);
+    if (status != UCS_OK) {
+        return status;
+    }
+    const auto   *header = static_cast<const SegmentHeader *>(segment->address());
+    SegmentHeader snapshot;
+    memcpy(static_cast<void *>(&snapshot), header, offsetof(SegmentHeader, tail));
+    if ((snapshot.magic != kSegmentMagic) || (snapshot.version != kLayoutVersion) ||
+        (snapshot.pid != remote.segment.pid) || (snapshot.uid != remote.segment.uid) ||
+        (snapshot.iface_serial != remote.iface_serial) || (snapshot.boot_id != boot_id()) ||
+        !valid_geometry(snapshot.geometry, segment->size())) {
+        ucs_error("tm_sm: segment of process %d is not a compatible tm_sm iface (magic 0x%lx "
+                  "version %u)", remote.segment.pid, static_cast<unsigned long>(snapshot.magic),
+                  snapshot.version);
+        return UCS_ERR_UNREACHABLE;
+    }
+    *geometry = snapshot.geometry;
+    return UCS_OK;
+}
+
 }  // namespace
 
 ucs_status_t RemotePeer::attach(const IfaceAddress &remote, const IfaceAddress &self,
@@ -32,28 +55,14 @@ ucs_status_t RemotePeer::attach(const IfaceAddress &remote, const IfaceAddress &
     if (peer == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    ucs_status_t status = ShmSegment::attach(remote.segment, sizeof(SegmentHeader), &peer->segment_);
+    ucs_status_t status = map_iface(remote, &peer->segment_, &peer->geometry_);
     if (status != UCS_OK) {
         delete peer;
         return status;
     }
     peer->address_ = remote;
     auto *header   = static_cast<SegmentHeader *>(peer->segment_.address());
-    /* Copy, then check: the peer cannot change what we validated. */
-    SegmentHeader snapshot;
-    memcpy(static_cast<void *>(&snapshot), header, offsetof(SegmentHeader, tail));
-    if ((snapshot.magic != kSegmentMagic) || (snapshot.version != kLayoutVersion) ||
-        (snapshot.pid != remote.segment.pid) || (snapshot.uid != remote.segment.uid) ||
-        (snapshot.iface_serial != remote.iface_serial) || (snapshot.boot_id != boot_id()) ||
-        !valid_geometry(snapshot.geometry, peer->segment_.size())) {
-        ucs_error("tm_sm: segment of process %d is not a compatible tm_sm iface (magic 0x%lx "
-                  "version %u)", remote.segment.pid, static_cast<unsigned long>(snapshot.magic),
-                  snapshot.version);
-        delete peer;
-        return UCS_ERR_UNREACHABLE;
-    }
     peer->header_   = header;
-    peer->geometry_ = snapshot.geometry;
     peer->fifo_.init(header, peer->geometry_);
     char *base        = static_cast<char *>(peer->segment_.address());
     peer->rndv_slots_ = reinterpret_cast<RndvSlot *>(base + peer->geometry_.rndv_offset);
@@ -124,6 +133,19 @@ void *RemotePeer::map_shm(const ShmId &id, uint64_t offset, uint64_t length) {
         return nullptr;
     }
     return static_cast<char *>(shm_maps_.back().address()) + offset;
+}
+
+bool RemotePeer::reject_rendezvous(const IfaceAddress &sender, uint32_t index, uint32_t gen) {
+    ShmSegment segment;
+    Geometry   geometry;
+    if ((map_iface(sender, &segment, &geometry) != UCS_OK) || (index >= geometry.rndv_slots)) {
+        return false;
+    }
+    auto    *slot     = reinterpret_cast<RndvSlot *>(static_cast<char *>(segment.address()) +
+                                                    geometry.rndv_offset) + index;
+    uint32_t expected = rndv_word(gen, kRndvPosted);
+    return slot->word.compare_exchange_strong(expected, rndv_word(gen, kRndvRejected),
+                                              std::memory_order_acq_rel);
 }
 
 bool RemotePeer::check_alive() {

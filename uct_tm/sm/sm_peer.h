@@ -55,6 +55,10 @@ class RemotePeer {
      * tm_sm segment), UCS_ERR_EXCEEDS_LIMIT (its peer table is full). */
     static ucs_status_t attach(const IfaceAddress &remote, const IfaceAddress &self,
                                RemotePeer **out);
+    /* Without attaching: marks rendezvous send `index`/`gen` of iface
+     * `sender` as refused (POSTED -> REJECTED) when no FIN can reach it
+     * (its peer table is full); the sender finds it on its next check. */
+    static bool reject_rendezvous(const IfaceAddress &sender, uint32_t index, uint32_t gen);
     ~RemotePeer();
     RemotePeer(const RemotePeer &)            = delete;
     RemotePeer &operator=(const RemotePeer &) = delete;

@@ -265,6 +265,27 @@ RndvOp *SmIface::rndv_op_from(const Message &m, uint64_t token, const char *what
     return &op;
 }
 
+void SmIface::reject_rndv(const Message &m, uint64_t token) {
+    IfaceAddress sender;
+    if (!peer_address(m.peer, &sender) ||
+        !RemotePeer::reject_rendezvous(sender, token_index(token), token_gen(token))) {
+        drop(m, "rendezvous from an unknown peer");
+        return;
+    }
+    ucs_error("tm_sm: rendezvous send of process %d refused: no answer can reach it (see "
+              "above)", sender.segment.pid);
+}
+
+void SmIface::reap_rejected_rndv() {
+    for (uint32_t i = 0; i < rndv_ops_.size(); ++i) {
+        const RndvOp &op = rndv_ops_[i];
+        if (op.active && (rndv_slots_[i].word.load(std::memory_order_acquire) ==
+                          rndv_word(op.gen, kRndvRejected))) {
+            finish_rndv_op(i, UCS_ERR_UNREACHABLE);
+        }
+    }
+}
+
 void SmIface::receive_fin(const Message &m) {
     if (rndv_op_from(m, m.imm, "rendezvous FIN from another process than the receiver") == nullptr) {
         return;
@@ -293,10 +314,17 @@ void SmIface::receive_rndv(const Message &m) {
     const void     *header = static_cast<const char *>(m.payload) + sizeof(info);
     RemotePeer     *sender = peer_of(m.peer);
     TagEngine::Recv *recv  = tags_.match(m.tag);
+    if (sender == nullptr) {
+        /* No FIN could reach it: refuse the send in its own slot. */
+        reject_rndv(m, info.op_token);
+        if (recv != nullptr) {
+            tags_.complete(recv, m.tag, 0, info.length, UCS_ERR_UNREACHABLE);
+        }
+        return;
+    }
     if (recv == nullptr) {
-        if ((sender == nullptr) || (rndv_cb_ == nullptr)) {
-            drop(m, (sender == nullptr) ? "rendezvous from an unknown peer"
-                                        : "unexpected rendezvous but no rndv callback");
+        if (rndv_cb_ == nullptr) {
+            drop(m, "unexpected rendezvous but no rndv callback");
             return;
         }
         PackedRkey rkey{};
@@ -309,10 +337,6 @@ void SmIface::receive_rndv(const Message &m) {
         ++counters_.unexpected;
         rndv_cb_(rndv_arg_, 0, m.tag, header, info.header_length, info.address, info.length,
                  &rkey);
-        return;
-    }
-    if (sender == nullptr) {
-        tags_.complete(recv, m.tag, 0, info.length, UCS_ERR_UNREACHABLE);
         return;
     }
     RndvSlot *slot = sender->rndv_slot(token_index(info.op_token));
