@@ -39,6 +39,22 @@ RndvInfo rts(uint64_t token, uint64_t address, uint64_t length, uint32_t header_
     return info;
 }
 
+/* The state letter of process `pid` in /proc (R, S, T, Z, ...), or 0. */
+char process_state(pid_t pid) {
+    char  path[64];
+    char  buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+    FILE *f = fopen(path, "r");
+    if (f == nullptr) {
+        return 0;
+    }
+    const size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n]            = '\0';
+    const char *paren = strrchr(buf, ')');
+    return ((paren != nullptr) && (paren[1] == ' ')) ? paren[2] : 0;
+}
+
 class SmFifoGarbage : public ::testing::Test {
   protected:
     void SetUp() override {
@@ -542,12 +558,21 @@ TEST_F(SmFifoGarbage, GarbageFromAnotherProcess) {
 /* A child process connects to the receiver, runs `before` on the raw
  * segment (with its own peer-table slot), claims one more FIFO element and
  * is SIGKILLed holding it, as a sender crashing in the middle of a send. */
-void die_holding_a_claim(const std::string &rx_address, size_t dev_len,
-                         const std::function<void(RawSegment &, uint16_t)> &before) {
+/* With `zombie`, the dead child is not waited for: it stays a zombie, whose
+ * pid still answers kill(pid, 0), until the returned pid is reaped. */
+pid_t die_holding_a_claim(const std::string &rx_address, size_t dev_len,
+                          const std::function<void(RawSegment &, uint16_t)> &before,
+                          bool zombie = false) {
     int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
+    if (pipe(fds) != 0) {
+        ADD_FAILURE() << "pipe";
+        return -1;
+    }
     const pid_t child = fork();
-    ASSERT_GE(child, 0);
+    if (child < 0) {
+        ADD_FAILURE() << "fork";
+        return -1;
+    }
     if (child == 0) {
         alarm(60);
         close(fds[0]);
@@ -581,11 +606,29 @@ void die_holding_a_claim(const std::string &rx_address, size_t dev_len,
     }
     close(fds[1]);
     char result = 0;
-    ASSERT_EQ(read(fds[0], &result, 1), 1);
+    EXPECT_EQ(read(fds[0], &result, 1), 1);
     close(fds[0]);
     kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    ASSERT_EQ(result, 'k') << "the child could not claim an element";
+    if (zombie) {
+        /* Dead once /proc says so; its parent (us) has not waited for it. */
+        EXPECT_TRUE(wait_for([&] { return process_state(child) == 'Z'; }, [] { sched_yield(); }, 5));
+    } else {
+        waitpid(child, nullptr, 0);
+    }
+    EXPECT_EQ(result, 'k') << "the child could not claim an element";
+    return child;
+}
+
+/* A dead sender whose parent has not reaped it yet (a zombie) is dead all
+ * the same: its claimed element is skipped after STALL_TIMEOUT. */
+TEST_F(SmFifoGarbage, StalledElementOfZombieSenderIsSkipped) {
+    const pid_t zombie =
+        die_holding_a_claim(rx_->address(), rx_->attr.device_addr_len, [](RawSegment &, uint16_t) {},
+                            true);
+    ASSERT_GT(zombie, 0);
+    ASSERT_EQ(kill(zombie, 0), 0) << "not a zombie: kill(pid, 0) fails";
+    expect_alive(3004);
+    waitpid(zombie, nullptr, 0);
 }
 
 /* After STALL_TIMEOUT the receiver skips the element and traffic from
