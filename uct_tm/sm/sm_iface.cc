@@ -574,7 +574,7 @@ void SmIface::recover_stall(uint64_t now) {
                 continue;
             }
             const int32_t pid = peer_slots_[i].segment.pid;
-            if ((pid > 0) && (kill(pid, 0) != 0) && (errno == ESRCH)) {
+            if ((pid > 0) && process_exited(pid)) {
                 someone_died = true;
                 peer_slots_[i].state.compare_exchange_strong(word, (word & ~3u) + 4,
                                                              std::memory_order_release);

@@ -2,27 +2,13 @@
 
 #include <ucs/debug/log_def.h>
 
-#include <cerrno>
 #include <cstring>
 #include <new>
 #include <utility>
-#include <poll.h>
-#include <signal.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 namespace uct_tm {
 namespace sm {
 namespace {
-
-int open_pidfd(pid_t pid) {
-#ifdef SYS_pidfd_open
-    return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-    (void)pid;
-    return -1;
-#endif
-}
 
 /* Maps the segment of iface `remote` and checks its header; the geometry
  * is copied out first so the owner cannot change what was validated. */
@@ -89,7 +75,7 @@ ucs_status_t RemotePeer::attach(const IfaceAddress &remote, const IfaceAddress &
         return UCS_ERR_EXCEEDS_LIMIT;
     }
     peer->slot_  = static_cast<uint16_t>(i);
-    peer->pidfd_ = open_pidfd(remote.segment.pid);
+    peer->process_ = ProcessWatch(remote.segment.pid);
     *out         = peer;
     return UCS_OK;
 }
@@ -102,9 +88,6 @@ RemotePeer::~RemotePeer() {
         uint32_t expected = slot_word_;
         slots[slot_].state.compare_exchange_strong(expected, slot_word_ & ~3u,
                                                    std::memory_order_release);
-    }
-    if (pidfd_ >= 0) {
-        close(pidfd_);
     }
 }
 
@@ -152,14 +135,7 @@ bool RemotePeer::check_alive() {
     if (dead_) {
         return false;
     }
-    if (header_->closed.load(std::memory_order_acquire)) {
-        dead_ = true;
-    } else if (pidfd_ >= 0) {
-        struct pollfd pfd = {pidfd_, POLLIN, 0};
-        dead_ = (poll(&pfd, 1, 0) > 0);
-    } else {
-        dead_ = (kill(pid(), 0) != 0) && (errno == ESRCH);
-    }
+    dead_ = header_->closed.load(std::memory_order_acquire) || process_.exited();
     if (dead_) {
         ucs_debug("tm_sm: peer process %d is gone", pid());
     }

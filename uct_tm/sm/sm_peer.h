@@ -10,6 +10,8 @@
 #include "sm_fifo.h"
 #include "sm_layout.h"
 
+#include "base/process_watch.h"
+
 #include <ucs/type/status.h>
 
 #include <algorithm>
@@ -124,7 +126,7 @@ class RemotePeer {
     RndvSlot      *rndv_slots_ = nullptr;
     uint16_t       slot_       = 0;
     uint32_t       slot_word_  = 0; /* our claimed slot's state word */
-    int            pidfd_      = -1;
+    ProcessWatch   process_;
     bool           dead_       = false;
     bool           reported_   = false;
     Cma            cma_        = Cma::kUnknown;
