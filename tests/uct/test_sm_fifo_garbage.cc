@@ -65,7 +65,8 @@ class SmFifoGarbage : public ::testing::Test {
         test_seed();
         env_.reset(new UctEnv());
         rx_.reset(new Node(*env_, "tm_sm",
-                           {{"PEER_CHECK_INTERVAL", "10ms"}, {"STALL_TIMEOUT", "50ms"}}));
+                           {{"PEER_CHECK_INTERVAL", "10ms"}, {"STALL_TIMEOUT", "50ms"},
+                            {"STOPPED_TIMEOUT", "300ms"}}));
         ASSERT_EQ(rx_->status, UCS_OK);
         tx_.reset(new Node(*env_, "tm_sm"));
         ASSERT_EQ(tx_->status, UCS_OK);
@@ -629,6 +630,64 @@ TEST_F(SmFifoGarbage, StalledElementOfZombieSenderIsSkipped) {
     ASSERT_EQ(kill(zombie, 0), 0) << "not a zombie: kill(pid, 0) fails";
     expect_alive(3004);
     waitpid(zombie, nullptr, 0);
+}
+
+/* A sender stopped (SIGSTOP, a debugger) while holding a claimed element:
+ * after STOPPED_TIMEOUT the receiver drops it from its peers, skips the
+ * element and delivers the others' messages again. Resumed, the stopped
+ * sender learns it was dropped: its endpoint fails, it does not hang. */
+TEST_F(SmFifoGarbage, StoppedSenderHoldingAClaimIsDroppedAfterTimeout) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const std::string rx_address = rx_->address();
+    const size_t      dev_len    = rx_->attr.device_addr_len;
+    const pid_t       child      = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        alarm(60);
+        close(fds[0]);
+        char result = 'x';
+        {
+            UctEnv     env;
+            Node       node(env, "tm_sm", {{"PEER_CHECK_INTERVAL", "10ms"}});
+            RawSegment raw;
+            uct_ep_h   ep = nullptr;
+            if ((node.status == UCS_OK) && (node.connect(rx_address, &ep) == UCS_OK) &&
+                raw.attach(rx_address.data() + dev_len) && raw.claim_only()) {
+                (void)!::write(fds[1], "c", 1);
+                raise(SIGSTOP); /* held here until the parent sends SIGCONT */
+                /* Resumed: our sends must fail, through the error handler. */
+                result     = 'h';
+                char data[8] = {};
+                wait_for([&] {
+                    const ucs_status_t status = uct_ep_tag_eager_short(ep, 1, data, sizeof(data));
+                    if (!node.errors.entries.empty() && (status != UCS_OK) &&
+                        (status != UCS_ERR_NO_RESOURCE)) {
+                        result = 'e';
+                    }
+                    return result == 'e';
+                }, [&] { uct_worker_progress(env.worker()); }, 10);
+                uct_ep_destroy(ep);
+            }
+        }
+        (void)!::write(fds[1], &result, 1);
+        _exit(0);
+    }
+    close(fds[1]);
+    char claimed = 0;
+    ASSERT_EQ(read(fds[0], &claimed, 1), 1);
+    ASSERT_EQ(claimed, 'c');
+    ASSERT_TRUE(wait_for([&] { return process_state(child) == 'T'; }, [] { sched_yield(); }, 5));
+    expect_alive(3005);
+    kill(child, SIGCONT);
+    char result = 0;
+    EXPECT_EQ(read(fds[0], &result, 1), 1);
+    close(fds[0]);
+    EXPECT_EQ(result, 'e') << "the resumed sender did not learn it was dropped";
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0));
+    expect_alive(3006);
 }
 
 /* After STALL_TIMEOUT the receiver skips the element and traffic from
