@@ -21,7 +21,11 @@ inline uint64_t monotonic_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+/* Seconds from a setting (may be "inf") to nanoseconds, saturating. */
 inline uint64_t seconds_to_ns(double seconds) {
+    if (!(seconds < 1.8e10)) {
+        return UINT64_MAX; /* inf, NaN, or beyond 2^64 ns */
+    }
     return (seconds <= 0) ? 0 : static_cast<uint64_t>(seconds * 1e9);
 }
 

@@ -90,6 +90,13 @@ ucs_config_field_t sm_config_table[] = {
      "before the receiver skips it.",
      offsetof(SmConfig, stall_timeout), UCS_CONFIG_TYPE_TIME},
 
+    {"STOPPED_TIMEOUT", "20s",
+     "How long a FIFO element claimed by a sender that is alive but stopped (SIGSTOP, a\n"
+     "debugger) may stay unwritten before the receiver drops that sender: its endpoints fail,\n"
+     "its element is skipped, and it finds its own endpoints failed when it resumes.\n"
+     "\"inf\" keeps waiting (debugging sessions).",
+     offsetof(SmConfig, stopped_timeout), UCS_CONFIG_TYPE_TIME},
+
     {"NUMA_BIND", "y",
      "Place the receive FIFO and descriptors on the receiving thread's NUMA node (hwloc).",
      offsetof(SmConfig, numa_bind), UCS_CONFIG_TYPE_BOOL},

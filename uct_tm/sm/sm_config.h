@@ -33,6 +33,7 @@ struct SmConfig {
     unsigned         max_peers;
     double           peer_check_interval;
     double           stall_timeout;
+    double           stopped_timeout;
     int              numa_bind;
     int              named_segments;
     unsigned         progress_budget;

@@ -137,6 +137,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     md_             = md;
     check_interval_ = seconds_to_ns(config.peer_check_interval);
     stall_timeout_  = seconds_to_ns(config.stall_timeout);
+    stopped_timeout_ = seconds_to_ns(config.stopped_timeout);
     iface_serial_   = iface_serials.fetch_add(1) + 1;
 
     const ShmBacking backing = config.named_segments ? ShmBacking::kNamed : ShmBacking::kMemfd;
@@ -553,19 +554,30 @@ void SmIface::check_peers() {
  * (a dead process claims nothing more), possibly several and not adjacent.
  * Until the head passes that tail, an unpublished element at the head is
  * skipped once it was stalled for STALL_TIMEOUT or STALL_TIMEOUT has passed
- * since the death was seen (it was claimed before, so it is that late). */
+ * since the death was seen (it was claimed before, so it is that late).
+ * A sender that is alive but stopped (SIGSTOP, a debugger) is treated the
+ * same once the same element has waited STOPPED_TIMEOUT: a running sender
+ * publishes within microseconds of its claim, so a stopped one is the
+ * claimant. It is dropped as UCX's keepalive drops a silent peer, and
+ * learns it when it resumes (RemotePeer::check_alive). */
 void SmIface::recover_stall(uint64_t now) {
     if (dead_until_ <= fifo_.head()) {
         dead_until_ = 0;
     }
     if (!fifo_.stalled()) {
         stall_since_ = 0;
+        stall_began_ = 0;
         return;
     }
     if (stall_since_ == 0) {
         stall_since_ = now;
     }
+    if ((stall_began_ == 0) || (stall_head_ != fifo_.head())) {
+        stall_began_ = now;
+        stall_head_  = fifo_.head();
+    }
     const bool stalled_long = (now - stall_since_ >= stall_timeout_);
+    const bool stopped_long = (now - stall_began_ >= stopped_timeout_);
     if (stalled_long) {
         bool someone_died = false;
         for (uint32_t i = 0; i < geometry_.max_peers; ++i) {
@@ -573,12 +585,20 @@ void SmIface::recover_stall(uint64_t now) {
             if ((word & 3) != kPeerUsed) {
                 continue;
             }
-            const int32_t pid = peer_slots_[i].segment.pid;
-            if ((pid > 0) && process_exited(pid)) {
-                someone_died = true;
-                peer_slots_[i].state.compare_exchange_strong(word, (word & ~3u) + 4,
-                                                             std::memory_order_release);
+            const int32_t pid  = peer_slots_[i].segment.pid;
+            const bool    gone = (pid > 0) && process_exited(pid);
+            if (!gone && !(stopped_long && (pid > 0) && process_stopped(pid))) {
+                continue;
             }
+            if (!gone) {
+                ucs_warn("tm_sm: process %d stopped for more than STOPPED_TIMEOUT (%.3f s) "
+                         "holding this FIFO: dropped from iface %u's peers", pid,
+                         static_cast<double>(stopped_timeout_) / 1e9, iface_serial_);
+                declare_failed(pid);
+            }
+            someone_died = true;
+            peer_slots_[i].state.compare_exchange_strong(word, (word & ~3u) + 4,
+                                                         std::memory_order_release);
         }
         if (someone_died) {
             dead_until_   = std::max(dead_until_, fifo_.tail());
@@ -593,10 +613,19 @@ void SmIface::recover_stall(uint64_t now) {
         return;
     }
     if (fifo_.skip_stalled()) {
-        ucs_warn("tm_sm: skipped FIFO element %lu claimed by a process that died",
+        ucs_warn("tm_sm: skipped FIFO element %lu claimed by a process that died or was dropped",
                  static_cast<unsigned long>(fifo_.head()));
     }
     stall_since_ = 0;
+}
+
+void SmIface::declare_failed(int32_t pid) {
+    for (const auto &peer : peers_) {
+        if (peer->pid() == pid) {
+            peer->declare_dead();
+            next_check_ = 0; /* report it from the next progress */
+        }
+    }
 }
 
 /* ---- receiving -------------------------------------------------------------------- */

@@ -339,6 +339,8 @@ class SmIface {
     void         fail_peer(RemotePeer *peer);
     void         check_peers();
     void         recover_stall(uint64_t now);
+    /* Our attachments to process `pid` fail from the next progress. */
+    void         declare_failed(int32_t pid);
     bool         has_deferred_work() const {
         return has_outbox_ || !pending_eps_.empty() || !flush_waiters_.empty();
     }
@@ -436,6 +438,7 @@ class SmIface {
     bool       base_initialized_ = false;
     uint64_t check_interval_ = 0;
     uint64_t stall_timeout_  = 0;
+    uint64_t stopped_timeout_ = 0;
 
     /* own segment */
     ShmSegment            segment_;
@@ -493,6 +496,8 @@ class SmIface {
      * claims than the first one skipped. */
     uint64_t               dead_until_     = 0;
     uint64_t               dead_seen_at_   = 0; /* when dead_until_ was last raised */
+    uint64_t               stall_began_    = 0; /* when the element at stall_head_ first stalled */
+    uint64_t               stall_head_     = 0;
     uint32_t                 slow_countdown_ = kSlowProgressPeriod;
     uint64_t                 dropped_        = 0;
     Counters                 counters_;

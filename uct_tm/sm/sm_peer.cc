@@ -136,6 +136,16 @@ bool RemotePeer::check_alive() {
         return false;
     }
     dead_ = header_->closed.load(std::memory_order_acquire) || process_.exited();
+    if (!dead_ && (slot_word_ != 0)) {
+        /* It recycled our peer-table entry: it dropped us (we were stopped
+         * for longer than its STOPPED_TIMEOUT, or it took us for dead). */
+        const auto *slots = reinterpret_cast<const PeerSlot *>(
+            static_cast<const char *>(segment_.address()) + geometry_.peers_offset);
+        if (slots[slot_].state.load(std::memory_order_acquire) != slot_word_) {
+            ucs_warn("tm_sm: process %d dropped this process from its peers", pid());
+            dead_ = true;
+        }
+    }
     if (dead_) {
         ucs_debug("tm_sm: peer process %d is gone", pid());
     }

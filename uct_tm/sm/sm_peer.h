@@ -74,6 +74,8 @@ class RemotePeer {
     uint16_t            slot() const { return slot_; }
     int32_t             pid() const { return address_.segment.pid; }
     bool                dead() const { return dead_; }
+    /* The peer stopped answering (dropped after STOPPED_TIMEOUT). */
+    void                declare_dead() { dead_ = true; }
     /* Its failure was reported to the endpoints' error handler. */
     bool                reported() const { return reported_; }
     void                set_reported() { reported_ = true; }
