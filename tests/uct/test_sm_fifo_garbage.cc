@@ -12,12 +12,14 @@
 
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 
@@ -946,6 +948,73 @@ TEST_F(SmFifoGarbage, RendezvousTheReceiverCannotAnswerFailsAtTheSender) {
     }
     uct_ep_destroy(to_rx);
     uct_ep_destroy(occupy);
+}
+
+/* tag_rndv_cancel while the receiver holds the send (READING) and does not
+ * finish — it is stopped mid-copy, as this test plays it by taking the slot
+ * itself: the cancel returns within a bounded time, and the receiver, when
+ * it would finish, finds the send withdrawn. Run in a child process so a
+ * cancel that never returns fails the test instead of hanging it. */
+TEST_F(SmFifoGarbage, RndvCancelReturnsWhileTheReceiverIsStuckReading) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        close(fds[0]);
+        char result = 'x';
+        {
+            UctEnv   env;
+            Node     sender(env, "tm_sm");
+            Node     receiver(env, "tm_sm");
+            uct_ep_h ep = nullptr;
+            std::string addr(sender.attr.iface_addr_len, '\0');
+            RawSegment  raw;
+            if ((sender.status == UCS_OK) && (receiver.status == UCS_OK) &&
+                (sender.connect(receiver.address(), &ep) == UCS_OK) &&
+                (uct_iface_get_address(sender.iface,
+                                       reinterpret_cast<uct_iface_addr_t *>(&addr[0])) == UCS_OK) &&
+                raw.attach(addr.data())) {
+                Send s(Path::kRndv, 0x77, 0, 7, 1 << 20);
+                if (s.post(ep) == UCS_OK) {
+                    const uint64_t token  = reinterpret_cast<uintptr_t>(s.rndv_op);
+                    const uint32_t index  = static_cast<uint32_t>(token);
+                    const uint32_t gen    = static_cast<uint32_t>(token >> 32) & 0x0fffffff;
+                    uint32_t       posted = rndv_word(gen, kRndvPosted);
+                    RndvSlot      &slot   = raw.rndv_slots()[index];
+                    result = 'p';
+                    if (slot.word.compare_exchange_strong(posted, rndv_word(gen, kRndvReading))) {
+                        const auto start = std::chrono::steady_clock::now();
+                        result = (uct_ep_tag_rndv_cancel(ep, s.rndv_op) == UCS_OK) ? 'o' : 'f';
+                        const double secs = std::chrono::duration<double>(
+                                                std::chrono::steady_clock::now() - start).count();
+                        /* The stuck receiver's finish (READING -> DONE) must now fail. */
+                        uint32_t reading = rndv_word(gen, kRndvReading);
+                        if ((result == 'o') && (secs < 1.0) &&
+                            !slot.word.compare_exchange_strong(reading, rndv_word(gen, kRndvDone))) {
+                            result = 'k';
+                        }
+                    }
+                }
+                uct_ep_destroy(ep);
+            }
+        }
+        (void)!::write(fds[1], &result, 1);
+        _exit(0);
+    }
+    close(fds[1]);
+    struct pollfd pfd = {fds[0], POLLIN, 0};
+    char          result = 0;
+    if ((poll(&pfd, 1, 10000) == 1) && (read(fds[0], &result, 1) == 1)) {
+        EXPECT_EQ(result, 'k') << "o: cancel took a second or more or left the slot to the "
+                                  "receiver; f: cancel failed; p/x: setup";
+        waitpid(child, nullptr, 0);
+    } else {
+        kill(child, SIGKILL);
+        waitpid(child, nullptr, 0);
+        ADD_FAILURE() << "tag_rndv_cancel did not return in 10 s while the receiver was stuck";
+    }
+    close(fds[0]);
 }
 
 }  // namespace
