@@ -405,6 +405,11 @@ class SmIface {
     void         finish_pull(size_t index, ucs_status_t status);
     bool         has_transfers() const { return (pulls_active_ > 0) || !pushes_.empty(); }
     void         cancel_rndv_slot(uint32_t index);
+    /* A receiver done with a sender's slot it holds READING moves it to
+     * `state`; false if the sender revoked it meanwhile (cancel). */
+    static bool  release_rndv_slot(RndvSlot *slot, uint32_t gen, uint32_t state);
+    /* How long a cancel waits for a receiver copying the send right now. */
+    static constexpr uint64_t kCancelWaitNs = 10 * 1000 * 1000;
     /* Takes rendezvous send `index` back from its receiver (slot, pushes)
      * and finishes it with `status`. */
     void         withdraw_rndv_op(uint32_t index, ucs_status_t status);

@@ -116,9 +116,12 @@ void SmIface::finish_pull(size_t index, ucs_status_t status) {
     pulls_[index].active = false;
     --pulls_active_;
     if (pull.purpose == Pull::Purpose::kRndv) {
-        pull.slot->word.store(rndv_word(pull.token >> 32 & 0x0fffffff, kRndvDone),
-                              std::memory_order_release);
-        send_control(pull.owner, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), pull.token});
+        /* A sender that withdrew the send took the slot back: no FIN. */
+        if (release_rndv_slot(pull.slot, pull.token >> 32 & 0x0fffffff, kRndvDone)) {
+            send_control(pull.owner, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), pull.token});
+        } else if (status == UCS_OK) {
+            status = UCS_ERR_CANCELED;
+        }
         tags_.complete(pull.recv, pull.tag, 0, pull.msg_length, status);
         put_peer(pull.owner);
     } else {

@@ -19,6 +19,7 @@
 #include "base/tm_md.h"
 
 #include "base/clock.h"
+#include "base/process_watch.h"
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
@@ -187,29 +188,42 @@ ucs_status_ptr_t SmIface::tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *he
     return reinterpret_cast<void *>(static_cast<uintptr_t>(info.op_token));
 }
 
-/* Withdraws slot `index` from receivers: afterwards none reads its buffer. */
+/* Withdraws slot `index` from receivers. A receiver copying right now
+ * (READING) is waited for while it runs, at most kCancelWaitNs: one that is
+ * stopped, gone or slower than that has the slot taken away (revoked), and
+ * when it finishes it finds the send withdrawn and fails its receive with
+ * UCS_ERR_CANCELED instead of reporting bytes we may have changed since. It
+ * only ever reads our buffer, so nothing of ours is at risk after this. */
 void SmIface::cancel_rndv_slot(uint32_t index) {
-    RndvSlot      &slot = rndv_slots_[index];
-    const uint32_t gen  = rndv_ops_[index].gen;
-    uint32_t       word = rndv_word(gen, kRndvPosted);
-    while (!slot.word.compare_exchange_weak(word, rndv_word(gen, kRndvFree),
-                                            std::memory_order_acq_rel)) {
-        if (word == rndv_word(gen, kRndvReading)) {
-            if (slot.mode.load(std::memory_order_acquire) == kRndvModePull) {
-                break; /* the receiver only gets what we push: stop pushing */
+    RndvSlot      &slot    = rndv_slots_[index];
+    const uint32_t gen     = rndv_ops_[index].gen;
+    const uint32_t reading = rndv_word(gen, kRndvReading);
+    const uint32_t freed   = rndv_word(gen, kRndvFree);
+    RemotePeer    *peer    = (rndv_ops_[index].ep != nullptr) ? rndv_ops_[index].ep->peer : nullptr;
+    uint64_t       deadline = 0;
+    for (uint32_t spins = 0;; ++spins) {
+        uint32_t word = rndv_word(gen, kRndvPosted);
+        if (slot.word.compare_exchange_strong(word, freed, std::memory_order_acq_rel) ||
+            (word != reading)) {
+            return; /* withdrawn, or DONE (FIN in flight), REJECTED, already free */
+        }
+        if (slot.mode.load(std::memory_order_acquire) == kRndvModePull) {
+            break; /* the receiver only gets what we push: stop pushing */
+        }
+        if ((spins % 1024) == 0) {
+            const uint64_t now = monotonic_ns();
+            if (deadline == 0) {
+                deadline = now + kCancelWaitNs;
             }
-            /* A receiver is copying right now; it is bounded by one copy of
-             * the message, unless the receiver died mid-copy. */
-            RemotePeer *peer = (rndv_ops_[index].ep != nullptr) ? rndv_ops_[index].ep->peer : nullptr;
-            if ((peer != nullptr) && !peer->check_alive()) {
+            if ((now >= deadline) || (peer == nullptr) || !peer->check_alive() ||
+                process_stopped(peer->pid())) {
                 break;
             }
-            cpu_relax();
-            word = rndv_word(gen, kRndvPosted);
-            continue;
         }
-        break; /* DONE (FIN in flight) or already free */
+        cpu_relax();
     }
+    uint32_t word = reading;
+    slot.word.compare_exchange_strong(word, freed, std::memory_order_acq_rel);
 }
 
 ucs_status_t SmIface::tag_rndv_cancel(SmEp *ep, void *op_handle) {
@@ -222,6 +236,11 @@ ucs_status_t SmIface::tag_rndv_cancel(SmEp *ep, void *op_handle) {
     rndv_ops_[index].comp = nullptr; /* UCT: the completion is not called */
     withdraw_rndv_op(index, UCS_ERR_CANCELED);
     return UCS_OK;
+}
+
+bool SmIface::release_rndv_slot(RndvSlot *slot, uint32_t gen, uint32_t state) {
+    uint32_t word = rndv_word(gen, kRndvReading);
+    return slot->word.compare_exchange_strong(word, rndv_word(gen, state), std::memory_order_acq_rel);
 }
 
 void SmIface::withdraw_rndv_op(uint32_t index, ucs_status_t status) {
@@ -357,8 +376,11 @@ void SmIface::receive_rndv(const Message &m) {
     const size_t count = tags_.iovecs(recv, want, local);
     const pid_t  pid   = sender->pid();
     auto         finish = [&](ucs_status_t status) {
-        slot->word.store(rndv_word(gen, kRndvDone), std::memory_order_release);
-        send_control(sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), info.op_token});
+        if (release_rndv_slot(slot, gen, kRndvDone)) {
+            send_control(sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), info.op_token});
+        } else {
+            status = UCS_ERR_CANCELED;
+        }
         tags_.complete(recv, m.tag, 0, info.length, status);
     };
     const bool cma = cma_allowed(sender, info.address);
@@ -517,16 +539,20 @@ void SmIface::finish_split(SplitCopy split, ucs_status_t status) {
     if (split.recv == nullptr) {
         /* A get: the sender's buffer stays published until its owner
          * withdraws it (UCP cancels the send once told the data arrived). */
-        split.slot->word.store(rndv_word(token_gen(split.token), kRndvPosted),
-                               std::memory_order_release);
+        if (!release_rndv_slot(split.slot, token_gen(split.token), kRndvPosted)) {
+            status = UCS_ERR_CANCELED;
+        }
         if (split.ep != nullptr) {
             --split.ep->gets_outstanding;
         }
         complete(split.comp, status);
         return;
     }
-    split.slot->word.store(rndv_word(token_gen(split.token), kRndvDone), std::memory_order_release);
-    send_control(split.sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), split.token});
+    if (release_rndv_slot(split.slot, token_gen(split.token), kRndvDone)) {
+        send_control(split.sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), split.token});
+    } else {
+        status = UCS_ERR_CANCELED;
+    }
     tags_.complete(split.recv, split.tag, 0, split.length, status);
 }
 
@@ -726,8 +752,8 @@ ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint6
         }
     }
     const ucs_status_t status = cma_copy(key->pid, local, count, remote_addr, total, write);
-    if (slot != nullptr) {
-        slot->word.store(rndv_word(gen, kRndvPosted), std::memory_order_release);
+    if ((slot != nullptr) && !release_rndv_slot(slot, gen, kRndvPosted)) {
+        return UCS_ERR_CANCELED; /* the sender withdrew it while we copied */
     }
     return status;
 }
@@ -742,7 +768,9 @@ ucs_status_t SmIface::split_get(SmEp *ep, RndvSlot *slot, uint64_t token,
         ++ep->gets_outstanding;
         return UCS_INPROGRESS;
     }
-    slot->word.store(rndv_word(token_gen(token), kRndvPosted), std::memory_order_release);
+    if (!release_rndv_slot(slot, token_gen(token), kRndvPosted)) {
+        return UCS_ERR_CANCELED;
+    }
     return split_status(split, split.status);
 }
 
