@@ -22,11 +22,11 @@ bool RawSegment::attach(const void *iface_addr) {
     IfaceAddress addr;
     memcpy(&addr, iface_addr, sizeof(addr));
     char path[64];
-    if (addr.segment.serial == 0) {
+    if (!uct_tm::shm_is_named(addr.segment)) {
         snprintf(path, sizeof(path), "/proc/%d/fd/%d", addr.segment.pid, addr.segment.fd);
     } else {
-        snprintf(path, sizeof(path), "/dev/shm/uct_tm.%u.%d.%u", addr.segment.uid,
-                 addr.segment.pid, addr.segment.serial);
+        snprintf(path, sizeof(path), "/dev/shm");
+        uct_tm::shm_named_path(addr.segment, path + 8, sizeof(path) - 8);
     }
     const int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) {

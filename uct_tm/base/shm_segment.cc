@@ -1,5 +1,6 @@
 #include "shm_segment.h"
 
+#include "range.h"
 #include "topology.h"
 
 #include <ucs/debug/log_def.h>
@@ -9,10 +10,12 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,27 +23,100 @@ namespace uct_tm {
 namespace {
 
 constexpr const char *kNamedPrefix = "uct_tm.";
+constexpr const char *kMemfdPrefix = "uct_tm.";
+/* Names drawn before giving up: each collides only with an existing name. */
+constexpr int kNamedAttempts = 32;
+/* A named segment of size 0 whose lock is free may be one being created (its
+ * owner locks it right after creating it); after this long it is not. */
+constexpr time_t kCreatingSeconds = 10;
+
+size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
 size_t page_align(size_t size) {
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t page = page_size();
     return (size + page - 1) & ~(page - 1);
 }
 
-void named_path(const ShmId &id, char *buf, size_t len) {
-    snprintf(buf, len, "/%s%u.%d.%u", kNamedPrefix, id.uid, id.pid, id.serial);
+std::atomic<uint32_t> memfd_serial{0};
+
+uint32_t next_memfd_serial() {
+    uint32_t serial;
+    do {
+        serial = (memfd_serial.fetch_add(1) + 1) & ~kShmNamedBit;
+    } while (serial == 0);
+    return serial;
 }
 
-std::atomic<uint32_t> named_serial{0};
+/* 63 random bits into a named id; false if the kernel gave none. */
+bool draw_name(ShmId *id) {
+    uint32_t bits[2];
+    if (getrandom(bits, sizeof(bits), 0) != static_cast<ssize_t>(sizeof(bits))) {
+        ucs_error("tm shm: getrandom failed: %m");
+        return false;
+    }
+    id->serial = bits[0] | kShmNamedBit;
+    id->fd     = static_cast<int32_t>(bits[1]);
+    return true;
+}
 
-/* Mapping and ownership checks shared by create and attach. */
-ucs_status_t map_fd(int fd, size_t size, void **address) {
-    void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+ucs_status_t map_fd(int fd, size_t size, uint64_t offset, void **address) {
+    void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                   static_cast<off_t>(offset));
     if (p == MAP_FAILED) {
-        ucs_error("tm shm: mmap(%zu) failed: %m", size);
+        ucs_error("tm shm: mmap(%zu at %llu) failed: %m", size,
+                  static_cast<unsigned long long>(offset));
         return UCS_ERR_NO_MEMORY;
     }
     *address = p;
     return UCS_OK;
+}
+
+/* Creates and locks a named segment under a fresh random name. */
+ucs_status_t create_named(ShmId *id, int *fd_out) {
+    for (int attempt = 0; attempt < kNamedAttempts; ++attempt) {
+        char path[NAME_MAX];
+        if (!draw_name(id)) {
+            return UCS_ERR_IO_ERROR;
+        }
+        shm_named_path(*id, path, sizeof(path));
+        const int fd = shm_open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, S_IRUSR | S_IWUSR);
+        if (fd < 0) {
+            if (errno == EEXIST) {
+                ucs_debug("tm shm: %s exists, drawing another name", path);
+                continue;
+            }
+            ucs_error("tm shm: shm_open(%s) failed: %m", path);
+            return UCS_ERR_IO_ERROR;
+        }
+        /* The lock says "alive" for as long as this open file exists. A
+         * reaper looking at the new file this very moment holds it briefly:
+         * then start over with another name. */
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            ucs_debug("tm shm: %s is being looked at, drawing another name", path);
+            shm_unlink(path);
+            close(fd);
+            continue;
+        }
+        *fd_out = fd;
+        return UCS_OK;
+    }
+    ucs_error("tm shm: no free name for a named segment after %d attempts", kNamedAttempts);
+    return UCS_ERR_IO_ERROR;
+}
+
+/* True if the memfd open as `fd` is the one whose name carries `serial`. */
+bool memfd_has_serial(int fd, uint32_t serial) {
+    char link[64], target[PATH_MAX], expected[64];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    const ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n < 0) {
+        return false;
+    }
+    target[n] = '\0';
+    /* "/memfd:uct_tm.<serial> (deleted)" */
+    const int len = snprintf(expected, sizeof(expected), "/memfd:%s%u", kMemfdPrefix, serial);
+    return (strncmp(target, expected, static_cast<size_t>(len)) == 0) &&
+           ((target[len] == '\0') || (target[len] == ' '));
 }
 
 }  // namespace
@@ -52,11 +128,13 @@ ShmSegment &ShmSegment::operator=(ShmSegment &&other) noexcept {
         size_          = other.size_;
         fd_            = other.fd_;
         owner_         = other.owner_;
+        map_offset_    = other.map_offset_;
         id_            = other.id_;
         other.address_ = nullptr;
         other.fd_      = -1;
         other.owner_   = false;
         other.size_    = 0;
+        other.map_offset_ = 0;
     }
     return *this;
 }
@@ -66,54 +144,54 @@ void ShmSegment::reset() {
         munmap(address_, size_);
         address_ = nullptr;
     }
+    /* Unlink while the lock is still held: a reaper never sees our name free. */
+    if (owner_ && shm_is_named(id_)) {
+        char path[NAME_MAX];
+        shm_named_path(id_, path, sizeof(path));
+        shm_unlink(path);
+    }
     if (fd_ >= 0) {
         close(fd_);
         fd_ = -1;
     }
-    if (owner_ && (id_.serial != 0)) {
-        char path[NAME_MAX];
-        named_path(id_, path, sizeof(path));
-        shm_unlink(path);
-    }
-    owner_ = false;
-    size_  = 0;
+    owner_      = false;
+    size_       = 0;
+    map_offset_ = 0;
 }
 
 ucs_status_t ShmSegment::create(size_t size, ShmBacking backing, bool numa_bind, ShmSegment *out) {
-    if ((out == nullptr) || (size == 0)) {
+    if ((out == nullptr) || (size == 0) || (size > (1ull << 40))) {
         return UCS_ERR_INVALID_PARAM;
     }
     ShmSegment seg;
     seg.size_    = page_align(size);
-    seg.owner_   = true;
     seg.id_.pid  = getpid();
     seg.id_.uid  = getuid();
     seg.id_.size = seg.size_;
     if (backing == ShmBacking::kMemfd) {
-        seg.fd_ = memfd_create("uct_tm", MFD_CLOEXEC);
+        char name[32];
+        seg.id_.serial = next_memfd_serial();
+        snprintf(name, sizeof(name), "%s%u", kMemfdPrefix, seg.id_.serial);
+        seg.fd_ = memfd_create(name, MFD_CLOEXEC);
         if (seg.fd_ < 0) {
             ucs_error("tm shm: memfd_create failed: %m");
             return UCS_ERR_IO_ERROR;
         }
         seg.id_.fd = seg.fd_;
     } else {
-        seg.id_.serial = named_serial.fetch_add(1) + 1;
-        char path[NAME_MAX];
-        named_path(seg.id_, path, sizeof(path));
-        seg.fd_ = shm_open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, S_IRUSR | S_IWUSR);
-        if (seg.fd_ < 0) {
-            ucs_error("tm shm: shm_open(%s) failed: %m", path);
-            seg.owner_ = false;
-            return UCS_ERR_IO_ERROR;
+        ucs_status_t status = create_named(&seg.id_, &seg.fd_);
+        if (status != UCS_OK) {
+            return status;
         }
     }
+    seg.owner_ = true;
     /* memfd starts 0777 & ~umask in some kernels: make it private either way. */
     if ((fchmod(seg.fd_, S_IRUSR | S_IWUSR) != 0) ||
         (ftruncate(seg.fd_, static_cast<off_t>(seg.size_)) != 0)) {
         ucs_error("tm shm: sizing segment to %zu bytes failed: %m", seg.size_);
         return UCS_ERR_NO_MEMORY;
     }
-    ucs_status_t status = map_fd(seg.fd_, seg.size_, &seg.address_);
+    ucs_status_t status = map_fd(seg.fd_, seg.size_, 0, &seg.address_);
     if (status != UCS_OK) {
         return status;
     }
@@ -125,7 +203,16 @@ ucs_status_t ShmSegment::create(size_t size, ShmBacking backing, bool numa_bind,
 }
 
 ucs_status_t ShmSegment::attach(const ShmId &id, size_t min_size, ShmSegment *out) {
-    if ((out == nullptr) || (id.pid <= 0) || (id.size < min_size) || (id.size > (1ull << 40))) {
+    if (id.size < min_size) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return attach_range(id, 0, id.size, out);
+}
+
+ucs_status_t ShmSegment::attach_range(const ShmId &id, uint64_t offset, uint64_t length,
+                                      ShmSegment *out) {
+    if ((out == nullptr) || (id.pid <= 0) || (id.size == 0) || (id.size > (1ull << 40)) ||
+        !range_within(offset, length, id.size) || (offset == id.size)) {
         return UCS_ERR_INVALID_PARAM;
     }
     if (id.uid != getuid()) {
@@ -133,14 +220,14 @@ ucs_status_t ShmSegment::attach(const ShmId &id, size_t min_size, ShmSegment *ou
     }
     char path[PATH_MAX];
     int  fd;
-    if (id.serial == 0) {
-        if (id.fd < 0) {
+    if (!shm_is_named(id)) {
+        if ((id.fd < 0) || (id.serial == 0)) {
             return UCS_ERR_INVALID_PARAM;
         }
         snprintf(path, sizeof(path), "/proc/%d/fd/%d", id.pid, id.fd);
         fd = open(path, O_RDWR | O_CLOEXEC);
     } else {
-        named_path(id, path, sizeof(path));
+        shm_named_path(id, path, sizeof(path));
         fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
     }
     if (fd < 0) {
@@ -158,6 +245,11 @@ ucs_status_t ShmSegment::attach(const ShmId &id, size_t min_size, ShmSegment *ou
     }
     ShmSegment seg;
     seg.fd_ = fd;
+    if (!shm_is_named(id) && !memfd_has_serial(fd, id.serial)) {
+        /* The descriptor number was reused: not the segment the id names. */
+        ucs_debug("tm shm: %s is not segment %u of process %d", path, id.serial, id.pid);
+        return UCS_ERR_UNREACHABLE;
+    }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         return UCS_ERR_IO_ERROR;
@@ -172,9 +264,13 @@ ucs_status_t ShmSegment::attach(const ShmId &id, size_t min_size, ShmSegment *ou
                   static_cast<long long>(st.st_size), static_cast<unsigned long long>(id.size));
         return UCS_ERR_INVALID_PARAM;
     }
-    seg.size_ = id.size;
-    seg.id_   = id;
-    ucs_status_t status = map_fd(fd, seg.size_, &seg.address_);
+    /* The pages holding the range, and no more. */
+    const uint64_t first = offset & ~static_cast<uint64_t>(page_size() - 1);
+    const uint64_t end   = offset + (length ? length : 1);
+    seg.size_       = page_align(end - first);
+    seg.map_offset_ = first;
+    seg.id_         = id;
+    ucs_status_t status = map_fd(fd, seg.size_, first, &seg.address_);
     if (status != UCS_OK) {
         return status;
     }
@@ -190,23 +286,34 @@ void ShmSegment::reap_stale_named() {
     if (dir == nullptr) {
         return;
     }
-    const unsigned uid    = getuid();
-    const size_t   prefix = strlen(kNamedPrefix);
+    const int    dfd = dirfd(dir);
+    const uid_t  uid = getuid();
+    char         mine[32];
+    const int    mine_len = snprintf(mine, sizeof(mine), "%s%u.", kNamedPrefix, uid);
     while (struct dirent *entry = readdir(dir)) {
-        unsigned file_uid, serial;
-        int      pid;
-        if ((strncmp(entry->d_name, kNamedPrefix, prefix) != 0) ||
-            (sscanf(entry->d_name + prefix, "%u.%d.%u", &file_uid, &pid, &serial) != 3) ||
-            (file_uid != uid) || (pid <= 0)) {
+        /* Only names of our own form: uct_tm.<our uid>.<16 hex digits>. */
+        const char *name = entry->d_name;
+        if ((strncmp(name, mine, static_cast<size_t>(mine_len)) != 0) ||
+            (strlen(name + mine_len) != 16) ||
+            (strspn(name + mine_len, "0123456789abcdef") != 16)) {
             continue;
         }
-        if ((kill(pid, 0) != 0) && (errno == ESRCH)) {
-            char path[NAME_MAX + 2];
-            snprintf(path, sizeof(path), "/%s", entry->d_name);
-            if (shm_unlink(path) == 0) {
-                ucs_debug("tm shm: removed stale segment %s of dead process %d", path, pid);
-            }
+        const int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) {
+            continue;
         }
+        struct stat st, now;
+        /* Ours, and no process holds it: then it can never be held again
+         * (only its creator locks it, once, before sizing it). */
+        if ((fstat(fd, &st) == 0) && S_ISREG(st.st_mode) && (st.st_uid == uid) &&
+            (flock(fd, LOCK_EX | LOCK_NB) == 0) && (fstat(fd, &st) == 0) &&
+            ((st.st_size > 0) || (time(nullptr) - st.st_ctime > kCreatingSeconds)) &&
+            (fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0) &&
+            (now.st_dev == st.st_dev) && (now.st_ino == st.st_ino) &&
+            (unlinkat(dfd, name, 0) == 0)) {
+            ucs_debug("tm shm: removed stale segment /dev/shm/%s", name);
+        }
+        close(fd);
     }
     closedir(dir);
 }

@@ -6,10 +6,17 @@
  * /proc/<pid>/fd/<fd>, which the kernel allows exactly when it would allow
  * ptrace/CMA between the two, and nothing is ever left in /dev/shm — the
  * memory goes away with the last mapping, even if every process is killed.
- * Where /proc links are not usable, named POSIX segments
- * (/dev/shm/uct_tm.<uid>.<pid>.<serial>, 0600) are the fallback: unlinked when
- * the owner closes it, and reaped by the next process of the same user that
- * finds the owner dead.
+ * Descriptor numbers are reused, so each memfd also carries a serial in its
+ * name ("uct_tm.<serial>") that attach checks: an id of a closed segment
+ * never maps the one that took its number.
+ *
+ * Where /proc links are not usable, named POSIX segments are the fallback:
+ * /dev/shm/uct_tm.<uid>.<16 hex digits>, 0600, the digits random (getrandom),
+ * so nobody can take a name before its owner; a name that exists is simply
+ * drawn again. The owner holds an flock on the segment for as long as it
+ * exists and unlinks it before letting go; a segment whose lock can be taken
+ * has no owner any more, in whatever PID namespace it lived, and the next
+ * process of the same user that finds it reaps it.
  */
 #ifndef UCT_TM_BASE_SHM_SEGMENT_H_
 #define UCT_TM_BASE_SHM_SEGMENT_H_
@@ -18,19 +25,35 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <sys/types.h>
 
 namespace uct_tm {
 
-/* How a peer finds a segment; fits in addresses and rkeys. */
+/* How a peer finds a segment; fits in addresses and rkeys.
+ *  - memfd: `fd` is the owner's descriptor number, `serial` (1 .. 2^31 - 1)
+ *    is in the memfd's name;
+ *  - named: `serial` has kShmNamedBit set; it and `fd` are the 63 random bits
+ *    of the name (see shm_named_path). */
 struct ShmId {
     int32_t  pid;
-    int32_t  fd;     /* memfd: the owner's descriptor number */
-    uint32_t serial; /* named segment: /uct_tm.<uid>.<pid>.<serial>; 0 for memfd */
+    int32_t  fd;
+    uint32_t serial;
     uint32_t uid;
     uint64_t size;
 };
 static_assert(sizeof(ShmId) == 24, "ShmId is part of wire formats");
+
+inline constexpr uint32_t kShmNamedBit = 1u << 31;
+
+inline bool shm_is_named(const ShmId &id) { return (id.serial & kShmNamedBit) != 0; }
+
+/* "/uct_tm.<uid>.<16 hex digits>", the shm_open name of a named segment
+ * (under /dev/shm); snprintf's result. */
+inline int shm_named_path(const ShmId &id, char *buf, size_t len) {
+    return snprintf(buf, len, "/uct_tm.%u.%08x%08x", id.uid, id.serial,
+                    static_cast<uint32_t>(id.fd));
+}
 
 enum class ShmBacking : uint8_t { kMemfd, kNamed };
 
@@ -51,11 +74,20 @@ class ShmSegment {
      * accessible to others and is at least `min_size` bytes. */
     static ucs_status_t attach(const ShmId &id, size_t min_size, ShmSegment *out);
 
-    /* Unlinks named segments of this user whose owner process is gone. */
+    /* Maps only the pages of segment `id` that hold [offset, offset + length)
+     * (length 0: one byte), with the same checks; map_offset() then tells
+     * where in the segment address() lies. */
+    static ucs_status_t attach_range(const ShmId &id, uint64_t offset, uint64_t length,
+                                     ShmSegment *out);
+
+    /* Unlinks named segments of this user that no process holds any more
+     * (their owner's lock is free), and nothing else. */
     static void reap_stale_named();
 
     void       *address() const { return address_; }
     size_t      size() const { return size_; }
+    /* Offset in the segment of address(): 0 unless mapped by attach_range. */
+    uint64_t    map_offset() const { return map_offset_; }
     const ShmId &id() const { return id_; }
     bool        valid() const { return address_ != nullptr; }
     bool        owner() const { return owner_; }
@@ -66,6 +98,7 @@ class ShmSegment {
     size_t size_    = 0;
     int    fd_      = -1;
     bool   owner_   = false;
+    uint64_t map_offset_ = 0;
     ShmId  id_     = {0, -1, 0, 0, 0};
 };
 

@@ -27,9 +27,12 @@ ucs_config_field_t md_config_table[] = {{}};
 struct TmMd {
     abi::MdHeader header; /* first: libuct sees a struct uct_md */
 
-    /* Live registrations and allocations, for md_range_registered(). An MD
-     * may be shared by several workers: guarded. */
+    /* Live registrations and allocations, for md_range_registered(), and
+     * the arenas of the allocations. An MD may be shared by several workers:
+     * guarded. The arenas are declared first so that they outlive every
+     * handle's block. */
     std::mutex             lock;
+    ShmArenas              arenas{true};
     MemRegistry<MemHandle> registry;
 
     MemHandle *add(void *address, size_t length) {
@@ -39,6 +42,23 @@ struct TmMd {
             h->magic = MemHandle::kMemHandleMagic;
         }
         return h;
+    }
+    /* A new allocation of at least `length` bytes, registered. */
+    ucs_status_t allocate(size_t length, MemHandle **out) {
+        std::lock_guard<std::mutex> guard(lock);
+        ShmBlock     block;
+        ucs_status_t status = arenas.allocate(length, &block);
+        if (status != UCS_OK) {
+            return status;
+        }
+        MemHandle *h = registry.add(block.address(), block.length());
+        if (h == nullptr) {
+            return UCS_ERR_NO_MEMORY; /* the block goes back */
+        }
+        h->magic = MemHandle::kMemHandleMagic;
+        h->shm   = std::move(block);
+        *out     = h;
+        return UCS_OK;
     }
     void remove(MemHandle *h) {
         std::lock_guard<std::mutex> guard(lock);
@@ -86,16 +106,11 @@ ucs_status_t md_mem_alloc(abi::MdHeader *md, size_t *length, void **address, uns
     if (flags & UCT_MD_MEM_FLAG_FIXED) {
         return UCS_ERR_UNSUPPORTED;
     }
-    ShmSegment   shm;
-    ucs_status_t status = ShmSegment::create(*length, ShmBacking::kMemfd, true, &shm);
+    MemHandle   *handle;
+    ucs_status_t status = md_of(md)->allocate(*length, &handle);
     if (status != UCS_OK) {
         return status;
     }
-    MemHandle *handle = md_of(md)->add(shm.address(), shm.size());
-    if (handle == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    handle->shm = std::move(shm);
     *length     = handle->length;
     *address    = handle->address;
     *memh       = handle;
@@ -144,7 +159,7 @@ ucs_status_t md_mkey_pack(abi::MdHeader *, uct_mem_h memh, void *rkey_buffer) {
     if (h.shm.valid()) {
         packed.flags      = kRkeyHasShm;
         packed.shm        = h.shm.id();
-        packed.shm_offset = 0;
+        packed.shm_offset = h.shm.offset();
     }
     memcpy(rkey_buffer, &packed, sizeof(packed));
     return UCS_OK;
@@ -280,13 +295,16 @@ ucs_status_t remote_key_address(RemoteKey *key, uint64_t raddr, void **laddr) {
         return UCS_ERR_UNREACHABLE; /* ordinary memory: reachable by CMA only */
     }
     if (!key->mapping.valid()) {
-        ucs_status_t status = ShmSegment::attach(key->shm, key->shm.size, &key->mapping);
+        /* Only the pages of the key's range: a block of an arena does not
+         * bring its neighbours' pages along. */
+        ucs_status_t status = ShmSegment::attach_range(key->shm, key->shm_offset, key->length,
+                                                       &key->mapping);
         if (status != UCS_OK) {
             return UCS_ERR_UNREACHABLE;
         }
     }
-    *laddr = static_cast<char *>(key->mapping.address()) + key->shm_offset +
-             (raddr - key->address);
+    *laddr = static_cast<char *>(key->mapping.address()) +
+             (key->shm_offset - key->mapping.map_offset()) + (raddr - key->address);
     return UCS_OK;
 }
 

@@ -3,14 +3,17 @@
  *
  * Registration records a host address range (shared-memory transports read
  * peer memory with CMA, so nothing needs pinning); allocation hands out
- * shared memory that peers can map directly (rkey_ptr). A packed rkey names
- * the owning process and range, and for allocated memory the segment.
+ * shared memory that peers can map directly (rkey_ptr): blocks of shared
+ * arenas, or a segment of its own for a large one (shm_arena.h). A packed
+ * rkey names the owning process and range, and for allocated memory the
+ * segment and the range's offset in it.
  */
 #ifndef UCT_TM_BASE_TM_MD_H_
 #define UCT_TM_BASE_TM_MD_H_
 
 #include "packed_rkey.h"
 #include "range.h"
+#include "shm_arena.h"
 #include "shm_segment.h"
 #include "ucx_abi.h"
 
@@ -26,7 +29,7 @@ struct MemHandle {
     uint32_t   magic   = 0; /* kMemHandleMagic while registered or allocated */
     void      *address = nullptr;
     size_t     length  = 0;
-    ShmSegment shm; /* valid when allocated by the MD */
+    ShmBlock   shm; /* valid when allocated by the MD: `address` is shm.offset() in shm.id() */
     MemHandle *next_free = nullptr;
 
     static constexpr uint32_t kMemHandleMagic = 0x6d656d68u; /* "memh" */
@@ -57,7 +60,7 @@ struct RemoteKey {
     uint64_t   shm_offset = 0;
     bool       has_rndv   = false;
     uint64_t   rndv_token = 0;
-    ShmSegment mapping; /* attached on first use */
+    ShmSegment mapping; /* the pages of the range, attached on first use */
 
     /* True iff [addr, addr + len) lies inside the registered range. */
     bool covers(uint64_t addr, uint64_t len) const { return range_inside(addr, len, address, length); }

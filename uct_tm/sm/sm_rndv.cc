@@ -166,7 +166,8 @@ ucs_status_ptr_t SmIface::tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *he
         /* MD-allocated shared memory: the receiver may map it and copy directly. */
         info.flags      = kRndvInShm;
         info.shm        = memh->shm.id();
-        info.shm_offset = info.address - reinterpret_cast<uintptr_t>(memh->address);
+        info.shm_offset = memh->shm.offset() +
+                          (info.address - reinterpret_cast<uintptr_t>(memh->address));
     }
     rndv_slots_[index].mode.store(kRndvModeCma, std::memory_order_relaxed);
     rndv_slots_[index].word.store(rndv_word(op.gen, kRndvPosted), std::memory_order_release);
