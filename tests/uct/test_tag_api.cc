@@ -363,6 +363,51 @@ TEST_P(TagTest, DestroyedEndpointsReleaseTheirRendezvousSends) {
     EXPECT_TRUE(finish(s));
 }
 
+/* A receiver with smaller receive buffers (SEG_SIZE) than its sender: every
+ * eager message the sender's caps allow is either delivered intact or
+ * refused with UCS_ERR_EXCEEDS_LIMIT, and the connection keeps working (no
+ * error, a later message arrives). */
+TEST_P(TagTest, SmallerReceiverSegmentsRefuseOrDeliverAndKeepTheConnection) {
+    reopen({{"SEG_SIZE", "1k"}}, {{"SEG_SIZE", "8k"}});
+    if (HasFatalFailure() || IsSkipped()) {
+        return;
+    }
+    Rng    rng(test_seed() ^ 0x5e6);
+    size_t delivered = 0, refused = 0;
+    for (Path path : {Path::kShort, Path::kBcopy, Path::kZcopy}) {
+        if (lacks(path)) {
+            continue;
+        }
+        for (size_t length : tx_->caps.sizes(path)) {
+            SCOPED_TRACE(std::string(path_name(path)) + " " + std::to_string(length) + " B");
+            Send               s(path, rng.next(), 7, rng.next(), length);
+            const ucs_status_t status = send(s);
+            if (status == UCS_ERR_EXCEEDS_LIMIT) {
+                ++refused;
+                continue;
+            }
+            ASSERT_EQ(status, UCS_OK);
+            ASSERT_TRUE(finish(s));
+            ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() > delivered; }))
+                << "accepted but never delivered";
+            ++delivered;
+            const Unexpected::Message &m = rx_->unexp.messages.back();
+            EXPECT_EQ(m.tag, s.tag);
+            EXPECT_EQ(m.data.size(), length);
+            EXPECT_EQ(pattern_mismatch(m.data.data(), std::min(m.data.size(), length), s.seed),
+                      SIZE_MAX);
+        }
+    }
+    EXPECT_GT(delivered, 0u);
+    EXPECT_EQ(rx_->errors.entries.size(), 0u) << "the receiver saw its connection fail";
+    EXPECT_EQ(tx_->errors.entries.size(), 0u) << "the sender saw its connection fail";
+    Send later(Path::kBcopy, 0x1a7e, 1, 3, 100);
+    ASSERT_EQ(send(later), UCS_OK);
+    EXPECT_TRUE(wait([&] { return rx_->unexp.complete_messages() > delivered; }))
+        << "nothing arrives after the mismatch";
+    printf("[          ] %zu delivered, %zu refused\n", delivered, refused);
+}
+
 /* tag_rndv_cancel before the receiver matched: the sender's completion is
  * never called, a receive that matches afterwards completes with
  * UCS_ERR_CANCELED without reading the (now released) memory. */
