@@ -139,7 +139,7 @@ void RcIface::ep_destroy(RcEp *ep) {
 }
 
 ucs_status_t RcIface::ep_get_address(RcEp *ep, uct_ep_addr_t *addr) const {
-    const EpAddress a = {ep->qp->qp_num};
+    const EpAddress a = {ep->qp->qp_num, static_cast<uint32_t>(seg_size_)};
     memcpy(addr, &a, sizeof(a));
     return UCS_OK;
 }
@@ -158,6 +158,11 @@ ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_ad
     memcpy(&rep, ep_addr, sizeof(rep));
     if (!is_reachable(dev_addr)) {
         return UCS_ERR_UNREACHABLE;
+    }
+    if (rep.seg_size < kMinSegSize) {
+        ucs_error("tm_rc: endpoint address of QP 0x%x receives %u-byte messages, below the "
+                  "least SEG_SIZE (%zu): malformed", rep.qp_num, rep.seg_size, kMinSegSize);
+        return UCS_ERR_INVALID_PARAM;
     }
     const auto &dev = md_->attr.orig_attr;
     struct ibv_qp_attr attr = {};
@@ -208,7 +213,23 @@ ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_ad
     ep->connected     = true;
     ep->remote_qp_num = rep.qp_num;
     ep->remote_dev    = remote;
+    ep->max_send      = std::min<uint32_t>(static_cast<uint32_t>(seg_size_), rep.seg_size);
+    if (ep->max_send < seg_size_) {
+        ucs_diag("tm_rc: QP 0x%x: the peer receives at most %u bytes per message (its SEG_SIZE; "
+                 "ours %zu): larger sends are refused", ep->qp->qp_num, rep.seg_size, seg_size_);
+    }
     return UCS_OK;
+}
+
+ucs_status_t RcIface::refuse_oversized(RcEp *ep, size_t total) {
+    if (!ep->size_warned) {
+        ep->size_warned = true;
+        ucs_warn("tm_rc: a %zu-byte message on QP 0x%x exceeds what the peer receives (its "
+                 "SEG_SIZE %u; ours %zu): refused with UCS_ERR_EXCEEDS_LIMIT; set "
+                 "UCX_TM_RC_SEG_SIZE alike on every process", total, ep->qp->qp_num,
+                 ep->max_send, seg_size_);
+    }
+    return UCS_ERR_EXCEEDS_LIMIT;
 }
 
 bool RcIface::ep_is_connected(const RcEp *ep, const uct_device_addr_t *dev_addr,
@@ -324,6 +345,9 @@ ucs_status_t RcIface::send_message(RcEp *ep, const WireHeader &header, uint32_t 
     const size_t total = head + payload;
     if (total > seg_size_) {
         return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    if (ucs_unlikely(ep->connected && (total > ep->max_send))) {
+        return refuse_oversized(ep, total);
     }
     /* Zero copy when the layer above registered every piece and waits for a
      * completion; otherwise the message is copied and done on return. */
@@ -455,6 +479,9 @@ ssize_t RcIface::send_bcopy(RcEp *ep, const WireHeader &hdr, uint32_t imm_low,
         ucs_error("tm_rc: bcopy pack callback wrote %zu bytes, more than max_bcopy: dropped",
                   length);
         return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    if (ucs_unlikely(sizeof(hdr) + length > ep->max_send)) {
+        return refuse_oversized(ep, sizeof(hdr) + length);
     }
     free_tx_bufs_.pop_back();
     struct ibv_sge     sge = {reinterpret_cast<uintptr_t>(buf),

@@ -89,7 +89,7 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
         ucs_error("tm_rc: %s has no active port %u", md_->device.c_str(), port_);
         return UCS_ERR_NO_DEVICE;
     }
-    if ((config_.seg_size < 256) || (config_.seg_size > (1u << 30)) || (config_.rx_queue_len == 0) ||
+    if ((config_.seg_size < kMinSegSize) || (config_.seg_size > (1u << 30)) || (config_.rx_queue_len == 0) ||
         (config_.tx_queue_len == 0) || (config_.tx_bufs == 0) || (config_.tx_cq_len == 0) ||
         (config_.rndv_ops == 0)) {
         ucs_error("tm_rc: SEG_SIZE must be 256..1g and the queue/buffer counts non-zero");

@@ -48,6 +48,9 @@ namespace ib {
 class RcIface;
 
 /* An endpoint: one RC queue pair. */
+/* The least SEG_SIZE: a header and a rendezvous descriptor fit. */
+inline constexpr size_t kMinSegSize = 256;
+
 struct RcEp {
     uct_ep_t       super; /* UCX's view: {iface}; must stay first */
     RcIface       *iface = nullptr;
@@ -61,6 +64,8 @@ struct RcEp {
     bool           in_pending_list = false;
     uint32_t       path_mtu    = 0; /* bytes, once connected */
     uint32_t       remote_qp_num = 0; /* once connected: the peer's QP and port */
+    uint32_t       max_send      = 0; /* once connected: min(our SEG_SIZE, the peer's) */
+    bool           size_warned   = false; /* refused a message the peer cannot receive */
     DeviceAddress  remote_dev    = {};
     uint32_t       rndv_sends  = 0; /* rendezvous sends on it waiting for a FIN */
     uint64_t       probe_due_ns = 0; /* keepalive: 0 = not armed (see check_rndv_qps) */
@@ -228,6 +233,8 @@ class RcIface {
     ucs_status_t post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &op);
     /* Sends `header`, then `prefix`, then the iov list (copied when it has no memh, or
      * when `copy` is set) as one message. */
+    /* Logs, once per endpoint, a send larger than the peer receives. */
+    ucs_status_t refuse_oversized(RcEp *ep, size_t total);
     ssize_t      send_bcopy(RcEp *ep, const WireHeader &hdr, uint32_t imm_low,
                             uct_pack_callback_t pack_cb, void *arg);
     ucs_status_t send_message(RcEp *ep, const WireHeader &header, uint32_t imm_low,

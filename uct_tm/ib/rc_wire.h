@@ -79,10 +79,13 @@ struct DeviceAddress {
 };
 static_assert(sizeof(DeviceAddress) == 20, "device address layout");
 
-/* Address of an endpoint: its queue pair. */
+/* Address of an endpoint: its queue pair, and the largest SEND its iface
+ * receives (SEG_SIZE), which the other side must not exceed. */
 struct EpAddress {
     uint32_t qp_num;
+    uint32_t seg_size;
 };
+static_assert(sizeof(EpAddress) == 8, "endpoint address layout");
 
 }  // namespace ib
 }  // namespace uct_tm
