@@ -1017,5 +1017,51 @@ TEST_F(SmFifoGarbage, RndvCancelReturnsWhileTheReceiverIsStuckReading) {
     close(fds[0]);
 }
 
+/* An RTR whose receiver buffers wrap the address space (lengths summing
+ * past 2^64 to look large enough) is dropped: the sender claims and writes
+ * no piece. */
+TEST_F(SmFifoGarbage, RtrWithWrappingBuffersIsDropped) {
+    Send s(Path::kRndv, 0x31, 0, 31, 4096);
+    ASSERT_EQ(s.post(ep_), UCS_OK);
+    ASSERT_TRUE(wait([&] { return !rx_->unexp.rndvs.empty(); })); /* rx attached back to tx */
+    std::string tx_addr(tx_->attr.iface_addr_len, '\0');
+    ASSERT_EQ(uct_iface_get_address(tx_->iface, reinterpret_cast<uct_iface_addr_t *>(&tx_addr[0])),
+              UCS_OK);
+    RawSegment raw_tx;
+    ASSERT_TRUE(raw_tx.attach(tx_addr.data())) << raw_tx.error();
+    const int rx_slot = raw_tx.used_peer_slot();
+    ASSERT_GE(rx_slot, 0);
+    const uint64_t token  = reinterpret_cast<uintptr_t>(s.rndv_op);
+    const uint32_t gen    = static_cast<uint32_t>(token >> 32) & 0x0fffffff;
+    RndvSlot      &slot   = raw_tx.rndv_slots()[static_cast<uint32_t>(token)];
+    uint32_t       posted = rndv_word(gen, kRndvPosted);
+    ASSERT_TRUE(slot.word.compare_exchange_strong(posted, rndv_word(gen, kRndvReading)));
+    slot.piece_size   = 4096;
+    slot.receiver_pid = getpid();
+    slot.iovcnt       = 2;
+    slot.length       = 4096;
+    slot.iov[0]       = RemoteIov{reinterpret_cast<uintptr_t>(hole_), ~uint64_t{0}};
+    slot.iov[1]       = RemoteIov{reinterpret_cast<uintptr_t>(hole_), 8192};
+    slot.sender_done.store(0);
+    slot.sender_status.store(UCS_OK);
+    slot.claim.store(uint64_t{1} << 32);
+    ASSERT_TRUE(raw_tx.write([&](ElemHeader *e, char *, char *) {
+        e->kind   = Kind::kRndvRtr;
+        e->flags  = kFlagFirst;
+        e->peer   = static_cast<uint16_t>(rx_slot);
+        e->length = 0;
+        e->aux    = 0;
+        e->tag    = 0;
+        e->imm    = token;
+    }));
+    drain();
+    EXPECT_EQ(slot.sender_done.load(), 0u) << "the sender copied pieces into wrapping buffers";
+    EXPECT_EQ(slot.claim.load(), uint64_t{1} << 32) << "the sender claimed a piece";
+    /* Give the slot back as the receiver would, and withdraw the send. */
+    uint32_t reading = rndv_word(gen, kRndvReading);
+    slot.word.compare_exchange_strong(reading, rndv_word(gen, kRndvPosted));
+    EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
+}
+
 }  // namespace
 }  // namespace uct_tm_test
