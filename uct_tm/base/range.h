@@ -20,6 +20,16 @@ inline constexpr bool range_inside(uint64_t start, uint64_t length, uint64_t bas
     return (start >= base) && range_within(start - base, length, size);
 }
 
+/* *sum = a + b; false (and *sum untouched) if that wraps. */
+inline bool add_within(uint64_t a, uint64_t b, uint64_t *sum) {
+    uint64_t s;
+    if (__builtin_add_overflow(a, b, &s)) {
+        return false;
+    }
+    *sum = s;
+    return true;
+}
+
 static_assert(range_within(0, 0, 0) && range_within(4096, 0, 4096) && !range_within(4097, 0, 4096),
               "range_within: empty ranges");
 static_assert(!range_within(~uint64_t{0} - 4095, 4096, 8192), "range_within: no wrap");

@@ -20,6 +20,7 @@
 
 #include "base/clock.h"
 #include "base/process_watch.h"
+#include "base/range.h"
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
@@ -618,8 +619,13 @@ void SmIface::receive_rtr(const Message &m) {
     struct iovec theirs[kRndvMaxIov];
     uint64_t     total = 0;
     for (uint32_t i = 0; i < iovcnt; ++i) {
-        theirs[i] = {reinterpret_cast<void *>(slot->iov[i].address), slot->iov[i].length};
-        total += slot->iov[i].length;
+        const RemoteIov iov = slot->iov[i]; /* read once: the receiver may rewrite it */
+        uint64_t        end;
+        if (!add_within(iov.address, iov.length, &end) || !add_within(total, iov.length, &total)) {
+            drop(m, "rendezvous invitation with wrapping buffers");
+            return;
+        }
+        theirs[i] = {reinterpret_cast<void *>(iov.address), iov.length};
     }
     if (total < length) {
         drop(m, "rendezvous invitation with short buffers");
