@@ -681,6 +681,19 @@ ucs_status_t Node::set_am_log(uint8_t id, std::vector<std::string> *log) {
     return uct_iface_set_am_handler(iface, id, log_am, log, 0 /* synchronous */);
 }
 
+uct_allocated_memory_t md_alloc(uct_md_h md, size_t length, ucs_status_t *status) {
+    const uct_alloc_method_t method = UCT_ALLOC_METHOD_MD;
+    uct_md_h                 mds[]  = {md};
+    uct_mem_alloc_params_t   params = {};
+    params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE;
+    params.mds.mds    = mds;
+    params.mds.count  = 1;
+    params.mem_type   = UCS_MEMORY_TYPE_HOST;
+    uct_allocated_memory_t mem = {};
+    *status = uct_mem_alloc(length, &method, 1, &params, &mem);
+    return mem;
+}
+
 std::vector<std::string> shm_leftovers() {
     std::vector<std::string> names;
     DIR                     *dir = opendir("/dev/shm");

@@ -319,6 +319,9 @@ class Node {
     void release_held_descs();
 };
 
+/* uct_mem_alloc of `length` bytes by MD `md` (UCT_ALLOC_METHOD_MD). */
+uct_allocated_memory_t md_alloc(uct_md_h md, size_t length, ucs_status_t *status);
+
 /* The /dev/shm entries of this project (uct_tm.*). */
 std::vector<std::string> shm_leftovers();
 

@@ -280,19 +280,6 @@ TEST_F(NamedSegments, TwoPidNamespacesSharingDevShm) {
 
 /* ---- allocation through MD "tm" ---------------------------------------------------------- */
 
-uct_allocated_memory_t md_alloc(uct_md_h md, size_t length, ucs_status_t *status) {
-    const uct_alloc_method_t method = UCT_ALLOC_METHOD_MD;
-    uct_md_h                 mds[]  = {md};
-    uct_mem_alloc_params_t   params = {};
-    params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE;
-    params.mds.mds    = mds;
-    params.mds.count  = 1;
-    params.mem_type   = UCS_MEMORY_TYPE_HOST;
-    uct_allocated_memory_t mem = {};
-    *status = uct_mem_alloc(length, &method, 1, &params, &mem);
-    return mem;
-}
-
 constexpr uint64_t kPeerSeed = 0x5eed0000;
 
 /* The reader: unpacks each key, checks the owner's bytes through rkey_ptr

@@ -476,15 +476,9 @@ TEST_P(TagBadInput, ForgedSegmentRkeys) {
     uct_md_attr_t md_attr;
     ASSERT_EQ(uct_md_query(env_->md(), &md_attr), UCS_OK);
     ASSERT_EQ(md_attr.rkey_packed_size, sizeof(uct_tm::PackedRkey));
-    const uct_alloc_method_t method = UCT_ALLOC_METHOD_MD;
-    uct_md_h                 mds[]  = {env_->md()};
-    uct_mem_alloc_params_t   params = {};
-    params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE;
-    params.mds.mds    = mds;
-    params.mds.count  = 1;
-    params.mem_type   = UCS_MEMORY_TYPE_HOST;
-    uct_allocated_memory_t mem = {};
-    ASSERT_EQ(uct_mem_alloc(8192, &method, 1, &params, &mem), UCS_OK);
+    ucs_status_t           status;
+    uct_allocated_memory_t mem = md_alloc(env_->md(), 8192, &status);
+    ASSERT_EQ(status, UCS_OK);
     void              *address = mem.address;
     uct_tm::PackedRkey good;
     ASSERT_EQ(uct_md_mkey_pack(env_->md(), mem.memh, &good), UCS_OK);
