@@ -31,8 +31,8 @@ void Worker::send_ctrl(Endpoint *ep, const CtrlHeader &hdr) {
 void Worker::send_ctrl_to(uint32_t source, const CtrlHeader &hdr) {
     Endpoint *ep = endpoint_of(source);
     if (ep == nullptr) {
-        ucs_error("tm_proto: no endpoint to worker %u for a reply: create one (docs/proto.md)",
-                  source);
+        TM_PROTO_DROPPED("no endpoint to worker %u for a reply: create one (docs/proto.md)",
+                         source);
         return;
     }
     CtrlHeader h = hdr;
@@ -68,7 +68,7 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
         Request *r = reqs_.lookup(hdr.req);
         if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done || (r->parts == 0) ||
             (r->rmemh == nullptr) || (r->gctx.source != hdr.source)) {
-            ucs_error("tm_proto: unexpected write completion from worker %u", hdr.source);
+            TM_PROTO_DROPPED("unexpected write completion from worker %u", hdr.source);
             return;
         }
         part_done(*r, static_cast<ucs_status_t>(hdr.status));
@@ -82,7 +82,7 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
     switch (hdr.kind) {
     case Kind::kCts:
         if ((r->sstate != SendState::kRtsSent) || (hdr.value2 > r->length)) {
-            ucs_error("tm_proto: unexpected CTS from worker %u", hdr.source);
+            TM_PROTO_DROPPED("unexpected CTS from worker %u", hdr.source);
             return;
         }
         r->rreq   = hdr.value;

@@ -19,6 +19,20 @@ namespace proto {
 class Worker;
 struct Iface;
 
+/* What one sender holds in a receiver's memory: eager bytes buffered as
+ * unexpected messages (at most the credit the receiver granted it, its
+ * window) and fragmented messages begun and not finished. Charged when
+ * they arrive, released when a receive or a discard takes them. */
+struct Account {
+    uint64_t bytes      = 0;
+    uint32_t fragmented = 0;
+};
+
+/* A conforming sender finishes one fragmented message before it begins the
+ * next (fragments leave and arrive in order); a few more allow for leftovers
+ * of a sender's endpoint destroyed mid-message. */
+inline constexpr uint32_t kMaxOpenFragmented = 4;
+
 class Endpoint {
   public:
     static constexpr uint32_t kMagic = 0x7470e9e1;
@@ -30,6 +44,7 @@ class Endpoint {
     uint64_t credits     = 0; /* eager bytes the peer still buffers for us */
     uint64_t peer_window = 0; /* its share of its unexpected cap */
     uint64_t owed        = 0; /* eager bytes of the peer's we consumed and not yet returned */
+    Account  held;                /* what the peer holds here (messages claiming its id) */
     uint32_t next_msg_id = 1;
     /* data messages use the transport's tag API (the peer offloads receives);
      * otherwise AM, where nothing can overtake the peer's tag list */

@@ -160,15 +160,16 @@ struct TagHandlers {
     static ucs_status_t unexpected_eager(void *arg, void *data, size_t length, unsigned flags,
                                          uct_tag_t stag, uint64_t imm, void **context) {
         guarded("an unexpected tagged message", [&]() __attribute__((always_inline)) {
-            static_cast<Iface *>(arg)->worker->tag_unexpected_eager(data, length, flags, stag, imm,
-                                                                    context);
+            const Iface *iface = static_cast<Iface *>(arg);
+            iface->worker->tag_unexpected_eager(data, length, flags, stag, imm, context, iface);
         });
         return UCS_OK; /* copied (or dropped): the transport may reuse the data */
     }
     static ucs_status_t unexpected_rndv(void *arg, unsigned, uint64_t stag, const void *header,
                                         unsigned header_length, uint64_t, size_t, const void *) {
         guarded("an unexpected rendezvous request", [&]() __attribute__((always_inline)) {
-            static_cast<Iface *>(arg)->worker->tag_unexpected_rndv(stag, header, header_length);
+            const Iface *iface = static_cast<Iface *>(arg);
+            iface->worker->tag_unexpected_rndv(stag, header, header_length, iface);
         });
         return UCS_OK;
     }
@@ -321,7 +322,7 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
     offload_consumed(r);
     MsgHeader h;
     if (!read_rts(header, length, &h)) {
-        ucs_error("tm_proto: malformed rendezvous header (%u bytes)", length);
+        TM_PROTO_DROPPED("malformed rendezvous header (%u bytes)", length);
         complete(r, UCS_ERR_IO_ERROR);
         return;
     }
@@ -333,31 +334,40 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
 }
 
 ucs_status_t Worker::tag_unexpected_eager(const void *data, size_t length, unsigned flags,
-                                          uint64_t stag, uint64_t imm, void **context) {
+                                          uint64_t stag, uint64_t imm, void **context,
+                                          const Iface *iface) {
     const char *payload = static_cast<const char *>(data);
     size_t      total   = length;
     TagGather  *g       = nullptr;
     if ((flags & UCT_CB_PARAM_FLAG_MORE) || !(flags & UCT_CB_PARAM_FLAG_FIRST)) {
         /* one of several fragments (UCT: in order; `context` is ours for the message) */
         if (context == nullptr) {
-            ucs_error("tm_proto: dropped a fragmented tagged message without a context");
+            TM_PROTO_DROPPED("dropped a fragmented tagged message without a context");
             return UCS_OK;
         }
         if (flags & UCT_CB_PARAM_FLAG_FIRST) {
-            if (free_gathers_.empty()) {
+            if (free_gathers_.empty() && (gathers_.size() <= config_.max_peers)) {
+                /* a gather per sender (MAX_PEERS of them and one more for
+                 * those without endpoint), each at most a window: the source
+                 * is in the last fragment only, so no account can pay yet */
                 gathers_.push_back(std::make_unique<TagGather>());
                 free_gathers_.push_back(gathers_.back().get());
             }
-            g = free_gathers_.back();
-            free_gathers_.pop_back();
-            g->data.clear();
-            g->dropped = false;
-            *context   = g;
+            if (!free_gathers_.empty()) {
+                g = free_gathers_.back();
+                free_gathers_.pop_back();
+                g->data.clear();
+                g->dropped = false;
+            } else {
+                g          = &refused_gather_;
+                g->dropped = true;
+            }
+            *context = g;
             ++gathers_open_;
         } else {
             g = static_cast<TagGather *>(*context);
             if (g == nullptr) {
-                ucs_error("tm_proto: dropped a tagged fragment with no first fragment");
+                TM_PROTO_DROPPED("dropped a tagged fragment with no first fragment");
                 return UCS_OK;
             }
         }
@@ -371,10 +381,15 @@ ucs_status_t Worker::tag_unexpected_eager(const void *data, size_t length, unsig
             return UCS_OK;
         }
         *context = nullptr;
-        free_gathers_.push_back(g); /* reused from the next first fragment on */
         --gathers_open_;
+        if (g == &refused_gather_) {
+            refuse(static_cast<uint32_t>(imm >> 32),
+                   "a fragmented tagged message beyond the bound on open ones");
+            return UCS_OK;
+        }
+        free_gathers_.push_back(g); /* reused from the next first fragment on */
         if (g->dropped) {
-            ucs_error("tm_proto: dropped a tagged message above the per-peer credit");
+            refuse(static_cast<uint32_t>(imm >> 32), "a tagged message above the per-peer credit");
             return UCS_OK;
         }
         payload = g->data.data();
@@ -386,24 +401,25 @@ ucs_status_t Worker::tag_unexpected_eager(const void *data, size_t length, unsig
     h.imm    = static_cast<uint32_t>(imm);
     h.tag    = stag;
     h.length = total;
-    handle_message(h, payload, total);
+    handle_message(h, payload, total, iface);
     return UCS_OK;
 }
 
-ucs_status_t Worker::tag_unexpected_rndv(uint64_t stag, const void *header, unsigned length) {
+ucs_status_t Worker::tag_unexpected_rndv(uint64_t stag, const void *header, unsigned length,
+                                         const Iface *iface) {
     MsgHeader h;
     if ((header == nullptr) || (length < sizeof(h))) {
-        ucs_error("tm_proto: dropped a rendezvous request with a %u-byte header", length);
+        TM_PROTO_DROPPED("dropped a rendezvous request with a %u-byte header", length);
         return UCS_OK;
     }
     memcpy(&h, header, sizeof(h));
     if (h.kind != Kind::kRts) {
-        ucs_error("tm_proto: dropped a rendezvous request of kind %u",
-                  static_cast<unsigned>(static_cast<uint8_t>(h.kind)));
+        TM_PROTO_DROPPED("dropped a rendezvous request of kind %u",
+                         static_cast<unsigned>(static_cast<uint8_t>(h.kind)));
         return UCS_OK;
     }
     h.tag = stag;
-    handle_message(h, static_cast<const char *>(header) + sizeof(h), length - sizeof(h));
+    handle_message(h, static_cast<const char *>(header) + sizeof(h), length - sizeof(h), iface);
     return UCS_OK;
 }
 

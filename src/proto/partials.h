@@ -16,6 +16,8 @@
 namespace uct_tm {
 namespace proto {
 
+struct Account;
+
 struct Partial {
     uint64_t req     = 0;          /* the receive it goes to, or */
     uint32_t unex    = UINT32_MAX; /* the unexpected slot buffering it (neither: dropped) */
@@ -24,11 +26,13 @@ struct Partial {
     uint64_t arrived = 0;
     uint64_t sreq    = 0;
     bool     sync    = false;
+    Account *charged = nullptr; /* the sender account it counts against as open */
 };
 
 class Partials {
     struct Entry {
         uint64_t  key        = 0;
+        bool      live       = false;
         Partial   partial;
         uint32_t  free_link_ = 0;
         uint32_t &free_link() { return free_link_; }
@@ -66,6 +70,7 @@ class Partials {
             return false;
         }
         pool_[idx].key     = key(source, msg_id);
+        pool_[idx].live    = true;
         pool_[idx].partial = p;
         table_.insert(table_.hash(pool_[idx].key), idx);
         return true;
@@ -79,11 +84,21 @@ class Partials {
         if (ref != nullptr) {
             const uint32_t idx = *ref;
             table_.erase(ref, h);
+            pool_[idx].live = false;
             pool_.release(idx);
         }
     }
 
     size_t size() const { return pool_.live(); }
+
+    /* Calls fn(Partial &) for every entry (rare: endpoint destruction). */
+    template <typename Fn> void for_each(Fn &&fn) {
+        for (uint32_t i = 0; i < pool_.issued(); ++i) {
+            if (pool_[i].live) {
+                fn(pool_[i].partial);
+            }
+        }
+    }
 
   private:
 

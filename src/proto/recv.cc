@@ -44,13 +44,19 @@ bool Worker::dispatch(const char *p, size_t length,
     return true;
 }
 
-ucs_status_t Worker::handle_am(const void *data, size_t length) {
-    if (length < 1) {
+ucs_status_t Worker::handle_am(const void *data, size_t length, const Iface *iface) {
+    if (length < kSourceOffset + sizeof(uint32_t)) {
+        TM_PROTO_DROPPED("dropped a %zu-byte message", length);
         return UCS_OK;
     }
     const char *p = static_cast<const char *>(data);
     Kind        kind;
     memcpy(&kind, p, 1);
+    /* a message's source is checked with the rest of it (handle_message) */
+    if ((kind != Kind::kEager) && (kind != Kind::kFirst) && (kind != Kind::kRts) &&
+        !bound_source(p, iface)) {
+        return UCS_OK;
+    }
     switch (kind) {
     case Kind::kEager:
     case Kind::kFirst:
@@ -66,7 +72,7 @@ ucs_status_t Worker::handle_am(const void *data, size_t length) {
             ((kind == Kind::kFirst) && (len >= h.length)) || ((kind == Kind::kRts) && (len != 0) && !(h.flags & kFlagGet))) {
             break;
         }
-        handle_message(h, p + sizeof(h), len);
+        handle_message(h, p + sizeof(h), len, iface);
         return UCS_OK;
     }
     case Kind::kMiddle:
@@ -103,18 +109,18 @@ ucs_status_t Worker::handle_am(const void *data, size_t length) {
     default:
         break;
     }
-    ucs_error("tm_proto: dropped a malformed message (kind %u, %zu bytes)",
-              static_cast<unsigned>(static_cast<uint8_t>(kind)), length);
+    TM_PROTO_DROPPED("dropped a malformed message (kind %u, %zu bytes)",
+                     static_cast<unsigned>(static_cast<uint8_t>(kind)), length);
     return UCS_OK;
 }
 
 /* A small eager message: the AM header (the tag), ShortHeader, the payload. */
-ucs_status_t Worker::handle_am_short(const void *data, size_t length) {
+ucs_status_t Worker::handle_am_short(const void *data, size_t length, const Iface *iface) {
     const char *p = static_cast<const char *>(data);
     uint64_t    tag;
     ShortHeader sh;
     if (length < sizeof(tag) + sizeof(sh)) {
-        ucs_error("tm_proto: dropped a %zu-byte short message", length);
+        TM_PROTO_DROPPED("dropped a %zu-byte short message", length);
         return UCS_OK;
     }
     memcpy(&tag, p, sizeof(tag));
@@ -125,8 +131,19 @@ ucs_status_t Worker::handle_am_short(const void *data, size_t length) {
     h.imm    = sh.imm;
     h.tag    = tag;
     h.length = length - sizeof(tag) - sizeof(sh);
-    handle_message(h, p + sizeof(tag) + sizeof(sh), h.length);
+    handle_message(h, p + sizeof(tag) + sizeof(sh), h.length, iface);
     return UCS_OK;
+}
+
+bool Worker::bound_source(const char *header, const Iface *iface) {
+    uint32_t source;
+    memcpy(&source, header + kSourceOffset, sizeof(source));
+    Endpoint *ep;
+    if (!bound(source, iface, &ep)) {
+        refuse(source, "arrived over another transport than our endpoint to it");
+        return false;
+    }
+    return true;
 }
 
 /* The earliest posted receive that matches, removed from its tier; or null. */
@@ -200,9 +217,46 @@ void Worker::unexpected_bytes(int64_t delta) {
     stats_.unexpected_peak = std::max(stats_.unexpected_peak, stats_.unexpected_bytes);
 }
 
+/* A conforming sender never has more unexpected bytes here than the credit
+ * we granted it (it spends credit on every eager byte and gets it back only
+ * after they left the buffer), and together the senders' windows fit the
+ * cap: neither check refuses one. */
+bool Worker::fits(const Account &acct, uint64_t length, uint32_t source) {
+    if ((acct.bytes > window_) || (length > window_ - acct.bytes)) {
+        refuse(source, "eager bytes beyond the credit granted to it");
+        return false;
+    }
+    /* senders with endpoints hold at most a window each, MAX_PEERS of them
+     * (ep_create()), those without one window together */
+    const uint64_t cap = config_.unexpected_cap + window_;
+    if ((stats_.unexpected_bytes > cap) || (length > cap - stats_.unexpected_bytes)) {
+        refuse(source, "the unexpected buffer is full");
+        return false;
+    }
+    return true;
+}
+
+void Worker::release_charge(Unexpected &u) {
+    unexpected_bytes(-static_cast<int64_t>(u.length));
+    if (u.charged != nullptr) {
+        u.charged->bytes -= std::min(u.charged->bytes, u.length);
+        u.charged = nullptr;
+    }
+}
+
+void Worker::erase_partial(uint32_t source, uint32_t msg_id) {
+    if (Partial *part = partial_.find(source, msg_id)) {
+        if (part->charged != nullptr) {
+            part->charged->fragmented -= std::min<uint32_t>(part->charged->fragmented, 1);
+        }
+        partial_.erase(source, msg_id);
+    }
+}
+
 /* A first fragment of `first_len` bytes arrived: the rest goes to receive
  * `req` or to unexpected slot `unex`. */
-void Worker::track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex) {
+void Worker::track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex,
+                             Account &acct) {
     Partial part;
     part.req     = req;
     part.unex    = unex;
@@ -211,14 +265,35 @@ void Worker::track_fragments(const MsgHeader &h, size_t first_len, uint64_t req,
     part.arrived = first_len;
     part.sreq    = h.sreq;
     part.sync    = (h.flags & kFlagSync) != 0;
+    part.charged = &acct;
+    /* a message id the sender used again (a new endpoint of its) replaces
+     * the old message, which can no longer finish */
+    const Partial *old      = partial_.find(h.source, h.msg_id);
+    Account *const replaced = (old != nullptr) ? old->charged : nullptr;
     if (!partial_.set(h.source, h.msg_id, part)) {
         ucs_error("tm_proto: out of memory tracking a message from worker %u", h.source);
+        return;
     }
+    if (replaced != nullptr) {
+        replaced->fragmented -= std::min<uint32_t>(replaced->fragmented, 1);
+    }
+    ++acct.fragmented;
 }
 
-void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len) {
+void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
+                            const Iface *iface) {
+    Endpoint *ep;
+    if (ucs_unlikely(!bound(h.source, iface, &ep))) {
+        refuse(h.source, "arrived over another transport than our endpoint to it");
+        return;
+    }
     const bool sync = (h.flags & kFlagSync) != 0;
-    Request   *r    = match_arrival(h.tag, h.source);
+    Account   &acct = account_of(ep);
+    if (ucs_unlikely(h.kind == Kind::kFirst) && (acct.fragmented >= kMaxOpenFragmented)) {
+        refuse(h.source, "too many fragmented messages begun and not finished");
+        return;
+    }
+    Request *r = match_arrival(h.tag, h.source);
     if (r != nullptr) {
         ++stats_.expected;
         accept_message(*r, h);
@@ -230,14 +305,20 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len)
         r->offset = len;
         if (h.kind == Kind::kEager) {
             finish_recv(*r);
-            message_consumed(h.source, h.length, sync, h.sreq);
+            if (sync) {
+                send_ack(h.source, h.sreq);
+            }
+            return_credit(ep, h.length); /* message_consumed(), the endpoint known */
             publish_now(*r);
             return;
         }
-        track_fragments(h, len, r->self, UINT32_MAX);
+        track_fragments(h, len, r->self, UINT32_MAX, acct);
         return;
     }
 
+    if ((h.kind != Kind::kRts) && !fits(acct, h.length, h.source)) {
+        return;
+    }
     ++stats_.unexpected;
     uint32_t idx;
     try {
@@ -255,7 +336,6 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len)
     u.length = h.length;
     u.sreq   = h.sreq;
     u.msg_id = h.msg_id;
-    u.ep     = endpoint_of(h.source);
     if (u.rndv) {
         u.data.assign(payload, payload + len); /* the RndvGet and rkey, if any */
     } else {
@@ -272,12 +352,14 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len)
         }
         u.arrived = len;
         unexpected_bytes(static_cast<int64_t>(h.length));
+        acct.bytes += h.length;
+        u.charged   = &acct;
     }
     const match::ArriveResult ar = matcher_.arrive(h.tag, idx);
     if (ar.status != UCS_OK) {
         ucs_error("tm_proto: unexpected queue refused a message: %s", ucs_status_string(ar.status));
         if (!u.rndv) {
-            unexpected_bytes(-static_cast<int64_t>(h.length));
+            release_charge(u);
         }
         unex_.release(idx);
         return;
@@ -285,7 +367,7 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len)
     u.mh = ar.handle;
     arrival_.push_back(unex_.handle(idx));
     if (h.kind == Kind::kFirst) {
-        track_fragments(h, len, 0, idx);
+        track_fragments(h, len, 0, idx, acct);
     }
 }
 
@@ -293,8 +375,8 @@ void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t le
     Partial *found = partial_.find(f.source, f.msg_id);
     if ((found == nullptr) || (f.offset != found->arrived) || (len > found->length - found->arrived) ||
         (len == 0)) {
-        ucs_error("tm_proto: dropped a fragment from worker %u (message %u, offset %llu)",
-                  f.source, f.msg_id, static_cast<unsigned long long>(f.offset));
+        TM_PROTO_DROPPED("dropped a fragment from worker %u (message %u, offset %llu)",
+                         f.source, f.msg_id, static_cast<unsigned long long>(f.offset));
         return;
     }
     Partial &part = *found;
@@ -316,7 +398,7 @@ void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t le
     }
     if (last) {
         const Partial done = part;
-        partial_.erase(f.source, f.msg_id);
+        erase_partial(f.source, f.msg_id);
         if (done.unex == UINT32_MAX) {
             message_consumed(done.source, done.length, done.sync, done.sreq);
         }
@@ -328,9 +410,9 @@ void Worker::handle_data(const DataHeader &d, const char *payload, size_t len) {
     Request *r = reqs_.lookup(d.rreq);
     if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done ||
         (r->rstate != RecvState::kArriving) || (r->parts == 0) || (d.offset != r->offset) ||
-        (len > r->limit - r->offset) || (len == 0)) {
-        ucs_error("tm_proto: dropped rendezvous data (offset %llu, %zu bytes)",
-                  static_cast<unsigned long long>(d.offset), len);
+        (len > r->limit - r->offset) || (len == 0) || (d.source != r->info.source)) {
+        TM_PROTO_DROPPED("dropped rendezvous data (offset %llu, %zu bytes)",
+                         static_cast<unsigned long long>(d.offset), len);
         return;
     }
     place(*r, d.offset, payload, len);
@@ -409,7 +491,7 @@ void Worker::deliver_unexpected(Request &r, uint32_t idx) {
     }
     place(r, 0, u.data.data(), u.arrived);
     r.offset = u.arrived;
-    unexpected_bytes(-static_cast<int64_t>(u.length));
+    release_charge(u);
     if (u.arrived == u.length) {
         finish_recv(r);
         message_consumed(u.source, u.length, u.sync, u.sreq);
@@ -433,7 +515,7 @@ void Worker::drop_unexpected(uint32_t idx) {
         h.req  = u.sreq;
         send_ctrl_to(u.source, h);
     } else {
-        unexpected_bytes(-static_cast<int64_t>(u.length));
+        release_charge(u);
         if (u.arrived == u.length) {
             message_consumed(u.source, u.length, u.sync, u.sreq);
         } else {

@@ -131,7 +131,7 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
     }
     memcpy(&g, get, sizeof(g));
     if ((g.rkey_length != ep->iface->rkey_size) || (get_len != sizeof(g) + g.rkey_length)) {
-        ucs_error("tm_proto: malformed rendezvous rkey from worker %u", source);
+        TM_PROTO_DROPPED("malformed rendezvous rkey from worker %u", source);
         return false;
     }
     GetContext &c = r.gctx;
@@ -207,7 +207,7 @@ void Worker::handle_put_request(const PutHeader &h, const char *rkey, size_t rke
         (r->sstate != SendState::kRtsSent) || (r->ep->peer_id != h.source) ||
         (h.length == 0) || (h.length > r->length) || (rkey_len != h.rkey_length) ||
         (rkey_len != r->ep->iface->rkey_size)) {
-        ucs_error("tm_proto: unexpected write request from worker %u", h.source);
+        TM_PROTO_DROPPED("unexpected write request from worker %u", h.source);
         return;
     }
     r->await_ack    = true;

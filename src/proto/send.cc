@@ -198,6 +198,7 @@ ucs_status_t Worker::push_data(Request &r) {
     while (r.offset < r.limit) {
         DataHeader d = {};
         d.kind   = Kind::kData;
+        d.source = config_.id;
         d.rreq   = r.rreq;
         d.offset = r.offset;
         const size_t  chunk = std::min(r.limit - r.offset, room);

@@ -18,7 +18,7 @@
 namespace uct_tm {
 namespace proto {
 
-class Endpoint;
+struct Account;
 
 struct Unexpected {
     uint32_t gen        = 1;
@@ -37,7 +37,7 @@ struct Unexpected {
     uint64_t arrived  = 0;     /* eager bytes buffered so far */
     uint64_t sreq     = 0;     /* sender's request, for replies */
     uint32_t msg_id   = 0;
-    Endpoint *ep      = nullptr; /* our endpoint to the source, if any */
+    Account *charged  = nullptr; /* the sender account its buffered bytes count against */
     match::MsgHandle mh;
     uint64_t receiver = 0;     /* a receive that took it while fragments still come */
     std::vector<char> data;
@@ -82,6 +82,14 @@ class UnexpectedPool {
         return &u;
     }
     size_t live() const { return pool_.live(); }
+    /* Calls fn(Unexpected &) for every live message (rare: endpoint destruction). */
+    template <typename Fn> void for_each_live(Fn &&fn) {
+        for (uint32_t i = 0; i < pool_.issued(); ++i) {
+            if (pool_[i].live) {
+                fn(pool_[i]);
+            }
+        }
+    }
 
   private:
     match::SlotPool<Unexpected> pool_;

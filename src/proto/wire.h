@@ -101,7 +101,8 @@ static_assert(sizeof(FragHeader) == 24, "FragHeader is part of the wire format")
 
 struct DataHeader {
     Kind     kind;
-    uint8_t  reserved[7];
+    uint8_t  reserved[3];
+    uint32_t source; /* sending worker id: only the rendezvous's sender may fill the receive */
     uint64_t rreq;   /* receiver's request from the CTS */
     uint64_t offset;
 };
@@ -117,6 +118,20 @@ struct CtrlHeader {
     uint64_t value2;
 };
 static_assert(sizeof(CtrlHeader) == 32, "CtrlHeader is part of the wire format");
+/* Every header carries the sending worker's id at this offset (MsgHeader,
+ * FragHeader, DataHeader, PutHeader, CtrlHeader): one check binds any
+ * message to the endpoint its claimed source was wired up with. */
+inline constexpr size_t kSourceOffset = 4;
+
+static_assert((offsetof(MsgHeader, source) == kSourceOffset) &&
+                      (offsetof(FragHeader, source) == kSourceOffset) &&
+                      (offsetof(DataHeader, source) == kSourceOffset) &&
+                      (offsetof(PutHeader, source) == kSourceOffset) &&
+                      (offsetof(CtrlHeader, source) == kSourceOffset),
+              "every AM header has the source at kSourceOffset");
+
+/* Version 2: DataHeader carries the source. */
+inline constexpr uint16_t kAddressVersion = 2;
 
 /* Worker address: AddressHeader, then per iface: uint8 tl name length, the
  * name, uint16 device address length, it, uint16 iface address length, it. */

@@ -15,13 +15,15 @@ namespace proto {
 struct Handlers {
     static ucs_status_t am(void *arg, void *data, size_t length, unsigned) {
         guarded("a message", [&]() __attribute__((always_inline)) {
-            static_cast<Iface *>(arg)->worker->handle_am(data, length);
+            const Iface *iface = static_cast<Iface *>(arg);
+            iface->worker->handle_am(data, length, iface);
         });
         return UCS_OK; /* handled or dropped: never kept */
     }
     static ucs_status_t am_short(void *arg, void *data, size_t length, unsigned) {
         guarded("a short message", [&]() __attribute__((always_inline)) {
-            static_cast<Iface *>(arg)->worker->handle_am_short(data, length);
+            const Iface *iface = static_cast<Iface *>(arg);
+            iface->worker->handle_am_short(data, length, iface);
         });
         return UCS_OK;
     }
@@ -286,7 +288,7 @@ ucs_status_t Worker::address(void *buffer, size_t *length) const {
     std::vector<char> out(sizeof(AddressHeader));
     AddressHeader     h = {};
     h.magic   = kAddressMagic;
-    h.version = 1;
+    h.version = kAddressVersion;
     h.ifaces  = static_cast<uint8_t>(ifaces_.size());
     h.flags   = ifaces_.front()->offload ? kAddrOffload : 0;
     h.id      = config_.id;
@@ -323,9 +325,16 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
     AddressHeader h;
     memcpy(&h, p, sizeof(h));
     p += sizeof(h);
-    if ((h.magic != kAddressMagic) || (h.version != 1) || (h.id == 0)) {
-        ucs_error("tm_proto: malformed worker address");
+    if ((h.magic != kAddressMagic) || (h.version != kAddressVersion) || (h.id == 0)) {
+        ucs_error("tm_proto: malformed worker address (or of another version of the layer)");
         return UCS_ERR_INVALID_PARAM;
+    }
+    if ((by_peer_.size() >= config_.max_peers) && (by_peer_.count(h.id) == 0)) {
+        /* each peer is granted cap / MAX_PEERS of credit: one more would
+         * let the senders together exceed the cap */
+        ucs_error("tm_proto: endpoints to %zu peers already: raise UCX_TM_PROTO_MAX_PEERS",
+                  by_peer_.size());
+        return UCS_ERR_EXCEEDS_LIMIT;
     }
     auto get16 = [&p, end](size_t *v) {
         if (end - p < 2) {
@@ -337,6 +346,14 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
         *v = x;
         return true;
     };
+    struct PeerIface {
+        std::string tl;
+        const char *dev;
+        size_t      dev_len;
+        const char *ifa;
+        size_t      iface_len;
+    };
+    std::vector<PeerIface> peer;
     for (unsigned n = 0; n < h.ifaces; ++n) {
         if (p >= end) {
             return UCS_ERR_INVALID_PARAM;
@@ -345,61 +362,89 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
         if (static_cast<size_t>(end - p) < tl_len) {
             return UCS_ERR_INVALID_PARAM;
         }
-        const std::string tl(p, tl_len);
+        PeerIface e;
+        e.tl.assign(p, tl_len);
         p += tl_len;
-        size_t dev_len, iface_len;
-        if (!get16(&dev_len) || (static_cast<size_t>(end - p) < dev_len)) {
+        if (!get16(&e.dev_len) || (static_cast<size_t>(end - p) < e.dev_len)) {
             return UCS_ERR_INVALID_PARAM;
         }
-        const char *dev = p;
-        p += dev_len;
-        if (!get16(&iface_len) || (static_cast<size_t>(end - p) < iface_len)) {
+        e.dev = p;
+        p += e.dev_len;
+        if (!get16(&e.iface_len) || (static_cast<size_t>(end - p) < e.iface_len)) {
             return UCS_ERR_INVALID_PARAM;
         }
-        const char *ifa = p;
-        p += iface_len;
-        for (auto &i : ifaces_) {
-            if ((i->tl != tl) || (dev_len != i->dev_addr.size()) ||
-                (iface_len != i->iface_addr.size()) ||
-                !uct_iface_is_reachable(i->iface, reinterpret_cast<const uct_device_addr_t *>(dev),
-                                        reinterpret_cast<const uct_iface_addr_t *>(ifa))) {
-                continue;
+        e.ifa = p;
+        p += e.iface_len;
+        peer.push_back(std::move(e));
+    }
+    const auto usable = [](const Iface &i, const PeerIface &e) {
+        return (i.tl == e.tl) && (e.dev_len == i.dev_addr.size()) &&
+               (e.iface_len == i.iface_addr.size()) &&
+               uct_iface_is_reachable(i.iface, reinterpret_cast<const uct_device_addr_t *>(e.dev),
+                                      reinterpret_cast<const uct_iface_addr_t *>(e.ifa));
+    };
+    /* The first usable pair in the iface order of the worker with the lower
+     * id: the peer's endpoint to us picks the same transport, so messages
+     * from it arrive over this endpoint's iface (bound() checks that). */
+    Iface           *chosen = nullptr;
+    const PeerIface *remote = nullptr;
+    if (config_.id < h.id) {
+        for (size_t i = 0; (i < ifaces_.size()) && (chosen == nullptr); ++i) {
+            for (const PeerIface &e : peer) {
+                if (usable(*ifaces_[i], e)) {
+                    chosen = ifaces_[i].get();
+                    remote = &e;
+                    break;
+                }
             }
-            uct_ep_params_t ep_params = {};
-            ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                                   UCT_EP_PARAM_FIELD_IFACE_ADDR;
-            ep_params.iface      = i->iface;
-            ep_params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(dev);
-            ep_params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(ifa);
-            uct_ep_h           uep;
-            const ucs_status_t status = uct_ep_create(&ep_params, &uep);
-            if (status != UCS_OK) {
-                return status;
-            }
-            auto ep         = std::make_unique<Endpoint>();
-            ep->worker      = this;
-            ep->iface       = i.get();
-            ep->uct_ep      = uep;
-            ep->peer_id     = h.id;
-            ep->peer_window = h.window;
-            ep->credits     = h.window;
-            ep->tag_path    = i->tag_send && (h.flags & kAddrOffload);
-            if (!ep->tag_path && (i->attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT) &&
-                (i->attr.cap.am.max_short > sizeof(ShortHeader) + sizeof(uint64_t))) {
-                ep->short_max = std::min<size_t>(i->attr.cap.am.max_short - sizeof(ShortHeader) -
-                                                         sizeof(uint64_t),
-                                                 kShortMax);
-            }
-            /* below the rendezvous threshold and within what send_single() sends in
-             * one transport call: the tag path's eager limit, or one AM */
-            ep->eager_now_limit = std::min(ep->tag_path ? i->tag_eager_max + 1
-                                                        : i->max_bcopy - sizeof(MsgHeader) + 1,
-                                           config_.rndv_thresh);
-            by_peer_.emplace(h.id, ep.get());
-            *ep_p = ep.get();
-            eps_.push_back(std::move(ep));
-            return UCS_OK;
         }
+    } else {
+        for (size_t n = 0; (n < peer.size()) && (chosen == nullptr); ++n) {
+            for (auto &i : ifaces_) {
+                if (usable(*i, peer[n])) {
+                    chosen = i.get();
+                    remote = &peer[n];
+                    break;
+                }
+            }
+        }
+    }
+    if (chosen != nullptr) {
+        Iface *const    i         = chosen;
+        uct_ep_params_t ep_params = {};
+        ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                               UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        ep_params.iface      = i->iface;
+        ep_params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(remote->dev);
+        ep_params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(remote->ifa);
+        uct_ep_h           uep;
+        const ucs_status_t status = uct_ep_create(&ep_params, &uep);
+        if (status != UCS_OK) {
+            return status;
+        }
+        auto ep         = std::make_unique<Endpoint>();
+        ep->worker      = this;
+        ep->iface       = i;
+        ep->uct_ep      = uep;
+        ep->peer_id     = h.id;
+        ep->peer_window = h.window;
+        ep->credits     = h.window;
+        ep->tag_path    = i->tag_send && (h.flags & kAddrOffload);
+        if (!ep->tag_path && (i->attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT) &&
+            (i->attr.cap.am.max_short > sizeof(ShortHeader) + sizeof(uint64_t))) {
+            ep->short_max = std::min<size_t>(i->attr.cap.am.max_short - sizeof(ShortHeader) -
+                                                     sizeof(uint64_t),
+                                             kShortMax);
+        }
+        /* below the rendezvous threshold and within what send_single() sends in
+         * one transport call: the tag path's eager limit, or one AM */
+        ep->eager_now_limit = std::min(ep->tag_path ? i->tag_eager_max + 1
+                                                    : i->max_bcopy - sizeof(MsgHeader) + 1,
+                                       config_.rndv_thresh);
+        by_peer_.emplace(h.id, ep.get());
+        *ep_p = ep.get();
+        eps_.push_back(std::move(ep));
+        return UCS_OK;
     }
     return UCS_ERR_UNREACHABLE;
 }
@@ -441,6 +486,21 @@ void Worker::ep_destroy(Endpoint *ep) {
     if (last_peer_ep_ == ep) {
         last_peer_ep_ = nullptr;
     }
+    /* what the peer holds here stays, counted against the sources without
+     * endpoint: its messages stay buffered, and a new endpoint to it starts
+     * with its whole window */
+    unbound_.bytes      += ep->held.bytes;
+    unbound_.fragmented += ep->held.fragmented;
+    unex_.for_each_live([this, ep](Unexpected &u) {
+        if (u.charged == &ep->held) {
+            u.charged = &unbound_;
+        }
+    });
+    partial_.for_each([this, ep](Partial &part) {
+        if (part.charged == &ep->held) {
+            part.charged = &unbound_;
+        }
+    });
     auto range = by_peer_.equal_range(ep->peer_id);
     for (auto it = range.first; it != range.second; ++it) {
         if (it->second == ep) {
@@ -465,6 +525,10 @@ Endpoint *Worker::find_endpoint(uint32_t source) const {
     last_peer_    = source;
     last_peer_ep_ = it->second;
     return it->second;
+}
+
+void Worker::refuse(uint32_t source, const char *why) {
+    TM_PROTO_DROPPED("dropped a message claiming worker %u: %s", source, why);
 }
 
 void Worker::mark_busy(Endpoint *ep) {

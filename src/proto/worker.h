@@ -30,6 +30,16 @@
 #include <unordered_map>
 #include <vector>
 
+/* Logs a dropped peer message, rate-limited (Worker::count_drop()); in a
+ * Worker member only. */
+#define TM_PROTO_DROPPED(_fmt, ...) \
+    do { \
+        if (count_drop()) { \
+            ucs_error("tm_proto: " _fmt " [%llu dropped so far]", ##__VA_ARGS__, \
+                      static_cast<unsigned long long>(refused_)); \
+        } \
+    } while (0)
+
 namespace uct_tm {
 namespace proto {
 
@@ -186,16 +196,42 @@ class Worker {
      * case); find_endpoint() searches the map. */
     Endpoint    *endpoint_of(uint32_t source) const;
     Endpoint    *find_endpoint(uint32_t source) const;
+    /* Inline (every arrival): whether a message claiming `source` may have
+     * come over `iface`, and our endpoint to that source (*ep; null when we
+     * hold none, and then the source is not bound). */
+    bool         bound(uint32_t source, const Iface *iface, Endpoint **ep) const;
+    /* The account a message from `ep` (null: a source we hold no endpoint to) counts against. */
+    Account     &account_of(Endpoint *ep) { return (ep != nullptr) ? ep->held : unbound_; }
+    /* Logs (rate-limited: a misbehaving peer must not flood the log) and counts a dropped message. */
+    [[gnu::cold]] void refuse(uint32_t source, const char *why);
+    /* Counts a dropped peer message; true when it is to be logged (the 1st,
+     * 2nd, 4th, 8th... drop): TM_PROTO_DROPPED below. */
+    [[gnu::cold]] bool count_drop() {
+        ++refused_;
+        return (refused_ & (refused_ - 1)) == 0;
+    }
 
     /* --- recv.cc --- */
-    ucs_status_t handle_am(const void *data, size_t length);
-    ucs_status_t handle_am_short(const void *data, size_t length);
+    ucs_status_t handle_am(const void *data, size_t length, const Iface *iface);
+    ucs_status_t handle_am_short(const void *data, size_t length, const Iface *iface);
     /* Reads a Header and hands it with the payload after it to `handler`. */
     template <typename Header>
     bool         dispatch(const char *p, size_t length,
                           void (Worker::*handler)(const Header &, const char *, size_t));
-    void         handle_message(const MsgHeader &hdr, const char *payload, size_t len);
-    void         track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex);
+    /* A message (eager, first fragment, rendezvous request) that arrived over `iface`. */
+    void         handle_message(const MsgHeader &hdr, const char *payload, size_t len,
+                                const Iface *iface);
+    /* Whether the source an AM header claims (at kSourceOffset) is bound to `iface`. */
+    bool         bound_source(const char *header, const Iface *iface);
+    /* Whether an unexpected eager message of `length` bytes fits in `acct`
+     * (the credit granted to its source) and in the worker's bound. */
+    bool         fits(const Account &acct, uint64_t length, uint32_t source);
+    /* Releases what an unexpected message's buffered bytes were charged. */
+    void         release_charge(Unexpected &u);
+    /* Forgets a fragmented message's entry and what it was charged. */
+    void         erase_partial(uint32_t source, uint32_t msg_id);
+    void         track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex,
+                                 Account &acct);
     void         handle_fragment(const FragHeader &hdr, const char *payload, size_t len);
     void         handle_data(const DataHeader &hdr, const char *payload, size_t len);
     Request     *match_arrival(uint64_t tag, uint32_t source); /* inline in recv.cc */
@@ -254,8 +290,10 @@ class Worker {
                                    ucs_status_t status);
     void         offload_rndv(Request &r, uint64_t stag, const void *header, unsigned length);
     ucs_status_t tag_unexpected_eager(const void *data, size_t length, unsigned flags,
-                                      uint64_t stag, uint64_t imm, void **context);
-    ucs_status_t tag_unexpected_rndv(uint64_t stag, const void *header, unsigned length);
+                                      uint64_t stag, uint64_t imm, void **context,
+                                      const Iface *iface);
+    ucs_status_t tag_unexpected_rndv(uint64_t stag, const void *header, unsigned length,
+                                     const Iface *iface);
     Request     *offloaded_request(uct_tag_context_t *ctx);
     void         direct_completed(DirectRecv *d, uint64_t stag, uint64_t imm, size_t length,
                                   ucs_status_t status);
@@ -272,6 +310,9 @@ class Worker {
 
     Config                          config_;
     uint64_t                        window_ = 0; /* eager bytes buffered per peer: cap / peers */
+    /* what the sources we hold no endpoint to hold here, together (one window) */
+    Account                         unbound_;
+    uint64_t                        refused_ = 0; /* messages dropped by the checks of refuse() */
     ucs_async_context_t            *async_  = nullptr;
     uct_worker_h                    uworker_ = nullptr;
     std::vector<std::unique_ptr<Iface>> ifaces_;
@@ -303,6 +344,9 @@ class Worker {
     };
     std::vector<std::unique_ptr<TagGather>> gathers_;
     std::vector<TagGather *>                free_gathers_;
+    /* the context of a fragmented tagged message beyond the bound on open
+     * gathers (one per sender: each sends one message at a time): dropped */
+    TagGather                               refused_gather_;
     /* gathers between their first and last fragment: the message is
      * unexpected already (the transport decided at its first fragment), so
      * no receive may go to the tag list, where a later message could take it */
@@ -339,6 +383,15 @@ inline Endpoint *Worker::endpoint_of(uint32_t source) const {
         return last_peer_ep_;
     }
     return find_endpoint(source);
+}
+
+/* A source we hold an endpoint to is bound to that endpoint's iface: the
+ * peer sends over the same one (ep_create() picks it the same way on both
+ * sides). UCT's callbacks do not say which peer sent a message, so that is
+ * all a receiver can check; docs/proto.md "Hostile peers". */
+inline bool Worker::bound(uint32_t source, const Iface *iface, Endpoint **ep) const {
+    *ep = endpoint_of(source);
+    return (*ep == nullptr) || ((*ep)->iface == iface);
 }
 
 /* `ep`: our endpoint to the sender (callers have looked it up already). */

@@ -13,6 +13,7 @@
 #include <ucs/async/async_fwd.h>
 #include <uct/api/uct.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 
@@ -70,17 +71,32 @@ struct RawIface {
         if (st != UCS_OK) {
             return st;
         }
-        /* the worker address: header, then tl name, device address, iface address */
-        const char *q = addr.data() + sizeof(AddressHeader);
-        const size_t tl_len = static_cast<unsigned char>(*q++);
-        q += tl_len;
-        uint16_t dev_len, iface_len;
-        memcpy(&dev_len, q, 2);
-        q += 2;
-        const char *dev = q;
-        q += dev_len;
-        memcpy(&iface_len, q, 2);
-        q += 2;
+        /* the worker address: header, then per iface tl name, device
+         * address, iface address; the entry of transport `tl` */
+        AddressHeader h;
+        memcpy(&h, addr.data(), sizeof(h));
+        const char *q   = addr.data() + sizeof(AddressHeader);
+        const char *dev = nullptr;
+        for (unsigned n = 0; (n < h.ifaces) && (dev == nullptr); ++n) {
+            const size_t      tl_len = static_cast<unsigned char>(*q++);
+            const std::string name(q, tl_len);
+            q += tl_len;
+            uint16_t dev_len, iface_len;
+            memcpy(&dev_len, q, 2);
+            q += 2;
+            const char *d = q;
+            q += dev_len;
+            memcpy(&iface_len, q, 2);
+            q += 2;
+            if (name == tl) {
+                dev = d;
+            } else {
+                q += iface_len;
+            }
+        }
+        if (dev == nullptr) {
+            return UCS_ERR_UNREACHABLE;
+        }
         uct_ep_params_t ep = {};
         ep.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
                         UCT_EP_PARAM_FIELD_IFACE_ADDR;
@@ -89,6 +105,8 @@ struct RawIface {
         ep.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(q);
         return uct_ep_create(&ep, &this->ep);
     }
+    /* Sends `msg` with AM id `id`, progressing `w` while the transport is busy. */
+    void send(uint8_t id, const std::vector<char> &msg, uct_tm_proto_worker_h w);
     ~RawIface() {
         if (ep != nullptr) uct_ep_destroy(ep);
         if (iface != nullptr) uct_iface_close(iface);
@@ -107,6 +125,22 @@ size_t pack_bytes(void *dest, void *arg) {
         memcpy(dest, b->v->data(), b->v->size());
     }
     return b->v->size();
+}
+
+void RawIface::send(uint8_t id, const std::vector<char> &msg, uct_tm_proto_worker_h w) {
+    Bytes        b{&msg};
+    ssize_t      st;
+    const auto   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((st = uct_ep_am_bcopy(ep, id, pack_bytes, &b, 0)) == UCS_ERR_NO_RESOURCE) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            ADD_FAILURE() << "the transport did not take a message in time";
+            return;
+        }
+        uct_worker_progress(worker);
+        uct_tm_proto_worker_progress(w);
+    }
+    EXPECT_GE(st, 0) << ucs_status_string(static_cast<ucs_status_t>(st));
+    uct_tm_proto_worker_progress(w); /* posix: the receiver must keep polling to free elements */
 }
 
 TEST(ProtoWire, MalformedMessagesAreDropped) {
@@ -232,6 +266,294 @@ TEST(ProtoWire, OversizedTaggedMessageIsDropped) {
     ASSERT_EQ(UCS_OK, wait_request(pair, pair.b, r, &info));
     EXPECT_EQ(info.length, small.size());
     EXPECT_EQ(buf, small);
+    destroy_pair(&pair);
+}
+
+}  // namespace
+}  // namespace uct_tm_test
+
+namespace uct_tm_test {
+namespace {
+
+using uct_tm::proto::Kind;
+using uct_tm::proto::MsgHeader;
+
+/* A kEager (or kFirst, `length` > payload) message claiming worker `source`. */
+std::vector<char> eager_message(uint32_t source, uint64_t tag, size_t payload, Kind kind = Kind::kEager,
+                                uint64_t length = 0, uint32_t msg_id = 0) {
+    MsgHeader h = {};
+    h.kind   = kind;
+    h.source = source;
+    h.tag    = tag;
+    h.length = (kind == Kind::kEager) ? payload : length;
+    h.msg_id = msg_id;
+    std::vector<char> m(sizeof(h) + payload, 'S');
+    memcpy(m.data(), &h, sizeof(h));
+    return m;
+}
+
+/* An am_short message (AM header = tag, then source and imm) claiming `source`. */
+std::vector<char> short_message(uint32_t source, uint64_t tag, size_t payload) {
+    std::vector<char> m(sizeof(tag) + 8 + payload, 'S');
+    memcpy(m.data(), &tag, sizeof(tag));
+    memcpy(m.data() + sizeof(tag), &source, sizeof(source));
+    return m;
+}
+
+/* How many unexpected messages tagged `tag` b holds, discarding them. */
+size_t discard_unexpected(uct_tm_proto_worker_h w, uint64_t tag) {
+    size_t              n = 0;
+    uct_tm_proto_info_t info;
+    while (uct_tm_proto_probe(w, tag, ~uint64_t{0}, nullptr,
+                              UCT_TM_PROTO_PROBE_PEEK | UCT_TM_PROTO_PROBE_DISCARD, &info,
+                              nullptr) == UCS_OK) {
+        ++n;
+    }
+    return n;
+}
+
+void progress(uct_tm_proto_worker_h w, int times = 1000) {
+    for (int i = 0; i < times; ++i) {
+        uct_tm_proto_worker_progress(w);
+    }
+}
+
+/* Real traffic of every protocol from a to b, data checked. */
+void expect_traffic_flows(const Pair &pair, uint64_t tag) {
+    for (size_t n : {size_t(8), size_t(20000), size_t(300000)}) {
+        const auto             data = pattern(n, 9);
+        std::vector<char>      buf(n);
+        uct_tm_proto_request_t r, s;
+        uct_tm_proto_info_t    info;
+        ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(pair.b, buf.data(), n, tag, ~uint64_t{0},
+                                                    nullptr, nullptr, &r));
+        const ucs_status_t st = uct_tm_proto_send(pair.ab, data.data(), n, tag, nullptr, &s);
+        ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS));
+        ASSERT_EQ(UCS_OK, wait_request(pair, pair.b, r, &info)) << n;
+        if (st == UCS_INPROGRESS) {
+            ASSERT_EQ(UCS_OK, wait_request(pair, pair.a, s)) << n;
+        }
+        EXPECT_EQ(buf, data) << n;
+        EXPECT_EQ(info.source, uct_tm_proto_worker_id(pair.a));
+    }
+}
+
+/* A sender that ignores the credit it was granted: eager messages far beyond
+ * it, claiming a peer b has an endpoint to, then a source it has none to;
+ * then fragmented messages begun and never finished. b buffers at most the
+ * credit per claimed source (a window; one for all sources without
+ * endpoint) and a few open fragmented messages, and real traffic from that
+ * peer flows once the buffered ones are discarded. */
+TEST(ProtoWire, SenderIgnoringCreditIsRefused) {
+    uct_tm_proto_worker_params_t extra = {};
+    extra.field_mask     = UCT_TM_PROTO_WORKER_FIELD_UNEXPECTED_CAP | UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS;
+    extra.unexpected_cap = 64 << 10;
+    extra.max_peers      = 4;
+    const size_t window  = 16 << 10;
+    Pair pair;
+    ASSERT_EQ(UCS_OK, make_pair("posix", &pair, &extra));
+    size_t len = 0;
+    uct_tm_proto_worker_address(pair.b, nullptr, &len);
+    std::vector<char> addr(len);
+    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_address(pair.b, addr.data(), &len));
+    RawIface raw;
+    ASSERT_EQ(UCS_OK, raw.open(addr));
+
+    const uint32_t a_id    = uct_tm_proto_worker_id(pair.a);
+    const uint32_t nobody  = a_id ^ 0x5eed; /* b has no endpoint to it */
+    const size_t   kMsgs   = 64;            /* of 1000 B: four windows */
+    for (uint32_t source : {a_id, nobody}) {
+        for (size_t i = 0; i < kMsgs; ++i) {
+            raw.send(uct_tm::proto::kAmId, eager_message(source, 5, 1000), pair.b);
+            raw.send(uct_tm::proto::kAmShortId, short_message(source, 5, 100), pair.b);
+        }
+    }
+    progress(pair.b);
+    uct_tm_proto_stats_t stats;
+    uct_tm_proto_worker_stats(pair.b, &stats);
+    EXPECT_LE(stats.unexpected_peak, 2 * window)
+            << "a sender beyond its credit was buffered: " << stats.unexpected_peak << " bytes";
+    const size_t held = discard_unexpected(pair.b, 5);
+    EXPECT_LE(held, 2 * window / 100);
+    EXPECT_GE(held, 2 * window / 1100) << "messages within the credit must be kept";
+
+    /* fragmented messages begun and never finished (each within the credit) */
+    for (uint32_t id = 0; id < 100; ++id) {
+        raw.send(uct_tm::proto::kAmId, eager_message(nobody, 6, 10, Kind::kFirst, 100, 1000 + id),
+                 pair.b);
+    }
+    progress(pair.b);
+    EXPECT_LE(discard_unexpected(pair.b, 6), 4u)
+            << "a sender's unfinished fragmented messages were kept without bound";
+
+    expect_traffic_flows(pair, 42);
+    destroy_pair(&pair);
+}
+
+/* A sender claiming another worker's id, over another transport than the
+ * one b's endpoint to that worker uses (workers over tm_sm and posix: the
+ * endpoints go over tm_sm; the spoofer sends over posix). b drops its
+ * messages: a receive filtered on the real worker is not completed, nothing
+ * is buffered under that worker's id. A source b has no endpoint to is not
+ * bound: its message is delivered, with no endpoint (docs/proto.md). */
+TEST(ProtoWire, SpoofedSourceIsDropped) {
+    Pair pair;
+    if (make_pair("tm_sm,posix", &pair) != UCS_OK) {
+        destroy_pair(&pair);
+        GTEST_SKIP() << "tm_sm and posix together are not available";
+    }
+    size_t len = 0;
+    uct_tm_proto_worker_address(pair.b, nullptr, &len);
+    std::vector<char> addr(len);
+    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_address(pair.b, addr.data(), &len));
+    RawIface raw;
+    ASSERT_EQ(UCS_OK, raw.open(addr)); /* b's posix iface */
+
+    const uint32_t         a_id = uct_tm_proto_worker_id(pair.a);
+    uint64_t               victim_buf[16] = {};
+    uct_tm_proto_request_t victim;
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(pair.b, victim_buf, sizeof(victim_buf), 9,
+                                                ~uint64_t{0}, pair.ba, nullptr, &victim));
+    raw.send(uct_tm::proto::kAmId, eager_message(a_id, 9, 64), pair.b);
+    raw.send(uct_tm::proto::kAmShortId, short_message(a_id, 9, 64), pair.b);
+    raw.send(uct_tm::proto::kAmId, eager_message(a_id, 10, 64), pair.b);
+    raw.send(uct_tm::proto::kAmShortId, short_message(a_id, 10, 64), pair.b);
+    progress(pair.b);
+    EXPECT_EQ(UCS_INPROGRESS, uct_tm_proto_request_test(pair.b, victim, nullptr))
+            << "a message claiming a over another transport took a receive for a";
+    EXPECT_EQ(0u, discard_unexpected(pair.b, 10))
+            << "a message claiming a over another transport was buffered";
+
+    /* a source b holds no endpoint to: not bound, delivered without endpoint */
+    const uint32_t nobody = a_id ^ 0x5eed;
+    raw.send(uct_tm::proto::kAmId, eager_message(nobody, 11, 64), pair.b);
+    progress(pair.b);
+    uct_tm_proto_info_t info;
+    ASSERT_EQ(UCS_OK, uct_tm_proto_probe(pair.b, 11, ~uint64_t{0}, nullptr,
+                                         UCT_TM_PROTO_PROBE_PEEK | UCT_TM_PROTO_PROBE_DISCARD,
+                                         &info, nullptr));
+    EXPECT_EQ(info.source, nobody);
+    EXPECT_EQ(info.ep, nullptr);
+
+    /* the real a completes the receive */
+    const auto data = pattern(sizeof(victim_buf), 3);
+    uct_tm_proto_request_t s;
+    const ucs_status_t st = uct_tm_proto_send(pair.ab, data.data(), data.size(), 9, nullptr, &s);
+    ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS));
+    ASSERT_EQ(UCS_OK, wait_request(pair, pair.b, victim, &info));
+    if (st == UCS_INPROGRESS) {
+        ASSERT_EQ(UCS_OK, wait_request(pair, pair.a, s));
+    }
+    EXPECT_TRUE(same_bytes(victim_buf, data.data(), data.size()));
+    EXPECT_EQ(info.source, a_id);
+    expect_traffic_flows(pair, 42);
+    destroy_pair(&pair);
+}
+
+/* Rendezvous data (push: posix has no get) naming a live receive, from a
+ * worker other than the rendezvous's sender: dropped, and the real data
+ * completes the receive intact. The request handle is the one the receiver
+ * sent in its CTS; a peer that learns it still cannot fill the receive. */
+TEST(ProtoWire, RendezvousDataFromAnotherPeerIsDropped) {
+    Pair pair;
+    ASSERT_EQ(UCS_OK, make_pair("posix", &pair));
+    size_t len = 0;
+    uct_tm_proto_worker_address(pair.b, nullptr, &len);
+    std::vector<char> addr(len);
+    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_address(pair.b, addr.data(), &len));
+    RawIface raw;
+    ASSERT_EQ(UCS_OK, raw.open(addr));
+
+    const size_t           n    = 300000;
+    const auto             data = pattern(n, 12);
+    std::vector<char>      buf(n);
+    uct_tm_proto_request_t r, s;
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(pair.b, buf.data(), n, 13, ~uint64_t{0}, nullptr,
+                                                nullptr, &r));
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_send(pair.ab, data.data(), n, 13, nullptr, &s));
+    progress(pair.b); /* b matches the request and sends its CTS; a has not pushed yet */
+
+    /* kData: kind, 3 reserved bytes, the source (offset 4), receiver request, offset */
+    std::vector<char> forged(24 + 1000, 'X');
+    forged[0]               = static_cast<char>(Kind::kData);
+    const uint32_t other    = uct_tm_proto_worker_id(pair.a) ^ 0x5eed;
+    const uint64_t offset   = 0;
+    memcpy(&forged[4], &other, sizeof(other));
+    memcpy(&forged[8], &r, sizeof(r));
+    memcpy(&forged[16], &offset, sizeof(offset));
+    raw.send(uct_tm::proto::kAmId, forged, pair.b);
+    progress(pair.b);
+
+    uct_tm_proto_info_t info;
+    ASSERT_EQ(UCS_OK, wait_request(pair, pair.b, r, &info));
+    ASSERT_EQ(UCS_OK, wait_request(pair, pair.a, s));
+    EXPECT_EQ(info.length, n);
+    EXPECT_EQ(buf, data) << "rendezvous data from another peer was placed";
+    uct_tm_proto_stats_t stats;
+    uct_tm_proto_worker_stats(pair.b, &stats);
+    EXPECT_EQ(stats.rndv_gets, 0u) << "the test needs the push protocol";
+    destroy_pair(&pair);
+}
+
+}  // namespace
+}  // namespace uct_tm_test
+
+namespace uct_tm_test {
+namespace {
+
+uct_tm_proto_worker_h make_worker(const char *transports, unsigned max_peers = 0) {
+    uct_tm_proto_worker_params_t p = {};
+    p.field_mask = UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS;
+    p.transports = transports;
+    if (max_peers != 0) {
+        p.field_mask |= UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS;
+        p.max_peers = max_peers;
+    }
+    uct_tm_proto_worker_h w = nullptr;
+    return (uct_tm_proto_worker_create(&p, &w) == UCS_OK) ? w : nullptr;
+}
+
+ucs_status_t connect(uct_tm_proto_worker_h from, uct_tm_proto_worker_h to, uct_tm_proto_ep_h *ep) {
+    size_t len = 0;
+    uct_tm_proto_worker_address(to, nullptr, &len);
+    std::vector<char> addr(len);
+    const ucs_status_t st = uct_tm_proto_worker_address(to, addr.data(), &len);
+    return (st == UCS_OK) ? uct_tm_proto_ep_create(from, addr.data(), len, ep) : st;
+}
+
+/* Each peer is granted UNEXPECTED_CAP / MAX_PEERS of credit: endpoints to
+ * one more peer are refused, more endpoints to a known one are not. */
+TEST(ProtoWire, EndpointsToAtMostMaxPeers) {
+    uct_tm_proto_worker_h w = make_worker("posix", 1);
+    uct_tm_proto_worker_h x = make_worker("posix");
+    uct_tm_proto_worker_h y = make_worker("posix");
+    ASSERT_TRUE((w != nullptr) && (x != nullptr) && (y != nullptr));
+    uct_tm_proto_ep_h ep;
+    EXPECT_EQ(UCS_OK, connect(w, x, &ep));
+    EXPECT_EQ(UCS_OK, connect(w, x, &ep));
+    EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT, connect(w, y, &ep));
+    for (auto *v : {w, x, y}) {
+        uct_tm_proto_worker_destroy(v);
+    }
+}
+
+/* Workers listing their transports in different orders: both endpoints of
+ * the pair pick the same transport (the lower id's order), so the messages
+ * of each arrive over the iface the other's endpoint is bound to. */
+TEST(ProtoWire, DifferentTransportOrdersStillTalk) {
+    Pair pair;
+    pair.a = make_worker("posix,tm_sm");
+    pair.b = make_worker("tm_sm,posix");
+    if ((pair.a == nullptr) || (pair.b == nullptr)) {
+        destroy_pair(&pair);
+        GTEST_SKIP() << "tm_sm and posix together are not available";
+    }
+    ASSERT_EQ(UCS_OK, connect(pair.a, pair.b, &pair.ab));
+    ASSERT_EQ(UCS_OK, connect(pair.b, pair.a, &pair.ba));
+    expect_traffic_flows(pair, 7);
+    std::swap(pair.a, pair.b);
+    std::swap(pair.ab, pair.ba);
+    expect_traffic_flows(pair, 8);
     destroy_pair(&pair);
 }
 
