@@ -1203,7 +1203,7 @@ int geometry_sender_main(int sock, const Settings &settings) {
                             child.ep, kGeomAmId,
                             [](void *dest, void *a) -> size_t {
                                 auto *p = static_cast<std::pair<const char *, size_t> *>(a);
-                                memcpy(dest, p->first, p->second);
+                                std::copy(p->first, p->first + p->second, static_cast<char *>(dest));
                                 return p->second;
                             },
                             &arg, 0);
