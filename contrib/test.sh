@@ -2,7 +2,8 @@
 # The test command: installs what is missing, builds, runs the whole suite.
 #   contrib/test.sh            build + make check
 #   CI=true contrib/test.sh    also: clang -Werror build, the suites under ASan/LSan/UBSan,
-#                              make distcheck (without rdma-core), the tarball built with rdma-core
+#                              a 60 s soak (contrib/soak.sh), make distcheck (without
+#                              rdma-core), the tarball built with rdma-core
 #   UCT_TM_UCX_TREES="t1 t2"   also: the UCX compatibility matrix over those UCX source trees
 #                              (contrib/ucx_matrix.sh; colon- or space-separated)
 # Ends with one line "uct-tm tests: N passed, M failed".
@@ -67,6 +68,12 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
         passed=$((passed + 1)); echo "PASS: installed layout"
     else
         failed=$((failed + 1)); echo "FAIL: installed layout"; cat "$build/installed_layout.log"
+    fi
+    echo "== soak: 8 pairs of tm_soak, 60 s of kills, stops and resumes (contrib/soak.sh)"
+    if PAIRS=8 TOOLS="$build/src/tools" "$src/contrib/soak.sh" 60 >"$build/soak.log" 2>&1; then
+        passed=$((passed + 1)); echo "PASS: soak"; sed -n '/^soak report/,$p' "$build/soak.log"
+    else
+        failed=$((failed + 1)); echo "FAIL: soak"; tail -40 "$build/soak.log"
     fi
     echo "== make distcheck"
     make -C "$build" -j"$(nproc)" distcheck >"$build/distcheck.log" 2>&1 || { tail -60 "$build/distcheck.log"; extra_rc=1; }

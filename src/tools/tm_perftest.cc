@@ -17,7 +17,13 @@
  * --mask-classes mask patterns, to measure matching against deep queues.
  *
  * Output: one table row per size, and CSV with --csv FILE.
+ *
+ * A peer that dies or stops makes the other process exit with status 2 and a
+ * "peer lost" line (peer_watch.h): the iface error handler, the control
+ * socket closing, or --timeout seconds without the awaited event.
  */
+#include "peer_watch.h"
+
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
 
@@ -58,6 +64,7 @@ struct Options {
     std::string         csv;
     int                 cpu_client = -1, cpu_server = -1;
     bool                header     = true;
+    double              timeout    = 60; /* longest wait for one event of the peer */
 };
 
 void usage() {
@@ -77,7 +84,8 @@ void usage() {
            "                              UCX_TM_SM_NAMED_SEGMENTS=y and copies through staging)\n"
            "  -c, --cpus C,S              pin client (sender) and server to CPUs\n"
            "      --csv FILE              append results as CSV\n"
-           "      --no-header             no table/CSV header\n");
+           "      --no-header             no table/CSV header\n"
+           "      --timeout SEC           give up when the peer does not answer for SEC s (default 60)\n");
 }
 
 size_t parse_size(const char *s) {
@@ -110,7 +118,7 @@ std::vector<size_t> parse_sizes(const char *s) {
 }
 
 bool parse(int argc, char **argv, Options *o) {
-    enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory, kCheck, kNoPtrace };
+    enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory, kCheck, kNoPtrace, kTimeout };
     static const struct option longopts[] = {
         {"test", required_argument, nullptr, 't'},      {"transport", required_argument, nullptr, 'x'},
         {"sizes", required_argument, nullptr, 's'},     {"iters", required_argument, nullptr, 'n'},
@@ -121,6 +129,7 @@ bool parse(int argc, char **argv, Options *o) {
         {"no-ptrace", no_argument, nullptr, kNoPtrace},
         {"cpus", required_argument, nullptr, 'c'},      {"csv", required_argument, nullptr, kCsv},
         {"no-header", no_argument, nullptr, kNoHeader}, {"help", no_argument, nullptr, 'h'},
+        {"timeout", required_argument, nullptr, kTimeout},
         {nullptr, 0, nullptr, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "t:x:s:n:w:D:Uc:h", longopts, nullptr)) != -1) {
@@ -143,13 +152,25 @@ bool parse(int argc, char **argv, Options *o) {
             break;
         case kCsv: o->csv = optarg; break;
         case kNoHeader: o->header = false; break;
+        case kTimeout:
+            o->timeout = strtod(optarg, nullptr);
+            if (!(o->timeout > 0)) return false;
+            break;
         default: return false;
         }
     }
     return ((o->test == "tag_lat") || (o->test == "tag_bw")) && !o->sizes.empty();
 }
 
+/* This process's end of the peer: set once by run(). */
+uct_tm::PeerLink g_link;
+
 [[noreturn]] void die(const char *what, ucs_status_t status) {
+    if ((status == UCS_ERR_CONNECTION_RESET) || (status == UCS_ERR_ENDPOINT_TIMEOUT)) {
+        char why[160];
+        snprintf(why, sizeof(why), "%s returned %s", what, ucs_status_string(status));
+        g_link.lost(why, nullptr);
+    }
     fprintf(stderr, "tm_perftest: %s: %s\n", what, ucs_status_string(status));
     exit(2);
 }
@@ -164,12 +185,14 @@ bool parse(int argc, char **argv, Options *o) {
 
 /* ---- control channel ------------------------------------------------------------ */
 
+/* (SIGPIPE is ignored: writing to a closed channel fails with EPIPE) */
 void send_all(int fd, const void *buf, size_t len) {
     const char *p = static_cast<const char *>(buf);
     while (len > 0) {
         ssize_t n = write(fd, p, len);
         if (n <= 0) {
             if (errno == EINTR) continue;
+            if (errno == EPIPE) g_link.lost("its process is gone (control channel closed)", "the control channel");
             perror("tm_perftest: control channel write");
             exit(2);
         }
@@ -181,11 +204,15 @@ void send_all(int fd, const void *buf, size_t len) {
 void recv_all(int fd, void *buf, size_t len) {
     char *p = static_cast<char *>(buf);
     while (len > 0) {
+        if (!uct_tm::wait_readable(fd, g_link.timeout_s)) {
+            char why[96];
+            snprintf(why, sizeof(why), "no answer for %.0f s (peer stopped or hung?)", g_link.timeout_s);
+            g_link.lost(why, "the control channel");
+        }
         ssize_t n = read(fd, p, len);
         if (n <= 0) {
             if ((n < 0) && (errno == EINTR)) continue;
-            fprintf(stderr, "tm_perftest: peer closed the control channel\n");
-            exit(2);
+            g_link.lost("its process is gone (control channel closed)", "the control channel");
         }
         p += n;
         len -= static_cast<size_t>(n);
@@ -273,6 +300,13 @@ struct Peer {
 
 void progress(Peer &p) { uct_worker_progress(p.worker); }
 
+/* The transport reports a failed peer here (tm_sm: its process died or closed
+ * its iface); the wait loops see it in g_link and exit. */
+extern "C" ucs_status_t ep_failed(void *, uct_ep_h, ucs_status_t status) {
+    g_link.failure = status;
+    return UCS_OK;
+}
+
 extern "C" void recv_consumed(uct_tag_context_t *) {}
 
 extern "C" void recv_completed(uct_tag_context_t *ctx, uct_tag_t, uint64_t, size_t, void *,
@@ -323,8 +357,10 @@ void fetched(Fetch *f) {
     Peer *p = f->peer;
     uct_rkey_release(p->component, &f->rkey);
     ucs_status_t status;
+    uct_tm::WaitBound bound(g_link, "room to acknowledge a rendezvous");
     while ((status = uct_ep_am_short(p->ep, kAmRndvDone, 0, nullptr, 0)) == UCS_ERR_NO_RESOURCE) {
         progress(*p);
+        bound.tick();
     }
     CHECK(status);
     ++p->unexpected_done;
@@ -350,10 +386,12 @@ extern "C" ucs_status_t unexp_rndv(void *arg, unsigned, uint64_t, const void *, 
     f->peer        = p;
     CHECK(uct_rkey_unpack(p->component, rkey_buf, &f->rkey));
     uct_iov_t    iov = {p->rbuf.ptr, std::min(length, p->rbuf.len), p->rbuf.memh, 0, 1};
-    ucs_status_t status;
+    ucs_status_t      status;
+    uct_tm::WaitBound bound(g_link, "room to fetch a rendezvous");
     while ((status = uct_ep_get_zcopy(p->ep, &iov, 1, remote_addr, f->rkey.rkey, &f->comp)) ==
            UCS_ERR_NO_RESOURCE) {
         progress(*p);
+        bound.tick();
     }
     if (status == UCS_OK) {
         fetched(f);
@@ -437,7 +475,9 @@ void open_peer(Peer &p, int fd) {
     uct_iface_params_t params = {};
     params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB |
                         UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG | UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB |
-                        UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG | UCT_IFACE_PARAM_FIELD_FEATURES;
+                        UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG | UCT_IFACE_PARAM_FIELD_FEATURES |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = p.opt->transport.c_str();
     params.mode.device.dev_name = device.c_str();
@@ -446,6 +486,9 @@ void open_peer(Peer &p, int fd) {
     params.rndv_cb              = unexp_rndv;
     params.rndv_arg             = &p;
     params.features = UCT_IFACE_FEATURE_TAG | UCT_IFACE_FEATURE_AM | UCT_IFACE_FEATURE_GET;
+    params.err_handler       = ep_failed;
+    params.err_handler_arg   = nullptr;
+    params.err_handler_flags = 0; /* called from progress */
     CHECK(uct_iface_open(p.md, p.worker, &params, config, &p.iface));
     uct_config_release(config);
     CHECK(uct_iface_query(p.iface, &p.attr));
@@ -578,15 +621,21 @@ void post_recv(Peer &p, Recv &r, uct_tag_t tag, size_t len, size_t slot) {
     r.ctx.rndv_cb         = recv_rndv;
     uct_iov_t    iov = {p.rbuf.ptr + slot * 64, len, p.rbuf.memh, 0, 1};
     ucs_status_t s;
+    uct_tm::WaitBound bound(g_link, "room to post a receive");
     while ((s = uct_iface_tag_recv_zcopy(p.iface, tag, ~0ull, &iov, 1, &r.ctx)) ==
            UCS_ERR_NO_RESOURCE) {
         progress(p);
+        bound.tick();
     }
     CHECK(s);
 }
 
 void wait_recv(Peer &p, Recv &r) {
-    while (!r.done) progress(p);
+    uct_tm::WaitBound bound(g_link, "a message");
+    while (!r.done) {
+        progress(p);
+        bound.tick();
+    }
     if (r.status != UCS_OK) die("receive", r.status);
 }
 
@@ -605,7 +654,8 @@ SendOp *next_op(Peer &p) {
 void send_msg(Peer &p, uct_tag_t tag, size_t len) {
     const auto  &cap = p.attr.cap.tag;
     uct_iov_t    iov = {p.sbuf.ptr, len, p.sbuf.memh, 0, 1};
-    ucs_status_t s;
+    ucs_status_t      s;
+    uct_tm::WaitBound bound(g_link, "room to send");
     for (;;) {
         if (len <= cap.eager.max_short) {
             s = uct_ep_tag_eager_short(p.ep, tag, p.sbuf.ptr, len);
@@ -645,14 +695,23 @@ void send_msg(Peer &p, uct_tag_t tag, size_t len) {
         }
         if (s != UCS_ERR_NO_RESOURCE) break;
         progress(p);
+        bound.tick();
     }
     CHECK(s);
     /* Bound the sends in flight by the completion ring. */
-    while (p.sends_started - p.sends_done >= p.ops.size() - 1) progress(p);
+    uct_tm::WaitBound ring(g_link, "a send to complete");
+    while (p.sends_started - p.sends_done >= p.ops.size() - 1) {
+        progress(p);
+        ring.tick();
+    }
 }
 
 void wait_sends(Peer &p) {
-    while (p.sends_done < p.sends_started) progress(p);
+    uct_tm::WaitBound bound(g_link, "the sends to complete");
+    while (p.sends_done < p.sends_started) {
+        progress(p);
+        bound.tick();
+    }
 }
 
 /* ---- benchmarks ---------------------------------------------------------------------- */
@@ -670,7 +729,11 @@ size_t default_iters(const Options &o, size_t size) {
 }
 
 void wait_unexpected(Peer &p, size_t count) {
-    while (p.unexpected_done < count) progress(p);
+    uct_tm::WaitBound bound(g_link, "an unexpected message");
+    while (p.unexpected_done < count) {
+        progress(p);
+        bound.tick();
+    }
 }
 
 /* --check: every message carries a pattern derived from its number. */
@@ -756,9 +819,11 @@ Result run_bw(Peer &p, size_t size, int fd) {
     res.iters = iters;
     barrier(fd);
     auto return_credits = [&](size_t n) {
-        ucs_status_t s;
+        ucs_status_t      s;
+        uct_tm::WaitBound bound(g_link, "room to return credits");
         while ((s = uct_ep_am_short(p.ep, kAmCredit, n, nullptr, 0)) == UCS_ERR_NO_RESOURCE) {
             progress(p);
+            bound.tick();
         }
         CHECK(s);
     };
@@ -772,7 +837,11 @@ Result run_bw(Peer &p, size_t size, int fd) {
         return_credits(window);
         while (done < iters) {
             if (unexp) {
-                progress(p);
+                uct_tm::WaitBound bound(g_link, "an unexpected message");
+                while (p.unexpected_done == done) {
+                    progress(p);
+                    bound.tick();
+                }
                 unreturned += p.unexpected_done - done;
                 done = p.unexpected_done;
             } else {
@@ -792,15 +861,22 @@ Result run_bw(Peer &p, size_t size, int fd) {
         }
         p.unexpected_done = 0;
     } else {
-        while (p.credits == 0) progress(p);
+        const auto wait_credits = [&](size_t n) {
+            uct_tm::WaitBound bound(g_link, "credits from the receiver");
+            while (p.credits < n) {
+                progress(p);
+                bound.tick();
+            }
+        };
+        wait_credits(1);
         const double start = now_sec();
         for (size_t sent = 0; sent < iters; ++sent) {
-            while (p.credits == 0) progress(p);
+            wait_credits(1);
             send_msg(p, kDataTag, size);
             --p.credits;
         }
         /* Done when the receiver has consumed everything: all credits back. */
-        while (p.credits < window) progress(p);
+        wait_credits(window);
         wait_sends(p);
         const double total = now_sec() - start;
         res.msg_rate       = iters / total;
@@ -824,6 +900,10 @@ int run(const Options &opt, bool server, int fd) {
     Peer p;
     p.opt    = &opt;
     p.server = server;
+    g_link.tool      = "tm_perftest";
+    g_link.role      = server ? "receiver" : "sender";
+    g_link.fd        = fd;
+    g_link.timeout_s = opt.timeout;
     pin(server ? opt.cpu_server : opt.cpu_client);
     if (opt.no_ptrace && (prctl(PR_SET_DUMPABLE, 0) != 0)) {
         perror("tm_perftest: prctl(PR_SET_DUMPABLE)");
@@ -883,6 +963,7 @@ int main(int argc, char **argv) {
         usage();
         return 1;
     }
+    signal(SIGPIPE, SIG_IGN); /* a dead peer's channel: EPIPE, reported as such */
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
         perror("tm_perftest: socketpair");

@@ -13,9 +13,14 @@
  * The process forks: the child receives ("server"), the parent sends
  * ("client"); worker addresses travel over a socketpair. --check verifies
  * every payload byte. Output: one row per size.
+ *
+ * A peer that dies or stops makes the other process exit with status 2 and a
+ * "peer lost" line (peer_watch.h): a request failing with the peer, the
+ * control socket closing, or -T seconds without the awaited event.
  */
 #include "api/uct_tm_proto.h"
 #include "fd_io.h"
+#include "peer_watch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -27,7 +32,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <string>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +49,7 @@ struct Options {
     bool                stats      = false; /* -v: each side's protocol counters at the end */
     bool                user       = false; /* -u: requests in our memory, not handles */
     int                 cpu_client = -1, cpu_server = -1;
+    double              timeout    = 60; /* -T: longest wait for one event of the peer */
 };
 
 size_t parse_size(const char *s) {
@@ -61,15 +66,19 @@ void usage() {
     fprintf(stderr,
             "usage: tm_proto_perf [-t tag_lat|tag_bw] [-x transports] [-s size,size,...] [-n iters]\n"
             "                     [-w window] [-c client_cpu,server_cpu] [--check] [-v] [-u]\n"
-            "  -u  build requests in this program's memory (UCT_TM_PROTO_OP_USER_REQUEST)\n");
+            "                     [-T|--timeout seconds]\n"
+            "  -u  build requests in this program's memory (UCT_TM_PROTO_OP_USER_REQUEST)\n"
+            "  -T  give up when the peer does not answer for that long (default 60)\n");
     exit(2);
 }
 
 Options parse(int argc, char **argv) {
     Options              o;
-    static const option  longs[] = {{"check", no_argument, nullptr, 'C'}, {nullptr, 0, nullptr, 0}};
+    static const option  longs[] = {{"check", no_argument, nullptr, 'C'},
+                                     {"timeout", required_argument, nullptr, 'T'},
+                                     {nullptr, 0, nullptr, 0}};
     int                  c;
-    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:vuh", longs, nullptr)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:T:vuh", longs, nullptr)) != -1) {
         switch (c) {
         case 't': o.test = optarg; break;
         case 'x': o.transports = optarg; break;
@@ -90,6 +99,10 @@ Options parse(int argc, char **argv) {
         case 'C': o.check = true; break;
         case 'v': o.stats = true; break;
         case 'u': o.user = true; break;
+        case 'T':
+            o.timeout = strtod(optarg, nullptr);
+            if (!(o.timeout > 0)) usage();
+            break;
         default: usage();
         }
     }
@@ -99,13 +112,30 @@ Options parse(int argc, char **argv) {
     return o;
 }
 
+/* This process's end of the peer: set once by main(). */
+uct_tm::PeerLink g_link;
+
 void die(const char *what, ucs_status_t status) {
+    if ((status == UCS_ERR_CONNECTION_RESET) || (status == UCS_ERR_ENDPOINT_TIMEOUT)) {
+        char why[160];
+        snprintf(why, sizeof(why), "%s returned %s", what, ucs_status_string(status));
+        g_link.lost(why, nullptr);
+    }
     fprintf(stderr, "tm_proto_perf: %s: %s\n", what, ucs_status_string(status));
     exit(1);
 }
 
-bool xfer(int fd, void *p, size_t n, bool out) {
-    return uct_tm::fd_transfer(fd, p, n, out);
+/* Control channel transfer; the peer's death or silence ends the process.
+ * (SIGPIPE is ignored: writing to a closed channel fails with EPIPE.) */
+void xfer(int fd, void *p, size_t n, bool out) {
+    if (!out && !uct_tm::wait_readable(fd, g_link.timeout_s)) {
+        char why[96];
+        snprintf(why, sizeof(why), "no answer for %.0f s (peer stopped or hung?)", g_link.timeout_s);
+        g_link.lost(why, "the control channel");
+    }
+    if (!uct_tm::fd_transfer(fd, p, n, out)) {
+        g_link.lost("its process is gone (control channel closed)", "the control channel");
+    }
 }
 
 struct Side {
@@ -130,23 +160,22 @@ Side connect_side(const Options &o, int fd) {
         die("worker_address", UCS_ERR_IO_ERROR);
     }
     uint64_t peer_len = 0, my_len = len;
-    if (!xfer(fd, &my_len, 8, true) || !xfer(fd, mine.data(), len, true) ||
-        !xfer(fd, &peer_len, 8, false) || (peer_len > (1u << 20))) {
+    xfer(fd, &my_len, 8, true);
+    xfer(fd, mine.data(), len, true);
+    xfer(fd, &peer_len, 8, false);
+    if (peer_len > (1u << 20)) {
         die("address exchange", UCS_ERR_IO_ERROR);
     }
     std::vector<char> peer(peer_len);
-    if (!xfer(fd, peer.data(), peer_len, false)) {
-        die("address exchange", UCS_ERR_IO_ERROR);
-    }
+    xfer(fd, peer.data(), peer_len, false);
     st = uct_tm_proto_ep_create(s.worker, peer.data(), peer_len, &s.ep);
     if (st != UCS_OK) {
         die("ep_create", st);
     }
     /* both endpoints exist before anyone sends */
     char b = 0;
-    if (!xfer(fd, &b, 1, true) || !xfer(fd, &b, 1, false)) {
-        die("barrier", UCS_ERR_IO_ERROR);
-    }
+    xfer(fd, &b, 1, true);
+    xfer(fd, &b, 1, false);
     return s;
 }
 
@@ -171,10 +200,12 @@ struct Pending {
 };
 
 void wait_req(const Side &s, const Pending &p) {
-    ucs_status_t st;
+    ucs_status_t      st;
+    uct_tm::WaitBound bound(g_link, "a request to complete");
     if (p.user != nullptr) {
         while ((st = uct_tm_proto_request_user_test(p.user->bytes, nullptr)) == UCS_INPROGRESS) {
             uct_tm_proto_worker_progress(s.worker);
+            bound.tick();
         }
         if (st != UCS_OK) {
             die("request", st);
@@ -183,6 +214,7 @@ void wait_req(const Side &s, const Pending &p) {
     }
     while ((st = uct_tm_proto_request_test(s.worker, p.req, nullptr)) == UCS_INPROGRESS) {
         uct_tm_proto_worker_progress(s.worker);
+        bound.tick();
     }
     if (st != UCS_OK) {
         die("request", st);
@@ -401,6 +433,7 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
 
 int main(int argc, char **argv) {
     const Options o = parse(argc, argv);
+    signal(SIGPIPE, SIG_IGN); /* a dead peer's channel: EPIPE, reported as such */
     int           sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
         perror("socketpair");
@@ -412,11 +445,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     const bool client = child != 0;
-    if (!client) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-    }
+    /* The peer's end closed here: its death then closes the channel, which
+     * every wait watches (no PR_SET_PDEATHSIG: it would kill the receiver
+     * without a word). */
+    close(client ? sv[1] : sv[0]);
+    g_link.tool      = "tm_proto_perf";
+    g_link.role      = client ? "sender" : "receiver";
+    g_link.fd        = client ? sv[0] : sv[1];
+    g_link.timeout_s = o.timeout;
     pin(client ? o.cpu_client : o.cpu_server);
-    const Side s = connect_side(o, client ? sv[0] : sv[1]);
+    const Side s = connect_side(o, g_link.fd);
     if (client) {
         printf("# tm_proto_perf %s over %s%s\n", o.test.c_str(), o.transports.c_str(),
                o.check ? " (payload checked)" : "");

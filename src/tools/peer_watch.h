@@ -1,0 +1,114 @@
+/* Failing fast when the peer of a two-process tool is gone.
+ *
+ * A tool whose peer died or stopped must not spin forever in a wait loop: it
+ * exits with status 2 and one line "<tool>: <role>: peer lost: <why> while
+ * waiting for <what>". Three signs, whichever comes first:
+ *   - the transport reported the peer failed (the iface error handler, or an
+ *     operation completing with an error: the tool calls lost() itself);
+ *   - the control channel (the socket the addresses went over) was closed at
+ *     the other end: its process is gone, whatever killed it;
+ *   - a wait lasted longer than the timeout: the peer is stopped or hung.
+ */
+#ifndef UCT_TM_TOOLS_PEER_WATCH_H_
+#define UCT_TM_TOOLS_PEER_WATCH_H_
+
+#include <ucs/type/status.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <poll.h>
+
+namespace uct_tm {
+
+/* True once the other end of the socket `fd` is closed. A pending byte does
+ * not hide the closing: POLLRDHUP/POLLHUP are reported with it. */
+inline bool channel_closed(int fd) {
+    struct pollfd pfd = {fd, POLLRDHUP, 0};
+    int           r;
+    do {
+        r = poll(&pfd, 1, 0);
+    } while ((r < 0) && (errno == EINTR));
+    return (r > 0) && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* Waits up to `timeout_s` for `fd` to be readable (or closed); false on timeout. */
+inline bool wait_readable(int fd, double timeout_s) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+        const double left =
+                std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+        if (left <= 0) {
+            return false;
+        }
+        struct pollfd pfd = {fd, POLLIN, 0};
+        const int     r   = poll(&pfd, 1, static_cast<int>(left * 1000) + 1);
+        if (r > 0) {
+            return true;
+        }
+        if ((r < 0) && (errno != EINTR)) {
+            return true; /* let the read report the error */
+        }
+    }
+}
+
+/* What a tool knows about its peer. */
+struct PeerLink {
+    const char  *tool      = "";
+    const char  *role      = "";
+    int          fd        = -1;   /* control channel */
+    double       timeout_s = 60;   /* longest wait for one thing */
+    ucs_status_t failure   = UCS_OK; /* set by the transport's error handler */
+
+    /* what: what the tool was waiting for, or null */
+    [[noreturn]] void lost(const char *why, const char *what) const {
+        fprintf(stderr, "%s: %s: peer lost: %s%s%s\n", tool, role, why,
+                (what != nullptr) ? " while waiting for " : "", (what != nullptr) ? what : "");
+        fflush(stderr);
+        exit(2);
+    }
+};
+
+/* Bounds one wait loop: call tick() after each progress call. The flag set by
+ * the error handler is read on every spin; the channel and the clock (a system
+ * call and a clock read) every kCheckEvery spins, about every 0.1 ms. */
+class WaitBound {
+  public:
+    WaitBound(const PeerLink &link, const char *what)
+        : link_(link), what_(what), start_(std::chrono::steady_clock::now()) {}
+
+    void tick() {
+        if (link_.failure != UCS_OK) {
+            char why[128];
+            snprintf(why, sizeof(why), "the transport reported it failed (%s)",
+                     ucs_status_string(link_.failure));
+            link_.lost(why, what_);
+        }
+        if ((++spins_ % kCheckEvery) != 0) {
+            return;
+        }
+        if (channel_closed(link_.fd)) {
+            link_.lost("its process is gone (control channel closed)", what_);
+        }
+        const double waited =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        if (waited > link_.timeout_s) {
+            char why[128];
+            snprintf(why, sizeof(why), "no progress for %.0f s (peer stopped or hung?)", waited);
+            link_.lost(why, what_);
+        }
+    }
+
+  private:
+    static constexpr unsigned kCheckEvery = 1024;
+
+    const PeerLink                                    &link_;
+    const char                                        *what_;
+    std::chrono::steady_clock::time_point              start_;
+    unsigned                                           spins_ = 0;
+};
+
+}  // namespace uct_tm
+
+#endif
