@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -1061,6 +1062,90 @@ TEST_F(SmFifoGarbage, RtrWithWrappingBuffersIsDropped) {
     uint32_t reading = rndv_word(gen, kRndvReading);
     slot.word.compare_exchange_strong(reading, rndv_word(gen, kRndvPosted));
     EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
+}
+
+/* Open file descriptors of this process. */
+size_t open_fds() {
+    size_t n   = 0;
+    DIR   *dir = opendir("/proc/self/fd");
+    if (dir == nullptr) {
+        return 0;
+    }
+    while (readdir(dir) != nullptr) {
+        ++n;
+    }
+    closedir(dir);
+    return n;
+}
+
+/* Senders that die give back what the receiver holds for them: their entry
+ * in its peer table (else MAX_PEERS deaths later no sender can connect) and
+ * its attachment to them (a pidfd and a mapping each), without any stall. */
+TEST_F(SmFifoGarbage, DeadSendersGiveBackTheirPeerTableEntries) {
+    Node rx(*env_, "tm_sm", {{"MAX_PEERS", "4"}, {"PEER_CHECK_INTERVAL", "10ms"}});
+    ASSERT_EQ(rx.status, UCS_OK);
+    std::string rx_iface(rx.attr.iface_addr_len, '\0');
+    ASSERT_EQ(uct_iface_get_address(rx.iface, reinterpret_cast<uct_iface_addr_t *>(&rx_iface[0])),
+              UCS_OK);
+    RawSegment raw;
+    ASSERT_TRUE(raw.attach(rx_iface.data())) << raw.error();
+    auto used_slots = [&] {
+        int n = 0;
+        for (uint32_t k = 0; k < raw.geometry().max_peers; ++k) {
+            n += (raw.peer_slots()[k].state.load() & 3) == kPeerUsed;
+        }
+        return n;
+    };
+    const std::string address = rx.address();
+    size_t            fds_after_first = 0;
+    for (int round = 0; round < 12; ++round) {
+        SCOPED_TRACE("sender " + std::to_string(round));
+        int fds[2];
+        ASSERT_EQ(pipe(fds), 0);
+        const pid_t child = fork();
+        ASSERT_GE(child, 0);
+        if (child == 0) {
+            alarm(60);
+            close(fds[0]);
+            char result = 'x';
+            {
+                UctEnv   env;
+                Node     node(env, "tm_sm");
+                uct_ep_h ep = nullptr;
+                Send     rndv(Path::kRndv, 0x4400 + round, 0, round, 4096);
+                Send     eager(Path::kBcopy, 0x4500 + round, 1, round, 100);
+                if ((node.status == UCS_OK) && (node.connect(address, &ep) == UCS_OK)) {
+                    result = ((rndv.post(ep) == UCS_OK) && (eager.post(ep) == UCS_OK)) ? 'k' : 's';
+                } else {
+                    result = 'c';
+                }
+                (void)!::write(fds[1], &result, 1);
+                pause(); /* killed here, endpoint and send outstanding */
+            }
+            _exit(0);
+        }
+        close(fds[1]);
+        char result = 0;
+        EXPECT_EQ(read(fds[0], &result, 1), 1);
+        close(fds[0]);
+        EXPECT_EQ(result, 'k') << "c: could not connect (peer table full?); s: could not send";
+        const size_t rndvs = rx.unexp.rndvs.size();
+        if (result == 'k') {
+            /* The RTS makes the receiver attach back to the sender. */
+            EXPECT_TRUE(wait([&] { return rx.unexp.rndvs.size() > rndvs; }));
+        }
+        kill(child, SIGKILL);
+        waitpid(child, nullptr, 0);
+        EXPECT_TRUE(wait([&] { return used_slots() == 0; }, 5))
+            << "the dead sender's peer-table entry is still in use";
+        if (round == 0) {
+            fds_after_first = open_fds();
+        }
+        if (HasFailure()) {
+            break;
+        }
+    }
+    EXPECT_LE(open_fds(), fds_after_first + 1) << "descriptors kept for dead senders";
 }
 
 }  // namespace
