@@ -526,6 +526,7 @@ unsigned SmIface::slow_progress() {
             reap_rejected_rndv();
         }
         check_peers();
+        reclaim_dead_slots(now);
         recover_stall(now);
     } else if (ucs_unlikely(dead_until_ != 0)) {
         recover_stall(now); /* more elements a dead process claimed may follow */
@@ -579,9 +580,8 @@ void SmIface::recover_stall(uint64_t now) {
     const bool stalled_long = (now - stall_since_ >= stall_timeout_);
     const bool stopped_long = (now - stall_began_ >= stopped_timeout_);
     if (stalled_long) {
-        bool someone_died = false;
         for (uint32_t i = 0; i < geometry_.max_peers; ++i) {
-            uint32_t word = peer_slots_[i].state.load(std::memory_order_acquire);
+            const uint32_t word = peer_slots_[i].state.load(std::memory_order_acquire);
             if ((word & 3) != kPeerUsed) {
                 continue;
             }
@@ -596,13 +596,7 @@ void SmIface::recover_stall(uint64_t now) {
                          static_cast<double>(stopped_timeout_) / 1e9, iface_serial_);
                 declare_failed(pid);
             }
-            someone_died = true;
-            peer_slots_[i].state.compare_exchange_strong(word, (word & ~3u) + 4,
-                                                         std::memory_order_release);
-        }
-        if (someone_died) {
-            dead_until_   = std::max(dead_until_, fifo_.tail());
-            dead_seen_at_ = now;
+            free_peer_slot(i, word, now);
         }
     }
     if ((fifo_.head() >= dead_until_) ||
@@ -617,6 +611,37 @@ void SmIface::recover_stall(uint64_t now) {
                  static_cast<unsigned long>(fifo_.head()));
     }
     stall_since_ = 0;
+}
+
+void SmIface::free_peer_slot(uint32_t slot, uint32_t word, uint64_t now) {
+    if (!peer_slots_[slot].state.compare_exchange_strong(word, (word & ~3u) + 4,
+                                                         std::memory_order_release)) {
+        return; /* changed meanwhile */
+    }
+    /* Every claim it made is below the tail now: stall recovery skips them. */
+    dead_until_   = std::max(dead_until_, fifo_.tail());
+    dead_seen_at_ = now;
+    PeerView &view = peer_views_[slot];
+    if (view.peer != nullptr) {
+        RemotePeer *peer = view.peer;
+        view             = PeerView{};
+        put_peer(peer); /* its pidfd and mapping go with the last reference */
+    }
+}
+
+/* A sender that died without stalling the FIFO still holds its entry in
+ * our peer table (MAX_PEERS such deaths and no sender can connect) and our
+ * attachment back to it: a few entries per peer check look for them. */
+void SmIface::reclaim_dead_slots(uint64_t now) {
+    const uint32_t budget = std::min<uint32_t>(kReclaimPerCheck, geometry_.max_peers);
+    for (uint32_t n = 0; n < budget; ++n) {
+        const uint32_t i    = reclaim_cursor_;
+        reclaim_cursor_     = (reclaim_cursor_ + 1) % geometry_.max_peers;
+        const uint32_t word = peer_slots_[i].state.load(std::memory_order_acquire);
+        if (((word & 3) == kPeerUsed) && process_exited(peer_slots_[i].segment.pid)) {
+            free_peer_slot(i, word, now);
+        }
+    }
 }
 
 void SmIface::declare_failed(int32_t pid) {

@@ -339,6 +339,11 @@ class SmIface {
     void         fail_peer(RemotePeer *peer);
     void         check_peers();
     void         recover_stall(uint64_t now);
+    /* Frees entry `slot` (state `word`) of our peer table, taken by a
+     * process that died or was dropped, and our attachment back to it. */
+    void         free_peer_slot(uint32_t slot, uint32_t word, uint64_t now);
+    void         reclaim_dead_slots(uint64_t now);
+    static constexpr uint32_t kReclaimPerCheck = 16;
     /* Our attachments to process `pid` fail from the next progress. */
     void         declare_failed(int32_t pid);
     bool         has_deferred_work() const {
@@ -503,6 +508,7 @@ class SmIface {
     uint64_t               dead_seen_at_   = 0; /* when dead_until_ was last raised */
     uint64_t               stall_began_    = 0; /* when the element at stall_head_ first stalled */
     uint64_t               stall_head_     = 0;
+    uint32_t               reclaim_cursor_ = 0; /* next peer-table entry reclaim_dead_slots() looks at */
     uint32_t                 slow_countdown_ = kSlowProgressPeriod;
     uint64_t                 dropped_        = 0;
     Counters                 counters_;
