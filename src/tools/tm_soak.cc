@@ -227,6 +227,7 @@ struct TxSlot {
     bool             busy   = false;
     uint64_t         seq    = 0;
     void            *rndv   = nullptr; /* tag_rndv_zcopy op */
+    uct_ep_h         rndv_ep = nullptr; /* the endpoint it was sent on (may be retired since) */
     uint32_t         session = 0;
     uint64_t         filled  = ~uint64_t{0}; /* the tag whose pattern the buffer holds */
 };
@@ -925,9 +926,10 @@ void send_next(Soak &s) {
         if (UCS_PTR_IS_ERR(h)) {
             st = UCS_PTR_STATUS(h);
         } else {
-            st     = UCS_INPROGRESS;
-            t.busy = true;
-            t.rndv = h;
+            st        = UCS_INPROGRESS;
+            t.busy    = true;
+            t.rndv    = h;
+            t.rndv_ep = s.ep;
         }
     }
     if (st == UCS_ERR_NO_RESOURCE) return;
@@ -945,10 +947,12 @@ void send_next(Soak &s) {
 void handle_rndv_acks(Soak &s) {
     for (const auto &a : s.rndv_acks_in) {
         TxSlot &t = s.txs[a.second % s.opt.window];
-        if ((a.first != s.tx_session) || !t.busy || (t.seq != a.second) || (t.rndv == nullptr)) {
-            continue; /* an old session's */
+        if (!t.busy || (a.first != t.session) || (t.seq != a.second) || (t.rndv == nullptr)) {
+            continue; /* finished meanwhile (completion), or not this op */
         }
-        const ucs_status_t st = uct_ep_tag_rndv_cancel(s.ep, t.rndv);
+        /* On its own endpoint: an acknowledgement that waited in our FIFO
+         * (we were stopped) may name an op of an endpoint retired since. */
+        const ucs_status_t st = uct_ep_tag_rndv_cancel(t.rndv_ep, t.rndv);
         if ((st != UCS_OK) && (st != UCS_ERR_CONNECTION_RESET)) die("tag_rndv_cancel", st);
         t.busy = false;
         t.rndv = nullptr;
@@ -1144,8 +1148,8 @@ int main(int argc, char **argv) {
         run_fetches(s);
     }
     for (TxSlot &t : s.txs) {
-        if (t.busy && (t.rndv != nullptr) && (s.ep != nullptr)) {
-            uct_ep_tag_rndv_cancel(s.ep, t.rndv);
+        if (t.busy && (t.rndv != nullptr)) {
+            uct_ep_tag_rndv_cancel(t.rndv_ep, t.rndv);
             t.busy = false;
         }
     }
