@@ -929,6 +929,7 @@ int run(const Options &opt, bool server, int fd) {
                opt.depth, opt.mask_classes);
         printf("%10s %10s %14s %12s %14s %12s\n", "size", "iters",
                opt.test == "tag_lat" ? "lat_us(med)" : "us/msg", "lat_us(avg)", "msg/s", "MB/s");
+        fflush(stdout); /* "connected": scripts watching the output wait for it */
     }
     for (size_t size : opt.sizes) {
         alloc_buffer(p, p.sbuf, size, server ? 0x5b : 0xa5);

@@ -464,6 +464,7 @@ int main(int argc, char **argv) {
         } else {
             printf("%12s %12s %12s %12s\n", "size", "iters", "MB/s", "msg_per_s");
         }
+        fflush(stdout); /* "connected": scripts watching the output wait for it */
     }
     for (size_t size : o.sizes) {
         const Result res   = run_size(o, s, client, size);

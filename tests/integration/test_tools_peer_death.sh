@@ -57,8 +57,10 @@ case_() {
         echo "FAIL: $name: no forked peer"; sed 's/^/    /' "$out" | tail -5; fail=1
         kill -9 "$parent" 2>/dev/null; wait "$parent" 2>/dev/null; return
     fi
-    # the header row comes once the two are connected; then let messages flow
+    # the header row comes (flushed) once the two are connected; then let messages flow
     for _ in $(seq 200); do grep -q 'size' "$out" && break; sleep 0.05; done
+    grep -q 'size' "$out" || { echo "FAIL: $name: no header in 10 s (not connected?)"; fail=1
+        kill -9 "$parent" "$child" 2>/dev/null; wait "$parent" 2>/dev/null; return; }
     sleep 1
     if [ "$victim" = sender ]; then target=$parent survivor=$child; else target=$child survivor=$parent; fi
     if ! alive "$target" || ! alive "$survivor"; then
