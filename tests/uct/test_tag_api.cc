@@ -913,6 +913,51 @@ TEST_P(TagTest, ForceCancelMidRendezvousWritesNothingAfter) {
     }
 }
 
+/* A receive force-cancelled from inside its own tag_consumed_cb is the
+ * user's again when the cancel returns, as any forced cancel: the callback
+ * fills it with a canary, and no path of any transport writes into it (or
+ * calls it back) afterwards, whatever the message size and fragments. */
+TEST_P(TagTest, ForceCancelInConsumedCallbackWritesNothingAfter) {
+    constexpr char kCanary = 0x3c;
+    Rng rng(test_seed() ^ 27);
+    for (Path path : kAllPaths) {
+        if (lacks(path)) {
+            continue;
+        }
+        for (size_t length : tx_->caps.sizes(path)) {
+            for (size_t ri : {size_t{1}, std::min<size_t>(3, rx_->caps.recv_max_iov)}) {
+                SCOPED_TRACE(std::string(path_name(path)) + " length " + std::to_string(length) +
+                             " recv iov " + std::to_string(ri));
+                Send        s(path, rng.next(), rng.next() | 1, rng.next(), length);
+                RecvCtx     r;
+                RecvBuffers b(length, ri);
+                ucs_status_t cancel_status = UCS_INPROGRESS;
+                r.on_consumed = [&](RecvCtx &self) {
+                    cancel_status = uct_iface_tag_recv_cancel(rx_->iface, &self.ctx, 1);
+                    for (GuardedBuffer &piece : b.pieces) {
+                        memset(piece.data(), kCanary, piece.size());
+                    }
+                };
+                ASSERT_EQ(post(r, s.tag, kFullMask, b), UCS_OK);
+                ASSERT_EQ(send(s), UCS_OK);
+                ASSERT_TRUE(wait([&] { return r.consumed(); })) << "never matched";
+                ASSERT_TRUE(finish(s)) << "the sender never completed";
+                drain();
+                EXPECT_EQ(cancel_status, UCS_OK);
+                EXPECT_EQ(r.sequence(), "consumed") << "a callback after the forced cancel";
+                for (const GuardedBuffer &piece : b.pieces) {
+                    const char *p = piece.data();
+                    EXPECT_EQ(std::count(p, p + piece.size(), kCanary),
+                              static_cast<std::ptrdiff_t>(piece.size()))
+                        << "written into a receive after it was cancelled with force";
+                    EXPECT_TRUE(piece.guards_intact());
+                }
+                EXPECT_TRUE(rx_->unexp.messages.empty());
+            }
+        }
+    }
+}
+
 TEST_P(TagTest, CancelUnknownCtxIsAnError) {
     RecvCtx never;
     EXPECT_NE(uct_iface_tag_recv_cancel(rx_->iface, &never.ctx, 0), UCS_OK);
