@@ -12,7 +12,7 @@
  * (out of sync) and claimed by the posted receive in software (copy, DEL,
  * a second progress() for the DEL's completion).
  */
-#include "ib/hw_tag_engine_impl.h"
+#include "tag/hw_tag_engine_impl.h"
 #include "receive_window.h"
 
 #include <benchmark/benchmark.h>
@@ -23,7 +23,7 @@
 
 namespace {
 
-using namespace uct_tm::ib;
+using namespace uct_tm;
 
 /* The seam with a NIC that matches in the order the bench tells it. */
 class LoopbackList {

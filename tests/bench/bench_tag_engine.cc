@@ -8,7 +8,7 @@
  * tm_perftest tag_bw does. This isolates the software tag list's share of
  * tm_sm's per-message cost from the FIFO and the cross-core transfer.
  */
-#include "base/tag_engine.h"
+#include "tag/tag_engine.h"
 #include "receive_window.h"
 
 #include <benchmark/benchmark.h>

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace uct_tm {
 namespace ib {
 namespace {
@@ -101,6 +103,41 @@ TEST_F(TmRaces, MessageBeatingTheAddIsClaimedBySoftwareForThePostedReceive) {
     EXPECT_TRUE(h.model().in_sync());
     EXPECT_EQ(0u, h.model().held_handles());
     EXPECT_EQ(1, r->completed);
+}
+
+/* A receive that software claims for a message the list reported
+ * unexpected, force-cancelled from its own tag_consumed_cb, is the user's
+ * again when the cancel returns: neither the eager payload nor a software
+ * rendezvous request's header reaches it, and no completion follows. */
+TEST_F(TmRaces, ClaimedReceiveForceCancelledInConsumedIsNeverWrittenAfter) {
+    for (bool request : {false, true}) {
+        SCOPED_TRACE(request ? "software rendezvous request" : "eager");
+        Recv *r = h.make_recv(64);
+        const std::function<void(Recv &)> cancel_and_reuse = [&](Recv &self) {
+            EXPECT_EQ(UCS_OK, h.cancel(&self, 1));
+            std::fill(self.buffer.begin(), self.buffer.end(), uint8_t{0x3c});
+        };
+        r->on_consumed = &cancel_and_reuse;
+        ASSERT_EQ(UCS_OK, h.post(r, 5)); /* ADD posted, not executed */
+        if (request) {
+            h.send_sw_rndv_request(2, 5, Harness::pattern(6, 24));
+        } else {
+            h.send_eager(2, 5, Harness::pattern(5, 30));
+        }
+        ASSERT_TRUE(h.model().step_arrival()); /* no tag in the engine yet: unexpected */
+        ASSERT_TRUE(h.model().step_command());
+        h.progress();
+        ASSERT_TRUE(h.drain());
+        EXPECT_EQ(1, r->consumed);
+        EXPECT_EQ(0, r->completed);
+        EXPECT_EQ(0, r->rndv);
+        EXPECT_TRUE(std::all_of(r->buffer.begin(), r->buffer.end(),
+                                [](uint8_t b) { return b == 0x3c; }))
+            << "written into a receive after it was cancelled with force";
+        EXPECT_TRUE(h.unexpected.empty());
+        EXPECT_EQ(0u, h.model().held_handles());
+    }
+    EXPECT_EQ(2u, h.engine().counters().sw_claims);
 }
 
 TEST_F(TmRaces, OutOfSyncArrivalsKeepPostingOrderThroughSoftware) {

@@ -5,7 +5,7 @@
  * answer with a status, never crash. With a TM-capable device present the
  * last test creates the TM SRQ (never exercised here: no such device).
  */
-#include "ib/hw_tag_engine.h"
+#include "tag/hw_tag_engine.h"
 #include "ib/tm_verbs_list.h"
 
 #include <gtest/gtest.h>

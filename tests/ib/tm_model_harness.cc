@@ -70,6 +70,9 @@ void Harness::on_consumed(uct_tag_context_t *ctx) {
     Recv *r = recv_of(ctx);
     ++r->consumed;
     r->harness->events.push_back(r->id);
+    if (r->on_consumed != nullptr) {
+        (*r->on_consumed)(*r);
+    }
 }
 
 void Harness::on_completed(uct_tag_context_t *ctx, uct_tag_t stag, uint64_t imm, size_t length,

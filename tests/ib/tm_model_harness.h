@@ -7,12 +7,13 @@
 #ifndef UCT_TM_TESTS_IB_TM_MODEL_HARNESS_H_
 #define UCT_TM_TESTS_IB_TM_MODEL_HARNESS_H_
 
-#include "ib/hw_tag_engine.h"
+#include "tag/hw_tag_engine.h"
 #include "ib/tm_model.h"
 
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,6 +38,9 @@ struct Recv {
     ucs_status_t         status = UCS_OK;
     std::vector<uint8_t> header; /* rndv_cb */
     class Harness       *harness = nullptr;
+    /* Called at the end of tag_consumed_cb (may re-enter the engine); the
+     * test owns it (a pointer keeps Recv standard-layout). */
+    const std::function<void(Recv &)> *on_consumed = nullptr;
 };
 
 struct Unexpected {

@@ -524,6 +524,106 @@ TEST_P(TagBadInput, ForgedSegmentRkeys) {
     expect_still_working();
 }
 
+/* One rule for a uct_iov_t list (uct_tm/tag/uct_iov.h), the same on every
+ * transport and every operation that takes one: a null list with entries,
+ * more entries than the operation's max_iov, or an entry without a buffer
+ * but with bytes is UCS_ERR_INVALID_PARAM; an entry whose count is not 1 is
+ * UCS_ERR_UNSUPPORTED; more bytes than the operation's max_zcopy (or a sum
+ * that wraps) is UCS_ERR_EXCEEDS_LIMIT. Nothing is sent or posted. */
+TEST_P(TagBadInput, SameBadIovSameStatusOnEveryPath) {
+    const uct_iface_attr_t &a = rx_->attr;
+    uct_md_attr_t           md_attr;
+    ASSERT_EQ(uct_md_query(env_->md(), &md_attr), UCS_OK);
+    std::vector<char> target(4096, 't');
+    uct_mem_h         memh;
+    ASSERT_EQ(uct_md_mem_reg(env_->md(), target.data(), target.size(), UCT_MD_MEM_ACCESS_ALL,
+                             &memh), UCS_OK);
+    std::string packed(md_attr.rkey_packed_size, '\0');
+    ASSERT_EQ(uct_md_mkey_pack(env_->md(), memh, &packed[0]), UCS_OK);
+    uct_rkey_bundle_t rkey;
+    ASSERT_EQ(uct_rkey_unpack(env_->component(), packed.data(), &rkey), UCS_OK);
+    const uint64_t remote = reinterpret_cast<uintptr_t>(target.data());
+
+    using Call = std::function<ucs_status_t(const uct_iov_t *, size_t)>;
+    struct Op {
+        const char *name;
+        size_t      max_iov;
+        size_t      max_total;
+        Call        call;
+    };
+    std::vector<Op> ops = {
+        {"tag_recv_zcopy", a.cap.tag.recv.max_iov, a.cap.tag.recv.max_zcopy,
+         [&](const uct_iov_t *iov, size_t n) {
+             RecvCtx            r;
+             const ucs_status_t status =
+                 uct_iface_tag_recv_zcopy(rx_->iface, 0x77, kFullMask, iov, n, &r.ctx);
+             if (status == UCS_OK) {
+                 uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 1);
+             }
+             return status;
+         }},
+        {"tag_eager_zcopy", a.cap.tag.eager.max_iov, a.cap.tag.eager.max_zcopy,
+         [&](const uct_iov_t *iov, size_t n) {
+             return uct_ep_tag_eager_zcopy(ep_, 0x78, 0, iov, n, 0, nullptr);
+         }},
+        {"tag_rndv_zcopy", a.cap.tag.rndv.max_iov, a.cap.tag.rndv.max_zcopy,
+         [&](const uct_iov_t *iov, size_t n) {
+             const uint64_t         header = 0;
+             const ucs_status_ptr_t op =
+                 uct_ep_tag_rndv_zcopy(ep_, 0x79, &header, sizeof(header), iov, n, 0, nullptr);
+             if (!UCS_PTR_IS_ERR(op)) {
+                 uct_ep_tag_rndv_cancel(ep_, op);
+                 return UCS_OK;
+             }
+             return UCS_PTR_STATUS(op);
+         }},
+        {"am_zcopy", a.cap.am.max_iov, a.cap.am.max_zcopy,
+         [&](const uct_iov_t *iov, size_t n) {
+             return uct_ep_am_zcopy(ep_, 5, nullptr, 0, iov, n, 0, nullptr);
+         }},
+        {"get_zcopy", a.cap.get.max_iov, a.cap.get.max_zcopy,
+         [&](const uct_iov_t *iov, size_t n) {
+             return uct_ep_get_zcopy(ep_, iov, n, remote, rkey.rkey, nullptr);
+         }},
+        {"put_zcopy", a.cap.put.max_iov, a.cap.put.max_zcopy,
+         [&](const uct_iov_t *iov, size_t n) {
+             return uct_ep_put_zcopy(ep_, iov, n, remote, rkey.rkey, nullptr);
+         }},
+    };
+
+    std::vector<char> buf(256);
+    const uct_iov_t   one = {buf.data(), 8, nullptr, 0, 1};
+    for (const Op &op : ops) {
+        if (op.max_iov == 0) {
+            continue; /* the transport does not offer it */
+        }
+        SCOPED_TRACE(op.name);
+        std::vector<uct_iov_t> too_many(op.max_iov + 1, one);
+        const uct_iov_t        count0    = {buf.data(), 8, nullptr, 0, 0};
+        const uct_iov_t        count2    = {buf.data(), 8, nullptr, 8, 2};
+        const uct_iov_t        no_buffer = {nullptr, 8, nullptr, 0, 1};
+        EXPECT_EQ(op.call(nullptr, 1), UCS_ERR_INVALID_PARAM) << "null list";
+        EXPECT_EQ(op.call(too_many.data(), too_many.size()), UCS_ERR_INVALID_PARAM)
+            << op.max_iov + 1 << " entries";
+        EXPECT_EQ(op.call(&one, SIZE_MAX), UCS_ERR_INVALID_PARAM) << "SIZE_MAX entries";
+        EXPECT_EQ(op.call(&count0, 1), UCS_ERR_UNSUPPORTED) << "count 0";
+        EXPECT_EQ(op.call(&count2, 1), UCS_ERR_UNSUPPORTED) << "count 2";
+        EXPECT_EQ(op.call(&no_buffer, 1), UCS_ERR_INVALID_PARAM) << "no buffer";
+        if (op.max_total < SIZE_MAX) {
+            const uct_iov_t big = {buf.data(), op.max_total + 1, nullptr, 0, 1};
+            EXPECT_EQ(op.call(&big, 1), UCS_ERR_EXCEEDS_LIMIT) << "max_zcopy + 1 bytes";
+        }
+        if (op.max_iov >= 2) {
+            const uct_iov_t wrap[2] = {{buf.data(), SIZE_MAX / 2 + 2, nullptr, 0, 1},
+                                       {buf.data(), SIZE_MAX / 2 + 2, nullptr, 0, 1}};
+            EXPECT_EQ(op.call(wrap, 2), UCS_ERR_EXCEEDS_LIMIT) << "a sum that wraps";
+        }
+    }
+    uct_rkey_release(env_->component(), &rkey);
+    EXPECT_EQ(uct_md_mem_dereg(env_->md(), memh), UCS_OK);
+    expect_still_working();
+}
+
 TEST_P(TagBadInput, PendingAndFlush) {
     EXPECT_ERROR(uct_ep_pending_add(ep_, nullptr, 0));
     expect_still_working();

@@ -4,7 +4,7 @@
  * overlap, erase by the position insert() reported (stale after shifts and
  * rehashes), and no growth in a steady post/match cycle.
  */
-#include "base/address_set.h"
+#include "tag/address_set.h"
 
 #include <gtest/gtest.h>
 

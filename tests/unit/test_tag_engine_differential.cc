@@ -7,7 +7,7 @@
  * matching ones), every post and cancel must return the model's status, and
  * every receive must complete exactly once.
  */
-#include "base/tag_engine.h"
+#include "tag/tag_engine.h"
 #include "reference_matcher.h"
 
 #include <gtest/gtest.h>

@@ -7,6 +7,7 @@
 #include "ib_device.h"
 
 #include "base/clock.h"
+#include "tag/uct_iov.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -300,34 +301,6 @@ ucs_status_t RcIface::post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &de
     return UCS_OK;
 }
 
-ucs_status_t RcIface::check_iov(const uct_iov_t *iov, size_t iovcnt, size_t max_iov,
-                                size_t max_total, size_t *total) const {
-    if ((iovcnt > 0) && (iov == nullptr)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (iovcnt > max_iov) {
-        return UCS_ERR_EXCEEDS_LIMIT;
-    }
-    size_t sum = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        if ((iov[i].count > 1) && (iov[i].stride != iov[i].length)) {
-            return UCS_ERR_UNSUPPORTED; /* strided entries */
-        }
-        const size_t count = std::max<unsigned>(iov[i].count, 1);
-        if ((iov[i].length > max_total) || (count > max_total) ||
-            (iov[i].length * count > max_total - sum)) {
-            return UCS_ERR_EXCEEDS_LIMIT;
-        }
-        const size_t len = iov[i].length * count;
-        if ((len > 0) && (iov[i].buffer == nullptr)) {
-            return UCS_ERR_INVALID_PARAM;
-        }
-        sum += len;
-    }
-    *total = sum;
-    return UCS_OK;
-}
-
 ucs_status_t RcIface::send_message(RcEp *ep, const WireHeader &header, uint32_t imm_low,
                                    const void *prefix, size_t prefix_length,
                                    const uct_iov_t *iov, size_t iovcnt,
@@ -338,7 +311,7 @@ ucs_status_t RcIface::send_message(RcEp *ep, const WireHeader &header, uint32_t 
     if (head > seg_size_) {
         return UCS_ERR_EXCEEDS_LIMIT;
     }
-    ucs_status_t status = check_iov(iov, iovcnt, max_sge - 1, seg_size_ - head, &payload);
+    ucs_status_t status = check_iov(iov, iovcnt, IovLimits{max_sge - 1, seg_size_ - head}, &payload);
     if (status != UCS_OK) {
         return status;
     }
@@ -381,7 +354,7 @@ ucs_status_t RcIface::send_message(RcEp *ep, const WireHeader &header, uint32_t 
     if (zcopy) {
         sge[0] = {reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(head), tx_mr_->lkey};
         for (size_t i = 0; i < iovcnt; ++i) {
-            const size_t len = iov[i].length * std::max<unsigned>(iov[i].count, 1);
+            const size_t len = iov[i].length;
             if (len > 0) {
                 sge[nsge++] = {reinterpret_cast<uintptr_t>(iov[i].buffer),
                                static_cast<uint32_t>(len), mr_of(iov[i].memh)->lkey};
@@ -392,7 +365,7 @@ ucs_status_t RcIface::send_message(RcEp *ep, const WireHeader &header, uint32_t 
     } else {
         size_t offset = head;
         for (size_t i = 0; i < iovcnt; ++i) {
-            const size_t len = iov[i].length * std::max<unsigned>(iov[i].count, 1);
+            const size_t len = iov[i].length;
             memcpy(buf + offset, iov[i].buffer, len);
             offset += len;
         }
@@ -510,29 +483,33 @@ ucs_status_t RcIface::tag_eager_zcopy(RcEp *ep, uct_tag_t tag, uint64_t imm,
 ucs_status_ptr_t RcIface::tag_rndv_zcopy(RcEp *ep, uct_tag_t tag, const void *header,
                                          unsigned header_length, const uct_iov_t *iov,
                                          size_t iovcnt, uct_completion_t *comp) {
-    if ((iovcnt != 1) || (iov == nullptr) || ((iov->length > 0) && (iov->buffer == nullptr)) ||
-        ((header_length > 0) && (header == nullptr)) || (iov->count > 1)) {
+    size_t       length;
+    ucs_status_t status = check_iov(iov, iovcnt, IovLimits{1, kMaxZcopy}, &length);
+    if (status != UCS_OK) {
+        return UCS_STATUS_PTR(status);
+    }
+    if ((header_length > 0) && (header == nullptr)) {
         return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
     }
     if (header_length > max_rndv_hdr()) {
         return UCS_STATUS_PTR(UCS_ERR_EXCEEDS_LIMIT);
     }
-    if (iov->length > (size_t{1} << 30)) {
-        return UCS_STATUS_PTR(UCS_ERR_EXCEEDS_LIMIT);
-    }
-    ucs_status_t status = tx_ready(ep, true);
+    /* No entry: a message of no bytes. */
+    void *const     buffer = (iovcnt > 0) ? iov->buffer : nullptr;
+    const uct_mem_h memh   = (iovcnt > 0) ? iov->memh : UCT_MEM_HANDLE_NULL;
+    status = tx_ready(ep, true);
     if (status != UCS_OK) {
         return UCS_STATUS_PTR(status);
     }
     if (free_rndv_sends_.empty()) {
         return UCS_STATUS_PTR(UCS_ERR_NO_RESOURCE);
     }
-    struct ibv_mr *mr      = mr_of(iov->memh);
+    struct ibv_mr *mr      = mr_of(memh);
     struct ibv_mr *temp_mr = nullptr;
-    if ((mr == nullptr) && (iov->length > 0)) {
-        temp_mr = ibv_reg_mr(md_->pd, iov->buffer, iov->length, IBV_ACCESS_REMOTE_READ);
+    if ((mr == nullptr) && (length > 0)) {
+        temp_mr = ibv_reg_mr(md_->pd, buffer, length, IBV_ACCESS_REMOTE_READ);
         if (temp_mr == nullptr) {
-            ucs_error("tm_rc: registering a rendezvous buffer of %zu bytes: %s", iov->length,
+            ucs_error("tm_rc: registering a rendezvous buffer of %zu bytes: %s", length,
                       strerror(errno));
             return UCS_STATUS_PTR(UCS_ERR_IO_ERROR);
         }
@@ -542,7 +519,7 @@ ucs_status_ptr_t RcIface::tag_rndv_zcopy(RcEp *ep, uct_tag_t tag, const void *he
     const uint32_t index = free_rndv_sends_.back();
     RndvSend      &s     = rndv_sends_[index];
     struct ibv_rvh rvh;
-    rvh.va   = htobe64(reinterpret_cast<uintptr_t>(iov->buffer));
+    rvh.va   = htobe64(reinterpret_cast<uintptr_t>(buffer));
     uint32_t rkey = (mr != nullptr) ? mr->rkey : 0;
     if (ucs_unlikely(config_.corrupt_rkey != 0) &&
         (++rndv_sends_started_ == config_.corrupt_rkey)) {
@@ -553,7 +530,7 @@ ucs_status_ptr_t RcIface::tag_rndv_zcopy(RcEp *ep, uct_tag_t tag, const void *he
                  rndv_sends_started_);
     }
     rvh.rkey = htobe32(rkey);
-    rvh.len  = htobe32(static_cast<uint32_t>(iov->length));
+    rvh.len  = htobe32(static_cast<uint32_t>(length));
     char prefix[sizeof(rvh) + 0];
     memcpy(prefix, &rvh, sizeof(rvh));
     /* header + rvh + the layer above's header, copied */
@@ -929,7 +906,7 @@ ucs_status_t RcIface::rdma_zcopy(RcEp *ep, const uct_iov_t *iov, size_t iovcnt,
                                  bool write) {
     const size_t max_sge = std::min(md_->attr.orig_attr.max_sge, 8);
     size_t       total;
-    ucs_status_t status = check_iov(iov, iovcnt, max_sge, size_t{1} << 30, &total);
+    ucs_status_t status = check_iov(iov, iovcnt, IovLimits{max_sge - 1, kMaxZcopy}, &total);
     if (status != UCS_OK) {
         return status;
     }

@@ -189,6 +189,7 @@ HwTagEngineConfig RcIface::hw_engine_config() const {
     ec.rx_buffer_size = static_cast<uint32_t>(seg_size_);
     ec.poll_budget    = std::max(budget_, 16u);
     ec.rx_headroom    = static_cast<uint32_t>(rx_offset_);
+    ec.max_length     = kMaxZcopy;
     return ec;
 }
 

@@ -5,6 +5,7 @@
 
 #include "ib_device.h"
 #include "rc_ops.h"
+#include "tag/eager_delivery.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -29,7 +30,8 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 TagEngineLimits tag_limits(const RcConfig &config) {
     TagEngineLimits limits;
     limits.list_size = config.tag_list_size;
-    limits.max_iov   = std::min<size_t>(std::max(config.recv_max_iov, 1u), kMaxRecvIov);
+    limits.max_iov    = std::min<size_t>(std::max(config.recv_max_iov, 1u), kMaxRecvIov);
+    limits.max_length = kMaxZcopy;
     return limits;
 }
 
@@ -349,7 +351,7 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu  = 1;
 
-    attr->cap.get.max_zcopy = md_->attr.orig_attr.max_mr_size ? (1ul << 30) : 0;
+    attr->cap.get.max_zcopy = md_->attr.orig_attr.max_mr_size ? kMaxZcopy : 0;
     attr->cap.get.max_iov   = max_iov;
     attr->cap.get.opt_zcopy_align = 1;
     attr->cap.get.align_mtu = 1;
@@ -363,7 +365,7 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
          * rendezvous (RNDV_INCOMPLETE): it must hold them. */
         attr->cap.tag.recv.min_recv =
             hw_mode() ? sizeof(WireHeader) + sizeof(struct ibv_rvh) : 0;
-        attr->cap.tag.recv.max_zcopy        = 1ul << 30;
+        attr->cap.tag.recv.max_zcopy        = kMaxZcopy;
         /* The hardware list takes one buffer per receive, as many as it holds. */
         attr->cap.tag.recv.max_iov          = hw_mode() ? 1 : tags_.limits().max_iov;
         attr->cap.tag.recv.max_outstanding =
@@ -373,7 +375,7 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
         attr->cap.tag.eager.max_bcopy       = one_msg;
         attr->cap.tag.eager.max_zcopy       = one_msg;
         attr->cap.tag.eager.max_iov         = max_iov;
-        attr->cap.tag.rndv.max_zcopy        = 1ul << 30;
+        attr->cap.tag.rndv.max_zcopy        = kMaxZcopy;
         attr->cap.tag.rndv.max_hdr          = max_rndv_hdr();
         attr->cap.tag.rndv.max_iov          = 1;
     }
@@ -613,12 +615,7 @@ bool RcIface::receive_eager(char *data, size_t length, uct_tag_t tag, uint64_t i
         ++counters_.dropped;
         return false;
     }
-    TagEngine::Recv *recv = tags_.match(tag);
-    if (recv != nullptr) {
-        if (tags_.wanted(recv)) {
-            tags_.scatter(recv, 0, data, length);
-        }
-        tags_.complete(recv, tag, imm, length, UCS_OK);
+    if (EagerDelivery::whole(tags_, tag, imm, data, length)) {
         return false;
     }
     return unexpected_eager(data, length, tag, imm);

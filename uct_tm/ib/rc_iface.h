@@ -28,9 +28,9 @@
 
 #include "base/flush_waiters.h"
 #include "base/pending_queue.h"
-#include "base/tag_engine.h"
+#include "tag/tag_engine.h"
 #include "base/ucx_abi.h"
-#include "hw_tag_engine.h"
+#include "tag/hw_tag_engine.h"
 #include "tm_model.h"
 #include "tm_verbs_list.h"
 
@@ -50,6 +50,10 @@ class RcIface;
 /* An endpoint: one RC queue pair. */
 /* The least SEG_SIZE: a header and a rendezvous descriptor fit. */
 inline constexpr size_t kMinSegSize = 256;
+
+/* Bytes one receive, rendezvous, RDMA READ or WRITE takes at most (a
+ * verbs sge and message stay below 2^31). */
+inline constexpr size_t kMaxZcopy = size_t{1} << 30;
 
 struct RcEp {
     uct_ep_t       super; /* UCX's view: {iface}; must stay first */
@@ -241,9 +245,6 @@ class RcIface {
                               const void *prefix, size_t prefix_length,
                               const uct_iov_t *iov, size_t iovcnt, uct_completion_t *comp);
     ucs_status_t send_fin(RcEp *ep, uint32_t op);
-    /* Validates an iov list of at most `max_iov` entries and `max_total` bytes. */
-    ucs_status_t check_iov(const uct_iov_t *iov, size_t iovcnt, size_t max_iov, size_t max_total,
-                           size_t *total) const;
     char        *tx_buf(int32_t index) const { return tx_pool_ + size_t(index) * seg_size_; }
     uint32_t     alloc_tx_op();
     void         free_tx_op(uint32_t index);

@@ -48,7 +48,7 @@
 #ifndef UCT_TM_IB_TM_MODEL_H_
 #define UCT_TM_IB_TM_MODEL_H_
 
-#include "tm_list.h"
+#include "tag/tm_list.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -17,7 +17,7 @@
 #ifndef UCT_TM_IB_TM_VERBS_LIST_H_
 #define UCT_TM_IB_TM_VERBS_LIST_H_
 
-#include "tm_list.h"
+#include "tag/tm_list.h"
 
 #include <infiniband/verbs.h>
 

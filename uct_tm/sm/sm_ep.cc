@@ -4,6 +4,7 @@
 #include "sm_iface.h"
 
 #include "base/copy_bytes.h"
+#include "tag/uct_iov.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -15,23 +16,6 @@
 namespace uct_tm {
 namespace sm {
 namespace {
-
-/* Total bytes of an iov list; false on a malformed entry or overflow. */
-bool iov_total(const uct_iov_t *iov, size_t iovcnt, size_t *total) {
-    if ((iov == nullptr) && (iovcnt > 0)) {
-        return false;
-    }
-    size_t sum = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        if ((iov[i].count != 1) || ((iov[i].buffer == nullptr) && (iov[i].length > 0)) ||
-            (iov[i].length > SIZE_MAX - sum)) {
-            return false;
-        }
-        sum += iov[i].length;
-    }
-    *total = sum;
-    return true;
-}
 
 /* Copies message bytes [offset, offset + length) gathered from `prefix`
  * followed by the iov list into `dst`. */
@@ -447,12 +431,15 @@ ssize_t SmIface::am_bcopy(SmEp *ep, uint8_t id, uct_pack_callback_t pack_cb, voi
 
 ucs_status_t SmIface::am_zcopy(SmEp *ep, uint8_t id, const void *header, unsigned header_length,
                                const uct_iov_t *iov, size_t iovcnt) {
-    size_t total;
-    if (ucs_unlikely((id >= UCT_AM_ID_MAX) || (iovcnt > kMaxSendIov) ||
-                     (header_length > inline_cap_) || ((header == nullptr) && header_length) ||
-                     !iov_total(iov, iovcnt, &total) ||
-                     (total > geometry_seg_max() - header_length))) {
+    if (ucs_unlikely((id >= UCT_AM_ID_MAX) || (header_length > inline_cap_) ||
+                     ((header == nullptr) && header_length))) {
         return UCS_ERR_INVALID_PARAM;
+    }
+    size_t             total;
+    const ucs_status_t status =
+        check_iov(iov, iovcnt, IovLimits{kMaxSendIov, geometry_seg_max() - header_length}, &total);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
     }
     return send_gather(ep, Kind::kAm, id, 0, 0, header, header_length, iov, iovcnt,
                        total + header_length, 1);
@@ -487,8 +474,7 @@ ucs_status_t SmIface::tag_eager_zcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, con
                                       size_t iovcnt) {
     /* One small buffer (the protocol layer's eager message: tag_eager_short
      * has no imm): one inline element, copied as tag_eager_short copies. */
-    if (ucs_likely((iovcnt == 1) && (iov != nullptr) && (iov->count == 1) &&
-                   (iov->length <= ep->inline_cap) && (iov->buffer != nullptr))) {
+    if (ucs_likely(is_one_buffer(iov, iovcnt, ep->inline_cap))) {
         return send_inline(ep, Kind::kTagEager, static_cast<uint32_t>(iov->length),
                            [&](ElemHeader *e) {
                                e->tag = tag;
@@ -501,10 +487,10 @@ ucs_status_t SmIface::tag_eager_zcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, con
 
 ucs_status_t SmIface::tag_eager_zcopy_gather(SmEp *ep, uct_tag_t tag, uint64_t imm,
                                              const uct_iov_t *iov, size_t iovcnt) {
-    size_t total;
-    if (ucs_unlikely((iovcnt > kMaxSendIov) || !iov_total(iov, iovcnt, &total) ||
-                     (total > eager_max_))) {
-        return UCS_ERR_INVALID_PARAM;
+    size_t             total;
+    const ucs_status_t status = check_iov(iov, iovcnt, IovLimits{kMaxSendIov, eager_max_}, &total);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
     }
     return send_gather(ep, Kind::kTagEager, 0, tag, imm, nullptr, 0, iov, iovcnt, total,
                        SIZE_MAX);

@@ -5,6 +5,7 @@
 #include "sm_iface.h"
 
 #include "sm_ops.h"
+#include "tag/eager_delivery.h"
 #include "base/tm_md.h"
 
 #include <ucs/debug/log_def.h>
@@ -438,11 +439,7 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
          * its Message in memory. */
         if (ucs_likely(((m.flags & (kFlagFirst | kFlagMore)) == kFlagFirst) &&
                        !assembly_.active && tag_enabled_)) {
-            TagEngine::Recv *recv = tags_.match(m.tag);
-            if (ucs_likely(recv != nullptr)) {
-                tags_.scatter(recv, 0, m.payload, m.length);
-                tags_.complete(recv, m.tag, m.imm, m.length, UCS_OK);
-            } else {
+            if (ucs_unlikely(!EagerDelivery::whole(tags_, m.tag, m.imm, m.payload, m.length))) {
                 receive_unexpected_eager(m);
             }
             break;
@@ -723,17 +720,13 @@ void SmIface::receive_eager(const Message &m) {
             drop(m, "tagged message but tag offload is off");
             return;
         }
-        TagEngine::Recv *recv = tags_.match(m.tag);
-        if (recv != nullptr) {
-            tags_.scatter(recv, 0, m.payload, m.length);
-            if (!more) {
-                tags_.complete(recv, m.tag, m.imm, m.length, UCS_OK);
-                return;
-            }
+        TagEngine::Recv *recv;
+        EagerDelivery::piece(tags_, &recv, m.tag, m.imm, 0, m.payload, m.length, true, !more);
+        if (recv == nullptr) {
+            receive_unexpected_eager(m);
+        } else if (more) {
             assembly_ = Assembly{true, m.peer, recv, nullptr, m.tag, m.length};
-            return;
         }
-        receive_unexpected_eager(m);
         return;
     }
     if (!assembly_.active || (assembly_.peer != m.peer)) {
@@ -741,14 +734,11 @@ void SmIface::receive_eager(const Message &m) {
         return;
     }
     if (assembly_.recv != nullptr) {
-        if (tags_.wanted(assembly_.recv)) {
-            tags_.scatter(assembly_.recv, assembly_.offset, m.payload, m.length);
-        }
+        const size_t offset = assembly_.offset;
         assembly_.offset += m.length;
-        if (!more) {
-            assembly_.active = false;
-            tags_.complete(assembly_.recv, assembly_.tag, m.imm, assembly_.offset, UCS_OK);
-        }
+        assembly_.active = more; /* before the completion: it may start another message */
+        EagerDelivery::piece(tags_, &assembly_.recv, assembly_.tag, m.imm, offset, m.payload,
+                             m.length, false, !more);
         return;
     }
     assembly_.offset += m.length;

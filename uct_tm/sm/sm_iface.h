@@ -23,7 +23,7 @@
 
 #include "base/flush_waiters.h"
 #include "base/pending_queue.h"
-#include "base/tag_engine.h"
+#include "tag/tag_engine.h"
 #include "base/ucx_abi.h"
 
 #include "base/clock.h"

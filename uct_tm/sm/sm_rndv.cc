@@ -15,6 +15,7 @@
  * carries the slot, so that a later get_zcopy takes the same lock.
  */
 #include "sm_iface.h"
+#include "tag/uct_iov.h"
 
 #include "base/tm_md.h"
 
@@ -140,13 +141,16 @@ ucs_status_t SmIface::cma_copy(pid_t pid, struct iovec *local, size_t count, uin
 ucs_status_ptr_t SmIface::tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *header,
                                          unsigned header_length, const uct_iov_t *iov,
                                          size_t iovcnt, uct_completion_t *comp) {
-    if (ucs_unlikely((iovcnt != 1) || (iov == nullptr) || (iov->count != 1) ||
-                     ((iov->buffer == nullptr) && (iov->length > 0)) ||
-                     ((header == nullptr) && header_length) ||
+    size_t       length;
+    ucs_status_t status = check_iov(iov, iovcnt, IovLimits{1, SIZE_MAX}, &length);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return UCS_STATUS_PTR(status);
+    }
+    if (ucs_unlikely(((header == nullptr) && header_length) ||
                      (header_length > geometry_.seg_size - sizeof(RndvInfo)))) {
         return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
     }
-    ucs_status_t status = tx_ready(ep);
+    status = tx_ready(ep);
     if (ucs_unlikely(status != UCS_OK)) {
         return UCS_STATUS_PTR(status);
     }
@@ -157,13 +161,14 @@ ucs_status_ptr_t SmIface::tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *he
     RndvOp        &op    = rndv_ops_[index];
     RndvInfo       info{};
     info.op_token      = make_token(index, op.gen);
-    info.address       = reinterpret_cast<uintptr_t>(iov->buffer);
-    info.length        = iov->length;
+    /* No entry: a message of no bytes. */
+    info.address       = (iovcnt > 0) ? reinterpret_cast<uintptr_t>(iov->buffer) : 0;
+    info.length        = length;
     info.header_length = header_length;
-    const MemHandle *memh = mem_handle(iov->memh);
-    if ((memh != nullptr) && memh->shm.valid() && (iov->length > 0) &&
+    const MemHandle *memh = (iovcnt > 0) ? mem_handle(iov->memh) : nullptr;
+    if ((memh != nullptr) && memh->shm.valid() && (length > 0) &&
         (info.address >= reinterpret_cast<uintptr_t>(memh->address)) &&
-        (info.address - reinterpret_cast<uintptr_t>(memh->address) + iov->length <= memh->length)) {
+        (info.address - reinterpret_cast<uintptr_t>(memh->address) + length <= memh->length)) {
         /* MD-allocated shared memory: the receiver may map it and copy directly. */
         info.flags      = kRndvInShm;
         info.shm        = memh->shm.id();
@@ -669,20 +674,20 @@ bool SmIface::cma_allowed(RemotePeer *peer, uint64_t address) {
 
 ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
                             uct_rkey_t rkey, uct_completion_t *comp, bool write) {
+    size_t             total;
+    const ucs_status_t checked = check_iov(iov, iovcnt, IovLimits{kMaxSendIov, SIZE_MAX}, &total);
+    if (ucs_unlikely(checked != UCS_OK)) {
+        return checked;
+    }
     RemoteKey *key = remote_key(rkey);
-    if (ucs_unlikely((key == nullptr) || (iovcnt > kMaxSendIov) || (iov == nullptr && iovcnt))) {
+    if (ucs_unlikely(key == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
     struct iovec local[kMaxSendIov];
-    size_t       count = 0, total = 0;
+    size_t       count = 0;
     for (size_t i = 0; i < iovcnt; ++i) {
-        if ((iov[i].count != 1) || ((iov[i].buffer == nullptr) && iov[i].length) ||
-            (iov[i].length > SIZE_MAX - total)) {
-            return UCS_ERR_INVALID_PARAM;
-        }
         if (iov[i].length > 0) {
             local[count++] = {iov[i].buffer, iov[i].length};
-            total += iov[i].length;
         }
     }
     if (!key->covers(remote_addr, total)) {

@@ -2,7 +2,7 @@
  * HwTagEngine: UCT tag-offload semantics over a hardware tag list (the seam
  * of tm_list.h: the verbs TM SRQ, or the device model).
  *
- * The contract is TagEngine's (base/tag_engine.h), kept on hardware:
+ * The contract is TagEngine's (tag_engine.h), kept on hardware:
  *  - tag_consumed_cb first, then exactly one of completed_cb / rndv_cb;
  *  - an arriving message takes the earliest-posted matching receive. The
  *    engine matches what it holds; whatever it reports unexpected (it did
@@ -19,7 +19,8 @@
  *  - UCS_ERR_EXCEEDS_LIMIT when the list is full: the receive is not posted
  *    and stays with the layer above (UCP keeps it in its software queue, so
  *    posting order is kept there), UCS_ERR_ALREADY_EXISTS for a buffer
- *    already posted, UCS_ERR_INVALID_PARAM for iovcnt > 1;
+ *    already posted, and an iov list as every transport judges it (uct_iov.h:
+ *    at most one entry);
  *  - a message longer than the buffer completes with
  *    UCS_ERR_MESSAGE_TRUNCATED; a rendezvous the hardware could not finish
  *    (RNDV_INCOMPLETE) is finished in software through the transport.
@@ -30,12 +31,15 @@
  * rendezvous reads into posted receives. Every callback runs from
  * progress() (or sw_rndv_done()); callbacks may re-enter post() / cancel().
  */
-#ifndef UCT_TM_IB_HW_TAG_ENGINE_H_
-#define UCT_TM_IB_HW_TAG_ENGINE_H_
+#ifndef UCT_TM_TAG_HW_TAG_ENGINE_H_
+#define UCT_TM_TAG_HW_TAG_ENGINE_H_
 
 #include "tm_list.h"
 
-#include "base/address_set.h"
+#include "address_set.h"
+#include "context_handle.h"
+#include "eager_delivery.h"
+#include "uct_iov.h"
 #include "match/tag_matcher.h"
 
 #include <uct/api/uct.h>
@@ -45,13 +49,13 @@
 #include <vector>
 
 namespace uct_tm {
-namespace ib {
 
 struct HwTagEngineConfig {
     uint32_t list_size      = 1024; /* receives offloaded at once (capped by the device) */
     uint32_t rx_buffers     = 128;  /* untagged buffers for unexpected / NO_TAG messages */
     uint32_t rx_buffer_size = 8192; /* the largest eager or rndv request message, headers included */
     uint32_t poll_budget    = 64;   /* completions one progress() call handles at most */
+    size_t   max_length     = SIZE_MAX; /* bytes per receive (capped by an sge's 32 bits) */
     /* Bytes left free before each untagged buffer, for the transport: UCT's
      * rx_headroom and descriptor pointer in front of a message delivered in
      * place with UCT_CB_PARAM_FLAG_DESC. */
@@ -185,7 +189,6 @@ template <typename List> class HwTagEngine {
         uint32_t           remote_len   = 0;
         bool               truncated    = false; /* rendezvous into a buffer below its headers */
     };
-    struct Priv;
 
     static uint64_t slot_id(uint32_t index, uint32_t gen) {
         return (static_cast<uint64_t>(gen) << 32) | index;
@@ -197,6 +200,15 @@ template <typename List> class HwTagEngine {
     void         maybe_free(Slot &s);
     void         deliver(Slot &s, uint64_t stag, uint64_t imm, size_t length, ucs_status_t status);
     void         start_sw_rndv(Slot &s, uint32_t src_qp, const TmHeader &tmh, const RndvHeader &rvh);
+
+    /* A message the list reported unexpected, claimed by a receive posted
+     * before it in software order (EagerDelivery's engine interface). */
+    friend struct EagerDelivery;
+    using Recv = Slot;
+    Slot  *match(uint64_t stag);
+    bool   wanted(const Slot *s) const { return s->state == kClaimed; }
+    size_t scatter(Slot *s, size_t offset, const void *data, size_t length) const;
+    void   complete(Slot *s, uint64_t stag, uint64_t imm, size_t length, ucs_status_t status);
     void         on_list_op(const TmCompletion &c);
     void         on_tagged(const TmCompletion &c);
     bool         on_unexpected(const TmCompletion &c, uint8_t *data);
@@ -225,7 +237,6 @@ template <typename List> class HwTagEngine {
     Counters             counters_;
 };
 
-}  // namespace ib
 }  // namespace uct_tm
 
 #endif

@@ -33,19 +33,14 @@ TagEngine::~TagEngine() {
 
 ucs_status_t TagEngine::post_general(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov, size_t iovcnt,
                              uct_tag_context_t *ctx) {
-    if ((ctx == nullptr) || ((iov == nullptr) && (iovcnt > 0))) {
+    if (ctx == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
-    if (iovcnt > limits_.max_iov) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    size_t capacity = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        if ((iov[i].count != 1) || ((iov[i].buffer == nullptr) && (iov[i].length > 0)) ||
-            (iov[i].length > SIZE_MAX - capacity)) {
-            return UCS_ERR_INVALID_PARAM;
-        }
-        capacity += iov[i].length;
+    size_t             capacity;
+    const ucs_status_t status =
+        check_iov(iov, iovcnt, IovLimits{limits_.max_iov, limits_.max_length}, &capacity);
+    if (status != UCS_OK) {
+        return status;
     }
     if (posted_ >= limits_.list_size) {
         ++counters_.refused;
@@ -114,20 +109,12 @@ ucs_status_t TagEngine::spill_exact() {
 }
 
 TagEngine::Recv *TagEngine::lookup(uct_tag_context_t *ctx) {
-    if (ctx == nullptr) {
+    Recv *recv = ContextHandle::find(ctx, this, recvs_.issued(),
+                                     [this](uint32_t i) -> Recv & { return recvs_[i]; });
+    if ((recv == nullptr) || (recv->state == kFree) || (recv->state == kOrphaned)) {
         return nullptr;
     }
-    Priv priv;
-    memcpy(&priv, ctx->priv, sizeof(priv));
-    if ((priv.owner != this) || (priv.index >= recvs_.issued())) {
-        return nullptr;
-    }
-    Recv &recv = recvs_[priv.index];
-    if ((recv.gen != priv.gen) || (recv.ctx != ctx) || (recv.state == kFree) ||
-        (recv.state == kOrphaned)) {
-        return nullptr;
-    }
-    return &recv;
+    return recv;
 }
 
 ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {

@@ -22,8 +22,8 @@
  * HwTagEngine is a template over the implementation (no virtual call on the
  * data path); is_tm_list<> below states what it needs.
  */
-#ifndef UCT_TM_IB_TM_LIST_H_
-#define UCT_TM_IB_TM_LIST_H_
+#ifndef UCT_TM_TAG_TM_LIST_H_
+#define UCT_TM_TAG_TM_LIST_H_
 
 #include <ucs/type/status.h>
 
@@ -34,7 +34,6 @@
 #include <utility>
 
 namespace uct_tm {
-namespace ib {
 
 /* ---- wire headers (infiniband/tm_types.h, mirrored so the model builds
  *      without rdma-core; tm_verbs_list.cc static_asserts the layouts) ---- */
@@ -211,7 +210,6 @@ struct is_tm_list<
           std::is_same_v<decltype(std::declval<L &>().poll(static_cast<TmCompletion *>(nullptr), 0u)),
                          unsigned>> {};
 
-}  // namespace ib
 }  // namespace uct_tm
 
 #endif

@@ -11,8 +11,8 @@
  * hint: the owner of a key (a posted receive) removes it without hashing it
  * again unless a later erase shifted it (then it is looked up).
  */
-#ifndef UCT_TM_BASE_ADDRESS_SET_H_
-#define UCT_TM_BASE_ADDRESS_SET_H_
+#ifndef UCT_TM_TAG_ADDRESS_SET_H_
+#define UCT_TM_TAG_ADDRESS_SET_H_
 
 #include <cstddef>
 #include <cstdint>

@@ -28,12 +28,14 @@
  * iov list) and finishes it with complete() or complete_rndv(). Callbacks may
  * re-enter the engine (post, cancel) and the transport.
  */
-#ifndef UCT_TM_BASE_TAG_ENGINE_H_
-#define UCT_TM_BASE_TAG_ENGINE_H_
+#ifndef UCT_TM_TAG_TAG_ENGINE_H_
+#define UCT_TM_TAG_TAG_ENGINE_H_
 
 #include "address_set.h"
-#include "copy_bytes.h"
+#include "context_handle.h"
+#include "base/copy_bytes.h"
 #include "exact_tag_queues.h"
+#include "uct_iov.h"
 
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
@@ -54,8 +56,9 @@ namespace uct_tm {
 inline constexpr size_t kMaxRecvIov = 8;
 
 struct TagEngineLimits {
-    size_t list_size = 1024; /* posted receives at once */
-    size_t max_iov   = 1;    /* iovcnt per receive, 1..kMaxRecvIov */
+    size_t list_size  = 1024;     /* posted receives at once */
+    size_t max_iov    = 1;        /* iovcnt per receive, 1..kMaxRecvIov */
+    size_t max_length = SIZE_MAX; /* bytes per receive */
 };
 
 class TagEngine {
@@ -92,8 +95,7 @@ class TagEngine {
                       uct_tag_context_t *ctx) {
         /* One contiguous buffer, room in the list: what UCP and most users
          * post, kept inline (a streaming receiver posts once per message). */
-        if (ucs_likely((iovcnt == 1) && (ctx != nullptr) && (iov != nullptr) &&
-                       (iov->count == 1) && (iov->buffer != nullptr) &&
+        if (ucs_likely(is_one_buffer(iov, iovcnt, limits_.max_length) && (ctx != nullptr) &&
                        (posted_ < limits_.list_size))) {
             return post_contig(tag, mask, iov, ctx);
         }
@@ -206,14 +208,6 @@ class TagEngine {
     using ExactQueues = ExactTagQueues<Recv>;
     using RecvPool    = match::SlotPool<Recv>;
 
-    /* What the engine keeps in uct_tag_context::priv. */
-    struct Priv {
-        const TagEngine *owner;
-        uint32_t         index;
-        uint32_t         gen;
-    };
-    static_assert(sizeof(Priv) <= UCT_TAG_PRIV_LEN, "tag context private area");
-
     /* A valid one-buffer receive while the list has room, without a call on
      * the way (every table has room, the receive's tag queue is known or
      * fits): few registers to save, no exception paths. Anything else takes
@@ -256,8 +250,7 @@ class TagEngine {
         recv.state        = kPosted;
         recv.holds_buffer = holds_buffer;
         recv.buffer_pos   = static_cast<uint32_t>(buffer_pos);
-        const Priv priv{this, recv.index, recv.gen};
-        memcpy(ctx->priv, &priv, sizeof(priv));
+        ContextHandle::bind(ctx, this, recv.index, recv.gen);
         ++posted_;
         ++counters_.posts;
     }

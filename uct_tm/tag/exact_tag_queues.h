@@ -16,8 +16,8 @@
  * erase() may move other queues into it, but a slot with a head is always
  * the one live queue of its tag, so "head set and tag equal" is a hit.
  */
-#ifndef UCT_TM_BASE_EXACT_TAG_QUEUES_H_
-#define UCT_TM_BASE_EXACT_TAG_QUEUES_H_
+#ifndef UCT_TM_TAG_EXACT_TAG_QUEUES_H_
+#define UCT_TM_TAG_EXACT_TAG_QUEUES_H_
 
 #include <cstddef>
 #include <cstdint>

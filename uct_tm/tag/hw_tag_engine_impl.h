@@ -3,8 +3,8 @@
  * device model and the verbs list; include this header only to instantiate
  * the driver over another list (benchmarks, fakes).
  */
-#ifndef UCT_TM_IB_HW_TAG_ENGINE_IMPL_H_
-#define UCT_TM_IB_HW_TAG_ENGINE_IMPL_H_
+#ifndef UCT_TM_TAG_HW_TAG_ENGINE_IMPL_H_
+#define UCT_TM_TAG_HW_TAG_ENGINE_IMPL_H_
 
 #include "hw_tag_engine.h"
 
@@ -15,7 +15,6 @@
 #include <new>
 
 namespace uct_tm {
-namespace ib {
 
 namespace hw_tag_engine_detail {
 
@@ -28,13 +27,6 @@ inline match::MatcherOptions shadow_options() {
 }
 
 }  // namespace hw_tag_engine_detail
-
-/* What the engine keeps in uct_tag_context::priv. */
-template <typename List> struct HwTagEngine<List>::Priv {
-    const void *owner;
-    uint32_t    index;
-    uint32_t    gen;
-};
 
 template <typename List>
 HwTagEngine<List>::HwTagEngine(List &list, const HwTagEngineConfig &config,
@@ -110,38 +102,29 @@ typename HwTagEngine<List>::Slot *HwTagEngine<List>::slot_of(uint64_t id) {
 
 template <typename List>
 typename HwTagEngine<List>::Slot *HwTagEngine<List>::lookup(uct_tag_context_t *ctx) {
-    if (ctx == nullptr) {
+    Slot *s = ContextHandle::find(ctx, this, slots_.size(),
+                                  [this](uint32_t i) -> Slot & { return slots_[i]; });
+    if ((s == nullptr) || (s->state == kFree) || (s->state == kOrphan) || (s->state == kDone)) {
         return nullptr;
     }
-    Priv priv;
-    memcpy(&priv, ctx->priv, sizeof(priv));
-    if ((priv.owner != this) || (priv.index >= slots_.size())) {
-        return nullptr;
-    }
-    Slot &s = slots_[priv.index];
-    if ((s.gen != priv.gen) || (s.ctx != ctx) || (s.state == kFree) || (s.state == kOrphan) ||
-        (s.state == kDone)) {
-        return nullptr;
-    }
-    return &s;
+    return s;
 }
 
 template <typename List>
 ucs_status_t HwTagEngine<List>::post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
                                      size_t iovcnt, uct_tag_context_t *ctx) {
-    if ((ctx == nullptr) || (iovcnt > 1) || ((iov == nullptr) && (iovcnt > 0))) {
+    if (ctx == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
-    void  *buffer   = nullptr;
-    size_t capacity = 0;
-    if (iovcnt == 1) {
-        if ((iov[0].count != 1) || ((iov[0].buffer == nullptr) && (iov[0].length > 0)) ||
-            (iov[0].length > UINT32_MAX)) {
-            return UCS_ERR_INVALID_PARAM;
-        }
-        buffer   = iov[0].buffer;
-        capacity = iov[0].length;
+    /* One buffer (one sge) of at most what an sge describes. */
+    size_t             capacity;
+    const ucs_status_t checked =
+        check_iov(iov, iovcnt, IovLimits{1, std::min<size_t>(config_.max_length, UINT32_MAX)},
+                  &capacity);
+    if (checked != UCS_OK) {
+        return checked;
     }
+    void *buffer = (iovcnt == 1) ? iov[0].buffer : nullptr;
     if (free_slots_.empty()) {
         ++counters_.refused;
         return UCS_ERR_EXCEEDS_LIMIT;
@@ -201,9 +184,7 @@ ucs_status_t HwTagEngine<List>::post(uct_tag_t tag, uct_tag_t mask, const uct_io
     s.pending       = 2; /* the ADD completion, and the consume or the DEL */
     s.holds_buffer  = (key > 1);
     s.sw_rndv       = false;
-    static_assert(sizeof(Priv) <= UCT_TAG_PRIV_LEN, "tag context private area");
-    const Priv priv{this, index, s.gen};
-    memcpy(ctx->priv, &priv, sizeof(priv));
+    ContextHandle::bind(ctx, this, index, s.gen);
     ++posted_;
     ++counters_.posts;
     return UCS_OK;
@@ -498,36 +479,24 @@ bool HwTagEngine<List>::on_unexpected(const TmCompletion &c, uint8_t *data) {
 
     /* A receive posted in software order before this message was handled
      * takes it, as the software matcher would have. */
-    const match::ArriveResult match = shadow_.match_posted(stag);
-    if (match.matched) {
-        Slot &s = *static_cast<Slot *>(match.recv.ctx);
-        --posted_;
-        ++counters_.sw_claims;
-        s.state = kClaimed;
-        s.stag  = stag;
-        /* DEL before the count that re-enables hardware matching is reported
-         * (it travels on this very DEL): the engine cannot match it any more. */
-        post_del(s);
-        s.ctx->tag_consumed_cb(s.ctx);
+    const uint64_t imm = (static_cast<uint64_t>(tmh_app_ctx(tmh)) << 32) |
+                         ((c.flags & kTmCqeWithImm) ? c.imm : 0);
+    if (!rndv && !sw_rndv_request) {
+        if (EagerDelivery::whole(*this, stag, imm, body, length)) {
+            return true;
+        }
+    } else if (Slot *s = match(stag)) {
         if (rndv) {
-            start_sw_rndv(s, c.src_qp, tmh, rvh);
-        } else if (sw_rndv_request) {
-            uct_tag_context_t *ctx = s.ctx;
-            s.state                = kDone;
-            s.ctx                  = nullptr;
-            give_back_buffer(s);
+            start_sw_rndv(*s, c.src_qp, tmh, rvh);
+        } else if (s->state == kClaimed) {
+            uct_tag_context_t *ctx = s->ctx;
+            s->state               = kDone;
+            s->ctx                 = nullptr;
+            give_back_buffer(*s);
             ctx->rndv_cb(ctx, stag, body, static_cast<unsigned>(length), UCS_OK,
                          UCT_TAG_RECV_CB_INLINE_DATA);
-        } else {
-            const size_t n = std::min(length, s.capacity);
-            if (n > 0) {
-                memcpy(s.buffer, body, n);
-            }
-            const uint64_t imm = (static_cast<uint64_t>(tmh_app_ctx(tmh)) << 32) |
-                                 ((c.flags & kTmCqeWithImm) ? c.imm : 0);
-            deliver(s, stag, imm, length, UCS_OK);
         }
-        maybe_free(s);
+        maybe_free(*s);
         return true;
     }
 
@@ -543,10 +512,42 @@ bool HwTagEngine<List>::on_unexpected(const TmCompletion &c, uint8_t *data) {
     if (transport_.unexpected_eager == nullptr) {
         return true;
     }
-    const uint64_t imm = (static_cast<uint64_t>(tmh_app_ctx(tmh)) << 32) |
-                         ((c.flags & kTmCqeWithImm) ? c.imm : 0);
     return transport_.unexpected_eager(transport_.arg, c.src_qp, stag, imm, body, length) !=
            UCS_INPROGRESS;
+}
+
+template <typename List>
+typename HwTagEngine<List>::Slot *HwTagEngine<List>::match(uint64_t stag) {
+    const match::ArriveResult found = shadow_.match_posted(stag);
+    if (!found.matched) {
+        return nullptr;
+    }
+    Slot &s = *static_cast<Slot *>(found.recv.ctx);
+    --posted_;
+    ++counters_.sw_claims;
+    s.state = kClaimed;
+    s.stag  = stag;
+    /* DEL before the count that re-enables hardware matching is reported
+     * (it travels on this very DEL): the engine cannot match it any more. */
+    post_del(s);
+    s.ctx->tag_consumed_cb(s.ctx);
+    return &s;
+}
+
+template <typename List>
+size_t HwTagEngine<List>::scatter(Slot *s, size_t offset, const void *data, size_t length) const {
+    const size_t n = (offset < s->capacity) ? std::min(s->capacity - offset, length) : 0;
+    if (n > 0) {
+        memcpy(static_cast<uint8_t *>(s->buffer) + offset, data, n);
+    }
+    return n;
+}
+
+template <typename List>
+void HwTagEngine<List>::complete(Slot *s, uint64_t stag, uint64_t imm, size_t length,
+                                 ucs_status_t status) {
+    deliver(*s, stag, imm, length, status);
+    maybe_free(*s);
 }
 
 template <typename List> bool HwTagEngine<List>::on_no_tag(const TmCompletion &c, uint8_t *data) {
@@ -627,7 +628,6 @@ template <typename List> unsigned HwTagEngine<List>::progress() {
     return total;
 }
 
-}  // namespace ib
 }  // namespace uct_tm
 
 #endif
