@@ -8,10 +8,10 @@
 #include "base/tm_md.h"
 
 #if UCT_TM_HAVE_VERBS
-#include "ib/rc_ops.h"
+#include "ib/rc_transport.h"
 #endif
 
-#include "sm/sm_ops.h"
+#include "sm/sm_transport.h"
 
 #include <ucs/debug/log_def.h>
 

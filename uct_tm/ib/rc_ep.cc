@@ -157,7 +157,7 @@ ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_ad
     EpAddress     rep;
     memcpy(&remote, dev_addr, sizeof(remote));
     memcpy(&rep, ep_addr, sizeof(rep));
-    if (!is_reachable(dev_addr)) {
+    if (!is_reachable(dev_addr, nullptr)) {
         return UCS_ERR_UNREACHABLE;
     }
     if (rep.seg_size < kMinSegSize) {
@@ -234,6 +234,7 @@ ucs_status_t RcIface::refuse_oversized(RcEp *ep, size_t total) {
 }
 
 bool RcIface::ep_is_connected(const RcEp *ep, const uct_device_addr_t *dev_addr,
+                              const uct_iface_addr_t *,
                               const uct_ep_addr_t *ep_addr) const {
     if (!ep->connected || (dev_addr == nullptr) || (ep_addr == nullptr)) {
         return false;
@@ -611,7 +612,7 @@ ucs_status_t RcIface::tag_rndv_request(RcEp *ep, uct_tag_t tag, const void *head
 }
 
 void RcIface::receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, uint32_t op) {
-    if (ucs_unlikely(!tag_enabled_ || (length < sizeof(struct ibv_rvh)))) {
+    if (ucs_unlikely(!tag_enabled() || (length < sizeof(struct ibv_rvh)))) {
         ++counters_.dropped;
         return;
     }
@@ -624,13 +625,13 @@ void RcIface::receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, u
     const unsigned hdr_len  = static_cast<unsigned>(length - sizeof(rvh));
     TagEngine::Recv *recv   = tags_.match(tag);
     if (recv == nullptr) {
-        if (rndv_cb_ == nullptr) {
+        if (params().rndv_cb == nullptr) {
             ++counters_.dropped;
             return;
         }
         ++counters_.unexpected;
         const PackedRkey packed = {kRkeyMagic, rkey, va, msg_len};
-        rndv_cb_(rndv_arg_, 0, tag, hdr, hdr_len, va, msg_len, &packed);
+        params().rndv_cb(params().rndv_arg, 0, tag, hdr, hdr_len, va, msg_len, &packed);
         return;
     }
     if ((ep == nullptr) || ep->failed || free_rndv_recvs_.empty()) {

@@ -63,18 +63,18 @@ HwTagTransport RcIface::hw_transport(RcIface *self) {
                            unsigned header_length, uint64_t remote_va, uint32_t rkey,
                            size_t length) {
         auto *iface = static_cast<RcIface *>(arg);
-        if (iface->rndv_cb_ == nullptr) {
+        if (iface->params().rndv_cb == nullptr) {
             ++iface->counters_.dropped;
             return;
         }
         ++iface->counters_.unexpected;
         if ((remote_va == 0) && (length == 0) && (rkey == 0)) {
             /* a software rendezvous request */
-            iface->rndv_cb_(iface->rndv_arg_, 0, stag, header, header_length, 0, 0, nullptr);
+            iface->params().rndv_cb(iface->params().rndv_arg, 0, stag, header, header_length, 0, 0, nullptr);
             return;
         }
         const PackedRkey packed = {kRkeyMagic, rkey, remote_va, length};
-        iface->rndv_cb_(iface->rndv_arg_, 0, stag, header, header_length, remote_va, length,
+        iface->params().rndv_cb(iface->params().rndv_arg, 0, stag, header, header_length, remote_va, length,
                         &packed);
     };
     t.no_tag = [](void *arg, uint32_t src_qp, void *data, size_t length) -> ucs_status_t {

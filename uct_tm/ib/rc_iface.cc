@@ -4,7 +4,7 @@
 #include "rc_iface.h"
 
 #include "ib_device.h"
-#include "rc_ops.h"
+#include "rc_transport.h"
 #include "tag/eager_delivery.h"
 
 #include <ucs/debug/log_def.h>
@@ -19,7 +19,6 @@
 namespace uct_tm {
 namespace ib {
 
-extern "C" void rc_release_desc(uct_recv_desc_t *self, void *desc);
 
 namespace {
 
@@ -39,39 +38,11 @@ TagEngineLimits tag_limits(const RcConfig &config) {
 
 RcIface::RcIface(const RcConfig &config) : config_(config), tags_(tag_limits(config)) {}
 
-ucs_status_t RcIface::open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
-                           const uct_iface_config_t *tl_config, uct_iface_h *iface_p) {
-    if ((params == nullptr) || (tl_config == nullptr) || (iface_p == nullptr)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE) ||
-        !(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
-        ucs_error("tm_rc: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
-        return UCS_ERR_UNSUPPORTED;
-    }
-    if (ib_md(md) == nullptr) {
-        ucs_error("tm_rc: opens on a verbs MD (tm_<device>) only");
-        return UCS_ERR_NO_DEVICE;
-    }
-    const auto &config = *reinterpret_cast<const RcConfig *>(tl_config);
-    RcIface    *iface  = new (std::nothrow) RcIface(config);
-    if (iface == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    const ucs_status_t status = iface->init(md, worker, params, tl_config);
-    if (status != UCS_OK) {
-        delete iface;
-        return status;
-    }
-    *iface_p = abi::to_uct(&iface->base);
-    return UCS_OK;
-}
-
-ucs_status_t RcIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
-                           const uct_iface_config_t *tl_config) {
+ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *iface_params,
+                           const RcConfig &) {
     md_ = ib_md(md);
     /* Device name "tm_<dev>:<port>": the port comes after the colon. */
-    const char *dev_name = params->mode.device.dev_name;
+    const char *dev_name = iface_params->mode.device.dev_name;
     const char *colon    = (dev_name != nullptr) ? strrchr(dev_name, ':') : nullptr;
     const std::string expected_prefix = std::string(kMdPrefix) + md_->device + ":";
     if ((colon == nullptr) || (strncmp(dev_name, expected_prefix.c_str(), expected_prefix.size()) != 0)) {
@@ -98,16 +69,8 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
         return UCS_ERR_INVALID_PARAM;
     }
 
-    ucs_status_t status = abi::init_base_iface(&base, rc_transport(), rc_iface_ops(), md, worker,
-                                               params, tl_config);
-    if (status != UCS_OK) {
-        return status;
-    }
-    base_initialized_ = true;
-
     seg_size_    = config_.seg_size;
-    rx_headroom_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ? params->rx_headroom : 0;
-    rx_offset_   = align_up(sizeof(uct_recv_desc_t *) + rx_headroom_, 8);
+    rx_offset_   = align_up(sizeof(uct_recv_desc_t *) + params().rx_headroom, 8);
     rx_stride_   = align_up(rx_offset_ + seg_size_, kAlign);
     rx_queue_len_ = std::min<uint32_t>(config_.rx_queue_len, md_->attr.orig_attr.max_srq_wr);
     tx_queue_len_ = std::min<uint32_t>(config_.tx_queue_len, md_->attr.orig_attr.max_qp_wr);
@@ -115,26 +78,9 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     budget_       = std::max(config_.progress_budget, 1u);
     print_stats_  = config_.print_stats != 0;
     roce_         = port->roce();
-
-    tag_enabled_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_FEATURES)
-                       ? (params->features & UCT_IFACE_FEATURE_TAG) != 0
-                       : true;
-    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB) {
-        eager_cb_  = params->eager_cb;
-        eager_arg_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG) ? params->eager_arg
-                                                                                  : nullptr;
-    }
-    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB) {
-        rndv_cb_  = params->rndv_cb;
-        rndv_arg_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG) ? params->rndv_arg
-                                                                               : nullptr;
-    }
     tags_.set_orphan_hook(
         [](void *arg, const TagEngine::Recv *recv) { static_cast<RcIface *>(arg)->wait_reads(recv); },
         this);
-    desc_owner_.desc.cb = rc_release_desc;
-    desc_owner_.iface   = this;
-    recv_desc_ptr_      = &desc_owner_.desc;
 
     try {
         deferred_reads_.reserve(config_.rndv_ops);
@@ -167,7 +113,7 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     hw_tm_capable_ = tm.max_num_tags > 0;
     if (config.tm_model) {
         /* init_model() below, once the port's MTU is known */
-    } else if (hw_tm_capable_ && config.hw_tm && tag_enabled_) {
+    } else if (hw_tm_capable_ && config.hw_tm && tag_enabled()) {
         const ucs_status_t status = init_verbs_tm(config);
         if (status == UCS_ERR_UNSUPPORTED) {
             ucs_diag("tm_rc: %s reports tag matching (max_num_tags %u) but refuses a TM SRQ: "
@@ -247,7 +193,7 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     if (rx_posted_ != rx_queue_len_) {
         return UCS_ERR_IO_ERROR;
     }
-    return (config.tm_model && tag_enabled_) ? init_model() : UCS_OK;
+    return (config.tm_model && tag_enabled()) ? init_model() : UCS_OK;
 }
 
 RcIface::~RcIface() {
@@ -280,8 +226,9 @@ RcIface::~RcIface() {
                 (unsigned long)counters_.tx_errors, (unsigned long)counters_.keepalives,
                 (unsigned long)counters_.dropped);
     }
-    if (base_initialized_) {
-        abi::progress_disable(abi::to_uct(&base), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    if (base_initialized()) {
+        /* Before the QPs go: nothing may progress them any more. */
+        abi::progress_disable(to_uct(), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     }
     for (RcEp *ep : eps_) {
         if (ep->qp != nullptr) {
@@ -319,9 +266,6 @@ RcIface::~RcIface() {
     }
     free(rx_pool_);
     free(tx_pool_);
-    if (base_initialized_) {
-        abi::cleanup_base_iface(&base);
-    }
 }
 
 /* ---- queries ------------------------------------------------------------------------- */
@@ -336,7 +280,7 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
                       UCT_IFACE_FLAG_CONNECT_TO_EP | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
                       UCT_IFACE_FLAG_EP_CHECK;
-    if (tag_enabled_) {
+    if (tag_enabled()) {
         attr->cap.flags |= UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
                            UCT_IFACE_FLAG_TAG_EAGER_ZCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
     }
@@ -360,7 +304,7 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
     attr->cap.put.opt_zcopy_align = 1;
     attr->cap.put.align_mtu = 1;
 
-    if (tag_enabled_) {
+    if (tag_enabled()) {
         /* A NIC's list writes TMH and RVH into a buffer too small for a
          * rendezvous (RNDV_INCOMPLETE): it must hold them. */
         attr->cap.tag.recv.min_recv =
@@ -400,7 +344,7 @@ ucs_status_t RcIface::get_device_address(uct_device_addr_t *addr) const {
     return UCS_OK;
 }
 
-int RcIface::is_reachable(const uct_device_addr_t *dev_addr) const {
+int RcIface::is_reachable(const uct_device_addr_t *dev_addr, const uct_iface_addr_t *) const {
     if (dev_addr == nullptr) {
         return 0;
     }
@@ -587,16 +531,16 @@ void RcIface::handle_rx(const struct ibv_wc &wc) {
 }
 
 void RcIface::receive_rndv_request(uct_tag_t tag, char *data, size_t length) {
-    if (ucs_unlikely(!tag_enabled_)) {
+    if (ucs_unlikely(!tag_enabled())) {
         ++counters_.dropped;
         return;
     }
     TagEngine::Recv *recv = tags_.match(tag);
     if (recv != nullptr) {
         tags_.complete_rndv(recv, tag, data, static_cast<unsigned>(length));
-    } else if (rndv_cb_ != nullptr) {
+    } else if (params().rndv_cb != nullptr) {
         ++counters_.unexpected;
-        rndv_cb_(rndv_arg_, 0, tag, data, static_cast<unsigned>(length), 0, 0, nullptr);
+        params().rndv_cb(params().rndv_arg, 0, tag, data, static_cast<unsigned>(length), 0, 0, nullptr);
     } else {
         ++counters_.dropped;
     }
@@ -605,13 +549,12 @@ void RcIface::receive_rndv_request(uct_tag_t tag, char *data, size_t length) {
 template <typename Invoke>
 bool RcIface::deliver(char *data, const Invoke &invoke) {
     /* uct_iface_release_desc() finds us through the pointer before the headroom. */
-    char *desc = data - rx_headroom_;
-    memcpy(desc - sizeof(uct_recv_desc_t *), &recv_desc_ptr_, sizeof(recv_desc_ptr_));
+    stamp_desc(data - params().rx_headroom);
     return invoke(UCT_CB_PARAM_FLAG_DESC) == UCS_INPROGRESS;
 }
 
 bool RcIface::receive_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm) {
-    if (ucs_unlikely(!tag_enabled_)) {
+    if (ucs_unlikely(!tag_enabled())) {
         ++counters_.dropped;
         return false;
     }
@@ -622,14 +565,14 @@ bool RcIface::receive_eager(char *data, size_t length, uct_tag_t tag, uint64_t i
 }
 
 bool RcIface::unexpected_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm) {
-    if (ucs_unlikely(eager_cb_ == nullptr)) {
+    if (ucs_unlikely(params().eager_cb == nullptr)) {
         ++counters_.dropped;
         return false;
     }
     ++counters_.unexpected;
     return deliver(data, [&](unsigned flags) {
         void *context = nullptr;
-        return eager_cb_(eager_arg_, data, length, flags | UCT_CB_PARAM_FLAG_FIRST, tag, imm,
+        return params().eager_cb(params().eager_arg, data, length, flags | UCT_CB_PARAM_FLAG_FIRST, tag, imm,
                          &context);
     });
 }
@@ -645,7 +588,7 @@ bool RcIface::receive_am(uint8_t id, char *data, size_t length) {
 }
 
 void RcIface::release_desc(void *desc) {
-    const char  *data   = static_cast<char *>(desc) + rx_headroom_;
+    const char  *data   = static_cast<char *>(desc) + params().rx_headroom;
     if (hw_mode() && with_hw_tags([&](auto &e) { return e.owns_rx(data); })) {
         with_hw_tags([&](auto &e) { e.release_rx(const_cast<char *>(data)); });
         return;
@@ -666,7 +609,7 @@ void RcIface::release_desc(void *desc) {
 
 ucs_status_t RcIface::tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
                                      size_t iovcnt, uct_tag_context_t *ctx) {
-    if (ucs_unlikely(!tag_enabled_)) {
+    if (ucs_unlikely(!tag_enabled())) {
         return UCS_ERR_UNSUPPORTED;
     }
     if (hw_mode()) {
@@ -676,7 +619,7 @@ ucs_status_t RcIface::tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_io
 }
 
 ucs_status_t RcIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
-    if (ucs_unlikely(!tag_enabled_)) {
+    if (ucs_unlikely(!tag_enabled())) {
         return UCS_ERR_UNSUPPORTED;
     }
     if (hw_mode()) {
@@ -722,9 +665,6 @@ ucs_status_t RcIface::flush(unsigned flags, uct_completion_t *comp) {
     return flush_waiters_.wait(nullptr, comp);
 }
 
-extern "C" void rc_release_desc(uct_recv_desc_t *self, void *desc) {
-    RcIface::from_recv_desc(self)->release_desc(desc);
-}
 
 }  // namespace ib
 }  // namespace uct_tm

@@ -27,6 +27,7 @@
 #include "rc_wire.h"
 
 #include "base/flush_waiters.h"
+#include "base/iface_base.h"
 #include "base/pending_queue.h"
 #include "tag/tag_engine.h"
 #include "base/ucx_abi.h"
@@ -115,17 +116,14 @@ struct RndvRecv {
     bool             started  = false; /* READs posted (they start after the arrival batch) */
 };
 
-class RcIface {
+class RcIface : public IfaceBase<RcIface, RcEp> {
   public:
-    abi::BaseIface base; /* UCX's base iface; must stay the first member */
-
-    static ucs_status_t open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
-                             const uct_iface_config_t *config, uct_iface_h *iface_p);
-    static RcIface *from(uct_iface_h iface) { return reinterpret_cast<RcIface *>(iface); }
-    static RcEp    *ep_of(uct_ep_h ep) { return reinterpret_cast<RcEp *>(ep); }
-    static RcIface *from_recv_desc(uct_recv_desc_t *desc) {
-        return reinterpret_cast<DescOwner *>(desc)->iface;
-    }
+    /* ---- what IfaceBase opens, tells UCX about and calls ---- */
+    using Config = RcConfig;
+    static const abi::TransportDesc &transport();
+    explicit RcIface(const RcConfig &config);
+    ucs_status_t init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                      const RcConfig &config);
 
     ~RcIface();
     RcIface(const RcIface &)            = delete;
@@ -134,7 +132,10 @@ class RcIface {
     /* ---- iface operations ---- */
     ucs_status_t query(uct_iface_attr_t *attr) const;
     ucs_status_t get_device_address(uct_device_addr_t *addr) const;
-    int          is_reachable(const uct_device_addr_t *dev_addr) const;
+    /* No iface address: endpoints connect QP to QP. */
+    ucs_status_t get_address(uct_iface_addr_t *) const { return UCS_OK; }
+    int          is_reachable(const uct_device_addr_t *dev_addr,
+                              const uct_iface_addr_t *iface_addr) const;
     unsigned     progress();
     ucs_status_t flush(unsigned flags, uct_completion_t *comp);
     ucs_status_t tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
@@ -150,6 +151,7 @@ class RcIface {
                                   const uct_ep_addr_t *ep_addr);
     /* Connected to the QP `ep_addr` names on the port `dev_addr` names. */
     bool         ep_is_connected(const RcEp *ep, const uct_device_addr_t *dev_addr,
+                                 const uct_iface_addr_t *iface_addr,
                                  const uct_ep_addr_t *ep_addr) const;
 
     ucs_status_t am_short(RcEp *ep, uint8_t id, uint64_t header, const void *payload,
@@ -168,6 +170,14 @@ class RcIface {
     ucs_status_t tag_rndv_cancel(RcEp *ep, void *op);
     ucs_status_t tag_rndv_request(RcEp *ep, uct_tag_t tag, const void *header,
                                   unsigned header_length);
+    ucs_status_t get_zcopy(RcEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                           uct_rkey_t rkey, uct_completion_t *comp) {
+        return rdma_zcopy(ep, iov, iovcnt, remote_addr, rkey, comp, false);
+    }
+    ucs_status_t put_zcopy(RcEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                           uct_rkey_t rkey, uct_completion_t *comp) {
+        return rdma_zcopy(ep, iov, iovcnt, remote_addr, rkey, comp, true);
+    }
     ucs_status_t rdma_zcopy(RcEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
                             uct_rkey_t rkey, uct_completion_t *comp, bool write);
     ucs_status_t pending_add(RcEp *ep, uct_pending_req_t *req);
@@ -191,13 +201,6 @@ class RcIface {
     };
 
   private:
-    struct DescOwner {
-        uct_recv_desc_t desc;
-        RcIface        *iface;
-    };
-    explicit RcIface(const RcConfig &config);
-    ucs_status_t init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
-                      const uct_iface_config_t *config);
     ucs_status_t init_verbs(const RcConfig &config);
 
     /* ---- receive side over the device model (rc_hw_tm.cc) ---- */
@@ -266,7 +269,7 @@ class RcIface {
      * nothing to deliver (a buffer of ours is reposted). */
     bool         rx_completed(const struct ibv_wc &wc, uint32_t *buf);
     bool         receive_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm);
-    /* eager_cb_ in place (DESC); true if the layer above kept the buffer. */
+    /* the eager callback in place (DESC); true if the layer above kept the buffer. */
     bool         unexpected_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm);
     void         receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, uint32_t op);
     bool         receive_am(uint8_t id, char *data, size_t length);
@@ -308,7 +311,6 @@ class RcIface {
 
     /* settings */
     size_t   seg_size_      = 0; /* receive buffer = largest message */
-    size_t   rx_headroom_   = 0;
     size_t   rx_offset_     = 0; /* where a message lands in its receive buffer */
     size_t   rx_stride_     = 0;
     uint32_t rx_queue_len_  = 0;
@@ -332,14 +334,11 @@ class RcIface {
     char              *tx_pool_ = nullptr;
     struct ibv_mr     *tx_mr_   = nullptr;
     bool               hw_tm_capable_ = false; /* the device reports tag matching */
-    bool               base_initialized_ = false;
 
     /* receive buffers */
     std::vector<uint8_t>  rx_held_;   /* 1: kept by the layer above (DESC) */
     std::vector<uint32_t> rx_repost_; /* to post at the end of progress */
     uint32_t              rx_posted_ = 0;
-    DescOwner             desc_owner_{};
-    uct_recv_desc_t      *recv_desc_ptr_ = nullptr;
 
     /* send resources */
     std::vector<int32_t>  free_tx_bufs_;
@@ -349,11 +348,6 @@ class RcIface {
 
     /* tag matching */
     TagEngine                tags_;
-    bool                     tag_enabled_ = false;
-    uct_tag_unexp_eager_cb_t eager_cb_  = nullptr;
-    void                    *eager_arg_ = nullptr;
-    uct_tag_unexp_rndv_cb_t  rndv_cb_   = nullptr;
-    void                    *rndv_arg_  = nullptr;
 
     /* rendezvous */
     std::vector<RndvSend> rndv_sends_;

@@ -429,8 +429,9 @@ ssize_t SmIface::am_bcopy(SmEp *ep, uint8_t id, uct_pack_callback_t pack_cb, voi
     return send_bcopy(ep, Kind::kAm, pack_cb, arg, [id](ElemHeader *e) { e->aux = id; });
 }
 
+/* Copied out before return (no completion is ever due). */
 ucs_status_t SmIface::am_zcopy(SmEp *ep, uint8_t id, const void *header, unsigned header_length,
-                               const uct_iov_t *iov, size_t iovcnt) {
+                               const uct_iov_t *iov, size_t iovcnt, uct_completion_t *) {
     if (ucs_unlikely((id >= UCT_AM_ID_MAX) || (header_length > inline_cap_) ||
                      ((header == nullptr) && header_length))) {
         return UCS_ERR_INVALID_PARAM;
@@ -471,7 +472,7 @@ ssize_t SmIface::tag_eager_bcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, uct_pack
 }
 
 ucs_status_t SmIface::tag_eager_zcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, const uct_iov_t *iov,
-                                      size_t iovcnt) {
+                                      size_t iovcnt, uct_completion_t *) {
     /* One small buffer (the protocol layer's eager message: tag_eager_short
      * has no imm): one inline element, copied as tag_eager_short copies. */
     if (ucs_likely(is_one_buffer(iov, iovcnt, ep->inline_cap))) {
@@ -576,7 +577,7 @@ void SmIface::complete_flushes() {
     flush_waiters_.complete_done([this](const SmEp *ep) { return flush_done(ep); });
 }
 
-ucs_status_t SmIface::ep_check(SmEp *ep) {
+ucs_status_t SmIface::ep_check(SmEp *ep, unsigned, uct_completion_t *) {
     /* Like a keepalive round: a dead peer is reported through the error
      * handler from the next progress call, not from inside this call. */
     if (!ep->peer->reported() && !ep->peer->check_alive()) {

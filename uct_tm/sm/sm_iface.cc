@@ -4,7 +4,7 @@
  */
 #include "sm_iface.h"
 
-#include "sm_ops.h"
+#include "sm_transport.h"
 #include "tag/eager_delivery.h"
 #include "base/tm_md.h"
 
@@ -37,7 +37,6 @@ uint64_t host_id() {
     return id;
 }
 
-extern "C" void sm_release_desc(uct_recv_desc_t *self, void *desc);
 
 }  // namespace
 
@@ -46,67 +45,8 @@ extern "C" void sm_release_desc(uct_recv_desc_t *self, void *desc);
 SmIface::SmIface(const SmConfig &config)
     : tags_(TagEngineLimits{config.tag_list_size, config.recv_max_iov}) {}
 
-ucs_status_t SmIface::open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
-                           const uct_iface_config_t *tl_config, uct_iface_h *iface_p) {
-    if ((params == nullptr) || (tl_config == nullptr) || (iface_p == nullptr)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE) ||
-        !(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
-        ucs_error("tm_sm: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
-        return UCS_ERR_UNSUPPORTED;
-    }
-    if (!is_shm_md(md)) {
-        ucs_error("tm_sm: opens on the shared-memory MD \"tm\" only");
-        return UCS_ERR_NO_DEVICE;
-    }
-    const auto &config = *reinterpret_cast<const SmConfig *>(tl_config);
-    SmIface    *iface;
-    try {
-        iface = new SmIface(config);
-    } catch (const std::bad_alloc &) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    /* libuct reads the iface as its base iface: it must sit at offset 0. */
-    if (static_cast<void *>(&iface->base) != static_cast<void *>(iface)) {
-        ucs_error("tm_sm: base iface is not at offset 0 (compiler layout)");
-        delete iface;
-        return UCS_ERR_UNSUPPORTED;
-    }
-    const ucs_status_t status = iface->init(md, worker, params, tl_config);
-    if (status != UCS_OK) {
-        delete iface;
-        return status;
-    }
-    *iface_p = abi::to_uct(&iface->base);
-    return UCS_OK;
-}
-
-ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
-                           const uct_iface_config_t *tl_config) {
-    const auto &config = *reinterpret_cast<const SmConfig *>(tl_config);
-    rx_headroom_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ? params->rx_headroom : 0;
-    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB) {
-        eager_cb_ = params->eager_cb;
-    }
-    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG) {
-        eager_arg_ = params->eager_arg;
-    }
-    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB) {
-        rndv_cb_ = params->rndv_cb;
-    }
-    if (params->field_mask & UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG) {
-        rndv_arg_ = params->rndv_arg;
-    }
-    /* Tag offload is on when asked for with its unexpected-message callbacks
-     * (as rc_mlx5 requires), and also when features were not given at all, so
-     * that capability listings (ucx_info -d) show it; unexpected tagged
-     * messages to an iface without callbacks are then dropped with an error. */
-    const bool have_cbs = (eager_cb_ != nullptr) && (rndv_cb_ != nullptr);
-    tag_enabled_ = (params->field_mask & UCT_IFACE_PARAM_FIELD_FEATURES)
-                       ? ((params->features & UCT_IFACE_FEATURE_TAG) && have_cbs)
-                       : true;
-
+ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *,
+                           const SmConfig &config) {
     if ((config.recv_max_iov < 1) || (config.recv_max_iov > kMaxRecvIov) ||
         (config.fifo_elem_size > 4096) || (config.seg_size > (64u << 20)) ||
         (config.eager_max < config.seg_size) || (config.progress_budget == 0)) {
@@ -117,7 +57,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     }
     if ((config.staging_chunk_size > (16u << 20)) ||
         !make_geometry(config.fifo_size, static_cast<uint32_t>(config.fifo_elem_size),
-                       config.spare_descs, static_cast<uint32_t>(config.seg_size), rx_headroom_,
+                       config.spare_descs, static_cast<uint32_t>(config.seg_size), params().rx_headroom,
                        config.max_peers, config.rndv_slots, config.staging_chunks,
                        static_cast<uint32_t>(config.staging_chunk_size), &geometry_)) {
         ucs_error("tm_sm: FIFO_SIZE %u (power of two, >= 2), FIFO_ELEM_SIZE %zu (multiple of 64, "
@@ -187,9 +127,6 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     tags_.set_orphan_hook(
         [](void *arg, const TagEngine::Recv *recv) { static_cast<SmIface *>(arg)->orphan_receive(recv); },
         this);
-    desc_owner_.desc.cb = sm_release_desc;
-    desc_owner_.iface   = this;
-    recv_desc_ptr_      = &desc_owner_.desc;
 
     /* Publish the geometry last: peers validate the header before use. */
     header_->pid          = getpid();
@@ -202,16 +139,10 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h worker, const uct_iface_par
     std::atomic_thread_fence(std::memory_order_release);
     header_->magic = kSegmentMagic;
 
-    status = abi::init_base_iface(&base, sm_transport(), sm_iface_ops(), md, worker, params,
-                                 tl_config);
-    if (status != UCS_OK) {
-        return status;
-    }
-    base_initialized_ = true;
     next_check_       = monotonic_ns() + check_interval_;
     ucs_debug("tm_sm: iface %u of process %d: %u x %u B FIFO, %u descriptors of %u B, %s",
               iface_serial_, getpid(), geometry_.fifo_elems, geometry_.elem_size,
-              geometry_.num_descs, geometry_.seg_size, tag_enabled_ ? "tag offload" : "no tags");
+              geometry_.num_descs, geometry_.seg_size, tag_enabled() ? "tag offload" : "no tags");
     return UCS_OK;
 }
 
@@ -231,7 +162,7 @@ void SmIface::print_counters(FILE *stream) const {
 }
 
 SmIface::~SmIface() {
-    if (base_initialized_) {
+    if (base_initialized()) {
         if (print_stats_) {
             print_counters(stderr);
         }
@@ -257,11 +188,6 @@ SmIface::~SmIface() {
         view.peer = nullptr;
     }
     peers_.clear(); /* frees our slots in the peers' tables */
-    if (base_initialized_) {
-        /* Leave the worker's progress queue before the iface goes away. */
-        abi::progress_disable(abi::to_uct(&base), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-        abi::cleanup_base_iface(&base);
-    }
 }
 
 /* ---- capabilities and addresses ------------------------------------------------ */
@@ -292,7 +218,7 @@ ucs_status_t SmIface::query(uct_iface_attr_t *attr) const {
                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
                       UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_CB_SYNC |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK;
-    if (tag_enabled_) {
+    if (tag_enabled()) {
         attr->cap.flags |= UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
                            UCT_IFACE_FLAG_TAG_EAGER_ZCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
         attr->cap.tag.recv.min_recv        = 0;
@@ -438,7 +364,7 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
          * gets each time: matched here, without receive_eager()'s call and
          * its Message in memory. */
         if (ucs_likely(((m.flags & (kFlagFirst | kFlagMore)) == kFlagFirst) &&
-                       !assembly_.active && tag_enabled_)) {
+                       !assembly_.active && tag_enabled())) {
             if (ucs_unlikely(!EagerDelivery::whole(tags_, m.tag, m.imm, m.payload, m.length))) {
                 receive_unexpected_eager(m);
             }
@@ -669,8 +595,7 @@ void SmIface::deliver(const Message &m, const Invoke &invoke) {
     if (m.desc && !spare_descs_.empty()) {
         flags = UCT_CB_PARAM_FLAG_DESC;
         /* uct_iface_release_desc() finds us through this pointer. */
-        char *desc = static_cast<char *>(m.payload) - rx_headroom_;
-        memcpy(desc - sizeof(uct_recv_desc_t *), &recv_desc_ptr_, sizeof(recv_desc_ptr_));
+        stamp_desc(static_cast<char *>(m.payload) - params().rx_headroom);
     }
     const ucs_status_t status = invoke(m.payload, flags);
     if (status == UCS_INPROGRESS) {
@@ -688,7 +613,7 @@ void SmIface::deliver(const Message &m, const Invoke &invoke) {
 }
 
 void SmIface::release_desc(void *desc) {
-    const char  *payload = static_cast<char *>(desc) + rx_headroom_;
+    const char  *payload = static_cast<char *>(desc) + params().rx_headroom;
     const size_t offset  = static_cast<size_t>(payload - descs_) - geometry_.desc_payload;
     const uint32_t d     = static_cast<uint32_t>(offset / geometry_.desc_stride);
     if ((payload < descs_) || (offset % geometry_.desc_stride != 0) || (d >= geometry_.num_descs)) {
@@ -716,7 +641,7 @@ void SmIface::receive_eager(const Message &m) {
         if (ucs_unlikely(assembly_.active)) {
             abort_assembly(UCS_ERR_CONNECTION_RESET);
         }
-        if (ucs_unlikely(!tag_enabled_)) {
+        if (ucs_unlikely(!tag_enabled())) {
             drop(m, "tagged message but tag offload is off");
             return;
         }
@@ -746,13 +671,13 @@ void SmIface::receive_eager(const Message &m) {
         assembly_.active = false;
     }
     deliver(m, [&](void *data, unsigned flags) {
-        return eager_cb_(eager_arg_, data, m.length, flags | (more ? UCT_CB_PARAM_FLAG_MORE : 0),
+        return params().eager_cb(params().eager_arg, data, m.length, flags | (more ? UCT_CB_PARAM_FLAG_MORE : 0),
                          assembly_.tag, more ? 0 : m.imm, &assembly_.context);
     });
 }
 
 void SmIface::receive_unexpected_eager(const Message &m) {
-    if (ucs_unlikely(eager_cb_ == nullptr)) {
+    if (ucs_unlikely(params().eager_cb == nullptr)) {
         drop(m, "unexpected tagged message but no eager callback");
         return;
     }
@@ -761,7 +686,7 @@ void SmIface::receive_unexpected_eager(const Message &m) {
     void          *context = nullptr;
     const unsigned first   = UCT_CB_PARAM_FLAG_FIRST | (more ? UCT_CB_PARAM_FLAG_MORE : 0);
     deliver(m, [&](void *data, unsigned flags) {
-        return eager_cb_(eager_arg_, data, m.length, flags | first, m.tag, more ? 0 : m.imm,
+        return params().eager_cb(params().eager_arg, data, m.length, flags | first, m.tag, more ? 0 : m.imm,
                          &context);
     });
     if (more) {
@@ -783,7 +708,7 @@ void SmIface::abort_assembly(ucs_status_t status) {
 }
 
 void SmIface::receive_rndv_request(const Message &m) {
-    if (ucs_unlikely(!tag_enabled_)) {
+    if (ucs_unlikely(!tag_enabled())) {
         drop(m, "tagged message but tag offload is off");
         return;
     }
@@ -792,12 +717,12 @@ void SmIface::receive_rndv_request(const Message &m) {
         tags_.complete_rndv(recv, m.tag, m.payload, m.length);
         return;
     }
-    if (ucs_unlikely(rndv_cb_ == nullptr)) {
+    if (ucs_unlikely(params().rndv_cb == nullptr)) {
         drop(m, "unexpected rendezvous request but no rndv callback");
         return;
     }
     ++counters_.unexpected;
-    rndv_cb_(rndv_arg_, 0, m.tag, m.payload, m.length, 0, 0, nullptr);
+    params().rndv_cb(params().rndv_arg, 0, m.tag, m.payload, m.length, 0, 0, nullptr);
 }
 
 /* ---- peers --------------------------------------------------------------------------- */
@@ -911,7 +836,7 @@ void SmIface::fail_peer(RemotePeer *peer) {
 }
 
 ucs_status_t SmIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
-    if (ucs_unlikely(!tag_enabled_)) {
+    if (ucs_unlikely(!tag_enabled())) {
         return UCS_ERR_UNSUPPORTED;
     }
     return tags_.cancel(ctx, force);
@@ -919,9 +844,6 @@ ucs_status_t SmIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
 
 namespace {
 
-extern "C" void sm_release_desc(uct_recv_desc_t *self, void *desc) {
-    SmIface::from_recv_desc(self)->release_desc(desc);
-}
 
 }  // namespace
 

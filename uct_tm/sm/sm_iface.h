@@ -22,6 +22,7 @@
 #include "sm_peer.h"
 
 #include "base/flush_waiters.h"
+#include "base/iface_base.h"
 #include "base/pending_queue.h"
 #include "tag/tag_engine.h"
 #include "base/ucx_abi.h"
@@ -161,17 +162,14 @@ struct Message {
     ElemHeader *elem;
 };
 
-class SmIface {
+class SmIface : public IfaceBase<SmIface, SmEp> {
   public:
-    abi::BaseIface base; /* UCX's base iface; must stay the first member */
-
-    static ucs_status_t open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
-                             const uct_iface_config_t *config, uct_iface_h *iface_p);
-    static SmIface *from(uct_iface_h iface) { return reinterpret_cast<SmIface *>(iface); }
-    static SmEp    *ep_of(uct_ep_h ep) { return reinterpret_cast<SmEp *>(ep); }
-    static SmIface *from_recv_desc(uct_recv_desc_t *desc) {
-        return reinterpret_cast<DescOwner *>(desc)->iface;
-    }
+    /* ---- what IfaceBase opens, tells UCX about and calls ---- */
+    using Config = SmConfig;
+    static const abi::TransportDesc &transport();
+    explicit SmIface(const SmConfig &config);
+    ucs_status_t init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                      const SmConfig &config);
 
     ~SmIface();
     SmIface(const SmIface &)            = delete;
@@ -186,6 +184,10 @@ class SmIface {
     ucs_status_t get_address(uct_iface_addr_t *addr) const;
     int          is_reachable(const uct_device_addr_t *dev_addr,
                               const uct_iface_addr_t *iface_addr) const;
+    /* Connected to the iface `iface_addr` names, on the host `dev_addr` names. */
+    bool         ep_is_connected(const SmEp *ep, const uct_device_addr_t *dev_addr,
+                                 const uct_iface_addr_t *iface_addr,
+                                 const uct_ep_addr_t *ep_addr) const;
     /* UCP calls every iface's progress in its poll loop: with nothing
      * arrived and nothing waiting, return after a few loads. */
     unsigned progress() {
@@ -199,7 +201,7 @@ class SmIface {
     ucs_status_t tag_recv_zcopy(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
                                 size_t iovcnt, uct_tag_context_t *ctx) {
         /* Inline into the ops entry: a streaming receiver posts once per message. */
-        if (ucs_unlikely(!tag_enabled_)) {
+        if (ucs_unlikely(!tag_enabled())) {
             return UCS_ERR_UNSUPPORTED;
         }
         return tags_.post(tag, mask, iov, iovcnt, ctx);
@@ -215,12 +217,12 @@ class SmIface {
                           unsigned length);
     ssize_t      am_bcopy(SmEp *ep, uint8_t id, uct_pack_callback_t pack_cb, void *arg);
     ucs_status_t am_zcopy(SmEp *ep, uint8_t id, const void *header, unsigned header_length,
-                          const uct_iov_t *iov, size_t iovcnt);
+                          const uct_iov_t *iov, size_t iovcnt, uct_completion_t *comp);
     ucs_status_t tag_eager_short(SmEp *ep, uct_tag_t tag, const void *data, size_t length);
     ssize_t      tag_eager_bcopy(SmEp *ep, uct_tag_t tag, uint64_t imm,
                                  uct_pack_callback_t pack_cb, void *arg);
     ucs_status_t tag_eager_zcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, const uct_iov_t *iov,
-                                 size_t iovcnt);
+                                 size_t iovcnt, uct_completion_t *comp);
     ucs_status_ptr_t tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *header,
                                     unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
                                     uct_completion_t *comp);
@@ -230,11 +232,11 @@ class SmIface {
     ucs_status_t get_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
                            uct_rkey_t rkey, uct_completion_t *comp);
     ucs_status_t put_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
-                           uct_rkey_t rkey);
+                           uct_rkey_t rkey, uct_completion_t *comp);
     ucs_status_t pending_add(SmEp *ep, uct_pending_req_t *req);
     void         pending_purge(SmEp *ep, uct_pending_purge_callback_t cb, void *arg);
     ucs_status_t ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp);
-    ucs_status_t ep_check(SmEp *ep);
+    ucs_status_t ep_check(SmEp *ep, unsigned flags, uct_completion_t *comp);
 
     /* uct_iface_release_desc() of a descriptor kept by a callback. */
     void release_desc(void *desc);
@@ -254,18 +256,9 @@ class SmIface {
     void print_counters(FILE *stream) const;
 
   private:
-    /* The uct_recv_desc_t UCX finds in front of delivered descriptors. */
-    struct DescOwner {
-        uct_recv_desc_t desc;
-        SmIface        *iface;
-    };
-
     /* Progress calls between checks of the clock (peer liveness, stalls). */
     static constexpr uint32_t kSlowProgressPeriod = 256;
 
-    explicit SmIface(const SmConfig &config);
-    ucs_status_t init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
-                      const uct_iface_config_t *config);
     IfaceAddress self_address() const;
     uint32_t     geometry_seg_max() const { return geometry_.seg_size; }
 
@@ -441,11 +434,8 @@ class SmIface {
     Geometry   geometry_{};
     uint32_t   inline_cap_     = 0;
     size_t     eager_max_      = 0;
-    size_t     rx_headroom_    = 0;
     unsigned   budget_         = 32;
     uint32_t   iface_serial_   = 0;
-    bool       tag_enabled_    = false;
-    bool       base_initialized_ = false;
     uint64_t check_interval_ = 0;
     uint64_t stall_timeout_  = 0;
     uint64_t stopped_timeout_ = 0;
@@ -460,15 +450,9 @@ class SmIface {
     std::vector<uint32_t> elem_desc_;   /* descriptor attached to each element (our truth) */
     std::vector<uint32_t> spare_descs_; /* neither attached nor held by the layer above */
     std::vector<char>     bounce_;      /* bcopy packing for receivers with smaller descriptors */
-    DescOwner             desc_owner_{};
-    uct_recv_desc_t      *recv_desc_ptr_ = nullptr;
 
     /* tag matching */
     TagEngine                tags_;
-    uct_tag_unexp_eager_cb_t eager_cb_  = nullptr;
-    void                    *eager_arg_ = nullptr;
-    uct_tag_unexp_rndv_cb_t  rndv_cb_   = nullptr;
-    void                    *rndv_arg_  = nullptr;
     Assembly                 assembly_;
 
     /* peers */

@@ -322,7 +322,7 @@ void SmIface::receive_fin(const Message &m) {
 /* ---- receiver ------------------------------------------------------------------------- */
 
 void SmIface::receive_rndv(const Message &m) {
-    if (ucs_unlikely(!tag_enabled_)) {
+    if (ucs_unlikely(!tag_enabled())) {
         drop(m, "tagged message but tag offload is off");
         return;
     }
@@ -349,7 +349,7 @@ void SmIface::receive_rndv(const Message &m) {
         return;
     }
     if (recv == nullptr) {
-        if (rndv_cb_ == nullptr) {
+        if (params().rndv_cb == nullptr) {
             drop(m, "unexpected rendezvous but no rndv callback");
             return;
         }
@@ -361,7 +361,7 @@ void SmIface::receive_rndv(const Message &m) {
         rkey.pid        = sender->pid();
         rkey.rndv_token = info.op_token;
         ++counters_.unexpected;
-        rndv_cb_(rndv_arg_, 0, m.tag, header, info.header_length, info.address, info.length,
+        params().rndv_cb(params().rndv_arg, 0, m.tag, header, info.header_length, info.address, info.length,
                  &rkey);
         return;
     }
@@ -792,7 +792,7 @@ ucs_status_t SmIface::get_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
 }
 
 ucs_status_t SmIface::put_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
-                                uint64_t remote_addr, uct_rkey_t rkey) {
+                               uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *) {
     return zcopy(ep, iov, iovcnt, remote_addr, rkey, nullptr, true);
 }
 
