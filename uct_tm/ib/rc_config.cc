@@ -101,13 +101,7 @@ ucs_config_field_t rc_config_table[] = {
      "remote access error: both QPs go to the error state). 0: none.",
      offsetof(RcConfig, corrupt_rkey), UCS_CONFIG_TYPE_UINT},
 
-    {"TAG_LIST_SIZE", "1048576",
-     "Receives that may be posted with uct_iface_tag_recv_zcopy at once; the next one gets\n"
-     "UCS_ERR_EXCEEDS_LIMIT.",
-     offsetof(RcConfig, tag_list_size), UCS_CONFIG_TYPE_UINT},
-
-    {"RECV_MAX_IOV", "8", "Largest iovcnt of uct_iface_tag_recv_zcopy (1..8).",
-     offsetof(RcConfig, recv_max_iov), UCS_CONFIG_TYPE_UINT},
+    {"", "", nullptr, offsetof(RcConfig, tag_list), UCS_CONFIG_TYPE_TABLE(tag_list_config_table)},
 
     {"RNDV_OPS", "1024",
      "Rendezvous operations (tag_rndv_zcopy sends and matched rendezvous receives) outstanding\n"

@@ -6,6 +6,7 @@
 #define UCT_TM_IB_RC_CONFIG_H_
 
 #include "base/ucx_abi.h"
+#include "tag/tag_list_config.h"
 
 #include <cstddef>
 
@@ -32,8 +33,7 @@ struct RcConfig {
     unsigned         tm_model_tags;
     unsigned         fail_read;    /* testing only */
     unsigned         corrupt_rkey; /* testing only */
-    unsigned         tag_list_size;
-    unsigned         recv_max_iov;
+    TagListConfig    tag_list;
     unsigned         rndv_ops;
     unsigned         progress_budget;
     int              print_stats;

@@ -184,7 +184,7 @@ ucs_status_t RcIface::init_model() {
 
 HwTagEngineConfig RcIface::hw_engine_config() const {
     HwTagEngineConfig ec;
-    ec.list_size      = config_.tag_list_size;
+    ec.list_size      = config_.tag_list.list_size;
     ec.rx_buffers     = rx_queue_len_;
     ec.rx_buffer_size = static_cast<uint32_t>(seg_size_);
     ec.poll_budget    = std::max(budget_, 16u);
@@ -197,7 +197,7 @@ HwTagEngineConfig RcIface::hw_engine_config() const {
  * (docs/tm_hw_list.md). */
 ucs_status_t RcIface::init_verbs_tm(const RcConfig &config) {
     TmVerbsList::Config vc;
-    vc.max_num_tags = std::max(config.tag_list_size, 1u);
+    vc.max_num_tags = std::max(config.tag_list.list_size, 1u);
     vc.srq_len      = rx_queue_len_;
     vc.cq_len       = 4 * rx_queue_len_ + 2 * vc.max_num_tags; /* untagged, tagged, list ops */
     ucs_status_t status = TmVerbsList::create(md_->ctx, md_->pd, vc, &verbs_list_);

@@ -26,17 +26,11 @@ constexpr size_t kAlign = 64;
 
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-TagEngineLimits tag_limits(const RcConfig &config) {
-    TagEngineLimits limits;
-    limits.list_size = config.tag_list_size;
-    limits.max_iov    = std::min<size_t>(std::max(config.recv_max_iov, 1u), kMaxRecvIov);
-    limits.max_length = kMaxZcopy;
-    return limits;
-}
 
 }  // namespace
 
-RcIface::RcIface(const RcConfig &config) : config_(config), tags_(tag_limits(config)) {}
+RcIface::RcIface(const RcConfig &config)
+    : config_(config), tags_(config.tag_list.limits(kMaxZcopy)) {}
 
 ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *iface_params,
                            const RcConfig &) {
@@ -61,6 +55,10 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     if (port == nullptr) {
         ucs_error("tm_rc: %s has no active port %u", md_->device.c_str(), port_);
         return UCS_ERR_NO_DEVICE;
+    }
+    const ucs_status_t status = config_.tag_list.check("tm_rc");
+    if (status != UCS_OK) {
+        return status;
     }
     if ((config_.seg_size < kMinSegSize) || (config_.seg_size > (1u << 30)) || (config_.rx_queue_len == 0) ||
         (config_.tx_queue_len == 0) || (config_.tx_bufs == 0) || (config_.tx_cq_len == 0) ||

@@ -35,13 +35,7 @@ ucs_config_field_t sm_config_table[] = {
      "occupy consecutive FIFO elements.",
      offsetof(SmConfig, eager_max), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"TAG_LIST_SIZE", "1048576",
-     "Receives that may be posted with uct_iface_tag_recv_zcopy at once; the next one gets\n"
-     "UCS_ERR_EXCEEDS_LIMIT.",
-     offsetof(SmConfig, tag_list_size), UCS_CONFIG_TYPE_UINT},
-
-    {"RECV_MAX_IOV", "8", "Largest iovcnt of uct_iface_tag_recv_zcopy (1..8).",
-     offsetof(SmConfig, recv_max_iov), UCS_CONFIG_TYPE_UINT},
+    {"", "", nullptr, offsetof(SmConfig, tag_list), UCS_CONFIG_TYPE_TABLE(tag_list_config_table)},
 
     {"RNDV_SLOTS", "1024",
      "Rendezvous sends (tag_rndv_zcopy) outstanding at once per interface.",

@@ -6,6 +6,7 @@
 #define UCT_TM_SM_SM_CONFIG_H_
 
 #include "base/ucx_abi.h"
+#include "tag/tag_list_config.h"
 
 #include <ucs/config/types.h>
 
@@ -21,8 +22,7 @@ struct SmConfig {
     size_t           seg_size;
     unsigned         spare_descs;
     size_t           eager_max;
-    unsigned         tag_list_size;
-    unsigned         recv_max_iov;
+    TagListConfig    tag_list;
     unsigned         rndv_slots;
     int              rndv_split;
     size_t           rndv_split_min;

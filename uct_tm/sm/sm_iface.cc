@@ -43,16 +43,19 @@ uint64_t host_id() {
 /* ---- lifetime ---------------------------------------------------------------- */
 
 SmIface::SmIface(const SmConfig &config)
-    : tags_(TagEngineLimits{config.tag_list_size, config.recv_max_iov}) {}
+    : tags_(config.tag_list.limits()) {}
 
 ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *,
                            const SmConfig &config) {
-    if ((config.recv_max_iov < 1) || (config.recv_max_iov > kMaxRecvIov) ||
-        (config.fifo_elem_size > 4096) || (config.seg_size > (64u << 20)) ||
+    ucs_status_t status = config.tag_list.check("tm_sm");
+    if (status != UCS_OK) {
+        return status;
+    }
+    if ((config.fifo_elem_size > 4096) || (config.seg_size > (64u << 20)) ||
         (config.eager_max < config.seg_size) || (config.progress_budget == 0)) {
-        ucs_error("tm_sm: invalid configuration (RECV_MAX_IOV %u, FIFO_ELEM_SIZE %zu, SEG_SIZE "
-                  "%zu, EAGER_MAX %zu)", config.recv_max_iov, config.fifo_elem_size,
-                  config.seg_size, config.eager_max);
+        ucs_error("tm_sm: invalid configuration (FIFO_ELEM_SIZE %zu, SEG_SIZE %zu, EAGER_MAX %zu, "
+                  "PROGRESS_BUDGET %u)", config.fifo_elem_size, config.seg_size, config.eager_max,
+                  config.progress_budget);
         return UCS_ERR_INVALID_PARAM;
     }
     if ((config.staging_chunk_size > (16u << 20)) ||
@@ -85,7 +88,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     if (backing == ShmBacking::kNamed) {
         ShmSegment::reap_stale_named();
     }
-    ucs_status_t status = ShmSegment::create(geometry_.total_size, backing, config.numa_bind,
+    status = ShmSegment::create(geometry_.total_size, backing, config.numa_bind,
                                              &segment_);
     if (status != UCS_OK) {
         return status;
