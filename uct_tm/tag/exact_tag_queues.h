@@ -140,7 +140,7 @@ template <typename Item> class ExactTagQueues {
         return last_; /* head stays null until the caller links a receive */
     }
 
-    /* Out of line: keeps the allocation off the posting path's registers. */
+    /* Rare: out of line and cold (docs/perf.md, "Code shape of the hot paths"). */
     [[gnu::noinline, gnu::cold]] void grow() {
         rehash((capacity_ == 0) ? kMinCapacity : capacity_ * 2);
     }

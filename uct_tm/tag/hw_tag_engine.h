@@ -40,6 +40,7 @@
 #include "context_handle.h"
 #include "eager_delivery.h"
 #include "uct_iov.h"
+#include "common/ucs_assert.h"
 #include "match/tag_matcher.h"
 
 #include <uct/api/uct.h>
@@ -190,6 +191,26 @@ template <typename List> class HwTagEngine {
         bool               truncated    = false; /* rendezvous into a buffer below its headers */
     };
 
+    /* The receive's life: kFree -> kPosted -> (kConsumed | kClaimed |
+     * kCancelling) -> kDone -> kFree; a forced cancel makes it kOrphan
+     * (then kDone or kFree). Checked in debug builds. */
+    static bool allowed(State from, State to) {
+        switch (to) {
+        case kPosted:     return from == kFree;
+        case kConsumed:   return (from == kPosted) || (from == kCancelling);
+        case kCancelling: return from == kPosted;
+        case kClaimed:    return from == kPosted;
+        case kOrphan:     return (from == kPosted) || (from == kConsumed) ||
+                                 (from == kCancelling) || (from == kClaimed);
+        case kDone:       return (from != kFree) && (from != kDone) && (from != kPosted);
+        case kFree:       return (from == kDone) || (from == kOrphan);
+        }
+        return false;
+    }
+    static void set_state(Slot &s, State to) {
+        ucs_assertv(allowed(s.state, to), "tm hw list: receive state %d -> %d", s.state, to);
+        s.state = to;
+    }
     static uint64_t slot_id(uint32_t index, uint32_t gen) {
         return (static_cast<uint64_t>(gen) << 32) | index;
     }

@@ -180,7 +180,7 @@ ucs_status_t HwTagEngine<List>::post(uct_tag_t tag, uct_tag_t mask, const uct_io
     s.capacity      = capacity;
     s.handle        = op.handle;
     s.shadow        = shadow.handle;
-    s.state         = kPosted;
+    set_state(s, kPosted);
     s.pending       = 2; /* the ADD completion, and the consume or the DEL */
     s.holds_buffer  = (key > 1);
     s.sw_rndv       = false;
@@ -221,7 +221,7 @@ template <typename List> void HwTagEngine<List>::maybe_free(Slot &s) {
         return;
     }
     give_back_buffer(s);
-    s.state = kFree;
+    set_state(s, kFree);
     s.ctx   = nullptr;
     ++s.gen;
     if (s.gen == 0) {
@@ -246,11 +246,11 @@ ucs_status_t HwTagEngine<List>::cancel(uct_tag_context_t *ctx, int force) {
         --posted_;
         ++counters_.cancels;
         if (force) {
-            s->state = kOrphan;
+            set_state(*s, kOrphan);
             s->ctx   = nullptr;
             give_back_buffer(*s);
         } else {
-            s->state = kCancelling;
+            set_state(*s, kCancelling);
         }
         return UCS_OK;
     }
@@ -265,7 +265,7 @@ ucs_status_t HwTagEngine<List>::cancel(uct_tag_context_t *ctx, int force) {
                 transport_.orphan(transport_.arg,
                                   slot_id(static_cast<uint32_t>(s - slots_.data()), s->gen));
             }
-            s->state = kOrphan;
+            set_state(*s, kOrphan);
             s->ctx   = nullptr;
             give_back_buffer(*s);
         }
@@ -283,7 +283,7 @@ void HwTagEngine<List>::deliver(Slot &s, uint64_t stag, uint64_t imm, size_t len
     if ((status == UCS_OK) && (length > s.capacity)) {
         status = UCS_ERR_MESSAGE_TRUNCATED;
     }
-    s.state = kDone;
+    set_state(s, kDone);
     s.ctx   = nullptr;
     give_back_buffer(s); /* first: the callback may post the same buffer again */
     if (notify) {
@@ -384,7 +384,7 @@ template <typename List> void HwTagEngine<List>::on_tagged(const TmCompletion &c
             --posted_;
             /* fall through */
         case kCancelling: /* the message won over the cancel */
-            s->state = kConsumed;
+            set_state(*s, kConsumed);
             s->ctx->tag_consumed_cb(s->ctx);
             break;
         case kOrphan:
@@ -427,7 +427,7 @@ template <typename List> void HwTagEngine<List>::on_tagged(const TmCompletion &c
     if (sw_rndv_request && (status == UCS_OK) && (s->state == kConsumed)) {
         /* A software rendezvous request: its header is in the buffer. */
         uct_tag_context_t *ctx = s->ctx;
-        s->state               = kDone;
+        set_state(*s, kDone);
         s->ctx                 = nullptr;
         give_back_buffer(*s);
         ctx->rndv_cb(ctx, s->stag, s->buffer, c.byte_len, UCS_OK, 0);
@@ -490,7 +490,7 @@ bool HwTagEngine<List>::on_unexpected(const TmCompletion &c, uint8_t *data) {
             start_sw_rndv(*s, c.src_qp, tmh, rvh);
         } else if (s->state == kClaimed) {
             uct_tag_context_t *ctx = s->ctx;
-            s->state               = kDone;
+            set_state(*s, kDone);
             s->ctx                 = nullptr;
             give_back_buffer(*s);
             ctx->rndv_cb(ctx, stag, body, static_cast<unsigned>(length), UCS_OK,
@@ -525,7 +525,7 @@ typename HwTagEngine<List>::Slot *HwTagEngine<List>::match(uint64_t stag) {
     Slot &s = *static_cast<Slot *>(found.recv.ctx);
     --posted_;
     ++counters_.sw_claims;
-    s.state = kClaimed;
+    set_state(s, kClaimed);
     s.stag  = stag;
     /* DEL before the count that re-enables hardware matching is reported
      * (it travels on this very DEL): the engine cannot match it any more. */

@@ -207,6 +207,8 @@ size_t TagEngine::iovecs(const Recv *recv, size_t length, struct iovec *out) con
 
 void TagEngine::complete_rndv(Recv *recv, uct_tag_t stag, const void *header,
                               unsigned header_length) {
+    ucs_assertv((recv->state == kMatched) || (recv->state == kOrphaned),
+                "completed a receive in state %d", recv->state);
     uct_tag_context_t *ctx    = recv->ctx;
     const bool         notify = (recv->state == kMatched);
     release_in_flight(recv);

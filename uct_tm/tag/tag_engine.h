@@ -37,6 +37,7 @@
 #include "exact_tag_queues.h"
 #include "uct_iov.h"
 
+#include "common/ucs_assert.h"
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
 
@@ -128,6 +129,7 @@ class TagEngine {
             }
             recv = static_cast<Recv *>(result.recv.ctx);
         }
+        ucs_assertv(recv->state == kPosted, "matched a receive in state %d", recv->state);
         recv->state = kMatched;
         --posted_;
         ++in_flight_;
@@ -159,6 +161,8 @@ class TagEngine {
      * `status`, or UCS_ERR_MESSAGE_TRUNCATED when length > capacity. */
     [[gnu::always_inline]] void complete(Recv *recv, uct_tag_t stag, uint64_t imm, size_t length,
                                          ucs_status_t status) {
+        ucs_assertv((recv->state == kMatched) || (recv->state == kOrphaned),
+                    "completed a receive in state %d", recv->state);
         uct_tag_context_t *ctx = recv->ctx;
         if ((status == UCS_OK) && (length > recv->capacity)) {
             status = UCS_ERR_MESSAGE_TRUNCATED;
@@ -208,10 +212,9 @@ class TagEngine {
     using ExactQueues = ExactTagQueues<Recv>;
     using RecvPool    = match::SlotPool<Recv>;
 
-    /* A valid one-buffer receive while the list has room, without a call on
-     * the way (every table has room, the receive's tag queue is known or
-     * fits): few registers to save, no exception paths. Anything else takes
-     * post_general(). */
+    /* A valid one-buffer exact receive while every table has room: posted
+     * without a call (docs/perf.md, "Code shape of the hot paths"). Anything
+     * else takes post_general(). */
     ucs_status_t post_contig(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
                              uct_tag_context_t *ctx) {
         if (ucs_unlikely((mask != ~uct_tag_t{0}) || (posted_ != exact_posted_) ||
@@ -245,6 +248,7 @@ class TagEngine {
     /* Marks a queued receive posted and gives `ctx` its handle. */
     [[gnu::always_inline]] void publish(Recv &recv, uct_tag_t tag, uct_tag_context_t *ctx,
                                         bool holds_buffer, size_t buffer_pos) {
+        ucs_assertv(recv.state == kFree, "posted a receive in state %d", recv.state);
         recv.ctx          = ctx;
         recv.tag          = tag;
         recv.state        = kPosted;
@@ -365,6 +369,7 @@ class TagEngine {
     }
     /* release() of a receive known to be in flight (matched or orphaned). */
     [[gnu::always_inline]] void release_in_flight(Recv *recv) {
+        ucs_assert(in_flight_ > 0);
         --in_flight_;
         free_recv(recv);
     }
@@ -372,6 +377,7 @@ class TagEngine {
         if (recv->holds_buffer) { /* every post sets it again */
             buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base), recv->buffer_pos);
         }
+        ucs_assertv(recv->state != kFree, "freed a free receive");
         recv->state = kFree;
         recv->ctx   = nullptr;
         ++recv->gen;
