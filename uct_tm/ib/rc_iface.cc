@@ -30,7 +30,7 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
 RcIface::RcIface(const RcConfig &config)
-    : config_(config), tags_(config.tag_list.limits(kMaxZcopy)) {}
+    : config_(config), tags_(config.tag_list.limits()) {}
 
 ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *iface_params,
                            const RcConfig &) {
@@ -307,7 +307,9 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
          * rendezvous (RNDV_INCOMPLETE): it must hold them. */
         attr->cap.tag.recv.min_recv =
             hw_mode() ? sizeof(WireHeader) + sizeof(struct ibv_rvh) : 0;
-        attr->cap.tag.recv.max_zcopy        = kMaxZcopy;
+        /* Software matching writes at most what arrives; a NIC's list takes
+         * one sge. */
+        attr->cap.tag.recv.max_zcopy        = hw_mode() ? kMaxZcopy : SIZE_MAX;
         /* The hardware list takes one buffer per receive, as many as it holds. */
         attr->cap.tag.recv.max_iov          = hw_mode() ? 1 : tags_.limits().max_iov;
         attr->cap.tag.recv.max_outstanding =

@@ -475,7 +475,7 @@ ucs_status_t SmIface::tag_eager_zcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, con
                                       size_t iovcnt, uct_completion_t *) {
     /* One small buffer (the protocol layer's eager message: tag_eager_short
      * has no imm): one inline element, copied as tag_eager_short copies. */
-    if (ucs_likely(is_one_buffer(iov, iovcnt, ep->inline_cap))) {
+    if (ucs_likely(is_one_buffer(iov, iovcnt) && (iov->length <= ep->inline_cap))) {
         return send_inline(ep, Kind::kTagEager, static_cast<uint32_t>(iov->length),
                            [&](ElemHeader *e) {
                                e->tag = tag;

@@ -8,7 +8,8 @@
  *
  * An Engine offers: Recv; Recv *match(uct_tag_t); bool wanted(const Recv *);
  * size_t scatter(Recv *, size_t offset, const void *, size_t);
- * void complete(Recv *, uct_tag_t stag, uint64_t imm, size_t length, ucs_status_t).
+ * void complete(Recv *, uct_tag_t stag, uint64_t imm, size_t length, ucs_status_t,
+ *               bool known_wanted).
  */
 #ifndef UCT_TM_TAG_EAGER_DELIVERY_H_
 #define UCT_TM_TAG_EAGER_DELIVERY_H_
@@ -40,9 +41,11 @@ struct EagerDelivery {
         }
         if (ucs_likely(engine.wanted(*recv))) {
             engine.scatter(*recv, offset, data, length);
-        }
-        if (last) {
-            engine.complete(*recv, tag, imm, offset + length, UCS_OK);
+            if (last) { /* still wanted: writing runs no callback */
+                engine.complete(*recv, tag, imm, offset + length, UCS_OK, true);
+            }
+        } else if (last) {
+            engine.complete(*recv, tag, imm, offset + length, UCS_OK, false);
         }
     }
 

@@ -229,7 +229,8 @@ template <typename List> class HwTagEngine {
     Slot  *match(uint64_t stag);
     bool   wanted(const Slot *s) const { return s->state == kClaimed; }
     size_t scatter(Slot *s, size_t offset, const void *data, size_t length) const;
-    void   complete(Slot *s, uint64_t stag, uint64_t imm, size_t length, ucs_status_t status);
+    void   complete(Slot *s, uint64_t stag, uint64_t imm, size_t length, ucs_status_t status,
+                    bool known_wanted);
     void         on_list_op(const TmCompletion &c);
     void         on_tagged(const TmCompletion &c);
     bool         on_unexpected(const TmCompletion &c, uint8_t *data);

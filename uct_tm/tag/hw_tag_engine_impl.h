@@ -545,7 +545,7 @@ size_t HwTagEngine<List>::scatter(Slot *s, size_t offset, const void *data, size
 
 template <typename List>
 void HwTagEngine<List>::complete(Slot *s, uint64_t stag, uint64_t imm, size_t length,
-                                 ucs_status_t status) {
+                                 ucs_status_t status, bool) {
     deliver(*s, stag, imm, length, status);
     maybe_free(*s);
 }

@@ -38,7 +38,7 @@ ucs_status_t TagEngine::post_general(uct_tag_t tag, uct_tag_t mask, const uct_io
     }
     size_t             capacity;
     const ucs_status_t status =
-        check_iov(iov, iovcnt, IovLimits{limits_.max_iov, limits_.max_length}, &capacity);
+        check_iov(iov, iovcnt, IovLimits{limits_.max_iov, SIZE_MAX}, &capacity);
     if (status != UCS_OK) {
         return status;
     }

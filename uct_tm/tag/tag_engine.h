@@ -56,10 +56,10 @@ namespace uct_tm {
 
 inline constexpr size_t kMaxRecvIov = 8;
 
+/* A receive may be of any length: the engine writes at most what arrives. */
 struct TagEngineLimits {
-    size_t list_size  = 1024;     /* posted receives at once */
-    size_t max_iov    = 1;        /* iovcnt per receive, 1..kMaxRecvIov */
-    size_t max_length = SIZE_MAX; /* bytes per receive */
+    size_t list_size = 1024; /* posted receives at once */
+    size_t max_iov   = 1;    /* iovcnt per receive, 1..kMaxRecvIov */
 };
 
 class TagEngine {
@@ -96,7 +96,7 @@ class TagEngine {
                       uct_tag_context_t *ctx) {
         /* One contiguous buffer, room in the list: what UCP and most users
          * post, kept inline (a streaming receiver posts once per message). */
-        if (ucs_likely(is_one_buffer(iov, iovcnt, limits_.max_length) && (ctx != nullptr) &&
+        if (ucs_likely(is_one_buffer(iov, iovcnt) && (ctx != nullptr) &&
                        (posted_ < limits_.list_size))) {
             return post_contig(tag, mask, iov, ctx);
         }
@@ -158,16 +158,18 @@ class TagEngine {
     bool wanted(const Recv *recv) const { return recv->state == kMatched; }
 
     /* Finishes an in-flight receive: completed_cb(stag, imm, length) with
-     * `status`, or UCS_ERR_MESSAGE_TRUNCATED when length > capacity. */
+     * `status`, or UCS_ERR_MESSAGE_TRUNCATED when length > capacity; no
+     * callback if it was cancelled with force (`known_wanted`: the caller
+     * just saw wanted() and ran no callback since). */
     [[gnu::always_inline]] void complete(Recv *recv, uct_tag_t stag, uint64_t imm, size_t length,
-                                         ucs_status_t status) {
+                                         ucs_status_t status, bool known_wanted = false) {
         ucs_assertv((recv->state == kMatched) || (recv->state == kOrphaned),
                     "completed a receive in state %d", recv->state);
         uct_tag_context_t *ctx = recv->ctx;
         if ((status == UCS_OK) && (length > recv->capacity)) {
             status = UCS_ERR_MESSAGE_TRUNCATED;
         }
-        const bool notify = (recv->state == kMatched);
+        const bool notify = known_wanted || (recv->state == kMatched);
         release_in_flight(recv); /* first: the callback may post the same buffer again */
         if (notify) {
             ctx->completed_cb(ctx, stag, imm, length, nullptr, status);

@@ -18,10 +18,8 @@ struct TagListConfig {
 
     /* UCS_ERR_INVALID_PARAM, logged for transport `tl`, if out of range. */
     ucs_status_t check(const char *tl) const;
-    /* The software engine's limits; receives of at most `max_length` bytes. */
-    TagEngineLimits limits(size_t max_length = SIZE_MAX) const {
-        return TagEngineLimits{list_size, recv_max_iov, max_length};
-    }
+    /* The software engine's limits. */
+    TagEngineLimits limits() const { return TagEngineLimits{list_size, recv_max_iov}; }
 };
 
 /* Embedded with UCS_CONFIG_TYPE_TABLE and an empty name: the fields keep

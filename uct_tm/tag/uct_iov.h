@@ -56,12 +56,10 @@ struct IovLimits {
     return UCS_OK;
 }
 
-/* The fast case every hot path tests first: one well-formed entry of at
- * most `max_length` bytes (what check_iov() accepts with max_iov >= 1). */
-[[gnu::always_inline]] inline bool is_one_buffer(const uct_iov_t *iov, size_t iovcnt,
-                                                 size_t max_length) {
-    return (iovcnt == 1) && (iov != nullptr) && (iov->count == 1) && (iov->buffer != nullptr) &&
-           (iov->length <= max_length);
+/* The fast case every hot path tests first: one well-formed entry with a
+ * buffer (what check_iov() accepts when max_iov >= 1 and its length fits). */
+[[gnu::always_inline]] inline bool is_one_buffer(const uct_iov_t *iov, size_t iovcnt) {
+    return (iovcnt == 1) && (iov != nullptr) && (iov->count == 1) && (iov->buffer != nullptr);
 }
 
 }  // namespace uct_tm
