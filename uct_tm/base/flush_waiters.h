@@ -8,6 +8,7 @@
 #define UCT_TM_BASE_FLUSH_WAITERS_H_
 
 #include "completion.h"
+#include "common/try_alloc.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -23,12 +24,9 @@ template <typename Ep> class FlushWaiters {
     /* The flush is not done yet: UCS_INPROGRESS, and `comp` (if any) is
      * called once it is. */
     ucs_status_t wait(Ep *ep, uct_completion_t *comp) {
-        if (comp != nullptr) {
-            try {
-                waiters_.push_back(Waiter{ep, comp});
-            } catch (const std::bad_alloc &) {
-                return UCS_ERR_NO_MEMORY;
-            }
+        if ((comp != nullptr) &&
+            (try_alloc([&] { waiters_.push_back(Waiter{ep, comp}); }) != UCS_OK)) {
+            return UCS_ERR_NO_MEMORY;
         }
         return UCS_INPROGRESS;
     }

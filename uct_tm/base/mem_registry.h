@@ -25,6 +25,8 @@
 #ifndef UCT_TM_BASE_MEM_REGISTRY_H_
 #define UCT_TM_BASE_MEM_REGISTRY_H_
 
+#include "common/try_alloc.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -50,9 +52,7 @@ template <typename Handle> class MemRegistry {
             node.value() = r;
             ranges_.insert(std::move(node)); /* after equal starts: add order */
         } else {
-            try {
-                ranges_.insert(r);
-            } catch (const std::bad_alloc &) {
+            if (try_alloc([&] { ranges_.insert(r); }) != UCS_OK) {
                 return nullptr;
             }
         }
@@ -115,10 +115,10 @@ template <typename Handle> class MemRegistry {
         if (!chunk) {
             return false;
         }
-        try {
-            chunks_.push_back(std::move(chunk));
-            spare_nodes_.reserve(created_ + n);
-        } catch (const std::bad_alloc &) {
+        if (try_alloc([&] {
+                chunks_.push_back(std::move(chunk));
+                spare_nodes_.reserve(created_ + n);
+            }) != UCS_OK) {
             return false; /* a chunk already pushed stays owned, unused */
         }
         Handle *c = chunks_.back().get();

@@ -7,6 +7,8 @@
 #ifndef UCT_TM_BASE_PENDING_QUEUE_H_
 #define UCT_TM_BASE_PENDING_QUEUE_H_
 
+#include "common/try_alloc.h"
+
 #include <uct/api/uct.h>
 
 #include <algorithm>
@@ -79,9 +81,7 @@ template <typename Ep> class PendingEndpoints {
     /* Queues `req` on `ep` (the caller decided it must wait). */
     ucs_status_t add(Ep *ep, uct_pending_req_t *req) {
         if (!ep->in_pending_list) {
-            try {
-                eps_.push_back(ep);
-            } catch (const std::bad_alloc &) {
+            if (try_alloc([&] { eps_.push_back(ep); }) != UCS_OK) {
                 return UCS_ERR_NO_MEMORY;
             }
             ep->in_pending_list = true;

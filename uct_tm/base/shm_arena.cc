@@ -1,4 +1,5 @@
 #include "shm_arena.h"
+#include "common/try_alloc.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -133,9 +134,7 @@ void ShmArenas::release(ShmArena *a, uint64_t offset) {
     }
     /* Cannot fail: room for every block of the arena is reserved below. */
     if (a->freed.capacity() < a->blocks) {
-        try {
-            a->freed.reserve(a->blocks);
-        } catch (const std::bad_alloc &) {
+        if (try_alloc([&] { a->freed.reserve(a->blocks); }) != UCS_OK) {
             ucs_warn("tm shm: out of memory tracking a freed block; its space is lost until "
                      "its arena empties");
             return;

@@ -8,6 +8,8 @@
 
 #include "hw_tag_engine.h"
 
+#include "common/try_alloc.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
@@ -130,13 +132,13 @@ ucs_status_t HwTagEngine<List>::post(uct_tag_t tag, uct_tag_t mask, const uct_io
         return UCS_ERR_EXCEEDS_LIMIT;
     }
     const uintptr_t key = reinterpret_cast<uintptr_t>(buffer);
-    try {
-        if ((key > 1) && !buffers_.insert(key)) {
-            ++counters_.refused;
-            return UCS_ERR_ALREADY_EXISTS;
-        }
-    } catch (const std::bad_alloc &) {
+    bool inserted = true;
+    if ((key > 1) && (try_alloc([&] { inserted = buffers_.insert(key); }) != UCS_OK)) {
         return UCS_ERR_NO_MEMORY;
+    }
+    if (!inserted) {
+        ++counters_.refused;
+        return UCS_ERR_ALREADY_EXISTS;
     }
     const uint32_t index = free_slots_.back();
     Slot          &s     = slots_[index];

@@ -1,4 +1,5 @@
 #include "tag_engine.h"
+#include "common/try_alloc.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -78,9 +79,7 @@ ucs_status_t TagEngine::spill_exact() {
      * matter: an exact receive only competes with receives of its own tag
      * and with masked ones, and every masked receive is posted after this. */
     std::vector<Recv *> order;
-    try {
-        order.reserve(exact_posted_);
-    } catch (const std::bad_alloc &) {
+    if (try_alloc([&] { order.reserve(exact_posted_); }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
     exact_.for_each([&](const ExactQueues::Queue &q) {
@@ -135,9 +134,7 @@ ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {
             release(recv);
             return UCS_OK;
         }
-        try {
-            cancelled_.push_back(Pending{recv, recv->gen});
-        } catch (const std::bad_alloc &) {
+        if (try_alloc([&] { cancelled_.push_back(Pending{recv, recv->gen}); }) != UCS_OK) {
             /* Cannot defer: report now rather than lose the completion. */
             uct_tag_context_t *c        = recv->ctx;
             const uct_tag_t    tag      = recv->tag;

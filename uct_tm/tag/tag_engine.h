@@ -37,6 +37,7 @@
 #include "exact_tag_queues.h"
 #include "uct_iov.h"
 
+#include "common/try_alloc.h"
 #include "common/ucs_assert.h"
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
@@ -267,23 +268,24 @@ class TagEngine {
     [[gnu::always_inline]] ucs_status_t admit(uct_tag_t tag, uct_tag_t mask, uintptr_t key, uct_tag_context_t *ctx,
                        const FillIov &fill_iov) {
         size_t buffer_pos = 0;
-        try {
-            if ((key != 0) && !buffers_.insert(key, &buffer_pos)) {
-                ++counters_.refused;
-                return UCS_ERR_ALREADY_EXISTS;
-            }
-        } catch (const std::bad_alloc &) {
+        bool inserted = true;
+        if ((key != 0) &&
+            (try_alloc([&] { inserted = buffers_.insert(key, &buffer_pos); }) != UCS_OK)) {
             return UCS_ERR_NO_MEMORY;
+        }
+        if (!inserted) {
+            ++counters_.refused;
+            return UCS_ERR_ALREADY_EXISTS;
         }
         Recv *entry = spare_;
         if (entry != nullptr) {
             spare_ = entry->next;
         } else {
-            try {
-                const RecvPool::Slot slot = recvs_.allocate_slot();
-                entry                     = slot.entry;
-                entry->index              = slot.index;
-            } catch (const std::bad_alloc &) {
+            if (try_alloc([&] {
+                    const RecvPool::Slot slot = recvs_.allocate_slot();
+                    entry                     = slot.entry;
+                    entry->index              = slot.index;
+                }) != UCS_OK) {
                 if (key != 0) {
                     buffers_.erase(key, buffer_pos); /* inserted above */
                 }
@@ -312,9 +314,7 @@ class TagEngine {
     ucs_status_t enqueue(Recv *recv, uct_tag_t tag, uct_tag_t mask) {
         if (ucs_likely((mask == ~uct_tag_t{0}) && (posted_ == exact_posted_))) {
             ExactQueues::Queue *q;
-            try {
-                q = exact_.find_or_insert(tag);
-            } catch (const std::bad_alloc &) {
+            if (try_alloc([&] { q = exact_.find_or_insert(tag); }) != UCS_OK) {
                 return UCS_ERR_NO_MEMORY;
             }
             link_exact(q, recv);
