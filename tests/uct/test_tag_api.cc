@@ -916,7 +916,11 @@ TEST_P(TagTest, ForceCancelMidRendezvousWritesNothingAfter) {
 /* A receive force-cancelled from inside its own tag_consumed_cb is the
  * user's again when the cancel returns, as any forced cancel: the callback
  * fills it with a canary, and no path of any transport writes into it (or
- * calls it back) afterwards, whatever the message size and fragments. */
+ * calls it back) afterwards, whatever the message size and fragments.
+ * Over a NIC's tag list (tm_rc's device model) the NIC may still place a
+ * message it matched until its DEL executes, as with UCX's rc_mlx5
+ * (docs/tm_hw_list.md): there only the silence is checked here, and the
+ * receives software claims are checked by TmRaces in tests/ib. */
 TEST_P(TagTest, ForceCancelInConsumedCallbackWritesNothingAfter) {
     constexpr char kCanary = 0x3c;
     Rng rng(test_seed() ^ 27);
@@ -947,9 +951,11 @@ TEST_P(TagTest, ForceCancelInConsumedCallbackWritesNothingAfter) {
                 EXPECT_EQ(r.sequence(), "consumed") << "a callback after the forced cancel";
                 for (const GuardedBuffer &piece : b.pieces) {
                     const char *p = piece.data();
-                    EXPECT_EQ(std::count(p, p + piece.size(), kCanary),
-                              static_cast<std::ptrdiff_t>(piece.size()))
-                        << "written into a receive after it was cancelled with force";
+                    if (!hw_tag_list()) {
+                        EXPECT_EQ(std::count(p, p + piece.size(), kCanary),
+                                  static_cast<std::ptrdiff_t>(piece.size()))
+                            << "written into a receive after it was cancelled with force";
+                    }
                     EXPECT_TRUE(piece.guards_intact());
                 }
                 EXPECT_TRUE(rx_->unexp.messages.empty());
