@@ -23,6 +23,7 @@
  * socket closing, or --timeout seconds without the awaited event.
  */
 #include "peer_watch.h"
+#include "size_list.h"
 
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
@@ -88,35 +89,6 @@ void usage() {
            "      --timeout SEC           give up when the peer does not answer for SEC s (default 60)\n");
 }
 
-size_t parse_size(const char *s) {
-    char        *end;
-    double       v    = strtod(s, &end);
-    const double mult = (*end == 'k' || *end == 'K') ? 1024.0
-                      : (*end == 'm' || *end == 'M') ? 1048576.0
-                      : (*end == 'g' || *end == 'G') ? 1073741824.0
-                                                     : 1.0;
-    return static_cast<size_t>(v * mult);
-}
-
-std::vector<size_t> parse_sizes(const char *s) {
-    std::vector<size_t> out;
-    std::string         list(s);
-    size_t              pos = 0;
-    while (pos <= list.size()) {
-        const size_t comma = list.find(',', pos);
-        const std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos
-                                                                             : comma - pos);
-        if (!item.empty()) {
-            out.push_back(parse_size(item.c_str()));
-        }
-        if (comma == std::string::npos) {
-            break;
-        }
-        pos = comma + 1;
-    }
-    return out;
-}
-
 bool parse(int argc, char **argv, Options *o) {
     enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory, kCheck, kNoPtrace, kTimeout };
     static const struct option longopts[] = {
@@ -136,7 +108,11 @@ bool parse(int argc, char **argv, Options *o) {
         switch (c) {
         case 't': o->test = optarg; break;
         case 'x': o->transport = optarg; break;
-        case 's': o->sizes = parse_sizes(optarg); break;
+        case 's':
+            if (!uct_tm::parse_sizes_option("tm_perftest", optarg, &o->sizes)) {
+                return false;
+            }
+            break;
         case 'n': o->iters = strtoull(optarg, nullptr, 0); break;
         case 'w': o->window = std::max<size_t>(1, strtoull(optarg, nullptr, 0)); break;
         case 'D': o->depth = strtoull(optarg, nullptr, 0); break;
