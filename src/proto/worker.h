@@ -219,7 +219,7 @@ class Worker {
     /* Logs (rate-limited: a misbehaving peer must not flood the log) and counts a dropped message. */
     [[gnu::cold]] void refuse(uint32_t source, const char *why);
     /* Counts a dropped peer message; true when it is to be logged (the 1st,
-     * 2nd, 4th, 8th... drop): TM_PROTO_DROPPED below. */
+     * 2nd, 4th, 8th... drop): TM_PROTO_DROPPED above. */
     [[gnu::cold]] bool count_drop() {
         ++refused_;
         return (refused_ & (refused_ - 1)) == 0;
