@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, runs the whole suite.
 #   contrib/test.sh            build + make check
-#   CI=true contrib/test.sh    also: clang -Werror build, the suites under ASan/LSan/UBSan,
+#   CI=true contrib/test.sh    also: clang -Werror build, the suite built --enable-debug
+#                              (assertions on), the suites under ASan/LSan/UBSan,
 #                              a 60 s soak (contrib/soak.sh), make distcheck (without
 #                              rdma-core), the tarball built with rdma-core
 #   UCT_TM_UCX_TREES="t1 t2"   also: the UCX compatibility matrix over those UCX source trees
@@ -15,32 +16,37 @@ cd "$src"
 contrib/deps.sh
 contrib/build.sh "$build"
 
+# Counts the individual tests of a build's `make check` into passed / failed:
+# gtest cases from each gtest log, other harness tests (fuzz runs, scripts)
+# one each. Then, if the run failed, shows the logs that say so.
+count_check() {  # build-dir check-exit-status
+    local dir=$1 rc=$2 trs log p f
+    while IFS= read -r -d '' trs; do
+        log=${trs%.trs}.log
+        if grep -q '^\[==========\]' "$log" 2>/dev/null; then
+            p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+            f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+            passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
+            if grep -q ':test-result: FAIL\|:test-result: ERROR' "$trs" && [[ -z "$f" ]]; then
+                failed=$((failed + 1))   # crashed before gtest's summary
+            fi
+        else
+            if grep -q ':test-result: PASS' "$trs"; then passed=$((passed + 1))
+            elif grep -q ':test-result: SKIP' "$trs"; then :
+            else failed=$((failed + 1)); fi
+        fi
+    done < <(find "$dir/tests" -name '*.trs' -print0)
+    if [[ $rc -ne 0 ]]; then
+        find "$dir/tests" -name '*.log' -newer "$dir/config.status" -exec grep -l 'FAIL\|ERROR' {} + 2>/dev/null |
+            while read -r l; do echo "---- $l"; tail -40 "$l"; done
+    fi
+}
+
 cd "$build"
 check_rc=0
 make -j"$(nproc)" check || check_rc=$?
-
-# Count individual tests: gtest cases from each gtest log, other harness
-# tests (fuzz runs, scripts) one each.
 passed=0 failed=0
-while IFS= read -r -d '' trs; do
-    log=${trs%.trs}.log
-    if grep -q '^\[==========\]' "$log" 2>/dev/null; then
-        p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
-        f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
-        passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
-        if grep -q ':test-result: FAIL\|:test-result: ERROR' "$trs" && [[ -z "$f" ]]; then
-            failed=$((failed + 1))   # crashed before gtest's summary
-        fi
-    else
-        if grep -q ':test-result: PASS' "$trs"; then passed=$((passed + 1))
-        elif grep -q ':test-result: SKIP' "$trs"; then :
-        else failed=$((failed + 1)); fi
-    fi
-done < <(find "$build/tests" -name '*.trs' -print0)
-if [[ $check_rc -ne 0 ]]; then
-    find "$build/tests" -name '*.log' -newer "$build/config.status" -exec grep -l 'FAIL\|ERROR' {} + 2>/dev/null |
-        while read -r l; do echo "---- $l"; tail -40 "$l"; done
-fi
+count_check "$build" "$check_rc"
 
 extra_rc=0
 if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
@@ -49,6 +55,17 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     # The test programs too (built, not run: g++'s build ran them above).
     make -C "$build-clang" -j"$(nproc)" check TESTS= >"$build-clang/check-build.log" 2>&1 ||
         { tail -40 "$build-clang/check-build.log"; extra_rc=1; }
+    echo "== debug build (--enable-debug): the suite with assertions on"
+    mkdir -p "$build-debug"
+    if "$src/contrib/build.sh" "$build-debug" --enable-debug >"$build-debug/build.log" 2>&1; then
+        debug_rc=0 before_p=$passed before_f=$failed
+        make -C "$build-debug" -j"$(nproc)" check >"$build-debug/check.log" 2>&1 || debug_rc=$?
+        count_check "$build-debug" "$debug_rc"
+        echo "debug suite: passed $((passed - before_p)), failed $((failed - before_f))"
+        [[ $debug_rc -eq 0 ]] || extra_rc=1
+    else
+        tail -40 "$build-debug/build.log"; extra_rc=1
+    fi
     echo "== the suites under ASan, LSan and UBSan (contrib/sanitize.sh)"
     mkdir -p "$build-asan"
     "$src/contrib/sanitize.sh" "$build-asan" | tee "$build-asan/sanitize.log" || extra_rc=1

@@ -5,8 +5,9 @@
 #pragma GCC visibility pop
 #include "worker.h"
 
-#include <new>
+#include <memory>
 
+using uct_tm::proto::alloc_status;
 using uct_tm::proto::Config;
 using uct_tm::proto::Endpoint;
 
@@ -31,19 +32,15 @@ ucs_status_t uct_tm_proto_worker_create(const uct_tm_proto_worker_params_t *para
     if (status != UCS_OK) {
         return status;
     }
-    uct_tm_proto_worker *w;
-    try {
-        w = new uct_tm_proto_worker(config);
-        status = w->open();
-    } catch (const std::bad_alloc &) {
-        return UCS_ERR_NO_MEMORY;
+    std::unique_ptr<uct_tm_proto_worker> w;
+    status = alloc_status([&] {
+        w = std::make_unique<uct_tm_proto_worker>(config);
+        return w->open();
+    });
+    if (status == UCS_OK) {
+        *worker_p = w.release();
     }
-    if (status != UCS_OK) {
-        delete w;
-        return status;
-    }
-    *worker_p = w;
-    return UCS_OK;
+    return status;
 }
 
 void uct_tm_proto_worker_destroy(uct_tm_proto_worker_h worker) {
@@ -59,11 +56,7 @@ ucs_status_t uct_tm_proto_worker_address(uct_tm_proto_worker_h worker, void *buf
     if (worker == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
-    try {
-        return worker->address(buffer, length);
-    } catch (const std::bad_alloc &) {
-        return UCS_ERR_NO_MEMORY;
-    }
+    return alloc_status([&] { return worker->address(buffer, length); });
 }
 
 uint32_t uct_tm_proto_worker_id(uct_tm_proto_worker_h worker) {
@@ -82,13 +75,8 @@ ucs_status_t uct_tm_proto_ep_create(uct_tm_proto_worker_h worker, const void *ad
         return UCS_ERR_INVALID_PARAM;
     }
     *ep_p = nullptr;
-    Endpoint *ep;
-    ucs_status_t status;
-    try {
-        status = worker->ep_create(address, length, &ep);
-    } catch (const std::bad_alloc &) {
-        return UCS_ERR_NO_MEMORY;
-    }
+    Endpoint          *ep     = nullptr;
+    const ucs_status_t status = alloc_status([&] { return worker->ep_create(address, length, &ep); });
     if (status == UCS_OK) {
         *ep_p = static_cast<uct_tm_proto_ep_h>(ep);
     }

@@ -35,7 +35,7 @@ ucs_status_t Worker::cancel_user(void *request) {
         return UCS_ERR_NO_ELEM; /* final: the memory holds no request any more */
     }
     if (*user_handle_in(request) == 0) {
-        return cancel_direct(request);
+        return tag_list_.cancel_direct(request);
     }
     /* the memory is the caller's: its handle is believed only if it names
      * a live request tied to this very memory */
@@ -48,20 +48,13 @@ ucs_status_t Worker::cancel_user(void *request) {
 
 ucs_status_t Worker::cancel_recv(Request &r) {
     if (r.rstate == RecvState::kOffloaded) {
-        return cancel_offloaded(r);
+        return tag_list_.cancel(r);
     }
     if (r.rstate != RecvState::kPosted) {
         return UCS_OK; /* matched: it completes normally */
     }
-    if (r.tier == 1) {
-        if (matcher_.cancel(r.mh) != UCS_OK) {
-            return UCS_OK;
-        }
-    } else {
-        --tier2_live_; /* its tier2_ entry is skipped from now on */
-        if (tier2_live_ == 0) {
-            tier2_.clear();
-        }
+    if (!posted_.withdraw(r)) {
+        return UCS_OK;
     }
     complete(r, UCS_ERR_CANCELED);
     return UCS_OK;
@@ -99,18 +92,8 @@ void Worker::cancel_rts(uint32_t source, uint64_t sreq) {
     CtrlHeader h = {};
     h.kind       = Kind::kCancelAck;
     h.req        = sreq;
-    h.status     = UCS_OK; /* lost: a receive has it */
-    for (uint64_t handle : arrival_) {
-        uint32_t    idx;
-        Unexpected *u = unex_.lookup(handle, &idx);
-        if ((u != nullptr) && u->rndv && !u->claimed && (u->source == source) &&
-            (u->sreq == sreq) && (matcher_.take(u->mh) == UCS_OK)) {
-            unex_.release(idx);
-            trim_arrival();
-            h.status = UCS_ERR_CANCELED;
-            break;
-        }
-    }
+    /* lost if a receive has it already */
+    h.status     = unexpected_.withdraw_rts(source, sreq) ? UCS_ERR_CANCELED : UCS_OK;
     send_ctrl_to(source, h);
 }
 

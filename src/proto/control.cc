@@ -29,7 +29,7 @@ void Worker::send_ctrl(Endpoint *ep, const CtrlHeader &hdr) {
 }
 
 void Worker::send_ctrl_to(uint32_t source, const CtrlHeader &hdr) {
-    Endpoint *ep = endpoint_of(source);
+    Endpoint *ep = peers_.of(source);
     if (ep == nullptr) {
         TM_PROTO_DROPPED("no endpoint to worker %u for a reply: create one (docs/proto.md)",
                          source);
@@ -54,7 +54,7 @@ void Worker::flush_credit(Endpoint *ep) {
 
 void Worker::handle_ctrl(const CtrlHeader &hdr) {
     if (hdr.kind == Kind::kCredit) {
-        Endpoint *ep = endpoint_of(hdr.source);
+        Endpoint *ep = peers_.of(hdr.source);
         if (ep != nullptr) {
             ep->credits = std::min<uint64_t>(ep->credits + hdr.value, ep->peer_window);
         }
@@ -88,7 +88,7 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
         r->rreq   = hdr.value;
         r->limit  = hdr.value2;
         r->offset = 0;
-        r->sstate = SendState::kPushing;
+        r->set_state(SendState::kPushing);
         if (r->ep->sends.empty()) {
             const ucs_status_t status = push_data(*r);
             if (status == UCS_OK) {

@@ -8,6 +8,8 @@
 #ifndef UCT_TM_PROTO_PARTIALS_H_
 #define UCT_TM_PROTO_PARTIALS_H_
 
+#include "alloc_status.h"
+
 #include "match/bucket_table.h"
 #include "match/slot_pool.h"
 
@@ -53,27 +55,25 @@ class Partials {
         return (ref != nullptr) ? &pool_[*ref].partial : nullptr;
     }
 
-    /* Sets the message's entry (replacing one with the same key); false when
-     * memory runs out (nothing changed). */
-    bool set(uint32_t source, uint32_t msg_id, const Partial &p) {
+    /* Sets the message's entry (replacing one with the same key);
+     * UCS_ERR_NO_MEMORY when memory runs out (nothing changed). */
+    ucs_status_t set(uint32_t source, uint32_t msg_id, const Partial &p) {
         if (Partial *old = find(source, msg_id)) {
             *old = p;
-            return true;
+            return UCS_OK;
         }
         if (!table_.has_room() && !table_.grow(key_of())) {
-            return false;
+            return UCS_ERR_NO_MEMORY;
         }
-        uint32_t idx;
-        try {
-            idx = pool_.allocate();
-        } catch (const std::bad_alloc &) {
-            return false;
+        uint32_t idx = 0;
+        if (alloc_status([&] { idx = pool_.allocate(); }) != UCS_OK) {
+            return UCS_ERR_NO_MEMORY;
         }
         pool_[idx].key     = key(source, msg_id);
         pool_[idx].live    = true;
         pool_[idx].partial = p;
         table_.insert(table_.hash(pool_[idx].key), idx);
-        return true;
+        return UCS_OK;
     }
 
     /* Forgets the message's entry (one find() returned). */

@@ -10,6 +10,7 @@
 #define UCT_TM_PROTO_REQUEST_H_
 
 #include "api/uct_tm_proto.h"
+#include "ucs_assert.h"
 
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
@@ -46,6 +47,25 @@ enum class RecvState : uint8_t {
     kOffloaded,   /* in the transport's tag list (tier 0) */
     kArriving,    /* matched; fragments or rendezvous data still coming */
 };
+
+/* The moves a send makes: out as a sync eager message or a rendezvous
+ * request (a send that leaves for good completes in kQueued); after a
+ * rendezvous request, the receiver asks for the data to be pushed (CTS, or
+ * a write request the sender cannot serve) or written. */
+constexpr bool send_move_allowed(SendState from, SendState to) {
+    return ((from == SendState::kQueued) &&
+            ((to == SendState::kEagerSent) || (to == SendState::kRtsSent))) ||
+           ((from == SendState::kRtsSent) &&
+            ((to == SendState::kPushing) || (to == SendState::kPutting)));
+}
+
+/* The moves a receive makes: to the transport's tag list, or matched in
+ * software; from the tag list, matched there (or taken off it). */
+constexpr bool recv_move_allowed(RecvState from, RecvState to) {
+    return ((from == RecvState::kPosted) &&
+            ((to == RecvState::kOffloaded) || (to == RecvState::kArriving))) ||
+           ((from == RecvState::kOffloaded) && (to == RecvState::kArriving));
+}
 
 class Worker;
 
@@ -131,6 +151,23 @@ struct Request {
     /* Set while the slot may hold non-default values outside the hot fields:
      * every use but an offloaded eager receive (the 8 B path) sets it. */
     bool cold_dirty = false;
+
+    /* Every state change goes through these: debug builds check the move
+     * (send_move_allowed, recv_move_allowed), release builds only store. */
+    void set_state(SendState to) {
+        ucs_assertv((kind == ReqKind::kSend) && !done && send_move_allowed(sstate, to),
+                    "send request %#llx (kind %d, done %d): state %d -> %d",
+                    static_cast<unsigned long long>(self), static_cast<int>(kind), done,
+                    static_cast<int>(sstate), static_cast<int>(to));
+        sstate = to;
+    }
+    void set_state(RecvState to) {
+        ucs_assertv((kind == ReqKind::kRecv) && recv_move_allowed(rstate, to),
+                    "receive request %#llx (kind %d, done %d): state %d -> %d",
+                    static_cast<unsigned long long>(self), static_cast<int>(kind), done,
+                    static_cast<int>(rstate), static_cast<int>(to));
+        rstate = to;
+    }
 
     /* Back to a fresh request, field by field: the contexts are written when
      * used, and the bounce buffer keeps its capacity (no allocation on reuse).
@@ -276,6 +313,8 @@ class RequestPool {
      * `publish` -- its info and status written to the memory, the status
      * last (the caller may reuse the memory once it reads final). */
     void retire(Request &r, bool publish) {
+        ucs_assertv(r.user != nullptr, "request %#llx is not in the caller's memory",
+                    static_cast<unsigned long long>(r.self));
         uct_tm_proto_request_status_t *pub  = r.user;
         const uct_tm_proto_info_t      info = r.info;
         release(r.self);
@@ -319,6 +358,7 @@ class RequestPool {
     /* Frees a live request found by lookup(): the generation moves on, so
      * its handle is stale from now on (0 is skipped when it wraps). */
     void release(uint32_t index, Request &r) {
+        ucs_assertv(r.kind != ReqKind::kFree, "request slot %u released twice", index);
         r.kind = ReqKind::kFree;
         r.gen  = (r.gen + 1 == 0) ? 1 : r.gen + 1;
         pool_.release(index, r);

@@ -22,25 +22,14 @@
 namespace uct_tm {
 namespace proto {
 
-struct GetHandlers {
-    static void done(uct_completion_t *comp) {
-        GetContext *g = reinterpret_cast<GetContext *>(comp);
-        guarded("a rendezvous transfer completion", [&]() __attribute__((always_inline)) {
-            Request *r = g->worker->reqs_.lookup(g->req);
-            if (r == nullptr) {
-                ucs_error("tm_proto: rendezvous transfer completed for a request we do not hold");
-                return;
-            }
-            if (r->kind == ReqKind::kSend) {
-                g->worker->put_done(*r, comp->status);
-            } else {
-                g->worker->part_done(*r, comp->status);
-            }
-        });
-    }
-};
-
 namespace {
+
+void transfer_done_cb(uct_completion_t *comp) {
+    GetContext *g = reinterpret_cast<GetContext *>(comp);
+    guarded("a rendezvous transfer completion", [&]() __attribute__((always_inline)) {
+        g->worker->transfer_done(g, comp->status);
+    });
+}
 
 void init_context(GetContext &c, Worker *worker, uint64_t req, uint64_t sreq, uint32_t source,
                   uct_component_h component) {
@@ -50,7 +39,7 @@ void init_context(GetContext &c, Worker *worker, uint64_t req, uint64_t sreq, ui
     c.sreq        = sreq;
     c.source      = source;
     c.component   = component;
-    c.comp.func   = GetHandlers::done;
+    c.comp.func   = transfer_done_cb;
     c.comp.count  = 1;
     c.comp.status = UCS_OK;
 }
@@ -123,7 +112,7 @@ bool Worker::ask_put(Request &r, Endpoint *ep, size_t front) {
  * false if the transport cannot read it (fall back to CTS). */
 bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
                        size_t get_len) {
-    Endpoint *ep = endpoint_of(source);
+    Endpoint *ep = peers_.of(source);
     RndvGet   g;
     if ((ep == nullptr) || !ep->iface->rndv_get || (get_len < sizeof(g)) ||
         (r.expect > ep->iface->attr.cap.get.max_zcopy)) {
@@ -172,6 +161,19 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
     return true;
 }
 
+void Worker::transfer_done(GetContext *g, ucs_status_t status) {
+    Request *r = reqs_.lookup(g->req);
+    if (r == nullptr) {
+        ucs_error("tm_proto: rendezvous transfer completed for a request we do not hold");
+        return;
+    }
+    if (r->kind == ReqKind::kSend) {
+        put_done(*r, status);
+    } else {
+        part_done(*r, status);
+    }
+}
+
 /* One rendezvous transfer into receive `r` ended. */
 void Worker::part_done(Request &r, ucs_status_t status) {
     if ((status != UCS_OK) && (r.xfer_status == UCS_OK)) {
@@ -188,7 +190,7 @@ void Worker::part_done(Request &r, ucs_status_t status) {
         send_ctrl_to(r.gctx.source, h);
     }
     if (r.rmemh != nullptr) {
-        Endpoint *ep = endpoint_of(r.gctx.source);
+        Endpoint *ep = peers_.of(r.gctx.source);
         uct_md_mem_dereg((ep != nullptr) ? ep->iface->md : ifaces_.front()->md, r.rmemh);
         r.rmemh = nullptr;
     }
@@ -227,18 +229,18 @@ void Worker::handle_put_request(const PutHeader &h, const char *rkey, size_t rke
         }
     }
     if (status == UCS_INPROGRESS) {
-        r->sstate = SendState::kPutting;
+        r->set_state(SendState::kPutting);
         return;
     }
     if (status == UCS_OK) {
-        r->sstate = SendState::kPutting;
+        r->set_state(SendState::kPutting);
         put_done(*r, UCS_OK);
         return;
     }
     /* cannot write: push the front instead */
     r->limit  = h.length;
     r->offset = 0;
-    r->sstate = SendState::kPushing;
+    r->set_state(SendState::kPushing);
     if (r->ep->sends.empty() && (push_data(*r) != UCS_ERR_NO_RESOURCE)) {
         return;
     }

@@ -188,11 +188,13 @@ ucs_status_t Worker::send_rts(Request &r) {
         }
     }
     r.started = true;
-    r.sstate  = SendState::kRtsSent;
+    r.set_state(SendState::kRtsSent);
     return UCS_OK;
 }
 
 ucs_status_t Worker::push_data(Request &r) {
+    ucs_assertv(r.sstate == SendState::kPushing, "send %#llx pushes data in state %d",
+                static_cast<unsigned long long>(r.self), static_cast<int>(r.sstate));
     const char  *data = send_data(r);
     const size_t room = r.ep->iface->max_bcopy - sizeof(DataHeader);
     while (r.offset < r.limit) {
@@ -228,7 +230,7 @@ ucs_status_t Worker::start_send(Request &r) {
     const ucs_status_t status = send_eager(r);
     if (status == UCS_OK) {
         if (r.wire_flags & kFlagSync) {
-            r.sstate = SendState::kEagerSent;
+            r.set_state(SendState::kEagerSent);
         } else {
             complete(r, UCS_OK);
         }
@@ -378,10 +380,8 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     }
 
     uint64_t handle;
-    Request *r;
-    try {
-        r = &reqs_.allocate(ReqKind::kSend, &handle);
-    } catch (const std::bad_alloc &) {
+    Request *r = nullptr;
+    if (alloc_status([&] { r = &reqs_.allocate(ReqKind::kSend, &handle); }) != UCS_OK) {
         if (!rndv) {
             ep->credits += length;
         }
@@ -402,21 +402,26 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     if (user) {
         RequestPool::adopt(*r, params->request);
     }
+    ucs_status_t status = UCS_OK;
     if ((flags & UCT_TM_PROTO_SEND_INJECT) && rndv) {
-        r->bounce.assign(r->sbuf, r->sbuf + length); /* read after return */
+        /* read after return */
+        status = alloc_status([&] { r->bounce.assign(r->sbuf, r->sbuf + length); });
     }
-    ucs_status_t status = UCS_ERR_NO_RESOURCE;
-    if (ep->sends.empty()) {
-        status = start_send(*r);
+    if (status == UCS_OK) {
+        status = ep->sends.empty() ? start_send(*r) : UCS_ERR_NO_RESOURCE;
     }
     if (status == UCS_ERR_NO_RESOURCE) {
-        if ((flags & UCT_TM_PROTO_SEND_INJECT) && r->bounce.empty()) {
-            r->bounce.assign(r->sbuf, r->sbuf + length);
+        status = alloc_status([&] {
+            if ((flags & UCT_TM_PROTO_SEND_INJECT) && r->bounce.empty()) {
+                r->bounce.assign(r->sbuf, r->sbuf + length);
+            }
+            ep->sends.push_back(handle);
+            mark_busy(ep);
+        });
+        if (status == UCS_OK) {
+            *req = handed_out(*r);
+            return UCS_INPROGRESS;
         }
-        ep->sends.push_back(handle);
-        mark_busy(ep);
-        *req = handed_out(*r);
-        return UCS_INPROGRESS;
     }
     if (status != UCS_OK) {
         if (!rndv && !r->started) {
@@ -427,9 +432,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     }
     if (r->done) {
         /* eager, fully out: no request for the caller (its completion is dropped) */
-        if ((r->cb != nullptr) || (r->user != nullptr)) {
-            completed_.pop_back();
-        }
+        completions_.take_last(handle);
         reqs_.release(handle);
         return UCS_OK;
     }

@@ -3,7 +3,9 @@
  * Eager data is buffered here (counted against the unexpected cap);
  * a rendezvous request keeps only its header until a receive asks for the
  * data. The tag matcher holds (tag, slot index) for matching in arrival
- * order; `arrival` keeps the same order for source-filtered searches.
+ * order; UnexpectedQueue's arrival list keeps the same order for
+ * source-filtered searches. A message a probe claimed (PEEK|CLAIM) stays
+ * here, out of matching, until recv_claimed or discard_claimed takes it.
  */
 #ifndef UCT_TM_PROTO_UNEXPECTED_H_
 #define UCT_TM_PROTO_UNEXPECTED_H_
@@ -11,6 +13,7 @@
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -93,6 +96,128 @@ class UnexpectedPool {
 
   private:
     match::SlotPool<Unexpected> pool_;
+};
+
+/* The unexpected messages in arrival order, matched through the tag matcher
+ * the posted receives share (a new receive looks here before it is held). */
+class UnexpectedQueue {
+  public:
+    explicit UnexpectedQueue(match::TagMatcher &matcher) : matcher_(matcher) {}
+
+    /* Messages in matching (claimed ones are out of it). */
+    size_t count() const { return matcher_.unexpected_count(); }
+
+    /* A fresh slot for a message about to be queued; throws std::bad_alloc. */
+    uint32_t allocate() { return pool_.allocate(); }
+
+    /* Queues slot `idx` (its tag set) for matching, last in arrival order;
+     * on an error the caller releases the slot. */
+    ucs_status_t enqueue(uint32_t idx) {
+        Unexpected               &u  = pool_[idx];
+        const match::ArriveResult ar = matcher_.arrive(u.tag, idx);
+        if (ar.status != UCS_OK) {
+            return ar.status;
+        }
+        u.mh = ar.handle;
+        arrival_.push_back(pool_.handle(idx));
+        return UCS_OK;
+    }
+
+    /* The earliest message matching (and from `source`), not claimed; with
+     * `remove` it leaves matching (the slot stays until remove()). */
+    bool find(uint64_t tag, uint64_t mask, bool has_source, uint32_t source, uint32_t *idx,
+              bool remove) {
+        if (count() == 0) {
+            return false;
+        }
+        if (!has_source) {
+            match::Message     m;
+            const ucs_status_t status =
+                    remove ? matcher_.claim(tag, mask, &m) : matcher_.peek(tag, mask, &m);
+            if (status != UCS_OK) {
+                return false;
+            }
+            *idx = static_cast<uint32_t>(m.cookie);
+            return true;
+        }
+        trim();
+        for (uint64_t h : arrival_) {
+            uint32_t    i;
+            Unexpected *u = pool_.lookup(h, &i);
+            if ((u == nullptr) || u->claimed || (u->source != source) ||
+                !match::tag_matches(u->tag, tag, mask)) {
+                continue;
+            }
+            if (remove && (matcher_.take(u->mh) != UCS_OK)) {
+                return false;
+            }
+            *idx = i;
+            return true;
+        }
+        return false;
+    }
+
+    /* A probe claimed message `idx` (already out of matching): the handle
+     * that names it to recv_claimed / discard_claimed. */
+    uint64_t claim(uint32_t idx) {
+        pool_[idx].claimed = true;
+        return pool_.handle(idx);
+    }
+
+    /* The claimed message a handle names, or null. */
+    Unexpected *claimed(uint64_t handle, uint32_t *idx) {
+        Unexpected *u = pool_.lookup(handle, idx);
+        return ((u != nullptr) && u->claimed) ? u : nullptr;
+    }
+
+    /* Withdraws the rendezvous request `sreq` of `source` if no receive
+     * took it; whether it did. */
+    bool withdraw_rts(uint32_t source, uint64_t sreq) {
+        for (uint64_t handle : arrival_) {
+            uint32_t    idx;
+            Unexpected *u = pool_.lookup(handle, &idx);
+            if ((u != nullptr) && u->rndv && !u->claimed && (u->source == source) &&
+                (u->sreq == sreq) && (matcher_.take(u->mh) == UCS_OK)) {
+                remove(idx);
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /* Frees a message out of matching (or never queued). */
+    void remove(uint32_t idx) {
+        pool_.release(idx);
+        trim();
+    }
+
+    /* Frees a slot enqueue() refused. */
+    void release(uint32_t idx) { pool_.release(idx); }
+
+    Unexpected &operator[](uint32_t idx) { return pool_[idx]; }
+    template <typename Fn> void for_each_live(Fn &&fn) { pool_.for_each_live(fn); }
+
+  private:
+    /* Drops the handles of freed messages from the arrival list: its front
+     * at once, the rest once they outnumber the live ones. */
+    void trim() {
+        uint32_t idx;
+        while (!arrival_.empty() && (pool_.lookup(arrival_.front(), &idx) == nullptr)) {
+            arrival_.pop_front();
+        }
+        if (arrival_.size() > 2 * pool_.live() + 64) {
+            arrival_.erase(std::remove_if(arrival_.begin(), arrival_.end(),
+                                          [this](uint64_t h) {
+                                              uint32_t i;
+                                              return pool_.lookup(h, &i) == nullptr;
+                                          }),
+                           arrival_.end());
+        }
+    }
+
+    match::TagMatcher   &matcher_;
+    UnexpectedPool       pool_;
+    std::deque<uint64_t> arrival_; /* handles in arrival order */
 };
 
 }  // namespace proto

@@ -12,23 +12,6 @@
 namespace uct_tm {
 namespace proto {
 
-struct Handlers {
-    static ucs_status_t am(void *arg, void *data, size_t length, unsigned) {
-        guarded("a message", [&]() __attribute__((always_inline)) {
-            const Iface *iface = static_cast<Iface *>(arg);
-            iface->worker->handle_am(data, length, iface);
-        });
-        return UCS_OK; /* handled or dropped: never kept */
-    }
-    static ucs_status_t am_short(void *arg, void *data, size_t length, unsigned) {
-        guarded("a short message", [&]() __attribute__((always_inline)) {
-            const Iface *iface = static_cast<Iface *>(arg);
-            iface->worker->handle_am_short(data, length, iface);
-        });
-        return UCS_OK;
-    }
-};
-
 namespace {
 
 /* Splits "a,b:dev" into (tl, dev) pairs. */
@@ -67,25 +50,22 @@ Worker::Worker(const Config &config)
     if (config_.id == 0) {
         config_.id = random_id();
     }
+    /* a gather per sender with an endpoint and one for those without */
+    gathers_.limit(config_.max_peers + 1, window_);
 }
 
 Worker::~Worker() {
     /* requests in the caller's memory complete (CANCELED): the caller may be
      * waiting on their status word */
-    cancel_directs_at_exit();
+    tag_list_.cancel_directs();
     reqs_.for_each_user([this](Request &r) {
-        forget_offloaded(r);
+        tag_list_.forget(r);
         if (!r.done) {
             complete(r, UCS_ERR_CANCELED);
         }
         reqs_.retire(r, true);
     });
-    for (auto &ep : eps_) {
-        if (ep->uct_ep != nullptr) {
-            uct_ep_destroy(ep->uct_ep);
-        }
-    }
-    eps_.clear();
+    peers_.clear();
     for (auto &i : ifaces_) {
         if (i->iface != nullptr) {
             uct_iface_close(i->iface);
@@ -126,13 +106,7 @@ ucs_status_t Worker::open() {
     ifaces_.front()->offload = config_.offload && (ifaces_.size() == 1) &&
                                ifaces_.front()->tag_send;
     if (ifaces_.front()->offload) {
-        offload_iface_ = ifaces_.front().get();
-        offload_ctx_   = offload_context();
-        const auto &cap = offload_iface_->attr.cap.tag.recv;
-        if (cap.max_zcopy >= cap.min_recv) {
-            recv_min_  = cap.min_recv;
-            recv_span_ = cap.max_zcopy - cap.min_recv;
-        }
+        tag_list_.enable(ifaces_.front().get(), this);
     }
     return UCS_OK;
 }
@@ -270,10 +244,7 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
         status = UCS_ERR_UNSUPPORTED;
     }
     if (status == UCS_OK) {
-        status = uct_iface_set_am_handler(i->iface, kAmId, Handlers::am, i, 0);
-    }
-    if (status == UCS_OK) {
-        status = uct_iface_set_am_handler(i->iface, kAmShortId, Handlers::am_short, i, 0);
+        status = set_am_handlers(i);
     }
     if (status == UCS_OK) {
         uct_iface_progress_enable(i->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
@@ -329,11 +300,11 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
         ucs_error("tm_proto: malformed worker address (or of another version of the layer)");
         return UCS_ERR_INVALID_PARAM;
     }
-    if ((by_peer_.size() >= config_.max_peers) && (by_peer_.count(h.id) == 0)) {
+    if ((peers_.size() >= config_.max_peers) && !peers_.has(h.id)) {
         /* each peer is granted cap / MAX_PEERS of credit: one more would
          * let the senders together exceed the cap */
         ucs_error("tm_proto: endpoints to %zu peers already: raise UCX_TM_PROTO_MAX_PEERS",
-                  by_peer_.size());
+                  peers_.size());
         return UCS_ERR_EXCEEDS_LIMIT;
     }
     auto get16 = [&p, end](size_t *v) {
@@ -441,21 +412,10 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
         ep->eager_now_limit = std::min(ep->tag_path ? i->tag_eager_max + 1
                                                     : i->max_bcopy - sizeof(MsgHeader) + 1,
                                        config_.rndv_thresh);
-        by_peer_.emplace(h.id, ep.get());
-        *ep_p = ep.get();
-        eps_.push_back(std::move(ep));
+        *ep_p = peers_.add(std::move(ep));
         return UCS_OK;
     }
     return UCS_ERR_UNREACHABLE;
-}
-
-bool Worker::owns(const Endpoint *ep) const {
-    for (const auto &e : eps_) {
-        if (e.get() == ep) {
-            return true;
-        }
-    }
-    return false;
 }
 
 void Worker::ep_destroy(Endpoint *ep) {
@@ -483,15 +443,12 @@ void Worker::ep_destroy(Endpoint *ep) {
             break;
         }
     }
-    if (last_peer_ep_ == ep) {
-        last_peer_ep_ = nullptr;
-    }
     /* what the peer holds here stays, counted against the sources without
      * endpoint: its messages stay buffered, and a new endpoint to it starts
      * with its whole window */
     unbound_.bytes      += ep->held.bytes;
     unbound_.fragmented += ep->held.fragmented;
-    unex_.for_each_live([this, ep](Unexpected &u) {
+    unexpected_.for_each_live([this, ep](Unexpected &u) {
         if (u.charged == &ep->held) {
             u.charged = &unbound_;
         }
@@ -501,30 +458,7 @@ void Worker::ep_destroy(Endpoint *ep) {
             part.charged = &unbound_;
         }
     });
-    auto range = by_peer_.equal_range(ep->peer_id);
-    for (auto it = range.first; it != range.second; ++it) {
-        if (it->second == ep) {
-            by_peer_.erase(it);
-            break;
-        }
-    }
-    for (auto it = eps_.begin(); it != eps_.end(); ++it) {
-        if (it->get() == ep) {
-            uct_ep_destroy(ep->uct_ep);
-            eps_.erase(it);
-            break;
-        }
-    }
-}
-
-Endpoint *Worker::find_endpoint(uint32_t source) const {
-    auto it = by_peer_.find(source);
-    if (it == by_peer_.end()) {
-        return nullptr;
-    }
-    last_peer_    = source;
-    last_peer_ep_ = it->second;
-    return it->second;
+    peers_.remove(ep);
 }
 
 void Worker::refuse(uint32_t source, const char *why) {
@@ -542,33 +476,14 @@ unsigned Worker::progress_rest(unsigned n) {
     if (!busy_.empty()) {
         n += progress_queues();
     }
-    if (!completed_.empty()) {
+    if (!completions_.empty()) {
         n += deliver_completions();
     }
     return n;
 }
 
 unsigned Worker::deliver_completions() {
-    delivering_.swap(completed_);
-    unsigned n = 0;
-    for (uint64_t h : delivering_) {
-        Request *r = reqs_.lookup(h);
-        if (r == nullptr) {
-            ++n;
-            continue;
-        }
-        const bool user = r->user != nullptr;
-        if (r->cb != nullptr) {
-            const uct_tm_proto_info_t info = r->info;
-            r->cb(r->arg, handed_out(*r), &info);
-        }
-        if (user && ((r = reqs_.lookup(h)) != nullptr)) {
-            reqs_.retire(*r, true); /* published after its callback */
-        }
-        ++n;
-    }
-    delivering_.clear();
-    return n;
+    return completions_.deliver(reqs_);
 }
 
 void Worker::stats(uct_tm_proto_stats_t *out) const {

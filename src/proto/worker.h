@@ -1,18 +1,30 @@
 /*
- * Worker: the ifaces, endpoints, requests, receive queues and unexpected
- * messages of one protocol-layer instance, and its progress. The protocols
- * live in their own files: send.cc (eager, fragments, rendezvous, sync,
- * inject), recv.cc (posting, arrival matching, probe, truncation), cancel.cc,
- * offload.cc (the transport's tag list), control.cc (replies, credits).
+ * Worker: one protocol-layer instance -- its ifaces, endpoints and requests,
+ * and the protocols that move messages between them. What it holds has its
+ * own type: Peers (endpoints by peer id), RequestPool, the receive queues
+ * (TagList: tier 0, the transport's tag list; PostedRecvs: tiers 1 and 2;
+ * UnexpectedQueue: what arrived first, probes' claims), TagGathers, Partials
+ * (fragments still to come) and Completions. The protocols live in their own
+ * files: send.cc (eager, fragments, rendezvous, sync, inject), recv.cc
+ * (posting, matching, unexpected messages, probe, truncation), am_arrivals.cc
+ * and tag_arrivals.cc (what UCT's callbacks deliver), rndv_get.cc, cancel.cc,
+ * control.cc (replies, credits).
  */
 #ifndef UCT_TM_PROTO_WORKER_H_
 #define UCT_TM_PROTO_WORKER_H_
 
+#include "alloc_status.h"
+#include "completions.h"
 #include "config.h"
 #include "direct_recv.h"
 #include "endpoint.h"
+#include "iface.h"
 #include "partials.h"
+#include "peers.h"
+#include "posted_recvs.h"
 #include "request.h"
+#include "tag_gathers.h"
+#include "tag_list.h"
 #include "unexpected.h"
 #include "wire.h"
 
@@ -23,11 +35,9 @@
 #include <ucs/debug/log_def.h>
 
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 /* Logs a dropped peer message, rate-limited (Worker::count_drop()); in a
@@ -43,41 +53,6 @@
 namespace uct_tm {
 namespace proto {
 
-struct Iface {
-    Worker          *worker    = nullptr;
-    std::string      tl;
-    std::string      dev;
-    uct_component_h  component = nullptr;
-    uct_md_h         md        = nullptr;
-    uct_iface_h      iface     = nullptr;
-    uct_iface_attr_t attr      = {};
-    std::vector<char> dev_addr;
-    std::vector<char> iface_addr;
-    size_t           max_bcopy = 0; /* AM payload per message, headers included */
-    /* Data messages use the transport's tag API (eager bcopy, rndv request):
-     * matched by its tag list, or unexpected through eager_cb / rndv_cb. */
-    bool             tag_send  = false;
-    size_t           tag_eager_max = 0; /* larger messages go by rendezvous */
-    /* eager messages up to this size go as tag_eager_zcopy (the MD needs no
-     * memh): it carries imm, which tag_eager_short cannot, and may span
-     * several transport fragments */
-    size_t           tag_zcopy_max = 0;
-    /* shorter than tag_inline_limit: one zcopy the transport sends inline
-     * (0: zcopy unusable, none); from there up to tag_bcopy_max (one
-     * descriptor) tag_eager_bcopy costs the transport less than the zcopy's
-     * general gather: tm_sm 1 KiB */
-    size_t           tag_inline_limit = 0;
-    size_t           tag_bcopy_max    = 0;
-    /* an eager message of `len` goes as tag_eager_zcopy, else tag_eager_bcopy */
-    bool eager_by_zcopy(size_t len) const {
-        return (len < tag_inline_limit) || ((len <= tag_zcopy_max) && (len > tag_bcopy_max));
-    }
-    bool             offload   = false; /* receives go to its tag list */
-    /* rendezvous data is read by the receiver (get_zcopy, MD-registered) */
-    bool             rndv_get  = false;
-    size_t           rkey_size = 0;
-};
-
 /* Runs a UCT callback's body; no exception may cross UCT's C frames (one is
  * logged and the event dropped). Callers mark the lambda always_inline: the
  * body then costs no extra frame per arrival. */
@@ -92,14 +67,11 @@ template <typename Fn> [[gnu::always_inline]] inline void guarded(const char *wh
 /* Largest eager payload sent as one am_short (packed on the stack). */
 inline constexpr size_t kShortMax = 256;
 
-/* The callbacks of a DirectRecv's context (offload.cc). */
-uct_tag_context_t direct_context();
-
-/* Adds the unexpected-tagged-message callbacks to an iface's parameters. */
+/* Sets the AM handlers of an iface (am_arrivals.cc). */
+ucs_status_t set_am_handlers(Iface *iface);
+/* Adds the unexpected-tagged-message callbacks to an iface's parameters
+ * (tag_arrivals.cc). */
 void set_tag_callbacks(uct_iface_params_t *params, Iface *iface);
-/* The callbacks of an offloaded receive's context (offload.cc), copied into
- * a request slot the first time it is offloaded. */
-uct_tag_context_t offload_context();
 
 class Worker {
   public:
@@ -137,14 +109,47 @@ class Worker {
     ucs_status_t cancel(uint64_t req);
     ucs_status_t cancel_user(void *request);
 
-    bool owns(const Endpoint *ep) const;
+    bool owns(const Endpoint *ep) const { return peers_.owns(ep); }
+
+    /* --- Arrivals: what UCT's callbacks hand the worker. Only those
+     * callbacks call these (inside uct_worker_progress); each unpacks its
+     * context and passes it on, exceptions caught (guarded()) except on the
+     * *_quietly paths, which cannot throw. --- */
+
+    /* am_arrivals.cc: an active message of ours over `iface` */
+    void am_arrived(const void *data, size_t length, const Iface *iface);
+    void am_short_arrived(const void *data, size_t length, const Iface *iface);
+
+    /* tag_arrivals.cc: a tagged message no offloaded receive took (one
+     * fragment of it), and a rendezvous request likewise */
+    void tagged_eager_arrived(const void *data, size_t length, unsigned flags, uint64_t stag,
+                              uint64_t imm, void **context, const Iface *iface);
+    void tagged_rndv_arrived(uint64_t stag, const void *header, unsigned length,
+                             const Iface *iface);
+    /* tag_arrivals.cc: a receive in the tag list called back, through its
+     * context: a request slot's (OffloadContext) or a DirectRecv. The
+     * common eager completion, where nothing can throw or log, is
+     * tag_completed_quietly() (inline there; false: nothing done, and
+     * tag_completed() takes it). */
+    void tag_consumed(OffloadContext *o);
+    void tag_consumed(DirectRecv *d) { d->consumed = true; }
+    bool tag_completed_quietly(OffloadContext *o, uint64_t stag, uint64_t imm, size_t length,
+                               ucs_status_t status);
+    bool tag_completed_quietly(DirectRecv *d, uint64_t stag, uint64_t imm, size_t length,
+                               ucs_status_t status);
+    void tag_completed(OffloadContext *o, uint64_t stag, uint64_t imm, size_t length,
+                       ucs_status_t status);
+    void tag_completed(DirectRecv *d, uint64_t stag, uint64_t imm, size_t length,
+                       ucs_status_t status);
+    void tag_rndv(OffloadContext *o, uint64_t stag, const void *header, unsigned length,
+                  ucs_status_t status);
+    void tag_rndv(DirectRecv *d, uint64_t stag, const void *header, unsigned length,
+                  ucs_status_t status);
+
+    /* rndv_get.cc: a rendezvous read or write of ours ended */
+    void transfer_done(GetContext *g, ucs_status_t status);
 
   private:
-    friend struct Handlers;
-    friend struct TagHandlers;
-    friend struct DirectHandlers;
-    friend struct GetHandlers;
-
     /* --- worker.cc: ifaces, addresses, progress --- */
     ucs_status_t open_iface(const std::string &tl, const std::string &dev);
     void         mark_busy(Endpoint *ep);
@@ -153,6 +158,14 @@ class Worker {
     /* progress() found queued sends or completions: n plus their count */
     [[gnu::noinline]] unsigned progress_rest(unsigned n);
     void         complete(Request &r, ucs_status_t status);
+    /* Nothing unexpected, no receive held in software, no tagged message
+     * arriving in fragments: a new receive may go straight to the tag list.
+     * Asks the matcher itself, not through the queues' references to it:
+     * two loads fewer on the 8 B receive path. */
+    bool         software_idle() const {
+        return (matcher_.unexpected_count() == 0) && (matcher_.posted_count() == 0) &&
+               posted_.tier2_empty() && !gathers_.open();
+    }
 
     /* --- send.cc --- */
     /* static: six arguments, all in registers, so the C entry tail-calls it */
@@ -190,12 +203,13 @@ class Worker {
     /* Inline (every eager arrival): counts the bytes, sends a kCredit only
      * once a quarter of the window is owed. */
     void         return_credit(Endpoint *ep, uint64_t bytes);
+    /* Whether returning `bytes` more to `ep` stays below the flush mark
+     * (the common arrival's test: then nothing is sent). */
+    bool         credit_stays_owed(const Endpoint *ep, uint64_t bytes) const {
+        return ep->owed + bytes < window_ / 4;
+    }
     void         flush_credit(Endpoint *ep);
     void         handle_ctrl(const CtrlHeader &hdr);
-    /* Inline: the last peer is cached (one sender at a time is the common
-     * case); find_endpoint() searches the map. */
-    Endpoint    *endpoint_of(uint32_t source) const;
-    Endpoint    *find_endpoint(uint32_t source) const;
     /* Inline (every arrival): whether a message claiming `source` may have
      * come over `iface`, and our endpoint to that source (*ep; null when we
      * hold none, and then the source is not bound). */
@@ -205,24 +219,26 @@ class Worker {
     /* Logs (rate-limited: a misbehaving peer must not flood the log) and counts a dropped message. */
     [[gnu::cold]] void refuse(uint32_t source, const char *why);
     /* Counts a dropped peer message; true when it is to be logged (the 1st,
-     * 2nd, 4th, 8th... drop): TM_PROTO_DROPPED below. */
+     * 2nd, 4th, 8th... drop): TM_PROTO_DROPPED above. */
     [[gnu::cold]] bool count_drop() {
         ++refused_;
         return (refused_ & (refused_ - 1)) == 0;
     }
 
-    /* --- recv.cc --- */
-    ucs_status_t handle_am(const void *data, size_t length, const Iface *iface);
-    ucs_status_t handle_am_short(const void *data, size_t length, const Iface *iface);
+    /* --- am_arrivals.cc --- */
     /* Reads a Header and hands it with the payload after it to `handler`. */
     template <typename Header>
     bool         dispatch(const char *p, size_t length,
                           void (Worker::*handler)(const Header &, const char *, size_t));
+    /* Whether the source an AM header claims (at kSourceOffset) is bound to `iface`. */
+    bool         bound_source(const char *header, const Iface *iface);
+    void         handle_fragment(const FragHeader &hdr, const char *payload, size_t len);
+    void         handle_data(const DataHeader &hdr, const char *payload, size_t len);
+
+    /* --- recv.cc --- */
     /* A message (eager, first fragment, rendezvous request) that arrived over `iface`. */
     void         handle_message(const MsgHeader &hdr, const char *payload, size_t len,
                                 const Iface *iface);
-    /* Whether the source an AM header claims (at kSourceOffset) is bound to `iface`. */
-    bool         bound_source(const char *header, const Iface *iface);
     /* Whether an unexpected eager message of `length` bytes fits in `acct`
      * (the credit granted to its source) and in the worker's bound. */
     bool         fits(const Account &acct, uint64_t length, uint32_t source);
@@ -232,12 +248,6 @@ class Worker {
     void         erase_partial(uint32_t source, uint32_t msg_id);
     void         track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex,
                                  Account &acct);
-    void         handle_fragment(const FragHeader &hdr, const char *payload, size_t len);
-    void         handle_data(const DataHeader &hdr, const char *payload, size_t len);
-    Request     *match_arrival(uint64_t tag, uint32_t source); /* inline in recv.cc */
-    Request     *match_tier2(uint64_t tag, uint32_t source);
-    bool         take_unexpected(uint64_t tag, uint64_t mask, bool has_source, uint32_t source,
-                                 uint32_t *idx, bool remove);
     void         deliver_unexpected(Request &r, uint32_t idx);
     /* inline (below): the steps of every arrival that matched a receive */
     void         accept_message(Request &r, const MsgHeader &hdr);
@@ -246,19 +256,9 @@ class Worker {
     void         publish_now(Request &r); /* inline */
     void         start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
                                  size_t get_len);
-    bool         start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
-                           size_t get_len);
-    ucs_status_t issue_get(Request &r, GetContext &c, Endpoint *ep, size_t offset, size_t length,
-                           uint64_t address);
-    bool         ask_put(Request &r, Endpoint *ep, size_t front);
-    void         part_done(Request &r, ucs_status_t status);
-    void         handle_put_request(const PutHeader &h, const char *rkey, size_t rkey_len);
-    void         put_done(Request &r, ucs_status_t status);
-    size_t       pack_rts(Request &r, char *out);
     void         message_consumed(uint32_t source, uint64_t length, bool sync,
                                   uint64_t sreq); /* inline */
     void         send_ack(uint32_t source, uint64_t sreq);
-    void         trim_arrival();
     void         drop_unexpected(uint32_t idx);
     void         fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const;
     void         unexpected_bytes(int64_t delta);
@@ -280,28 +280,26 @@ class Worker {
     Request     *new_recv(void *buffer, size_t length, const uct_tm_proto_op_params_t *params,
                           uint64_t *handle);
 
-    /* --- offload.cc --- */
-    bool         try_offload(Request &r); /* inline */
-    ucs_status_t cancel_offloaded(Request &r);
-    /* Takes a receive off the transport's tag list without a callback. */
-    void         forget_offloaded(Request &r);
-    void         offload_consumed(Request &r);
+    /* --- rndv_get.cc --- */
+    bool         start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
+                           size_t get_len);
+    ucs_status_t issue_get(Request &r, GetContext &c, Endpoint *ep, size_t offset, size_t length,
+                           uint64_t address);
+    bool         ask_put(Request &r, Endpoint *ep, size_t front);
+    void         part_done(Request &r, ucs_status_t status);
+    void         handle_put_request(const PutHeader &h, const char *rkey, size_t rkey_len);
+    void         put_done(Request &r, ucs_status_t status);
+    size_t       pack_rts(Request &r, char *out);
+
+    /* --- tag_arrivals.cc --- */
+    /* The request an offloaded context names if it still holds that
+     * receive, else null (logged). */
+    Request     *offloaded_request(OffloadContext *o);
     void         offload_completed(Request &r, uint64_t stag, uint64_t imm, size_t length,
                                    ucs_status_t status);
     void         offload_rndv(Request &r, uint64_t stag, const void *header, unsigned length);
-    ucs_status_t tag_unexpected_eager(const void *data, size_t length, unsigned flags,
-                                      uint64_t stag, uint64_t imm, void **context,
-                                      const Iface *iface);
-    ucs_status_t tag_unexpected_rndv(uint64_t stag, const void *header, unsigned length,
-                                     const Iface *iface);
-    Request     *offloaded_request(uct_tag_context_t *ctx);
-    void         direct_completed(DirectRecv *d, uint64_t stag, uint64_t imm, size_t length,
-                                  ucs_status_t status);
-    void         direct_rndv(DirectRecv *d, uint64_t stag, const void *header, unsigned length);
-    ucs_status_t cancel_direct(void *request);
-    void         cancel_directs_at_exit();
-    bool         offload_completed_quietly(uct_tag_context_t *ctx, uint64_t stag, uint64_t imm,
-                                           size_t length, ucs_status_t status);
+    void         move_direct_to_slot(DirectRecv *d, uint64_t stag, const void *header,
+                                     unsigned length);
 
     /* --- cancel.cc --- */
     ucs_status_t cancel_send(Request &r);
@@ -316,49 +314,20 @@ class Worker {
     ucs_async_context_t            *async_  = nullptr;
     uct_worker_h                    uworker_ = nullptr;
     std::vector<std::unique_ptr<Iface>> ifaces_;
-    Iface                          *offload_iface_ = nullptr; /* receives go to its tag list */
-    uct_tag_context_t               offload_ctx_   = {};      /* offload_context() */
-    DirectRecvList                  direct_;                  /* DirectRecvs in the tag list */
-    /* the tag list takes buffers of recv_min_ to recv_min_ + recv_span_ bytes
-     * (one unsigned compare; SIZE_MAX and 0 until set: no real buffer) */
-    size_t                          recv_min_  = SIZE_MAX;
-    size_t                          recv_span_ = 0;
-    const uct_tag_context_t         direct_ctx_ = direct_context();
-    std::vector<std::unique_ptr<Endpoint>> eps_;
-    std::unordered_map<uint32_t, Endpoint *> by_peer_;
-    mutable uint32_t                last_peer_    = 0; /* endpoint_of() cache */
-    mutable Endpoint               *last_peer_ep_ = nullptr;
-    std::vector<Endpoint *>         busy_;
+    Peers                           peers_;
+    std::vector<Endpoint *>         busy_;          /* endpoints with queued sends or replies */
     RequestPool                     reqs_;
-    UnexpectedPool                  unex_;
     match::TagMatcher               matcher_;       /* tier 1 receives and unexpected messages */
-    std::deque<uint64_t>            tier2_;         /* source-filtered receives and the ones after */
-    size_t                          tier2_live_ = 0;
-    std::deque<uint64_t>            arrival_;       /* unexpected handles in arrival order */
+    PostedRecvs                     posted_{matcher_, reqs_};
+    UnexpectedQueue                 unexpected_{matcher_};
+    TagList                         tag_list_;
+    TagGathers                      gathers_;
     Partials                        partial_;       /* fragments still to come */
-    /* unexpected tagged messages arriving in several fragments, gathered
-     * until the last one (which carries imm: the source); reused */
-    struct TagGather {
-        std::vector<char> data;
-        bool              dropped = false;
-    };
-    std::vector<std::unique_ptr<TagGather>> gathers_;
-    std::vector<TagGather *>                free_gathers_;
-    /* the context of a fragmented tagged message beyond the bound on open
-     * gathers (one per sender: each sends one message at a time): dropped */
-    TagGather                               refused_gather_;
-    /* gathers between their first and last fragment: the message is
-     * unexpected already (the transport decided at its first fragment), so
-     * no receive may go to the tag list, where a later message could take it */
-    uint32_t                                gathers_open_ = 0;
-    std::vector<uint64_t>           completed_;     /* callbacks to deliver */
-    std::vector<uint64_t>           delivering_;
-    uint64_t                        next_seq_ = 0;
+    Completions                     completions_;
     uct_tm_proto_stats_t            stats_ = {};
     /* tag_eager_zcopy()'s iov and completion, set up once: an eager send is
      * complete before the next one starts, so one of each is enough */
     uct_iov_t                       eager_iov_  = {nullptr, 0, UCT_MEM_HANDLE_NULL, 0, 1};
-    uct_iov_t                       recv_iov_   = {nullptr, 0, UCT_MEM_HANDLE_NULL, 0, 1};
     uct_completion_t                eager_comp_ = {[](uct_completion_t *) {}, 1, UCS_OK};
     /* send_eager_now()'s arguments while its transport call runs (the rest
      * are eager_iov_'s buffer and length) */
@@ -369,8 +338,8 @@ class Worker {
         uint64_t                       *req    = nullptr;
     };
     EagerNow                        eager_now_;
-    /* recv_direct()'s arguments while its post runs (the rest are in
-     * recv_iov_ and the DirectRecv) */
+    /* recv_direct()'s arguments while its post runs (the rest are in the
+     * DirectRecv) */
     struct DirectPost {
         const uct_tm_proto_op_params_t *params = nullptr;
         uint64_t                       *req    = nullptr;
@@ -378,19 +347,12 @@ class Worker {
     DirectPost                      direct_post_;
 };
 
-inline Endpoint *Worker::endpoint_of(uint32_t source) const {
-    if ((source == last_peer_) && (last_peer_ep_ != nullptr)) {
-        return last_peer_ep_;
-    }
-    return find_endpoint(source);
-}
-
 /* A source we hold an endpoint to is bound to that endpoint's iface: the
  * peer sends over the same one (ep_create() picks it the same way on both
  * sides). UCT's callbacks do not say which peer sent a message, so that is
  * all a receiver can check; docs/proto.md "Hostile peers". */
 inline bool Worker::bound(uint32_t source, const Iface *iface, Endpoint **ep) const {
-    *ep = endpoint_of(source);
+    *ep = peers_.of(source);
     return (*ep == nullptr) || ((*ep)->iface == iface);
 }
 
@@ -400,7 +362,7 @@ inline void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
         return;
     }
     ep->owed += bytes;
-    if (ep->owed >= window_ / 4) {
+    if (!credit_stays_owed(ep, 0)) {
         flush_credit(ep);
     }
 }
@@ -425,33 +387,6 @@ inline void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
     return send_general(ep, buffer, length, tag, params, req);
 }
 
-/* Inline into recv() (the 8 B receive path). Posts to the tag list of
- * offload_iface_; a refused post leaves the receive to software. */
-inline bool Worker::try_offload(Request &r) {
-    if ((r.capacity - recv_min_) > recv_span_) {
-        return false; /* a size the tag list does not take */
-    }
-    if (r.octx.request != &r) {
-        /* once per pool slot (slots never move); priv belongs to the transport */
-        r.octx.uct     = offload_ctx_;
-        r.octx.worker  = this;
-        r.octx.request = &r;
-    }
-    r.octx.req = r.self;
-    recv_iov_.buffer = r.rbuf; /* the transport reads it during the call only */
-    recv_iov_.length = r.capacity;
-    const ucs_status_t status = uct_iface_tag_recv_zcopy(offload_iface_->iface, r.tag, r.mask,
-                                                         &recv_iov_, (r.capacity != 0) ? 1 : 0,
-                                                         &r.octx.uct);
-    if (status != UCS_OK) {
-        return false; /* list full, busy or refused: software keeps it */
-    }
-    r.rstate = RecvState::kOffloaded;
-    r.tier   = 0;
-    ++stats_.offloaded_recvs;
-    return true;
-}
-
 /* A receive request for `buffer`; null when out of memory. kOffloaded: for
  * recv_offloaded(), whose request stays on the offloaded eager path or is
  * marked cold_dirty when it leaves it (RequestPool::allocate_offloaded). */
@@ -464,10 +399,10 @@ template <bool kOffloaded>
                      !user_memory_valid(params))) {
         return nullptr; /* recv_general() says why */
     }
-    try {
-        r = kOffloaded ? &reqs_.allocate_offloaded(handle)
-                       : &reqs_.allocate(ReqKind::kRecv, handle);
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&]() __attribute__((always_inline)) {
+            r = kOffloaded ? &reqs_.allocate_offloaded(handle)
+                           : &reqs_.allocate(ReqKind::kRecv, handle);
+        }) != UCS_OK) {
         return nullptr;
     }
     r->rbuf     = static_cast<char *>(buffer);
@@ -486,10 +421,8 @@ template <bool kOffloaded>
                                                         uint64_t mask, Endpoint *source,
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t *req) {
-    if ((offload_iface_ != nullptr) && (source == nullptr) &&
-        ((buffer != nullptr) || (length == 0)) &&
-        (matcher_.unexpected_count() == 0) && (matcher_.posted_count() == 0) &&
-        (tier2_live_ == 0) && (gathers_open_ == 0)) {
+    if (tag_list_.enabled() && (source == nullptr) && ((buffer != nullptr) || (length == 0)) &&
+        software_idle()) {
         if ((params != nullptr) && (params->flags == UCT_TM_PROTO_OP_USER_REQUEST) &&
             (params->cb == nullptr) && user_memory_valid(params)) {
             return recv_direct(buffer, length, tag, mask, params, req);
@@ -506,7 +439,7 @@ template <bool kOffloaded>
 /* Inline into the C entry point: a caller polls it in its wait loop. */
 [[gnu::always_inline]] inline unsigned Worker::progress() {
     const unsigned n = uct_worker_progress(uworker_);
-    if (ucs_likely(busy_.empty() && completed_.empty())) {
+    if (ucs_likely(busy_.empty() && completions_.empty())) {
         return n;
     }
     return progress_rest(n); /* a tail call: an idle poll saves no register for it */
@@ -542,6 +475,8 @@ inline ucs_status_t Worker::release(uint64_t req) {
 
 /* Inline: every arrival path ends here. */
 inline void Worker::complete(Request &r, ucs_status_t status) {
+    ucs_assertv(r.kind != ReqKind::kFree, "completing free request slot %#llx",
+                static_cast<unsigned long long>(r.self));
     if (r.done) {
         return;
     }
@@ -555,17 +490,19 @@ inline void Worker::complete(Request &r, ucs_status_t status) {
     if ((r.cb != nullptr) || (r.user != nullptr)) {
         /* without either, test() is how the caller learns; a request in the
          * caller's memory is published (and let go) at delivery */
-        completed_.push_back(r.self);
+        completions_.push(r.self);
     }
 }
 
+/* `r` is matched (kArriving): it takes the message's description. */
 inline void Worker::accept_message(Request &r, const MsgHeader &h) {
-    r.rstate        = RecvState::kArriving;
+    ucs_assertv(r.rstate == RecvState::kArriving, "receive %#llx accepts a message in state %d",
+                static_cast<unsigned long long>(r.self), static_cast<int>(r.rstate));
     r.info.tag      = h.tag;
     r.info.length   = h.length;
     r.info.imm      = h.imm;
     r.info.source   = h.source;
-    r.info.ep       = reinterpret_cast<uct_tm_proto_ep_h>(endpoint_of(h.source));
+    r.info.ep       = reinterpret_cast<uct_tm_proto_ep_h>(peers_.of(h.source));
     r.expect        = std::min<uint64_t>(h.length, r.capacity);
     r.received      = 0;
     r.offset        = 0;
@@ -592,9 +529,7 @@ inline void Worker::finish_recv(Request &r) {
  * (its completion the last one queued) is published at once, not at the next
  * progress: nothing touches it afterwards. */
 inline void Worker::publish_now(Request &r) {
-    if ((r.user != nullptr) && (r.cb == nullptr) && r.done && !completed_.empty() &&
-        (completed_.back() == r.self)) {
-        completed_.pop_back();
+    if ((r.user != nullptr) && (r.cb == nullptr) && r.done && completions_.take_last(r.self)) {
         reqs_.retire(r, true);
     }
 }
@@ -606,7 +541,7 @@ inline void Worker::message_consumed(uint32_t source, uint64_t length, bool sync
     if (sync) {
         send_ack(source, sreq);
     }
-    return_credit(endpoint_of(source), length);
+    return_credit(peers_.of(source), length);
 }
 
 }  // namespace proto

@@ -23,6 +23,8 @@
  * socket closing, or --timeout seconds without the awaited event.
  */
 #include "peer_watch.h"
+#include "size_list.h"
+#include "transport_iface.h"
 
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
@@ -88,35 +90,6 @@ void usage() {
            "      --timeout SEC           give up when the peer does not answer for SEC s (default 60)\n");
 }
 
-size_t parse_size(const char *s) {
-    char        *end;
-    double       v    = strtod(s, &end);
-    const double mult = (*end == 'k' || *end == 'K') ? 1024.0
-                      : (*end == 'm' || *end == 'M') ? 1048576.0
-                      : (*end == 'g' || *end == 'G') ? 1073741824.0
-                                                     : 1.0;
-    return static_cast<size_t>(v * mult);
-}
-
-std::vector<size_t> parse_sizes(const char *s) {
-    std::vector<size_t> out;
-    std::string         list(s);
-    size_t              pos = 0;
-    while (pos <= list.size()) {
-        const size_t comma = list.find(',', pos);
-        const std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos
-                                                                             : comma - pos);
-        if (!item.empty()) {
-            out.push_back(parse_size(item.c_str()));
-        }
-        if (comma == std::string::npos) {
-            break;
-        }
-        pos = comma + 1;
-    }
-    return out;
-}
-
 bool parse(int argc, char **argv, Options *o) {
     enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory, kCheck, kNoPtrace, kTimeout };
     static const struct option longopts[] = {
@@ -136,7 +109,11 @@ bool parse(int argc, char **argv, Options *o) {
         switch (c) {
         case 't': o->test = optarg; break;
         case 'x': o->transport = optarg; break;
-        case 's': o->sizes = parse_sizes(optarg); break;
+        case 's':
+            if (!uct_tm::parse_sizes_option("tm_perftest", optarg, &o->sizes)) {
+                return false;
+            }
+            break;
         case 'n': o->iters = strtoull(optarg, nullptr, 0); break;
         case 'w': o->window = std::max<size_t>(1, strtoull(optarg, nullptr, 0)); break;
         case 'D': o->depth = strtoull(optarg, nullptr, 0); break;
@@ -264,16 +241,10 @@ struct SendOp {
     Peer            *peer;
 };
 
-struct Peer {
+/* The transport opened (transport_iface.h), and the benchmark's state. */
+struct Peer : uct_tm::TransportIface {
     const Options       *opt    = nullptr;
     bool                 server = false;
-    ucs_async_context_t *async  = nullptr;
-    uct_worker_h         worker = nullptr;
-    uct_component_h      component = nullptr;
-    uct_md_h             md     = nullptr;
-    uct_md_attr_t        md_attr{};
-    uct_iface_h          iface  = nullptr;
-    uct_iface_attr_t     attr{};
     uct_ep_h             ep     = nullptr;
 
     /* send buffer, and the receive area: window slots 64 bytes apart (posted
@@ -421,84 +392,21 @@ extern "C" ucs_status_t am_rndv_done(void *arg, void *, size_t, unsigned) {
     return UCS_OK;
 }
 
-/* Finds `transport` in any component, opens its MD and iface, connects to
- * the peer over the control channel. */
+/* Opens `transport` (its MD and iface), connects to the peer over the
+ * control channel. */
 void open_peer(Peer &p, int fd) {
-    CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &p.async));
-    CHECK(uct_worker_create(p.async, UCS_THREAD_MODE_SINGLE, &p.worker));
-    uct_component_h *components;
-    unsigned         ncomponents;
-    CHECK(uct_query_components(&components, &ncomponents));
-    std::string device;
-    for (unsigned c = 0; (c < ncomponents) && device.empty(); ++c) {
-        uct_component_attr_t cattr = {};
-        cattr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-        CHECK(uct_component_query(components[c], &cattr));
-        std::vector<uct_md_resource_desc_t> mds(cattr.md_resource_count);
-        cattr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-        cattr.md_resources = mds.data();
-        CHECK(uct_component_query(components[c], &cattr));
-        for (const auto &mdr : mds) {
-            uct_md_config_t *mdc;
-            uct_md_h         md;
-            if (uct_md_config_read(components[c], nullptr, nullptr, &mdc) != UCS_OK) continue;
-            const ucs_status_t s = uct_md_open(components[c], mdr.md_name, mdc, &md);
-            uct_config_release(mdc);
-            if (s != UCS_OK) continue;
-            uct_tl_resource_desc_t *tls;
-            unsigned                ntls;
-            if (uct_md_query_tl_resources(md, &tls, &ntls) == UCS_OK) {
-                for (unsigned t = 0; t < ntls; ++t) {
-                    if (p.opt->transport == tls[t].tl_name) {
-                        device = tls[t].dev_name;
-                        break;
-                    }
-                }
-                uct_release_tl_resource_list(tls);
-            }
-            if (!device.empty()) {
-                p.md        = md;
-                p.component = components[c];
-                break;
-            }
-            uct_md_close(md);
-        }
-    }
-    uct_release_component_list(components);
-    if (p.md == nullptr) {
-        fprintf(stderr, "tm_perftest: transport %s not found\n", p.opt->transport.c_str());
-        exit(2);
-    }
-    CHECK(uct_md_query(p.md, &p.md_attr));
-    uct_iface_config_t *config;
-    CHECK(uct_md_iface_config_read(p.md, p.opt->transport.c_str(), nullptr, nullptr, &config));
-    uct_iface_params_t params = {};
-    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB |
-                        UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG | UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB |
-                        UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG | UCT_IFACE_PARAM_FIELD_FEATURES |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = p.opt->transport.c_str();
-    params.mode.device.dev_name = device.c_str();
-    params.eager_cb             = unexp_eager;
-    params.eager_arg            = &p;
-    params.rndv_cb              = unexp_rndv;
-    params.rndv_arg             = &p;
-    params.features = UCT_IFACE_FEATURE_TAG | UCT_IFACE_FEATURE_AM | UCT_IFACE_FEATURE_GET;
-    params.err_handler       = ep_failed;
-    params.err_handler_arg   = nullptr;
-    params.err_handler_flags = 0; /* called from progress */
-    CHECK(uct_iface_open(p.md, p.worker, &params, config, &p.iface));
-    uct_config_release(config);
-    CHECK(uct_iface_query(p.iface, &p.attr));
+    uct_tm::TransportCallbacks cb;
+    cb.eager_cb    = unexp_eager;
+    cb.rndv_cb     = unexp_rndv;
+    cb.arg         = &p;
+    cb.err_handler = ep_failed;
+    uct_tm::open_transport("tm_perftest", p.opt->transport, cb, &p);
     const uint64_t need = UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
                           UCT_IFACE_FLAG_TAG_EAGER_ZCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
     if ((p.attr.cap.flags & need) != need) {
         fprintf(stderr, "tm_perftest: %s has no tag offload\n", p.opt->transport.c_str());
         exit(2);
     }
-    uct_iface_progress_enable(p.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     CHECK(uct_iface_set_am_handler(p.iface, kAmCredit, am_credit, &p, 0));
     CHECK(uct_iface_set_am_handler(p.iface, kAmRndvDone, am_rndv_done, &p, 0));
 
@@ -537,10 +445,8 @@ void open_peer(Peer &p, int fd) {
 
 void close_peer(Peer &p) {
     uct_ep_destroy(p.ep);
-    uct_iface_close(p.iface);
-    uct_md_close(p.md);
-    uct_worker_destroy(p.worker);
-    ucs_async_context_destroy(p.async);
+    uct_tm::close_transport_iface(&p);
+    uct_tm::close_transport_worker(&p);
 }
 
 void alloc_buffer(Peer &p, Peer::Buffer &b, size_t len, int fill) {

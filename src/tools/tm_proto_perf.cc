@@ -21,6 +21,7 @@
 #include "api/uct_tm_proto.h"
 #include "fd_io.h"
 #include "peer_watch.h"
+#include "size_list.h"
 
 #include <algorithm>
 #include <chrono>
@@ -52,16 +53,6 @@ struct Options {
     double              timeout    = 60; /* -T: longest wait for one event of the peer */
 };
 
-size_t parse_size(const char *s) {
-    char        *end;
-    const size_t v = strtoull(s, &end, 10);
-    switch (*end) {
-    case 'k': case 'K': return v << 10;
-    case 'm': case 'M': return v << 20;
-    default: return v;
-    }
-}
-
 void usage() {
     fprintf(stderr,
             "usage: tm_proto_perf [-t tag_lat|tag_bw] [-x transports] [-s size,size,...] [-n iters]\n"
@@ -82,17 +73,11 @@ Options parse(int argc, char **argv) {
         switch (c) {
         case 't': o.test = optarg; break;
         case 'x': o.transports = optarg; break;
-        case 's': {
-            o.sizes.clear();
-            std::string list = optarg;
-            for (size_t pos = 0; pos <= list.size();) {
-                size_t end = list.find(',', pos);
-                end        = (end == std::string::npos) ? list.size() : end;
-                o.sizes.push_back(parse_size(list.substr(pos, end - pos).c_str()));
-                pos = end + 1;
+        case 's':
+            if (!uct_tm::parse_sizes_option("tm_proto_perf", optarg, &o.sizes)) {
+                usage();
             }
             break;
-        }
         case 'n': o.iters = strtoull(optarg, nullptr, 10); break;
         case 'w': o.window = strtoull(optarg, nullptr, 10); break;
         case 'c': if (sscanf(optarg, "%d,%d", &o.cpu_client, &o.cpu_server) != 2) usage(); break;

@@ -33,6 +33,8 @@
  * corrupt, duplicates, lost, decoy_bad, unfinished and fd_leak must be 0.
  * Exit status 0 unless a setup step failed.
  */
+#include "transport_iface.h"
+
 #include <uct/api/uct.h>
 #include <ucs/async/async_fwd.h>
 
@@ -237,17 +239,10 @@ struct Buffer {
     uct_mem_h memh = UCT_MEM_HANDLE_NULL;
 };
 
-struct Soak {
+/* The transport opened (transport_iface.h), and the soak's state. */
+struct Soak : uct_tm::TransportIface {
     Options              opt;
     Counters             n;
-    ucs_async_context_t *async = nullptr;
-    uct_worker_h         worker = nullptr;
-    uct_component_h      component = nullptr;
-    uct_md_h             md = nullptr;
-    uct_md_attr_t        md_attr{};
-    uct_iface_h          iface = nullptr;
-    uct_iface_attr_t     attr{};
-    std::string          device;
     uint64_t             mypid = 0;
 
     /* the endpoint to the partner's current incarnation; retired ones wait
@@ -561,74 +556,13 @@ extern "C" void send_completed(uct_completion_t *comp) {
 /* ---- setup --------------------------------------------------------------------------- */
 
 void open_iface(Soak &s) {
-    CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &s.async));
-    CHECK(uct_worker_create(s.async, UCS_THREAD_MODE_SINGLE, &s.worker));
-    uct_component_h *components;
-    unsigned         ncomponents;
-    CHECK(uct_query_components(&components, &ncomponents));
-    for (unsigned c = 0; (c < ncomponents) && (s.md == nullptr); ++c) {
-        uct_component_attr_t cattr = {};
-        cattr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-        CHECK(uct_component_query(components[c], &cattr));
-        std::vector<uct_md_resource_desc_t> mds(cattr.md_resource_count);
-        cattr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-        cattr.md_resources = mds.data();
-        CHECK(uct_component_query(components[c], &cattr));
-        for (const auto &mdr : mds) {
-            uct_md_config_t *mdc;
-            uct_md_h         md;
-            if (uct_md_config_read(components[c], nullptr, nullptr, &mdc) != UCS_OK) continue;
-            const ucs_status_t st = uct_md_open(components[c], mdr.md_name, mdc, &md);
-            uct_config_release(mdc);
-            if (st != UCS_OK) continue;
-            uct_tl_resource_desc_t *tls;
-            unsigned                ntls;
-            if (uct_md_query_tl_resources(md, &tls, &ntls) == UCS_OK) {
-                for (unsigned t = 0; t < ntls; ++t) {
-                    if (s.opt.transport == tls[t].tl_name) {
-                        s.device = tls[t].dev_name;
-                        break;
-                    }
-                }
-                uct_release_tl_resource_list(tls);
-            }
-            if (!s.device.empty()) {
-                s.md        = md;
-                s.component = components[c];
-                break;
-            }
-            uct_md_close(md);
-        }
-    }
-    uct_release_component_list(components);
-    if (s.md == nullptr) {
-        fprintf(stderr, "tm_soak: transport %s not found\n", s.opt.transport.c_str());
-        exit(2);
-    }
-    CHECK(uct_md_query(s.md, &s.md_attr));
-    uct_iface_config_t *config;
-    CHECK(uct_md_iface_config_read(s.md, s.opt.transport.c_str(), nullptr, nullptr, &config));
-    uct_iface_params_t params = {};
-    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_CB |
-                        UCT_IFACE_PARAM_FIELD_HW_TM_EAGER_ARG | UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_CB |
-                        UCT_IFACE_PARAM_FIELD_HW_TM_RNDV_ARG | UCT_IFACE_PARAM_FIELD_FEATURES |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = s.opt.transport.c_str();
-    params.mode.device.dev_name = s.device.c_str();
-    params.eager_cb             = unexp_eager;
-    params.eager_arg            = &s;
-    params.rndv_cb              = unexp_rndv;
-    params.rndv_arg             = &s;
-    params.err_handler          = ep_failed;
-    params.err_handler_arg      = &s;
-    params.err_handler_flags    = 0;
-    params.features = UCT_IFACE_FEATURE_TAG | UCT_IFACE_FEATURE_AM | UCT_IFACE_FEATURE_GET;
-    CHECK(uct_iface_open(s.md, s.worker, &params, config, &s.iface));
-    uct_config_release(config);
-    CHECK(uct_iface_query(s.iface, &s.attr));
-    uct_iface_progress_enable(s.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    uct_tm::TransportCallbacks cb;
+    cb.eager_cb    = unexp_eager;
+    cb.rndv_cb     = unexp_rndv;
+    cb.arg         = &s;
+    cb.err_handler = ep_failed;
+    cb.err_arg     = &s;
+    uct_tm::open_transport("tm_soak", s.opt.transport, cb, &s);
     for (uint8_t id : {kAmHello, kAmHelloAck, kAmCredit, kAmRndvAck, kAmDone}) {
         CHECK(uct_iface_set_am_handler(s.iface, id, am_handler, &s, 0));
     }
@@ -1174,9 +1108,7 @@ int main(int argc, char **argv) {
     }
     long fd_leak = std::max(0L, fds_extra - 1);
     write_progress(s);
-    uct_iface_close(s.iface);
-    uct_md_close(s.md);
-    s.iface = nullptr;
+    uct_tm::close_transport_iface(&s);
     /* and everything the MD and iface opened is closed with them */
     for (const std::string &f : open_fds()) {
         if (!std::binary_search(fds_start.begin(), fds_start.end(), f)) {
@@ -1193,8 +1125,7 @@ int main(int argc, char **argv) {
            s.n.lost, s.n.decoy_bad, s.n.unfinished, s.n.stale, s.n.sessions, fd_leak, s.n.expected,
            s.n.unexp_eager, s.n.unexp_rndv, s.n.cancelled, s.n.cancel_late, s.n.decoy_cancel, s.n.decoy_force);
     fflush(stdout);
-    uct_worker_destroy(s.worker);
-    ucs_async_context_destroy(s.async);
+    uct_tm::close_transport_worker(&s);
     free(s.tx_buf.ptr);
     free(s.rx_buf.ptr);
     return 0;

@@ -1,0 +1,51 @@
+#include "tag_list.h"
+
+namespace uct_tm {
+namespace proto {
+
+void TagList::enable(Iface *iface, Worker *worker) {
+    uct_iface_   = iface->iface;
+    worker_      = worker;
+    offload_ctx_ = offload_context();
+    direct_ctx_  = direct_context();
+    const auto &cap = iface->attr.cap.tag.recv;
+    if (cap.max_zcopy >= cap.min_recv) {
+        recv_min_  = cap.min_recv;
+        recv_span_ = cap.max_zcopy - cap.min_recv;
+    }
+}
+
+ucs_status_t TagList::cancel(Request &r) {
+    return uct_iface_tag_recv_cancel(uct_iface_, &r.octx.uct, 0);
+}
+
+void TagList::forget(Request &r) {
+    if (r.rstate == RecvState::kOffloaded) {
+        /* forced: the transport drops the context without calling back */
+        uct_iface_tag_recv_cancel(uct_iface_, &r.octx.uct, 1);
+        r.set_state(RecvState::kArriving);
+    }
+}
+
+ucs_status_t TagList::cancel_direct(void *request) {
+    DirectRecv *d = direct_recv_in(request);
+    if (!direct_.contains(d)) {
+        return UCS_ERR_INVALID_PARAM; /* not a receive of ours */
+    }
+    if (d->consumed) {
+        return UCS_OK; /* matched: it completes normally */
+    }
+    return uct_iface_tag_recv_cancel(uct_iface_, &d->uct, 0);
+}
+
+void TagList::cancel_directs() {
+    while (DirectRecv *d = direct_.front()) {
+        direct_.erase(d);
+        /* forced: the transport drops the context without calling back */
+        uct_iface_tag_recv_cancel(uct_iface_, &d->uct, 1);
+        publish_failure(status_of(d), UCS_ERR_CANCELED);
+    }
+}
+
+}  // namespace proto
+}  // namespace uct_tm
