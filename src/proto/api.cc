@@ -7,7 +7,7 @@
 
 #include <memory>
 
-using uct_tm::proto::alloc_status;
+using uct_tm::alloc_status;
 using uct_tm::proto::Config;
 using uct_tm::proto::Endpoint;
 

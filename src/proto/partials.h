@@ -8,7 +8,7 @@
 #ifndef UCT_TM_PROTO_PARTIALS_H_
 #define UCT_TM_PROTO_PARTIALS_H_
 
-#include "alloc_status.h"
+#include "common/alloc_status.h"
 
 #include "match/bucket_table.h"
 #include "match/slot_pool.h"

@@ -10,7 +10,7 @@
 #define UCT_TM_PROTO_REQUEST_H_
 
 #include "api/uct_tm_proto.h"
-#include "ucs_assert.h"
+#include "common/ucs_assert.h"
 
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"

@@ -13,7 +13,7 @@
 #ifndef UCT_TM_PROTO_WORKER_H_
 #define UCT_TM_PROTO_WORKER_H_
 
-#include "alloc_status.h"
+#include "common/alloc_status.h"
 #include "completions.h"
 #include "config.h"
 #include "direct_recv.h"

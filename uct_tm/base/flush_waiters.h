@@ -8,7 +8,7 @@
 #define UCT_TM_BASE_FLUSH_WAITERS_H_
 
 #include "completion.h"
-#include "common/try_alloc.h"
+#include "common/alloc_status.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -25,7 +25,7 @@ template <typename Ep> class FlushWaiters {
      * called once it is. */
     ucs_status_t wait(Ep *ep, uct_completion_t *comp) {
         if ((comp != nullptr) &&
-            (try_alloc([&] { waiters_.push_back(Waiter{ep, comp}); }) != UCS_OK)) {
+            (alloc_status([&] { waiters_.push_back(Waiter{ep, comp}); }) != UCS_OK)) {
             return UCS_ERR_NO_MEMORY;
         }
         return UCS_INPROGRESS;

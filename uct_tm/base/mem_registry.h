@@ -25,7 +25,7 @@
 #ifndef UCT_TM_BASE_MEM_REGISTRY_H_
 #define UCT_TM_BASE_MEM_REGISTRY_H_
 
-#include "common/try_alloc.h"
+#include "common/alloc_status.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -52,7 +52,7 @@ template <typename Handle> class MemRegistry {
             node.value() = r;
             ranges_.insert(std::move(node)); /* after equal starts: add order */
         } else {
-            if (try_alloc([&] { ranges_.insert(r); }) != UCS_OK) {
+            if (alloc_status([&] { ranges_.insert(r); }) != UCS_OK) {
                 return nullptr;
             }
         }
@@ -115,7 +115,7 @@ template <typename Handle> class MemRegistry {
         if (!chunk) {
             return false;
         }
-        if (try_alloc([&] {
+        if (alloc_status([&] {
                 chunks_.push_back(std::move(chunk));
                 spare_nodes_.reserve(created_ + n);
             }) != UCS_OK) {

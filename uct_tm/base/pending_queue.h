@@ -7,7 +7,7 @@
 #ifndef UCT_TM_BASE_PENDING_QUEUE_H_
 #define UCT_TM_BASE_PENDING_QUEUE_H_
 
-#include "common/try_alloc.h"
+#include "common/alloc_status.h"
 
 #include <uct/api/uct.h>
 
@@ -81,7 +81,7 @@ template <typename Ep> class PendingEndpoints {
     /* Queues `req` on `ep` (the caller decided it must wait). */
     ucs_status_t add(Ep *ep, uct_pending_req_t *req) {
         if (!ep->in_pending_list) {
-            if (try_alloc([&] { eps_.push_back(ep); }) != UCS_OK) {
+            if (alloc_status([&] { eps_.push_back(ep); }) != UCS_OK) {
                 return UCS_ERR_NO_MEMORY;
             }
             ep->in_pending_list = true;

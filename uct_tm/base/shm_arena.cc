@@ -1,5 +1,5 @@
 #include "shm_arena.h"
-#include "common/try_alloc.h"
+#include "common/alloc_status.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -134,7 +134,7 @@ void ShmArenas::release(ShmArena *a, uint64_t offset) {
     }
     /* Cannot fail: room for every block of the arena is reserved below. */
     if (a->freed.capacity() < a->blocks) {
-        if (try_alloc([&] { a->freed.reserve(a->blocks); }) != UCS_OK) {
+        if (alloc_status([&] { a->freed.reserve(a->blocks); }) != UCS_OK) {
             ucs_warn("tm shm: out of memory tracking a freed block; its space is lost until "
                      "its arena empties");
             return;

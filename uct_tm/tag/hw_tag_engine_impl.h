@@ -8,7 +8,7 @@
 
 #include "hw_tag_engine.h"
 
-#include "common/try_alloc.h"
+#include "common/alloc_status.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -133,7 +133,7 @@ ucs_status_t HwTagEngine<List>::post(uct_tag_t tag, uct_tag_t mask, const uct_io
     }
     const uintptr_t key = reinterpret_cast<uintptr_t>(buffer);
     bool inserted = true;
-    if ((key > 1) && (try_alloc([&] { inserted = buffers_.insert(key); }) != UCS_OK)) {
+    if ((key > 1) && (alloc_status([&] { inserted = buffers_.insert(key); }) != UCS_OK)) {
         return UCS_ERR_NO_MEMORY;
     }
     if (!inserted) {

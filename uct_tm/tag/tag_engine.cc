@@ -1,5 +1,5 @@
 #include "tag_engine.h"
-#include "common/try_alloc.h"
+#include "common/alloc_status.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -79,7 +79,7 @@ ucs_status_t TagEngine::spill_exact() {
      * matter: an exact receive only competes with receives of its own tag
      * and with masked ones, and every masked receive is posted after this. */
     std::vector<Recv *> order;
-    if (try_alloc([&] { order.reserve(exact_posted_); }) != UCS_OK) {
+    if (alloc_status([&] { order.reserve(exact_posted_); }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
     exact_.for_each([&](const ExactQueues::Queue &q) {
@@ -134,7 +134,7 @@ ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {
             release(recv);
             return UCS_OK;
         }
-        if (try_alloc([&] { cancelled_.push_back(Pending{recv, recv->gen}); }) != UCS_OK) {
+        if (alloc_status([&] { cancelled_.push_back(Pending{recv, recv->gen}); }) != UCS_OK) {
             /* Cannot defer: report now rather than lose the completion. */
             uct_tag_context_t *c        = recv->ctx;
             const uct_tag_t    tag      = recv->tag;

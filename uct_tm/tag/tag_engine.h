@@ -37,7 +37,7 @@
 #include "exact_tag_queues.h"
 #include "uct_iov.h"
 
-#include "common/try_alloc.h"
+#include "common/alloc_status.h"
 #include "common/ucs_assert.h"
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
@@ -270,7 +270,7 @@ class TagEngine {
         size_t buffer_pos = 0;
         bool inserted = true;
         if ((key != 0) &&
-            (try_alloc([&] { inserted = buffers_.insert(key, &buffer_pos); }) != UCS_OK)) {
+            (alloc_status([&] { inserted = buffers_.insert(key, &buffer_pos); }) != UCS_OK)) {
             return UCS_ERR_NO_MEMORY;
         }
         if (!inserted) {
@@ -281,7 +281,7 @@ class TagEngine {
         if (entry != nullptr) {
             spare_ = entry->next;
         } else {
-            if (try_alloc([&] {
+            if (alloc_status([&] {
                     const RecvPool::Slot slot = recvs_.allocate_slot();
                     entry                     = slot.entry;
                     entry->index              = slot.index;
@@ -314,7 +314,7 @@ class TagEngine {
     ucs_status_t enqueue(Recv *recv, uct_tag_t tag, uct_tag_t mask) {
         if (ucs_likely((mask == ~uct_tag_t{0}) && (posted_ == exact_posted_))) {
             ExactQueues::Queue *q;
-            if (try_alloc([&] { q = exact_.find_or_insert(tag); }) != UCS_OK) {
+            if (alloc_status([&] { q = exact_.find_or_insert(tag); }) != UCS_OK) {
                 return UCS_ERR_NO_MEMORY;
             }
             link_exact(q, recv);

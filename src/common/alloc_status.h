@@ -1,10 +1,10 @@
 /*
- * The one way the protocol layer turns running out of memory into a status.
+ * The one way uct-tm turns running out of memory into a status.
  * It allocates with the standard library, which throws std::bad_alloc, behind
  * a C API and under UCT's C callbacks, which no exception may cross.
  */
-#ifndef UCT_TM_PROTO_ALLOC_STATUS_H_
-#define UCT_TM_PROTO_ALLOC_STATUS_H_
+#ifndef UCT_TM_COMMON_ALLOC_STATUS_H_
+#define UCT_TM_COMMON_ALLOC_STATUS_H_
 
 #include <ucs/type/status.h>
 
@@ -12,7 +12,6 @@
 #include <type_traits>
 
 namespace uct_tm {
-namespace proto {
 
 /* Runs fn(): its status (UCS_OK for a void fn), or UCS_ERR_NO_MEMORY if an
  * allocation in it failed. Inline and free when nothing throws. */
@@ -29,7 +28,6 @@ template <typename Fn> [[gnu::always_inline]] inline ucs_status_t alloc_status(F
     }
 }
 
-}  // namespace proto
 }  // namespace uct_tm
 
 #endif
