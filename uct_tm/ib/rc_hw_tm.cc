@@ -13,9 +13,11 @@
  * TM_MODEL_SEED in a seeded random order with list-op completions deferred,
  * so that the engine's races happen inside the transport.
  */
-#include "rc_iface.h"
+#include "rc_hw_tm.h"
 
 #include "ib_device.h"
+#include "rc_iface.h"
+#include "rc_rndv.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -38,82 +40,77 @@ constexpr uint32_t kModelMaxRndvHdr = 128;
 
 }  // namespace
 
-size_t RcIface::max_rndv_hdr() const {
+RcHwTags::~RcHwTags() {
+    if (tm_rx_mr_ != nullptr) {
+        ibv_dereg_mr(tm_rx_mr_);
+    }
+}
+
+size_t RcHwTags::max_rndv_hdr() const {
     const size_t headers = sizeof(WireHeader) + sizeof(struct ibv_rvh);
     if (model_) {
         return kModelMaxRndvHdr - headers;
     }
-    if (verbs_list_ != nullptr) {
-        const size_t max = verbs_list_->caps().max_rndv_hdr;
-        return (max > headers) ? max - headers : 0;
-    }
-    return seg_size_ - headers;
+    const size_t max = verbs_list_->caps().max_rndv_hdr;
+    return (max > headers) ? max - headers : 0;
 }
 
-HwTagTransport RcIface::hw_transport(RcIface *self) {
+HwTagTransport RcHwTags::transport(RcHwTags *self) {
     HwTagTransport t;
     t.arg              = self;
     t.unexpected_eager = [](void *arg, uint32_t, uint64_t stag, uint64_t imm, void *data,
                             size_t length) -> ucs_status_t {
-        auto      *iface = static_cast<RcIface *>(arg);
-        const bool kept  = iface->unexpected_eager(static_cast<char *>(data), length, stag, imm);
+        auto      *hw   = static_cast<RcHwTags *>(arg);
+        const bool kept = hw->iface_.unexpected_eager(static_cast<char *>(data), length, stag, imm);
         return kept ? UCS_INPROGRESS : UCS_OK;
     };
     t.unexpected_rndv = [](void *arg, uint32_t, uint64_t stag, const void *header,
                            unsigned header_length, uint64_t remote_va, uint32_t rkey,
                            size_t length) {
-        auto *iface = static_cast<RcIface *>(arg);
-        if (iface->params().rndv_cb == nullptr) {
-            ++iface->counters_.dropped;
-            return;
-        }
-        ++iface->counters_.unexpected;
-        if ((remote_va == 0) && (length == 0) && (rkey == 0)) {
-            /* a software rendezvous request */
-            iface->params().rndv_cb(iface->params().rndv_arg, 0, stag, header, header_length, 0, 0, nullptr);
-            return;
-        }
-        const PackedRkey packed = {kRkeyMagic, rkey, remote_va, length};
-        iface->params().rndv_cb(iface->params().rndv_arg, 0, stag, header, header_length, remote_va, length,
-                        &packed);
+        auto *hw = static_cast<RcHwTags *>(arg);
+        /* All zero: a software rendezvous request (no rkey for the layer above). */
+        const bool       request = (remote_va == 0) && (length == 0) && (rkey == 0);
+        const PackedRkey packed  = {kRkeyMagic, rkey, remote_va, length};
+        hw->iface_.unexpected_rndv(stag, header, header_length, remote_va, length,
+                                   request ? nullptr : &packed);
     };
     t.no_tag = [](void *arg, uint32_t src_qp, void *data, size_t length) -> ucs_status_t {
-        auto      *iface = static_cast<RcIface *>(arg);
+        auto      *hw = static_cast<RcHwTags *>(arg);
         WireHeader hdr;
         if (length < sizeof(hdr)) {
-            ++iface->counters_.dropped;
+            ++hw->iface_.counters().dropped;
             return UCS_OK;
         }
         memcpy(&hdr, data, sizeof(hdr));
         char *payload = static_cast<char *>(data) + sizeof(hdr);
         if (hdr.kind == static_cast<uint8_t>(Kind::kAm)) {
-            return iface->receive_am(hdr.am_id, payload, length - sizeof(hdr)) ? UCS_INPROGRESS
-                                                                                 : UCS_OK;
+            return hw->iface_.receive_am(hdr.am_id, payload, length - sizeof(hdr)) ? UCS_INPROGRESS
+                                                                                   : UCS_OK;
         }
         if (hdr.kind == static_cast<uint8_t>(Kind::kRndvFailed)) {
-            iface->receive_rndv_failed(iface->ep_by_qp(src_qp), be32toh(hdr.app_ctx));
+            hw->rndv_.receive_failed(hw->iface_.ep_by_qp(src_qp), be32toh(hdr.app_ctx));
             return UCS_OK;
         }
         if (hdr.kind == static_cast<uint8_t>(Kind::kRndvCancel)) {
             /* The engine reads a matched rendezvous whatever the sender says
              * (as a NIC does): acknowledge once no READ of ours can follow. */
-            iface->cancel_acks_.emplace_back(src_qp, be32toh(hdr.app_ctx));
+            hw->cancel_acks_.emplace_back(src_qp, be32toh(hdr.app_ctx));
             return UCS_OK;
         }
-        ++iface->counters_.dropped;
+        ++hw->iface_.counters().dropped;
         return UCS_OK;
     };
     t.fin = [](void *arg, uint32_t, uint32_t app_ctx) {
-        static_cast<RcIface *>(arg)->receive_fin(app_ctx);
+        static_cast<RcHwTags *>(arg)->rndv_.receive_fin(app_ctx);
     };
     t.rndv_failed = [](void *arg, uint32_t src_qp, uint32_t app_ctx) {
         /* Handled after the engine's progress, like sw_rndv. */
-        static_cast<RcIface *>(arg)->failed_rndvs_.emplace_back(src_qp, app_ctx);
+        static_cast<RcHwTags *>(arg)->failed_rndvs_.emplace_back(src_qp, app_ctx);
     };
     t.sw_rndv = [](void *arg, const SwRndv &op) {
         /* Finished after the engine's progress returns: sw_rndv_done() must
          * not run inside the engine's own completion handling. */
-        static_cast<RcIface *>(arg)->sw_rndvs_.push_back(op);
+        static_cast<RcHwTags *>(arg)->sw_rndvs_.push_back(op);
     };
     t.lkey = [](void *, uct_mem_h memh, void *) -> uint32_t {
         /* A TM SRQ writes posted receives with their registration. */
@@ -121,7 +118,7 @@ HwTagTransport RcIface::hw_transport(RcIface *self) {
         return (mr != nullptr) ? mr->lkey : 0;
     };
     t.orphan = [](void *arg, uint64_t token) {
-        for (SwRndv &op : static_cast<RcIface *>(arg)->sw_rndvs_) {
+        for (SwRndv &op : static_cast<RcHwTags *>(arg)->sw_rndvs_) {
             if (op.token == token) {
                 op.length = 0; /* the buffer is the user's again: only the FIN is due */
             }
@@ -130,45 +127,46 @@ HwTagTransport RcIface::hw_transport(RcIface *self) {
     return t;
 }
 
-TmModel::Fabric RcIface::model_fabric(RcIface *self) {
+TmModel::Fabric RcHwTags::model_fabric(RcHwTags *self) {
     TmModel::Fabric f;
     f.arg  = self;
     f.read = [](void *arg, uint32_t src_qp, uint64_t va, uint32_t rkey, void *dst,
                 size_t len) {
-        auto *iface = static_cast<RcIface *>(arg);
-        ++iface->counters_.rndv_reads;
-        return iface->read_sync(iface->ep_by_qp(src_qp), va, rkey, dst, len);
+        auto *hw = static_cast<RcHwTags *>(arg);
+        ++hw->iface_.counters().rndv_reads;
+        return hw->read_sync(hw->iface_.ep_by_qp(src_qp), va, rkey, dst, len);
     };
     f.send = [](void *arg, uint32_t dst_qp, const void *msg, size_t len) {
         /* The engine's FIN: the request's TMH with opcode FIN (+ RVH). */
-        auto *iface = static_cast<RcIface *>(arg);
-        RcEp *ep    = iface->ep_by_qp(dst_qp);
+        auto *hw = static_cast<RcHwTags *>(arg);
+        RcEp *ep = hw->iface_.ep_by_qp(dst_qp);
         if ((len < sizeof(TmHeader)) || (ep == nullptr) || ep->failed) {
             return;
         }
         TmHeader tmh;
         memcpy(&tmh, msg, sizeof(tmh));
-        iface->send_fin(ep, tmh_app_ctx(tmh));
+        hw->rndv_.send_fin(ep, tmh_app_ctx(tmh));
     };
     return f;
 }
 
-ucs_status_t RcIface::init_model() {
+ucs_status_t RcHwTags::init_model(const RcConfig &config, const HwTagEngineConfig &engine,
+                                  uint32_t mtu, const std::string &device) {
     TmModelConfig mc;
-    mc.caps.max_num_tags = std::max(config_.tm_model_tags, 1u);
+    mc.caps.max_num_tags = std::max(config.tm_model_tags, 1u);
     mc.caps.max_ops      = model_max_ops(mc.caps.max_num_tags);
     mc.caps.max_sge      = 1;
     mc.caps.max_rndv_hdr = kModelMaxRndvHdr;
     /* Eager messages longer than the path MTU arrive as several packets:
      * MATCH first, DATA_VALID when the last one lands. */
-    mc.mtu                  = mtu_bytes(static_cast<enum ibv_mtu>(dev_addr_.mtu));
-    model_random_           = config_.tm_model_seed != 0;
+    mc.mtu                  = mtu;
+    model_random_           = config.tm_model_seed != 0;
     mc.defer_op_completions = model_random_;
-    model_rng_.seed(config_.tm_model_seed);
+    model_rng_.seed(config.tm_model_seed);
 
     try {
         model_.reset(new TmModel(mc));
-        model_tags_.reset(new ModelTagEngine(*model_, hw_engine_config(), hw_transport(this)));
+        model_tags_.reset(new ModelTagEngine(*model_, engine, transport(this)));
         sw_rndvs_.reserve(64);
         cancel_acks_.reserve(64);
     } catch (const std::bad_alloc &) {
@@ -177,62 +175,52 @@ ucs_status_t RcIface::init_model() {
     model_->set_fabric(model_fabric(this));
     ucs_diag("tm_rc: %s: tags matched by the device model of a TM NIC (UCX_TM_RC_TM_MODEL): "
              "list %u of %u tags, %s order (seed %lu)",
-             md_->device.c_str(), model_tags_->list_size(), mc.caps.max_num_tags,
-             model_random_ ? "random" : "fixed", config_.tm_model_seed);
+             device.c_str(), model_tags_->list_size(), mc.caps.max_num_tags,
+             model_random_ ? "random" : "fixed", config.tm_model_seed);
     return model_tags_->start();
-}
-
-HwTagEngineConfig RcIface::hw_engine_config() const {
-    HwTagEngineConfig ec;
-    ec.list_size      = config_.tag_list.list_size;
-    ec.rx_buffers     = rx_queue_len_;
-    ec.rx_buffer_size = static_cast<uint32_t>(seg_size_);
-    ec.poll_budget    = std::max(budget_, 16u);
-    ec.rx_headroom    = static_cast<uint32_t>(rx_offset_);
-    ec.max_length     = kMaxZcopy;
-    return ec;
 }
 
 /* Hardware-untested (no TM NIC here): TmVerbsList's own caveats apply
  * (docs/tm_hw_list.md). */
-ucs_status_t RcIface::init_verbs_tm(const RcConfig &config) {
+ucs_status_t RcHwTags::init_verbs_tm(const RcConfig &config, const HwTagEngineConfig &engine,
+                                     const IbMd &md, uint32_t srq_len) {
     TmVerbsList::Config vc;
     vc.max_num_tags = std::max(config.tag_list.list_size, 1u);
-    vc.srq_len      = rx_queue_len_;
-    vc.cq_len       = 4 * rx_queue_len_ + 2 * vc.max_num_tags; /* untagged, tagged, list ops */
-    ucs_status_t status = TmVerbsList::create(md_->ctx, md_->pd, vc, &verbs_list_);
+    vc.srq_len      = srq_len;
+    vc.cq_len       = 4 * srq_len + 2 * vc.max_num_tags; /* untagged, tagged, list ops */
+    ucs_status_t status = TmVerbsList::create(md.ctx, md.pd, vc, &verbs_list_);
     if (status != UCS_OK) {
         return status;
     }
     try {
-        verbs_tags_.reset(new VerbsTagEngine(*verbs_list_, hw_engine_config(), hw_transport(this)));
+        verbs_tags_.reset(new VerbsTagEngine(*verbs_list_, engine, transport(this)));
     } catch (const std::bad_alloc &) {
         return UCS_ERR_NO_MEMORY;
     }
-    tm_rx_mr_ = ibv_reg_mr(md_->pd, verbs_tags_->rx_memory(), verbs_tags_->rx_memory_size(),
+    tm_rx_mr_ = ibv_reg_mr(md.pd, verbs_tags_->rx_memory(), verbs_tags_->rx_memory_size(),
                            IBV_ACCESS_LOCAL_WRITE);
     if (tm_rx_mr_ == nullptr) {
         ucs_error("tm_rc: registering the TM SRQ's untagged buffers on %s: %s",
-                  md_->device.c_str(), strerror(errno));
+                  md.device.c_str(), strerror(errno));
         return UCS_ERR_IO_ERROR;
     }
     ucs_diag("tm_rc: %s: tags matched by the NIC (TM SRQ, list %u of %u tags)",
-             md_->device.c_str(), verbs_tags_->list_size(), verbs_list_->caps().max_num_tags);
+             md.device.c_str(), verbs_tags_->list_size(), verbs_list_->caps().max_num_tags);
     return verbs_tags_->start(tm_rx_mr_->lkey);
 }
 
-void RcIface::model_receive(const struct ibv_wc &wc) {
+void RcHwTags::model_receive(const struct ibv_wc &wc) {
     uint32_t buf;
-    if (!rx_completed(wc, &buf)) {
+    if (!iface_.rx_completed(wc, &buf)) {
         return;
     }
     const bool with_imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
-    model_->deliver(wc.qp_num, rx_buf(buf) + rx_offset_, wc.byte_len, with_imm,
+    model_->deliver(wc.qp_num, iface_.rx_message(buf), wc.byte_len, with_imm,
                     with_imm ? be32toh(wc.imm_data) : 0);
-    repost(buf); /* the model copied the message */
+    iface_.repost(buf); /* the model copied the message */
 }
 
-void RcIface::model_step() {
+void RcHwTags::model_step() {
     if (!model_random_) {
         model_->run_until_idle();
         return;
@@ -246,15 +234,15 @@ void RcIface::model_step() {
     }
 }
 
-unsigned RcIface::hw_progress() {
+unsigned RcHwTags::progress() {
     if (model_) {
         model_step();
     }
-    unsigned count = with_hw_tags([](auto &e) { return e.progress(); });
+    unsigned count = with([](auto &e) { return e.progress(); });
     run_sw_rndvs();
     if (ucs_unlikely(!failed_rndvs_.empty())) {
         for (const auto &[qp, op] : failed_rndvs_) {
-            fail_rndv_recv(ep_by_qp(qp), op);
+            rndv_.fail_recv(iface_.ep_by_qp(qp), op);
         }
         failed_rndvs_.clear();
     }
@@ -267,11 +255,11 @@ unsigned RcIface::hw_progress() {
     return count;
 }
 
-void RcIface::run_sw_rndvs() {
+void RcHwTags::run_sw_rndvs() {
     while (!sw_rndvs_.empty()) {
         const SwRndv op = sw_rndvs_.front();
         sw_rndvs_.erase(sw_rndvs_.begin());
-        RcEp        *ep     = ep_by_qp(op.src_qp);
+        RcEp        *ep     = iface_.ep_by_qp(op.src_qp);
         ucs_status_t status = UCS_OK;
         if ((ep == nullptr) || ep->failed) {
             status = UCS_ERR_CONNECTION_RESET;
@@ -280,14 +268,14 @@ void RcIface::run_sw_rndvs() {
                 !read_sync(ep, op.remote_va, op.rkey, op.buffer, op.length)) {
                 status = UCS_ERR_IO_ERROR;
             }
-            ++counters_.rndv_reads;
-            acknowledge_read(ep, op.app_ctx, status);
+            ++iface_.counters().rndv_reads;
+            rndv_.acknowledge_read(ep, op.app_ctx, status);
         }
-        with_hw_tags([&](auto &e) { e.sw_rndv_done(op.token, status); });
+        with([&](auto &e) { e.sw_rndv_done(op.token, status); });
     }
 }
 
-void RcIface::send_cancel_acks() {
+void RcHwTags::send_cancel_acks() {
     /* A matched rendezvous still to be read keeps the sender's buffer
      * registered: its FIN (after the READ) is the acknowledgement. A real
      * NIC does not tell: no acknowledgement, the sender keeps a temporary
@@ -300,31 +288,31 @@ void RcIface::send_cancel_acks() {
         return;
     }
     for (const auto &[qp, op] : cancel_acks_) {
-        RcEp *ep = ep_by_qp(qp);
+        RcEp *ep = iface_.ep_by_qp(qp);
         if ((ep != nullptr) && !ep->failed) {
-            send_fin(ep, op);
+            rndv_.send_fin(ep, op);
         }
     }
     cancel_acks_.clear();
 }
 
-bool RcIface::read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t length) {
+bool RcHwTags::read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t length) {
     if ((ep == nullptr) || ep->failed || (ep->sq_avail == 0)) {
         return false;
     }
     if (length == 0) {
         return true;
     }
-    if (ucs_unlikely(config_.fail_read != 0) && fail_this_read()) {
+    if (rndv_.fail_this_read()) {
         return false;
     }
-    struct ibv_mr *mr = ibv_reg_mr(md_->pd, dst, length, IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_mr *mr = ibv_reg_mr(iface_.pd(), dst, length, IBV_ACCESS_LOCAL_WRITE);
     if (mr == nullptr) {
         ucs_error("tm_rc: registering a %zu-byte receive for the model's READ: %s", length,
                   strerror(errno));
         return false;
     }
-    ++counters_.temp_regs;
+    ++iface_.counters().temp_regs;
     struct ibv_sge     sge = {reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(length),
                               mr->lkey};
     struct ibv_send_wr wr  = {};
@@ -347,7 +335,7 @@ bool RcIface::read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t 
     const time_t deadline = time(nullptr) + 60;
     while (!done && (time(nullptr) < deadline)) {
         struct ibv_wc wcs[16];
-        const int     n = ibv_poll_cq(tx_cq_, 16, wcs);
+        const int     n = ibv_poll_cq(iface_.tx_cq(), 16, wcs);
         for (int i = 0; i < n; ++i) {
             if (wcs[i].wr_id == kSyncReadWrId) {
                 done = true;
@@ -370,9 +358,30 @@ bool RcIface::read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t 
     ++ep->sq_avail;
     ibv_dereg_mr(mr);
     if (!ok && !ep->failed) {
-        fail_ep(ep, UCS_ERR_CONNECTION_RESET);
+        iface_.fail_ep(ep, UCS_ERR_CONNECTION_RESET);
     }
     return ok;
+}
+
+void RcHwTags::print_counters(FILE *stream, const std::string &device, unsigned port) const {
+    with([&](const auto &e) {
+        const auto &hc = e.counters();
+        fprintf(stream,
+                "tm_rc %s:%u (tag matching %s): posted %lu hw_matches %lu sw_claims %lu "
+                "unexpected %lu syncs %lu sync_requests %lu sw_rndv %lu anomalies %lu",
+                device.c_str(), port, model_ ? "model" : "TM SRQ",
+                (unsigned long)hc.posts, (unsigned long)hc.hw_matches,
+                (unsigned long)hc.sw_claims, (unsigned long)hc.unexpected,
+                (unsigned long)hc.syncs, (unsigned long)hc.sync_requests,
+                (unsigned long)hc.sw_rndv, (unsigned long)hc.anomalies);
+    });
+    if (model_) {
+        fprintf(stream, " model: del_failed %lu rndv_incomplete %lu violations %lu",
+                (unsigned long)model_->counters().del_failed,
+                (unsigned long)model_->counters().rndv_incomplete,
+                (unsigned long)model_->violations());
+    }
+    fprintf(stream, "\n");
 }
 
 }  // namespace ib

@@ -30,7 +30,8 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
 RcIface::RcIface(const RcConfig &config)
-    : config_(config), tags_(config.tag_list.limits()) {}
+    : config_(config), tags_(config.tag_list.limits()), rndv_(RcIfaceLink(*this)),
+      hw_(RcIfaceLink(*this), rndv_) {}
 
 ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *iface_params,
                            const RcConfig &) {
@@ -81,7 +82,6 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
         this);
 
     try {
-        deferred_reads_.reserve(config_.rndv_ops);
         rx_held_.assign(rx_queue_len_, 0);
         rx_repost_.reserve(rx_queue_len_);
         free_tx_bufs_.reserve(config_.tx_bufs);
@@ -93,14 +93,12 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
             tx_ops_[i].next_free = i + 1;
         }
         free_tx_op_ = 0;
-        rndv_sends_.resize(config_.rndv_ops);
-        rndv_recvs_.resize(config_.rndv_ops);
-        for (uint32_t i = config_.rndv_ops; i-- > 0;) {
-            free_rndv_sends_.push_back(i);
-            free_rndv_recvs_.push_back(i);
-        }
     } catch (const std::bad_alloc &) {
         return UCS_ERR_NO_MEMORY;
+    }
+    const ucs_status_t rndv_status = rndv_.init(config_);
+    if (rndv_status != UCS_OK) {
+        return rndv_status;
     }
     return init_verbs(config_);
 }
@@ -112,7 +110,7 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     if (config.tm_model) {
         /* init_model() below, once the port's MTU is known */
     } else if (hw_tm_capable_ && config.hw_tm && tag_enabled()) {
-        const ucs_status_t status = init_verbs_tm(config);
+        const ucs_status_t status = hw_.init_verbs_tm(config, hw_engine_config(), *md_, rx_queue_len_);
         if (status == UCS_ERR_UNSUPPORTED) {
             ucs_diag("tm_rc: %s reports tag matching (max_num_tags %u) but refuses a TM SRQ: "
                      "matching in software", md_->device.c_str(), tm.max_num_tags);
@@ -126,10 +124,10 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     }
 
     tx_cq_ = ibv_create_cq(ctx, static_cast<int>(tx_cq_len_), nullptr, nullptr, 0);
-    if (verbs_list_ != nullptr) {
+    if (hw_.verbs_list() != nullptr) {
         /* QPs receive into the TM SRQ; its CQ is polled by the tag engine. */
-        rx_cq_ = verbs_list_->cq();
-        srq_   = verbs_list_->srq();
+        rx_cq_ = hw_.verbs_list()->cq();
+        srq_   = hw_.verbs_list()->srq();
     } else {
         rx_cq_ = ibv_create_cq(ctx, static_cast<int>(rx_queue_len_), nullptr, nullptr, 0);
     }
@@ -181,7 +179,7 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     dev_addr_.lid  = pa.lid;
     memcpy(dev_addr_.gid, gid.raw, sizeof(dev_addr_.gid));
 
-    if (verbs_list_ != nullptr) {
+    if (hw_.verbs_list() != nullptr) {
         return UCS_OK; /* the TM SRQ's untagged buffers are the engine's */
     }
     for (uint32_t i = 0; i < rx_queue_len_; ++i) {
@@ -191,29 +189,31 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     if (rx_posted_ != rx_queue_len_) {
         return UCS_ERR_IO_ERROR;
     }
-    return (config.tm_model && tag_enabled()) ? init_model() : UCS_OK;
+    if (!config.tm_model || !tag_enabled()) {
+        return UCS_OK;
+    }
+    return hw_.init_model(config, hw_engine_config(),
+                          mtu_bytes(static_cast<enum ibv_mtu>(dev_addr_.mtu)), md_->device);
+}
+
+HwTagEngineConfig RcIface::hw_engine_config() const {
+    HwTagEngineConfig ec;
+    ec.list_size      = config_.tag_list.list_size;
+    ec.rx_buffers     = rx_queue_len_;
+    ec.rx_buffer_size = static_cast<uint32_t>(seg_size_);
+    ec.poll_budget    = std::max(budget_, 16u);
+    ec.rx_headroom    = static_cast<uint32_t>(rx_offset_);
+    ec.max_length     = kMaxZcopy;
+    return ec;
+}
+
+size_t RcIface::max_rndv_hdr() const {
+    return hw_mode() ? hw_.max_rndv_hdr() : seg_size_ - sizeof(WireHeader) - sizeof(struct ibv_rvh);
 }
 
 RcIface::~RcIface() {
     if (print_stats_ && hw_mode()) {
-        with_hw_tags([&](auto &e) {
-            const auto &hc = e.counters();
-            fprintf(stderr,
-                    "tm_rc %s:%u (tag matching %s): posted %lu hw_matches %lu sw_claims %lu "
-                    "unexpected %lu syncs %lu sync_requests %lu sw_rndv %lu anomalies %lu",
-                    md_->device.c_str(), port_, model_ ? "model" : "TM SRQ",
-                    (unsigned long)hc.posts, (unsigned long)hc.hw_matches,
-                    (unsigned long)hc.sw_claims, (unsigned long)hc.unexpected,
-                    (unsigned long)hc.syncs, (unsigned long)hc.sync_requests,
-                    (unsigned long)hc.sw_rndv, (unsigned long)hc.anomalies);
-        });
-        if (model_) {
-            fprintf(stderr, " model: del_failed %lu rndv_incomplete %lu violations %lu",
-                    (unsigned long)model_->counters().del_failed,
-                    (unsigned long)model_->counters().rndv_incomplete,
-                    (unsigned long)model_->violations());
-        }
-        fprintf(stderr, "\n");
+        hw_.print_counters(stderr, md_->device, port_);
     } else if (print_stats_) {
         fprintf(stderr,
                 "tm_rc %s:%u: posted %lu matched %lu unexpected %lu rndv_reads %lu temp_regs %lu "
@@ -239,18 +239,10 @@ RcIface::~RcIface() {
             ibv_dereg_mr(op.temp_mr);
         }
     }
-    for (RndvSend &s : rndv_sends_) {
-        if (s.temp_mr != nullptr) {
-            ibv_dereg_mr(s.temp_mr);
-        }
-    }
-    if (tm_rx_mr_ != nullptr) {
-        ibv_dereg_mr(tm_rx_mr_);
-    }
-    if ((srq_ != nullptr) && (verbs_list_ == nullptr)) {
+    if ((srq_ != nullptr) && (hw_.verbs_list() == nullptr)) {
         ibv_destroy_srq(srq_);
     }
-    if ((rx_cq_ != nullptr) && (verbs_list_ == nullptr)) {
+    if ((rx_cq_ != nullptr) && (hw_.verbs_list() == nullptr)) {
         ibv_destroy_cq(rx_cq_);
     }
     if (tx_cq_ != nullptr) {
@@ -358,9 +350,9 @@ int RcIface::is_reachable(const uct_device_addr_t *dev_addr, const uct_iface_add
 
 unsigned RcIface::progress() {
     unsigned count = poll_tx() + poll_rx();
-    count += hw_mode() ? hw_progress() : tags_.progress();
-    if (ucs_unlikely(free_rndv_sends_.size() != rndv_sends_.size())) {
-        check_rndv_qps();
+    count += hw_mode() ? hw_.progress() : tags_.progress();
+    if (ucs_unlikely(rndv_.sending())) {
+        rndv_.check_qps();
     }
     if (!pending_eps_.empty()) {
         count += dispatch_pending();
@@ -373,10 +365,9 @@ unsigned RcIface::progress() {
 
 unsigned RcIface::poll_tx() {
     unsigned count = 0;
-    if (ucs_unlikely(!stashed_tx_.empty())) {
+    if (ucs_unlikely(hw_.has_stashed_tx())) {
         /* polled while the model waited for its READ */
-        std::vector<struct ibv_wc> stashed;
-        stashed.swap(stashed_tx_);
+        const std::vector<struct ibv_wc> stashed = hw_.take_stashed_tx();
         for (const struct ibv_wc &wc : stashed) {
             handle_tx(wc);
         }
@@ -392,22 +383,20 @@ unsigned RcIface::poll_tx() {
 }
 
 unsigned RcIface::poll_rx() {
-    if (verbs_tags_ != nullptr) {
+    if (hw_.verbs_srq()) {
         return 0; /* the TM SRQ's CQ: HwTagEngine polls it */
     }
     struct ibv_wc wcs[16];
     const int     max = static_cast<int>(std::min<unsigned>(budget_, 16));
     const int     n   = ibv_poll_cq(rx_cq_, max, wcs);
     for (int i = 0; i < n; ++i) {
-        if (model_) {
-            model_receive(wcs[i]);
+        if (hw_.model()) {
+            hw_.model_receive(wcs[i]);
         } else {
             handle_rx(wcs[i]);
         }
     }
-    if (!deferred_reads_.empty()) {
-        start_rndv_reads();
-    }
+    rndv_.start_reads();
     if (!rx_repost_.empty()) {
         post_rx(static_cast<uint32_t>(rx_repost_.size()));
     }
@@ -494,7 +483,7 @@ void RcIface::handle_rx(const struct ibv_wc &wc) {
             break;
         }
         /* app_ctx is the high half; the low half travels as immediate
-         * data when it is not 0 (rc_ep.cc with_immediate()). */
+         * data when it is not 0 (rc_send.cc with_immediate()). */
         uint64_t imm = uint64_t{be32toh(hdr.app_ctx)} << 32;
         if (wc.wc_flags & IBV_WC_WITH_IMM) {
             imm |= be32toh(wc.imm_data);
@@ -503,18 +492,19 @@ void RcIface::handle_rx(const struct ibv_wc &wc) {
         break;
     }
     case IBV_TMH_RNDV:
-        receive_rndv(ep_by_qp(wc.qp_num), data, length, be64toh(hdr.tag), be32toh(hdr.app_ctx));
+        rndv_.receive_rts(ep_by_qp(wc.qp_num), data, length, be64toh(hdr.tag),
+                          be32toh(hdr.app_ctx));
         break;
     case IBV_TMH_FIN:
-        receive_fin(be32toh(hdr.app_ctx));
+        rndv_.receive_fin(be32toh(hdr.app_ctx));
         break;
     case IBV_TMH_NO_TAG:
         if (hdr.kind == static_cast<uint8_t>(Kind::kAm)) {
             keep = receive_am(hdr.am_id, data, length);
         } else if (hdr.kind == static_cast<uint8_t>(Kind::kRndvCancel)) {
-            receive_rndv_cancel(ep_by_qp(wc.qp_num), be32toh(hdr.app_ctx));
+            rndv_.receive_cancel(ep_by_qp(wc.qp_num), be32toh(hdr.app_ctx));
         } else if (hdr.kind == static_cast<uint8_t>(Kind::kRndvFailed)) {
-            receive_rndv_failed(ep_by_qp(wc.qp_num), be32toh(hdr.app_ctx));
+            rndv_.receive_failed(ep_by_qp(wc.qp_num), be32toh(hdr.app_ctx));
         } else {
             ++counters_.dropped;
         }
@@ -538,12 +528,19 @@ void RcIface::receive_rndv_request(uct_tag_t tag, char *data, size_t length) {
     TagEngine::Recv *recv = tags_.match(tag);
     if (recv != nullptr) {
         tags_.complete_rndv(recv, tag, data, static_cast<unsigned>(length));
-    } else if (params().rndv_cb != nullptr) {
-        ++counters_.unexpected;
-        params().rndv_cb(params().rndv_arg, 0, tag, data, static_cast<unsigned>(length), 0, 0, nullptr);
     } else {
-        ++counters_.dropped;
+        unexpected_rndv(tag, data, static_cast<unsigned>(length), 0, 0, nullptr);
     }
+}
+
+void RcIface::unexpected_rndv(uct_tag_t tag, const void *header, unsigned header_length,
+                              uint64_t va, size_t length, const PackedRkey *rkey) {
+    if (params().rndv_cb == nullptr) {
+        ++counters_.dropped;
+        return;
+    }
+    ++counters_.unexpected;
+    params().rndv_cb(params().rndv_arg, 0, tag, header, header_length, va, length, rkey);
 }
 
 template <typename Invoke>
@@ -626,31 +623,6 @@ ucs_status_t RcIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
         return with_hw_tags([&](auto &e) { return e.cancel(ctx, force); });
     }
     return tags_.cancel(ctx, force);
-}
-
-void RcIface::wait_reads(const TagEngine::Recv *recv) {
-    for (uint32_t i = 0; i < rndv_recvs_.size(); ++i) {
-        const RndvRecv &r = rndv_recvs_[i];
-        if (!r.active || (r.recv != recv)) {
-            continue;
-        }
-        if (!r.started) {
-            rndv_recvs_[i].status = UCS_ERR_CANCELED; /* nothing read yet */
-            rndv_recvs_[i].length = 0;
-            finish_rndv_recv(i);
-            return;
-        }
-        /* Bounded: a READ ends with data or with an error within the QP's
-         * retry timeout. */
-        const time_t deadline = time(nullptr) + 60;
-        while (r.active && (r.recv == recv) && (time(nullptr) < deadline)) {
-            poll_tx();
-        }
-        if (r.active && (r.recv == recv)) {
-            ucs_error("tm_rc: a rendezvous READ into a cancelled receive did not finish");
-        }
-        return;
-    }
 }
 
 /* ---- flush ---------------------------------------------------------------------------- */

@@ -11,7 +11,7 @@
  * sends a FIN. get/put zcopy are RDMA READ/WRITE.
  *
  * Hardware tag matching: the receive side has a second mode, HwTagEngine over
- * a hardware tag list (tm_list.h, rc_hw_tm.cc). With UCX_TM_RC_TM_MODEL=y the
+ * a hardware tag list (tm_list.h, RcHwTags in rc_hw_tm.h). With UCX_TM_RC_TM_MODEL=y the
  * list is the device model (TmModel): the verbs data path stays (plain SRQ),
  * every message polled from it is handed to the model as if it had arrived at
  * a TM NIC, and the model's scheduler is stepped from progress. On a device
@@ -24,6 +24,9 @@
 
 #include "ib_md.h"
 #include "rc_config.h"
+#include "rc_hw_tm.h"
+#include "rc_link.h"
+#include "rc_rndv.h"
 #include "rc_wire.h"
 
 #include "base/flush_waiters.h"
@@ -31,16 +34,11 @@
 #include "base/pending_queue.h"
 #include "tag/tag_engine.h"
 #include "base/ucx_abi.h"
-#include "tag/hw_tag_engine.h"
-#include "tm_model.h"
-#include "tm_verbs_list.h"
 
 #include <infiniband/verbs.h>
 #include <uct/api/uct.h>
 
 #include <cstdio>
-#include <memory>
-#include <random>
 #include <vector>
 
 namespace uct_tm {
@@ -89,33 +87,6 @@ struct TxOp {
     uint32_t          next_free = 0;
 };
 
-/* A tag_rndv_zcopy send waiting for the receiver's FIN. A cancelled one is
- * "retired": its completion is gone, but its buffer stays readable until the
- * receiver acknowledges the cancel with a FIN. */
-struct RndvSend {
-    uct_completion_t *comp    = nullptr;
-    RcEp             *ep      = nullptr;
-    struct ibv_mr    *temp_mr = nullptr; /* the buffer had no memh */
-    uint32_t          gen     = 1;
-    bool              active  = false;
-    bool              retired = false;
-};
-
-/* A matched rendezvous receive whose RDMA READ is in flight. */
-struct RndvRecv {
-    TagEngine::Recv *recv     = nullptr;
-    RcEp            *ep       = nullptr; /* the QP the message came on: FIN goes back on it */
-    uct_tag_t        tag      = 0;
-    size_t           length   = 0; /* the sender's full length */
-    uint32_t         op       = 0; /* the sender's app_ctx */
-    uint64_t         va       = 0; /* the sender's buffer */
-    uint32_t         rkey     = 0;
-    uint32_t         reads    = 0; /* READ work requests outstanding */
-    ucs_status_t     status   = UCS_OK;
-    bool             active   = false;
-    bool             started  = false; /* READs posted (they start after the arrival batch) */
-};
-
 class RcIface : public IfaceBase<RcIface, RcEp> {
   public:
     /* ---- what IfaceBase opens, tells UCX about and calls ---- */
@@ -143,7 +114,7 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     ucs_status_t tag_recv_cancel(uct_tag_context_t *ctx, int force);
     void         release_desc(void *desc);
 
-    /* ---- endpoints (rc_ep.cc) ---- */
+    /* ---- endpoints (rc_ep.cc; sends: rc_send.cc) ---- */
     ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p);
     void         ep_destroy(RcEp *ep);
     ucs_status_t ep_get_address(RcEp *ep, uct_ep_addr_t *addr) const;
@@ -166,8 +137,10 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
                                  size_t iovcnt, uct_completion_t *comp);
     ucs_status_ptr_t tag_rndv_zcopy(RcEp *ep, uct_tag_t tag, const void *header,
                                     unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
-                                    uct_completion_t *comp);
-    ucs_status_t tag_rndv_cancel(RcEp *ep, void *op);
+                                    uct_completion_t *comp) {
+        return rndv_.send(ep, tag, header, header_length, iov, iovcnt, comp);
+    }
+    ucs_status_t tag_rndv_cancel(RcEp *, void *op) { return rndv_.cancel(op); }
     ucs_status_t tag_rndv_request(RcEp *ep, uct_tag_t tag, const void *header,
                                   unsigned header_length);
     ucs_status_t get_zcopy(RcEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
@@ -190,51 +163,26 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
      * QP lives, fails with retries exceeded when it is gone. */
     ucs_status_t post_probe(RcEp *ep);
 
-    struct Counters {
-        uint64_t received    = 0; /* receive completions */
-        uint64_t unexpected  = 0; /* tagged messages handed to eager_cb / rndv_cb */
-        uint64_t rndv_reads  = 0; /* rendezvous receives read with RDMA READ */
-        uint64_t temp_regs   = 0; /* buffers registered for one operation (no memh) */
-        uint64_t tx_errors   = 0; /* send completions with an error */
-        uint64_t keepalives  = 0; /* probes posted while rendezvous sends waited */
-        uint64_t dropped     = 0; /* malformed or unwanted messages */
-    };
+    using Counters = RcCounters;
 
   private:
+    friend class RcIfaceLink;
+
     ucs_status_t init_verbs(const RcConfig &config);
 
-    /* ---- receive side over the device model (rc_hw_tm.cc) ---- */
-    using ModelTagEngine = HwTagEngine<TmModel>;
-    using VerbsTagEngine = HwTagEngine<TmVerbsList>;
-    ucs_status_t init_model();
-    /* TmVerbsList on a TM SRQ; UCS_ERR_UNSUPPORTED: the device refuses. */
-    ucs_status_t init_verbs_tm(const RcConfig &config);
+    /* ---- hardware tag list (RcHwTags, rc_hw_tm.cc) ---- */
+    /* What HwTagEngine gets of this iface's receive buffers. */
     HwTagEngineConfig hw_engine_config() const;
     /* Tags are matched by a hardware tag list (the model or a TM SRQ). */
-    bool         hw_mode() const { return (model_tags_ != nullptr) || (verbs_tags_ != nullptr); }
+    bool         hw_mode() const { return hw_.active(); }
     /* f(engine) on whichever HwTagEngine this iface runs (hw_mode() only). */
-    template <typename F> decltype(auto) with_hw_tags(F &&f) {
-        return (model_tags_ != nullptr) ? f(*model_tags_) : f(*verbs_tags_);
-    }
-    template <typename F> decltype(auto) with_hw_tags(F &&f) const {
-        return (model_tags_ != nullptr) ? f(*model_tags_) : f(*verbs_tags_);
-    }
+    template <typename F> decltype(auto) with_hw_tags(F &&f) { return hw_.with(f); }
+    template <typename F> decltype(auto) with_hw_tags(F &&f) const { return hw_.with(f); }
     /* Largest tag_rndv_zcopy header: what a TM NIC takes with TMH and RVH
      * (the model's max_rndv_hdr), else one receive buffer. */
     size_t       max_rndv_hdr() const;
-    /* A message polled from the SRQ goes to the model, as to a TM NIC. */
-    void         model_receive(const struct ibv_wc &wc);
-    unsigned     hw_progress();
-    void         model_step();
-    void         run_sw_rndvs();
-    void         send_cancel_acks();
-    /* RDMA READ on `ep`, waited for here; other send completions polled
-     * meanwhile are kept for poll_tx(). */
-    bool         read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t length);
-    static HwTagTransport hw_transport(RcIface *self);
-    static TmModel::Fabric model_fabric(RcIface *self);
 
-    /* ---- sending (rc_ep.cc) ---- */
+    /* ---- sending (rc_send.cc; endpoint failure, pending, flush: rc_ep.cc) ---- */
     ucs_status_t tx_ready(RcEp *ep, bool needs_buf) const;
     /* Posts one signalled work request on `ep`; `op` describes it. */
     ucs_status_t post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &op);
@@ -247,11 +195,15 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     ucs_status_t send_message(RcEp *ep, const WireHeader &header, uint32_t imm_low,
                               const void *prefix, size_t prefix_length,
                               const uct_iov_t *iov, size_t iovcnt, uct_completion_t *comp);
-    ucs_status_t send_fin(RcEp *ep, uint32_t op);
+    /* send_message() of a message the peer waits for (FIN, cancel, failure
+     * notice): it may take the slot the layer above would have used next. */
+    ucs_status_t send_urgent(RcEp *ep, const WireHeader &header);
     char        *tx_buf(int32_t index) const { return tx_pool_ + size_t(index) * seg_size_; }
     uint32_t     alloc_tx_op();
     void         free_tx_op(uint32_t index);
     void         fail_ep(RcEp *ep, ucs_status_t status);
+    /* Destroys `ep`'s QP and the endpoint (no send of it is outstanding). */
+    void         free_ep(RcEp *ep);
     /* A failed endpoint's QP goes to the error state once its sends are
      * back (one posted last, e.g. a kRndvFailed notice, still goes out). */
     void         error_qp_when_idle(RcEp *ep);
@@ -271,38 +223,14 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     bool         receive_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm);
     /* the eager callback in place (DESC); true if the layer above kept the buffer. */
     bool         unexpected_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm);
-    void         receive_rndv(RcEp *ep, char *data, size_t length, uct_tag_t tag, uint32_t op);
     bool         receive_am(uint8_t id, char *data, size_t length);
     void         receive_rndv_request(uct_tag_t tag, char *data, size_t length);
-    void         receive_fin(uint32_t op);
-    void         receive_rndv_cancel(RcEp *ep, uint32_t op);
-    /* After the READ of the peer's rendezvous `op`: a FIN, or, if the READ
-     * failed (UCS_ERR_IO_ERROR), fail_rndv_recv(). */
-    void         acknowledge_read(RcEp *ep, uint32_t op, ucs_status_t read_status);
-    /* The receiver could not read our rendezvous `op`: the connection fails. */
-    void         receive_rndv_failed(RcEp *ep, uint32_t op);
-    /* A rendezvous READ from `ep` failed: tells the sender (op) while the QP
-     * still carries messages, then fails the connection, as a remote access
-     * error fails an rc_mlx5 QP. */
-    void         fail_rndv_recv(RcEp *ep, uint32_t op);
-    /* FAIL_READ (testing only): whether the READ starting now is to fail. */
-    bool         fail_this_read();
-    /* Rendezvous sends wait for a message from the peer; a QP the device
-     * moved to the error state (e.g. after rejecting the peer's READ) sends
-     * no completion and, on rxe, no async event. While any such send is
-     * outstanding, progress looks at their QPs' state now and then. */
-    void         check_rndv_qps();
-    /* Keepalive of an endpoint whose rendezvous sends wait for a FIN: after
-     * KEEPALIVE_INTERVAL without one, a probe (post_probe) makes a dead peer
-     * fail the endpoint through the transport's retries. */
-    void         keepalive(RcEp *ep, uint64_t now);
-    void         start_rndv_reads();
-    void         start_rndv_read(uint32_t index);
-    void         finish_rndv_recv(uint32_t index);
-    void         release_rndv_send(uint32_t index);
-    /* A receive force-cancelled while an RDMA READ writes into it: waits
-     * for the READ (the buffer is the user's once cancel returns). */
-    void         wait_reads(const TagEngine::Recv *recv);
+    /* The rndv callback for a rendezvous no receive matched (rkey null: a
+     * software rendezvous request); dropped without one. */
+    void         unexpected_rndv(uct_tag_t tag, const void *header, unsigned header_length,
+                                 uint64_t va, size_t length, const PackedRkey *rkey);
+    /* A receive force-cancelled while an RDMA READ writes into it. */
+    void         wait_reads(const TagEngine::Recv *recv) { rndv_.wait_reads(recv); }
     template <typename Invoke> bool deliver(char *data, const Invoke &invoke);
     void         post_rx(uint32_t count);
     void         repost(uint32_t buf);
@@ -349,16 +277,6 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     /* tag matching */
     TagEngine                tags_;
 
-    /* rendezvous */
-    std::vector<RndvSend> rndv_sends_;
-    std::vector<uint32_t> free_rndv_sends_;
-    std::vector<RndvRecv> rndv_recvs_;
-    std::vector<uint32_t> free_rndv_recvs_;
-    std::vector<uint32_t> deferred_reads_; /* matched in this batch of arrivals */
-    uint64_t              next_qp_check_ns_ = 0; /* check_rndv_qps() */
-    unsigned              reads_started_    = 0; /* for FAIL_READ */
-    unsigned              rndv_sends_started_ = 0; /* for CORRUPT_RKEY */
-
     /* endpoints and deferred work */
     std::vector<RcEp *>      eps_;
     PendingEndpoints<RcEp>   pending_eps_;
@@ -367,19 +285,58 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     Counters                 counters_;
     bool                     print_stats_ = false;
 
-    /* hardware tag list mode: each engine is destroyed before its list */
-    std::unique_ptr<TmModel>        model_;
-    std::unique_ptr<ModelTagEngine> model_tags_;
-    std::unique_ptr<TmVerbsList>    verbs_list_; /* owns srq_ and rx_cq_ then */
-    std::unique_ptr<VerbsTagEngine> verbs_tags_;
-    struct ibv_mr                  *tm_rx_mr_ = nullptr; /* verbs_tags_'s untagged buffers */
-    std::mt19937_64                 model_rng_;
-    bool                            model_random_ = false;
-    std::vector<SwRndv>             sw_rndvs_;     /* to finish after the engine's progress */
-    std::vector<std::pair<uint32_t, uint32_t>> cancel_acks_; /* {qp, op}: FIN once no READ is due */
-    std::vector<std::pair<uint32_t, uint32_t>> failed_rndvs_; /* {qp, op}: the engine's READ failed */
-    std::vector<struct ibv_wc>      stashed_tx_;   /* polled during read_sync() */
+    /* rendezvous (rc_rndv.cc); the hardware tag list, if any (rc_hw_tm.cc),
+     * which uses the rendezvous and goes first */
+    RcRendezvous rndv_;
+    RcHwTags     hw_;
 };
+
+/* ---- RcIfaceLink: what the iface's parts call ---- */
+
+inline ucs_status_t RcIfaceLink::send(RcEp *ep, const WireHeader &header, const void *prefix,
+                                      size_t prefix_length, const uct_iov_t *iov, size_t iovcnt) {
+    return iface_->send_message(ep, header, 0, prefix, prefix_length, iov, iovcnt, nullptr);
+}
+inline ucs_status_t RcIfaceLink::send_urgent(RcEp *ep, const WireHeader &header) {
+    return iface_->send_urgent(ep, header);
+}
+inline ucs_status_t RcIfaceLink::tx_ready(RcEp *ep, bool needs_buf) const {
+    return iface_->tx_ready(ep, needs_buf);
+}
+inline bool RcIfaceLink::tx_room(const RcEp *ep) const {
+    return (ep->sq_avail > 0) && (iface_->tx_ops_used_ < iface_->tx_ops_.size());
+}
+inline ucs_status_t RcIfaceLink::post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &op) {
+    return iface_->post_send(ep, wr, op);
+}
+inline ucs_status_t RcIfaceLink::post_probe(RcEp *ep) { return iface_->post_probe(ep); }
+inline unsigned RcIfaceLink::poll_tx() { return iface_->poll_tx(); }
+inline struct ibv_cq *RcIfaceLink::tx_cq() const { return iface_->tx_cq_; }
+inline struct ibv_pd *RcIfaceLink::pd() const { return iface_->md_->pd; }
+inline void RcIfaceLink::fail_ep(RcEp *ep, ucs_status_t status) { iface_->fail_ep(ep, status); }
+inline RcEp *RcIfaceLink::ep_by_qp(uint32_t qp_num) const { return iface_->ep_by_qp(qp_num); }
+inline const std::vector<RcEp *> &RcIfaceLink::eps() const { return iface_->eps_; }
+inline bool RcIfaceLink::rx_completed(const struct ibv_wc &wc, uint32_t *buf) {
+    return iface_->rx_completed(wc, buf);
+}
+inline char *RcIfaceLink::rx_message(uint32_t buf) const {
+    return iface_->rx_buf(buf) + iface_->rx_offset_;
+}
+inline void RcIfaceLink::repost(uint32_t buf) { iface_->repost(buf); }
+inline TagEngine &RcIfaceLink::tags() { return iface_->tags_; }
+inline bool RcIfaceLink::tag_enabled() const { return iface_->tag_enabled(); }
+inline size_t RcIfaceLink::max_rndv_hdr() const { return iface_->max_rndv_hdr(); }
+inline bool RcIfaceLink::unexpected_eager(char *data, size_t length, uct_tag_t tag, uint64_t imm) {
+    return iface_->unexpected_eager(data, length, tag, imm);
+}
+inline void RcIfaceLink::unexpected_rndv(uct_tag_t tag, const void *header, unsigned header_length,
+                                         uint64_t va, size_t length, const PackedRkey *rkey) {
+    iface_->unexpected_rndv(tag, header, header_length, va, length, rkey);
+}
+inline bool RcIfaceLink::receive_am(uint8_t id, char *data, size_t length) {
+    return iface_->receive_am(id, data, length);
+}
+inline RcCounters &RcIfaceLink::counters() { return iface_->counters_; }
 
 }  // namespace ib
 }  // namespace uct_tm

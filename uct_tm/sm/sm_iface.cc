@@ -1,6 +1,7 @@
 /*
  * tm_sm iface: lifetime, capabilities, addresses, progress and the receive
- * side. Sending is in sm_ep.cc, rendezvous and CMA in sm_rndv.cc.
+ * side. Sending is in sm_send.cc, endpoints in sm_endpoint.cc, rendezvous and CMA
+ * in sm_rndv.cc, pipelined copies in sm_staging.cc.
  */
 #include "sm_iface.h"
 
@@ -43,7 +44,9 @@ uint64_t host_id() {
 /* ---- lifetime ---------------------------------------------------------------- */
 
 SmIface::SmIface(const SmConfig &config)
-    : tags_(config.tag_list.limits()) {}
+    : tags_(config.tag_list.limits()),
+      rndv_(SmIfaceLink(*this), staging_),
+      staging_(SmIfaceLink(*this), rndv_) {}
 
 ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *,
                            const SmConfig &config) {
@@ -73,12 +76,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     inline_cap_     = geometry_.elem_size - sizeof(ElemHeader);
     eager_max_      = std::min<size_t>(config.eager_max, size_t{geometry_.seg_size} * (geometry_.fifo_elems / 2));
     budget_         = config.progress_budget;
-    rndv_split_     = config.rndv_split;
-    rndv_split_min_ = config.rndv_split_min;
-    shm_direct_max_ = config.shm_direct_max;
-    cma_enabled_    = config.cma;
     print_stats_    = config.print_stats;
-    md_             = md;
     check_interval_ = seconds_to_ns(config.peer_check_interval);
     stall_timeout_  = seconds_to_ns(config.stall_timeout);
     stopped_timeout_ = seconds_to_ns(config.stopped_timeout);
@@ -103,8 +101,6 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
         elem_desc_.resize(geometry_.fifo_elems);
         spare_descs_.reserve(geometry_.num_descs);
         peer_views_.resize(geometry_.max_peers);
-        rndv_ops_.resize(geometry_.rndv_slots);
-        free_rndv_ops_.reserve(geometry_.rndv_slots);
         pending_eps_.reserve(16);
     } catch (const std::bad_alloc &) {
         return UCS_ERR_NO_MEMORY;
@@ -116,16 +112,12 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     for (uint32_t d = geometry_.num_descs; d-- > geometry_.fifo_elems;) {
         spare_descs_.push_back(d);
     }
-    for (uint32_t i = geometry_.rndv_slots; i-- > 0;) {
-        free_rndv_ops_.push_back(i);
+    status = rndv_.init(config, rndv_slots_, geometry_.rndv_slots);
+    if (status == UCS_OK) {
+        status = staging_.init(md, geometry_, seg);
     }
-    try {
-        free_chunks_.reserve(geometry_.staging_chunks);
-    } catch (const std::bad_alloc &) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    for (uint32_t i = geometry_.staging_chunks; i-- > 0;) {
-        free_chunks_.push_back(static_cast<uint16_t>(i));
+    if (status != UCS_OK) {
+        return status;
     }
     tags_.set_orphan_hook(
         [](void *arg, const TagEngine::Recv *recv) { static_cast<SmIface *>(arg)->orphan_receive(recv); },
@@ -158,9 +150,9 @@ void SmIface::print_counters(FILE *stream) const {
             iface_serial_, static_cast<int>(getpid()), (unsigned long)counters_.received,
             (unsigned long)t.posts, (unsigned long)t.matches, (unsigned long)t.cancels,
             (unsigned long)t.refused, (unsigned long)counters_.unexpected,
-            (unsigned long)counters_.rndv_direct, (unsigned long)counters_.rndv_cma,
-            (unsigned long)counters_.rndv_split, (unsigned long)counters_.rndv_pipelined,
-            (unsigned long)counters_.get_split,
+            (unsigned long)rndv_.counters().direct, (unsigned long)rndv_.counters().cma,
+            (unsigned long)rndv_.counters().split, (unsigned long)rndv_.counters().pipelined,
+            (unsigned long)rndv_.counters().get_split,
             (unsigned long)dropped_);
 }
 
@@ -379,22 +371,22 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
         receive_am(m);
         break;
     case Kind::kTagRndv:
-        receive_rndv(m);
+        rndv_.receive_rts(m);
         break;
     case Kind::kTagRndvReq:
         receive_rndv_request(m);
         break;
     case Kind::kRndvFin:
-        receive_fin(m);
+        rndv_.receive_fin(m);
         break;
     case Kind::kRndvRtr:
-        receive_rtr(m);
+        rndv_.receive_rtr(m);
         break;
     case Kind::kPullReq:
-        receive_pull_request(m);
+        staging_.receive_request(m);
         break;
     case Kind::kPullNack:
-        receive_pull_nack(m);
+        staging_.receive_nack(m);
         break;
     default:
         drop(m, "unknown kind");
@@ -414,11 +406,11 @@ unsigned SmIface::progress_work(ElemHeader *e) {
         e = fifo_.poll();
     }
     count += tags_.progress();
-    if (ucs_unlikely(!splits_.empty())) {
-        count += progress_splits();
+    if (ucs_unlikely(rndv_.has_splits())) {
+        count += rndv_.progress_splits();
     }
-    if (ucs_unlikely(has_transfers())) {
-        count += progress_transfers();
+    if (ucs_unlikely(staging_.busy())) {
+        count += staging_.progress();
     }
     if (ucs_unlikely(has_deferred_work() || (--slow_countdown_ == 0))) {
         count += slow_progress();
@@ -448,9 +440,7 @@ unsigned SmIface::slow_progress() {
     const uint64_t now = monotonic_ns();
     if (now >= next_check_) {
         next_check_ = now + check_interval_;
-        if (rndv_active_ > 0) {
-            reap_rejected_rndv();
-        }
+        rndv_.check();
         check_peers();
         reclaim_dead_slots(now);
         recover_stall(now);
@@ -720,12 +710,19 @@ void SmIface::receive_rndv_request(const Message &m) {
         tags_.complete_rndv(recv, m.tag, m.payload, m.length);
         return;
     }
-    if (ucs_unlikely(params().rndv_cb == nullptr)) {
+    if (ucs_unlikely(!unexpected_rndv(m.tag, m.payload, m.length, 0, 0, nullptr))) {
         drop(m, "unexpected rendezvous request but no rndv callback");
-        return;
+    }
+}
+
+bool SmIface::unexpected_rndv(uct_tag_t tag, const void *header, unsigned header_length,
+                              uint64_t address, size_t length, const PackedRkey *rkey) {
+    if (params().rndv_cb == nullptr) {
+        return false;
     }
     ++counters_.unexpected;
-    params().rndv_cb(params().rndv_arg, 0, m.tag, m.payload, m.length, 0, 0, nullptr);
+    params().rndv_cb(params().rndv_arg, 0, tag, header, header_length, address, length, rkey);
+    return true;
 }
 
 /* ---- peers --------------------------------------------------------------------------- */
@@ -816,11 +813,7 @@ void SmIface::fail_peer(RemotePeer *peer) {
     for (SmEp *ep : peer->eps) {
         ep->failed = true;
     }
-    for (uint32_t i = 0; i < rndv_ops_.size(); ++i) {
-        if (rndv_ops_[i].active && (rndv_ops_[i].ep != nullptr) && (rndv_ops_[i].ep->peer == peer)) {
-            finish_rndv_op(i, UCS_ERR_CONNECTION_RESET);
-        }
-    }
+    rndv_.fail_peer(peer);
     if (assembly_.active && (peer_views_[assembly_.peer].peer == peer)) {
         abort_assembly(UCS_ERR_CONNECTION_RESET);
     }

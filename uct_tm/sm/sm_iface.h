@@ -19,7 +19,10 @@
 #include "sm_config.h"
 #include "sm_fifo.h"
 #include "sm_layout.h"
+#include "sm_link.h"
 #include "sm_peer.h"
+#include "sm_rndv.h"
+#include "sm_staging.h"
 
 #include "base/flush_waiters.h"
 #include "base/iface_base.h"
@@ -60,32 +63,6 @@ struct SmEp {
     bool               bcopy_bounce = false;
 };
 
-/* A rendezvous send of this iface, waiting for the receiver's FIN. */
-struct RndvOp {
-    uct_completion_t *comp    = nullptr;
-    SmEp             *ep      = nullptr;
-    uint64_t          address = 0; /* our buffer (never read back from shared memory) */
-    uint64_t          length  = 0;
-    uint32_t          gen     = 1;
-    bool              active  = false;
-};
-
-/* A rendezvous copy shared with the sender: our pieces are done, the
- * sender's are in flight. Either a matched receive (recv set) or a get_zcopy
- * from an unexpected rendezvous send (recv null, ep/comp of the get). */
-struct SplitCopy {
-    TagEngine::Recv  *recv;
-    RemotePeer       *sender;
-    RndvSlot         *slot;
-    uint64_t          token;
-    uct_tag_t         tag;
-    size_t            length;       /* the sender's full message length */
-    uint32_t          sender_pieces;/* pieces the sender claimed (final) */
-    ucs_status_t      status;       /* of our own pieces */
-    SmEp             *ep   = nullptr;
-    uct_completion_t *comp = nullptr;
-};
-
 /* Tagged eager message being received fragment by fragment. */
 struct Assembly {
     bool             active   = false;
@@ -94,49 +71,6 @@ struct Assembly {
     void            *context  = nullptr; /* unexpected: the layer above's per-message context */
     uct_tag_t        tag      = 0;
     size_t           offset   = 0;
-};
-
-/* A pipelined copy this iface asked a peer for (CMA not allowed): the peer
- * fills our staging chunks, we copy them out. */
-struct Pull {
-    enum class Purpose : uint8_t { kRndv, kGet };
-    bool         active = false;
-    Purpose      purpose = Purpose::kRndv;
-    uint32_t     gen    = 1;
-    RemotePeer  *owner  = nullptr;
-    struct iovec dest[kRndvMaxIov];
-    size_t       ndest  = 0;
-    size_t       length = 0; /* bytes to copy */
-    uint64_t     address    = 0; /* in the owner's memory */
-    uint64_t     rndv_token = 0; /* non-zero: the owner's rendezvous send */
-    uint32_t     pieces = 0;
-    uint32_t     next   = 0; /* next piece to copy out */
-    uint16_t     chunk[kPullMaxChunks];
-    uint16_t     nchunks = 0;
-    ucs_status_t status  = UCS_OK;
-    /* kRndv: finish the receive and FIN the sender */
-    TagEngine::Recv *recv = nullptr;
-    uct_tag_t        tag  = 0;
-    size_t           msg_length = 0;
-    RndvSlot        *slot  = nullptr;
-    uint64_t         token = 0;
-    /* kGet */
-    uct_completion_t *comp = nullptr;
-    SmEp             *ep   = nullptr;
-};
-
-/* The other side of a peer's Pull: we copy our memory into its chunks. */
-struct Push {
-    RemotePeer *puller;
-    uint64_t    pull_token;
-    const char *src;
-    size_t      length;
-    uint32_t    piece;
-    uint32_t    pieces;
-    uint32_t    next;
-    uint16_t    chunk[kPullMaxChunks];
-    uint16_t    nchunks;
-    uint64_t    rndv_token; /* non-zero: serves this rendezvous send of ours */
 };
 
 /* What the iface remembers of a peer-table entry. */
@@ -225,14 +159,20 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
                                  size_t iovcnt, uct_completion_t *comp);
     ucs_status_ptr_t tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *header,
                                     unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
-                                    uct_completion_t *comp);
-    ucs_status_t tag_rndv_cancel(SmEp *ep, void *op);
+                                    uct_completion_t *comp) {
+        return rndv_.send(ep, tag, header, header_length, iov, iovcnt, comp);
+    }
+    ucs_status_t tag_rndv_cancel(SmEp *ep, void *op) { return rndv_.cancel(ep, op); }
     ucs_status_t tag_rndv_request(SmEp *ep, uct_tag_t tag, const void *header,
                                   unsigned header_length);
     ucs_status_t get_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
-                           uct_rkey_t rkey, uct_completion_t *comp);
+                           uct_rkey_t rkey, uct_completion_t *comp) {
+        return rndv_.zcopy(ep, iov, iovcnt, remote_addr, rkey, comp, false);
+    }
     ucs_status_t put_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
-                           uct_rkey_t rkey, uct_completion_t *comp);
+                           uct_rkey_t rkey, uct_completion_t *) {
+        return rndv_.zcopy(ep, iov, iovcnt, remote_addr, rkey, nullptr, true);
+    }
     ucs_status_t pending_add(SmEp *ep, uct_pending_req_t *req);
     void         pending_purge(SmEp *ep, uct_pending_purge_callback_t cb, void *arg);
     ucs_status_t ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp);
@@ -243,26 +183,23 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
 
     const TagEngine &tags() const { return tags_; }
 
-    /* What crossed this iface (PRINT_STATS). */
+    /* What crossed this iface (PRINT_STATS; rendezvous: SmRendezvous::Counters). */
     struct Counters {
         uint64_t received        = 0; /* FIFO elements handled */
         uint64_t unexpected      = 0; /* tagged messages handed to eager_cb / rndv_cb */
-        uint64_t rndv_direct     = 0; /* rendezvous receives: copied from MD shared memory */
-        uint64_t rndv_cma        = 0; /* ... one CMA read */
-        uint64_t rndv_split      = 0; /* ... split CMA copy */
-        uint64_t rndv_pipelined  = 0; /* ... through staging chunks */
-        uint64_t get_split       = 0; /* get_zcopy of a rendezvous send, split with its sender */
     };
     void print_counters(FILE *stream) const;
 
   private:
+    friend class SmIfaceLink;
+
     /* Progress calls between checks of the clock (peer liveness, stalls). */
     static constexpr uint32_t kSlowProgressPeriod = 256;
 
     IfaceAddress self_address() const;
     uint32_t     geometry_seg_max() const { return geometry_.seg_size; }
 
-    /* ---- sending (sm_ep.cc) ---- */
+    /* ---- sending (sm_send.cc) ---- */
     ucs_status_t tx_ready(SmEp *ep) const;
     template <typename Fill>
     ucs_status_t send_inline(SmEp *ep, Kind kind, uint32_t length, const Fill &fill);
@@ -321,6 +258,10 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     /* The first fragment of a message no posted receive matched: eager_cb. */
     void receive_unexpected_eager(const Message &m);
     void receive_rndv_request(const Message &m);
+    /* The rndv callback for a rendezvous (request: no rkey) no receive
+     * matched; false if there is none. */
+    bool unexpected_rndv(uct_tag_t tag, const void *header, unsigned header_length,
+                         uint64_t address, size_t length, const PackedRkey *rkey);
     void abort_assembly(ucs_status_t status);
 
     /* ---- peers (sm_iface.cc) ---- */
@@ -343,87 +284,18 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
         return has_outbox_ || !pending_eps_.empty() || !flush_waiters_.empty();
     }
     bool         has_background_work() const {
-        return tags_.has_cancelled() || !splits_.empty() || has_transfers() || has_deferred_work();
+        return tags_.has_cancelled() || rndv_.has_splits() || staging_.busy() || has_deferred_work();
     }
     /* Handles arrivals from `e` on (null: none) and the waiting work. */
     unsigned     progress_work(ElemHeader *e);
     unsigned     slow_progress();
 
-    /* ---- rendezvous and one-sided copies (sm_rndv.cc) ---- */
-    void         receive_rndv(const Message &m);
-    void         receive_rtr(const Message &m);
-    void         receive_fin(const Message &m);
-    /* An RTS from a peer we cannot attach back to: refuse it in its slot. */
-    void         reject_rndv(const Message &m, uint64_t token);
-    /* Finishes our rendezvous sends their receivers refused (UNREACHABLE). */
-    void         reap_rejected_rndv();
-    /* The active rendezvous send `token` names, if `m` comes from the
-     * process it was sent to; else null (dropped as `what` if not stale). */
-    RndvOp      *rndv_op_from(const Message &m, uint64_t token, const char *what);
-    /* Copies pieces of `piece` bytes claimed from one end of `slot->claim`
-     * until none is left, between our iov list and the peer's (process `pid`);
-     * `write` pushes ours into theirs. *claimed counts the pieces taken. */
-    ucs_status_t copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,
-                             const struct iovec *ours, size_t nours, const struct iovec *theirs,
-                             size_t ntheirs, size_t length, size_t piece, uint32_t *claimed);
-    /* Piece size if copying `want` bytes into `count` local iovecs from
-     * process `pid` is worth splitting with it, else 0. */
-    size_t       split_piece(size_t want, size_t count, pid_t pid) const;
-    /* Describes our buffers in `slot` (locked READING), invites the sender
-     * with an RTR and copies pieces from the back; fills the split's
-     * sender_pieces and status. */
-    void         start_split(SplitCopy *split, const struct iovec *local, size_t count,
-                             uint64_t address, size_t want, size_t piece);
-    /* Queues the split for progress while the sender's pieces are in flight
-     * (true); false if it can finish now (its status may become an error). */
-    bool         keep_split(SplitCopy *split);
-    ucs_status_t split_get(SmEp *ep, RndvSlot *slot, uint64_t token, const struct iovec *local,
-                           size_t count, uint64_t address, size_t length, size_t piece,
-                           uct_completion_t *comp);
-    bool         split_done(const SplitCopy &split) const;
-    void         finish_split(SplitCopy split, ucs_status_t status);
-    ucs_status_t split_status(const SplitCopy &split, ucs_status_t status) const;
-    unsigned     progress_splits();
     /* A receive force-cancelled while its rendezvous data is still coming:
      * a pipelined copy stops writing into its buffer, a split copy waits out
      * the sender's write in flight. Nothing writes into it afterwards. */
-    void         orphan_receive(const TagEngine::Recv *recv);
-    /* True if CMA reaches `peer` (probed once on `address`, a buffer of its). */
-    bool         cma_allowed(RemotePeer *peer, uint64_t address);
-
-    /* ---- pipelined copies through staging chunks (sm_pull.cc) ---- */
-    /* Asks `owner` to copy [address, address + length) into `dest` through
-     * our staging chunks; `pull` carries the purpose and completion. */
-    ucs_status_t start_pull(Pull pull, uint64_t address, uint64_t rndv_token);
-    void         request_pull(size_t index, uint64_t address, uint64_t rndv_token);
-    void         receive_pull_request(const Message &m);
-    void         receive_pull_nack(const Message &m);
-    void         abort_pushes(uint64_t rndv_token, ucs_status_t status);
-    unsigned     progress_transfers();
-    void         finish_pull(size_t index, ucs_status_t status);
-    bool         has_transfers() const { return (pulls_active_ > 0) || !pushes_.empty(); }
-    void         cancel_rndv_slot(uint32_t index);
-    /* A receiver done with a sender's slot it holds READING moves it to
-     * `state`; false if the sender revoked it meanwhile (cancel). */
-    static bool  release_rndv_slot(RndvSlot *slot, uint32_t gen, uint32_t state);
-    /* How long a cancel waits for a receiver copying the send right now. */
-    static constexpr uint64_t kCancelWaitNs = 10 * 1000 * 1000;
-    /* Takes rendezvous send `index` back from its receiver (slot, pushes)
-     * and finishes it with `status`. */
-    void         withdraw_rndv_op(uint32_t index, ucs_status_t status);
-    void         finish_rndv_op(uint32_t index, ucs_status_t status);
-    ucs_status_t cma_copy(pid_t pid, struct iovec *local, size_t count, uint64_t remote,
-                          size_t length, bool write);
-    ucs_status_t zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
-                       uct_rkey_t rkey, uct_completion_t *comp, bool write);
-
-    StagingState *own_staging_state(uint32_t i) const {
-        return reinterpret_cast<StagingState *>(reinterpret_cast<char *>(header_) +
-                                                geometry_.staging_states_offset) + i;
-    }
-    char *own_staging_chunk(uint32_t i) const {
-        return reinterpret_cast<char *>(header_) + geometry_.staging_offset +
-               size_t{i} * geometry_.staging_chunk_size;
+    void orphan_receive(const TagEngine::Recv *recv) {
+        staging_.orphan_receive(recv);
+        rndv_.orphan_receive(recv);
     }
 
     char *desc_payload(uint32_t d) const {
@@ -460,28 +332,15 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     std::vector<std::unique_ptr<RemotePeer>> peers_;
     size_t                                   num_eps_ = 0;
 
-    /* rendezvous */
-    uct_md_h               md_             = nullptr;
-    bool                   rndv_split_     = true;
-    size_t                 rndv_split_min_ = 0;
-    size_t                 shm_direct_max_ = 0;
-    std::vector<Pull>      pulls_;
-    size_t                 pulls_active_   = 0;
-    std::vector<uint16_t>  free_chunks_;  /* our staging chunks not lent to a pull */
-    std::vector<Push>      pushes_;
-    uint32_t               pull_serial_    = 0;
-    bool                   cma_enabled_    = true;
-    std::vector<SplitCopy> splits_; /* copies waiting for their sender's pieces */
-    std::vector<RndvOp>   rndv_ops_;
-    std::vector<uint32_t> free_rndv_ops_;
-    size_t                rndv_active_ = 0;
+    /* rendezvous and one-sided copies (sm_rndv.cc), pipelined copies (sm_staging.cc) */
+    SmRendezvous    rndv_;
+    SmStagingCopies staging_;
 
     /* deferred work */
     PendingEndpoints<SmEp>   pending_eps_;
     FlushWaiters<SmEp>     flush_waiters_;
     bool                     dispatching_    = false;
     bool                     has_outbox_     = false;
-    bool                     cma_warned_     = false;
     uint64_t               next_check_     = 0;
     uint64_t               stall_since_    = 0;
     /* Elements below this sequence may have been claimed by a process found
@@ -498,6 +357,33 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     Counters                 counters_;
     bool                     print_stats_    = false;
 };
+
+/* ---- SmIfaceLink: what the iface's parts call ---- */
+
+inline void SmIfaceLink::send_control(RemotePeer *peer, const ControlMsg &msg) {
+    iface_->send_control(peer, msg);
+}
+inline RemotePeer *SmIfaceLink::peer_of(uint16_t slot) { return iface_->peer_of(slot); }
+inline bool SmIfaceLink::peer_address(uint16_t slot, IfaceAddress *out) const {
+    return iface_->peer_address(slot, out);
+}
+inline void SmIfaceLink::put_peer(RemotePeer *peer) { iface_->put_peer(peer); }
+inline void SmIfaceLink::drop(const Message &m, const char *why) { iface_->drop(m, why); }
+inline TagEngine &SmIfaceLink::tags() { return iface_->tags_; }
+inline bool SmIfaceLink::tag_enabled() const { return iface_->tag_enabled(); }
+inline const Geometry &SmIfaceLink::geometry() const { return iface_->geometry_; }
+inline bool SmIfaceLink::unexpected_rndv(uct_tag_t tag, const void *header, unsigned header_length,
+                                         uint64_t address, size_t length, const PackedRkey *rkey) {
+    return iface_->unexpected_rndv(tag, header, header_length, address, length, rkey);
+}
+inline ucs_status_t SmIfaceLink::tx_ready(SmEp *ep) const { return iface_->tx_ready(ep); }
+inline ucs_status_t SmIfaceLink::send_rts(SmEp *ep, uct_tag_t tag, const void *info,
+                                          size_t info_length, const void *header,
+                                          unsigned header_length) {
+    const uct_iov_t hdr = {const_cast<void *>(header), header_length, nullptr, 0, 1};
+    return iface_->send_gather(ep, Kind::kTagRndv, 0, tag, 0, info, info_length, &hdr, 1,
+                               info_length + header_length, 1);
+}
 
 }  // namespace sm
 }  // namespace uct_tm

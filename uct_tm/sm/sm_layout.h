@@ -197,6 +197,18 @@ enum : uint32_t { kRndvModeCma = 0, kRndvModePull = 1 };
 
 inline uint32_t rndv_word(uint32_t gen, uint32_t state) { return (gen << 4) | state; }
 
+/* The moves of `word` by compare-and-swap, within one generation: the
+ * receiver locks POSTED -> READING and gives back READING -> DONE (a
+ * receive) or READING -> POSTED (a get); the sender withdraws POSTED ->
+ * FREE, or revokes READING -> FREE; a receiver that cannot answer refuses
+ * POSTED -> REJECTED. (Publishing and finishing a send store the word.) */
+constexpr bool rndv_move_allowed(uint32_t from, uint32_t to) {
+    if (from == kRndvPosted) {
+        return (to == kRndvReading) || (to == kRndvFree) || (to == kRndvRejected);
+    }
+    return (from == kRndvReading) && ((to == kRndvDone) || (to == kRndvPosted) || (to == kRndvFree));
+}
+
 inline size_t align_up(size_t value, size_t align) { return (value + align - 1) & ~(align - 1); }
 
 /* Lays out a segment; false if the parameters do not fit. */

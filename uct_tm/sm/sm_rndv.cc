@@ -14,10 +14,15 @@
  * back. An unexpected RTS goes to the iface's rndv_cb with an rkey that
  * carries the slot, so that a later get_zcopy takes the same lock.
  */
+#include "sm_rndv.h"
+
 #include "sm_iface.h"
-#include "tag/uct_iov.h"
+#include "sm_staging.h"
 
 #include "base/tm_md.h"
+#include "common/try_alloc.h"
+#include "common/ucs_assert.h"
+#include "tag/uct_iov.h"
 
 #include "base/clock.h"
 #include "base/process_watch.h"
@@ -27,6 +32,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -104,15 +110,53 @@ void copy_mapped(struct iovec *local, size_t count, char *mapped, size_t length,
     }
 }
 
+/* Moves `slot` of generation `gen` from `from` to `to` if it is there;
+ * *seen: the word found otherwise. */
+bool slot_move(RndvSlot *slot, uint32_t gen, uint32_t from, uint32_t to, std::memory_order order,
+               uint32_t *seen = nullptr) {
+    ucs_assertv(rndv_move_allowed(from, to), "RndvSlot move %u -> %u", from, to);
+    uint32_t word = rndv_word(gen, from);
+    const bool moved = slot->word.compare_exchange_strong(word, rndv_word(gen, to), order);
+    if (seen != nullptr) {
+        *seen = word;
+    }
+    return moved;
+}
+
+/* A receiver done with a sender's slot it holds READING moves it to
+ * `state`; false if the sender revoked it meanwhile (cancel). */
+bool release_slot(RndvSlot *slot, uint32_t gen, uint32_t state) {
+    return slot_move(slot, gen, kRndvReading, state, std::memory_order_acq_rel);
+}
+
 }  // namespace
+
+ucs_status_t SmRendezvous::init(const SmConfig &config, RndvSlot *slots, uint32_t count) {
+    split_enabled_  = config.rndv_split;
+    split_min_      = config.rndv_split_min;
+    shm_direct_max_ = config.shm_direct_max;
+    cma_enabled_    = config.cma;
+    slots_          = slots;
+    const ucs_status_t status = try_alloc([&] {
+        ops_.resize(count);
+        free_ops_.reserve(count);
+    });
+    if (status != UCS_OK) {
+        return status;
+    }
+    for (uint32_t i = count; i-- > 0;) {
+        free_ops_.push_back(i);
+    }
+    return UCS_OK;
+}
 
 /* Copies `length` bytes at `remote` in process `pid` into `local`. Handles
  * partial transfers (the kernel stops at page boundaries it cannot map).
  * Also when `pid` is our own: `remote` comes from a peer (FIFO element,
  * rkey) and may point anywhere; the kernel reports a bad address as EFAULT
  * where a memcpy would crash this process. */
-ucs_status_t SmIface::cma_copy(pid_t pid, struct iovec *local, size_t count, uint64_t remote,
-                               size_t length, bool write) {
+ucs_status_t SmRendezvous::cma_copy(pid_t pid, struct iovec *local, size_t count,
+                                    uint64_t remote, size_t length, bool write) {
     while (length > 0) {
         struct iovec  r = {reinterpret_cast<void *>(remote), length};
         const ssize_t n = write ? process_vm_writev(pid, local, count, &r, 1, 0)
@@ -138,27 +182,28 @@ ucs_status_t SmIface::cma_copy(pid_t pid, struct iovec *local, size_t count, uin
 
 /* ---- sender --------------------------------------------------------------------------- */
 
-ucs_status_ptr_t SmIface::tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *header,
-                                         unsigned header_length, const uct_iov_t *iov,
-                                         size_t iovcnt, uct_completion_t *comp) {
+ucs_status_ptr_t SmRendezvous::send(SmEp *ep, uct_tag_t tag, const void *header,
+                                    unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
+                                    uct_completion_t *comp) {
     size_t       length;
     ucs_status_t status = check_iov(iov, iovcnt, IovLimits{1, SIZE_MAX}, &length);
     if (ucs_unlikely(status != UCS_OK)) {
         return UCS_STATUS_PTR(status);
     }
     if (ucs_unlikely(((header == nullptr) && header_length) ||
-                     (header_length > geometry_.seg_size - sizeof(RndvInfo)))) {
+                     (header_length > iface_.geometry().seg_size - sizeof(RndvInfo)))) {
         return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
     }
-    status = tx_ready(ep);
+    status = iface_.tx_ready(ep);
     if (ucs_unlikely(status != UCS_OK)) {
         return UCS_STATUS_PTR(status);
     }
-    if (ucs_unlikely(free_rndv_ops_.empty())) {
+    if (ucs_unlikely(free_ops_.empty())) {
         return UCS_STATUS_PTR(UCS_ERR_NO_RESOURCE);
     }
-    const uint32_t index = free_rndv_ops_.back();
-    RndvOp        &op    = rndv_ops_[index];
+    const uint32_t index = free_ops_.back();
+    RndvOp        &op    = ops_[index];
+    ucs_assertv(!op.active, "rendezvous send %u on the free list is active", index);
     RndvInfo       info{};
     info.op_token      = make_token(index, op.gen);
     /* No entry: a message of no bytes. */
@@ -175,23 +220,21 @@ ucs_status_ptr_t SmIface::tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *he
         info.shm_offset = memh->shm.offset() +
                           (info.address - reinterpret_cast<uintptr_t>(memh->address));
     }
-    rndv_slots_[index].mode.store(kRndvModeCma, std::memory_order_relaxed);
-    rndv_slots_[index].word.store(rndv_word(op.gen, kRndvPosted), std::memory_order_release);
-    const uct_iov_t hdr = {const_cast<void *>(header), header_length, nullptr, 0, 1};
-    status = send_gather(ep, Kind::kTagRndv, 0, tag, 0, &info, sizeof(info), &hdr, 1,
-                         sizeof(info) + header_length, 1);
+    slots_[index].mode.store(kRndvModeCma, std::memory_order_relaxed);
+    slots_[index].word.store(rndv_word(op.gen, kRndvPosted), std::memory_order_release);
+    status = iface_.send_rts(ep, tag, &info, sizeof(info), header, header_length);
     if (status != UCS_OK) {
-        rndv_slots_[index].word.store(rndv_word(op.gen, kRndvFree), std::memory_order_release);
+        slots_[index].word.store(rndv_word(op.gen, kRndvFree), std::memory_order_release);
         return UCS_STATUS_PTR(status);
     }
-    free_rndv_ops_.pop_back();
+    free_ops_.pop_back();
     op.active  = true;
     op.comp    = comp;
     op.ep      = ep;
     op.address = info.address;
     op.length  = info.length;
     ++ep->rndv_outstanding;
-    ++rndv_active_;
+    ++active_;
     return reinterpret_cast<void *>(static_cast<uintptr_t>(info.op_token));
 }
 
@@ -201,16 +244,15 @@ ucs_status_ptr_t SmIface::tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *he
  * when it finishes it finds the send withdrawn and fails its receive with
  * UCS_ERR_CANCELED instead of reporting bytes we may have changed since. It
  * only ever reads our buffer, so nothing of ours is at risk after this. */
-void SmIface::cancel_rndv_slot(uint32_t index) {
-    RndvSlot      &slot    = rndv_slots_[index];
-    const uint32_t gen     = rndv_ops_[index].gen;
+void SmRendezvous::cancel_slot(uint32_t index) {
+    RndvSlot      &slot    = slots_[index];
+    const uint32_t gen     = ops_[index].gen;
     const uint32_t reading = rndv_word(gen, kRndvReading);
-    const uint32_t freed   = rndv_word(gen, kRndvFree);
-    RemotePeer    *peer    = (rndv_ops_[index].ep != nullptr) ? rndv_ops_[index].ep->peer : nullptr;
+    RemotePeer    *peer    = (ops_[index].ep != nullptr) ? ops_[index].ep->peer : nullptr;
     uint64_t       deadline = 0;
     for (uint32_t spins = 0;; ++spins) {
-        uint32_t word = rndv_word(gen, kRndvPosted);
-        if (slot.word.compare_exchange_strong(word, freed, std::memory_order_acq_rel) ||
+        uint32_t word;
+        if (slot_move(&slot, gen, kRndvPosted, kRndvFree, std::memory_order_acq_rel, &word) ||
             (word != reading)) {
             return; /* withdrawn, or DONE (FIN in flight), REJECTED, already free */
         }
@@ -229,38 +271,68 @@ void SmIface::cancel_rndv_slot(uint32_t index) {
         }
         cpu_relax();
     }
-    uint32_t word = reading;
-    slot.word.compare_exchange_strong(word, freed, std::memory_order_acq_rel);
+    slot_move(&slot, gen, kRndvReading, kRndvFree, std::memory_order_acq_rel);
 }
 
-ucs_status_t SmIface::tag_rndv_cancel(SmEp *ep, void *op_handle) {
+ucs_status_t SmRendezvous::cancel(SmEp *ep, void *op_handle) {
     const uint64_t token = reinterpret_cast<uintptr_t>(op_handle);
     const uint32_t index = token_index(token);
-    if ((index >= rndv_ops_.size()) || !rndv_ops_[index].active ||
-        (rndv_ops_[index].gen != token_gen(token)) || (rndv_ops_[index].ep != ep)) {
+    if ((index >= ops_.size()) || !ops_[index].active || (ops_[index].gen != token_gen(token)) ||
+        (ops_[index].ep != ep)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    rndv_ops_[index].comp = nullptr; /* UCT: the completion is not called */
-    withdraw_rndv_op(index, UCS_ERR_CANCELED);
+    ops_[index].comp = nullptr; /* UCT: the completion is not called */
+    withdraw(index, UCS_ERR_CANCELED);
     return UCS_OK;
 }
 
-bool SmIface::release_rndv_slot(RndvSlot *slot, uint32_t gen, uint32_t state) {
-    uint32_t word = rndv_word(gen, kRndvReading);
-    return slot->word.compare_exchange_strong(word, rndv_word(gen, state), std::memory_order_acq_rel);
+void SmRendezvous::cancel_ep(SmEp *ep) {
+    for (uint32_t i = 0; i < ops_.size(); ++i) {
+        if (ops_[i].active && (ops_[i].ep == ep)) {
+            withdraw(i, UCS_ERR_CANCELED);
+        }
+    }
 }
 
-void SmIface::withdraw_rndv_op(uint32_t index, ucs_status_t status) {
-    cancel_rndv_slot(index);
-    abort_pushes(make_token(index, rndv_ops_[index].gen), status);
-    finish_rndv_op(index, status);
+void SmRendezvous::forget_ep(SmEp *ep) {
+    /* Withdrawn silently (their completions belong to an endpoint the user
+     * gave up): nothing else would ever give their slots back if the
+     * receiver never reads them. */
+    for (uint32_t i = 0; i < ops_.size(); ++i) {
+        if (ops_[i].active && (ops_[i].ep == ep)) {
+            ops_[i].comp = nullptr;
+            withdraw(i, UCS_ERR_CANCELED);
+        }
+    }
+    for (SplitCopy &split : splits_) {
+        if (split.ep == ep) {
+            split.ep   = nullptr;
+            split.comp = nullptr;
+        }
+    }
 }
 
-void SmIface::finish_rndv_op(uint32_t index, ucs_status_t status) {
-    RndvOp &op = rndv_ops_[index];
+void SmRendezvous::fail_peer(const RemotePeer *peer) {
+    for (uint32_t i = 0; i < ops_.size(); ++i) {
+        if (ops_[i].active && (ops_[i].ep != nullptr) && (ops_[i].ep->peer == peer)) {
+            finish_op(i, UCS_ERR_CONNECTION_RESET);
+        }
+    }
+}
+
+void SmRendezvous::withdraw(uint32_t index, ucs_status_t status) {
+    ucs_assertv(ops_[index].active, "withdrawing rendezvous send %u, not active", index);
+    cancel_slot(index);
+    staging_.abort_pushes(make_token(index, ops_[index].gen), status);
+    finish_op(index, status);
+}
+
+void SmRendezvous::finish_op(uint32_t index, ucs_status_t status) {
+    RndvOp &op = ops_[index];
     if (!op.active) {
         return;
     }
+    ucs_assertv(active_ > 0, "rendezvous send %u active, none counted", index);
     uct_completion_t *comp = op.comp;
     if (op.ep != nullptr) {
         --op.ep->rndv_outstanding;
@@ -269,90 +341,106 @@ void SmIface::finish_rndv_op(uint32_t index, ucs_status_t status) {
     op.comp   = nullptr;
     op.ep     = nullptr;
     op.gen    = (op.gen + 1) & kGenMask;
-    rndv_slots_[index].word.store(rndv_word(op.gen, kRndvFree), std::memory_order_release);
-    free_rndv_ops_.push_back(index);
-    --rndv_active_;
+    slots_[index].word.store(rndv_word(op.gen, kRndvFree), std::memory_order_release);
+    free_ops_.push_back(index);
+    --active_;
     complete(comp, status);
 }
 
-RndvOp *SmIface::rndv_op_from(const Message &m, uint64_t token, const char *what) {
+RndvOp *SmRendezvous::op_from(const Message &m, uint64_t token, const char *what) {
     const uint32_t index = token_index(token);
-    if ((index >= rndv_ops_.size()) || !rndv_ops_[index].active ||
-        (rndv_ops_[index].gen != token_gen(token))) {
+    if ((index >= ops_.size()) || !ops_[index].active || (ops_[index].gen != token_gen(token))) {
         return nullptr; /* cancelled or finished meanwhile, or stale */
     }
-    RndvOp &op = rndv_ops_[index];
+    RndvOp &op = ops_[index];
     /* Only the process the send went to may answer it: the token is no
      * secret from the other peers of this iface. */
-    if ((op.ep == nullptr) || (peer_of(m.peer) != op.ep->peer)) {
-        drop(m, what);
+    if ((op.ep == nullptr) || (iface_.peer_of(m.peer) != op.ep->peer)) {
+        iface_.drop(m, what);
         return nullptr;
     }
     return &op;
 }
 
-void SmIface::reject_rndv(const Message &m, uint64_t token) {
+bool SmRendezvous::serves(uint64_t token, const RemotePeer *puller, uint64_t address,
+                          uint64_t length) const {
+    const uint32_t i = token_index(token);
+    return (i < ops_.size()) && ops_[i].active && (ops_[i].gen == token_gen(token)) &&
+           (ops_[i].ep != nullptr) && (ops_[i].ep->peer == puller) &&
+           (address >= ops_[i].address) && (length <= ops_[i].length) &&
+           (address - ops_[i].address <= ops_[i].length - length);
+}
+
+void SmRendezvous::reject(const Message &m, uint64_t token) {
     IfaceAddress sender;
-    if (!peer_address(m.peer, &sender) ||
+    if (!iface_.peer_address(m.peer, &sender) ||
         !RemotePeer::reject_rendezvous(sender, token_index(token), token_gen(token))) {
-        drop(m, "rendezvous from an unknown peer");
+        iface_.drop(m, "rendezvous from an unknown peer");
         return;
     }
     ucs_error("tm_sm: rendezvous send of process %d refused: no answer can reach it (see "
               "above)", sender.segment.pid);
 }
 
-void SmIface::reap_rejected_rndv() {
-    for (uint32_t i = 0; i < rndv_ops_.size(); ++i) {
-        const RndvOp &op = rndv_ops_[i];
-        if (op.active && (rndv_slots_[i].word.load(std::memory_order_acquire) ==
+void SmRendezvous::reap_rejected() {
+    for (uint32_t i = 0; i < ops_.size(); ++i) {
+        const RndvOp &op = ops_[i];
+        if (op.active && (slots_[i].word.load(std::memory_order_acquire) ==
                           rndv_word(op.gen, kRndvRejected))) {
-            finish_rndv_op(i, UCS_ERR_UNREACHABLE);
+            finish_op(i, UCS_ERR_UNREACHABLE);
         }
     }
 }
 
-void SmIface::receive_fin(const Message &m) {
-    if (rndv_op_from(m, m.imm, "rendezvous FIN from another process than the receiver") == nullptr) {
+void SmRendezvous::receive_fin(const Message &m) {
+    if (op_from(m, m.imm, "rendezvous FIN from another process than the receiver") == nullptr) {
         return;
     }
-    finish_rndv_op(token_index(m.imm), static_cast<ucs_status_t>(static_cast<int32_t>(m.aux)));
+    finish_op(token_index(m.imm), static_cast<ucs_status_t>(static_cast<int32_t>(m.aux)));
 }
 
 /* ---- receiver ------------------------------------------------------------------------- */
 
-void SmIface::receive_rndv(const Message &m) {
-    if (ucs_unlikely(!tag_enabled())) {
-        drop(m, "tagged message but tag offload is off");
+void SmRendezvous::finish_receive(RemotePeer *sender, RndvSlot *slot, uint64_t token,
+                                  TagEngine::Recv *recv, uct_tag_t tag, size_t length,
+                                  ucs_status_t status) {
+    if (release_slot(slot, token_gen(token), kRndvDone)) {
+        iface_.send_control(sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), token});
+    } else {
+        status = UCS_ERR_CANCELED;
+    }
+    iface_.tags().complete(recv, tag, 0, length, status);
+}
+
+void SmRendezvous::receive_rts(const Message &m) {
+    if (ucs_unlikely(!iface_.tag_enabled())) {
+        iface_.drop(m, "tagged message but tag offload is off");
         return;
     }
     RndvInfo info;
     if (ucs_unlikely(m.length < sizeof(info))) {
-        drop(m, "rendezvous without its descriptor");
+        iface_.drop(m, "rendezvous without its descriptor");
         return;
     }
     memcpy(&info, m.payload, sizeof(info));
     if (ucs_unlikely((info.header_length != m.length - sizeof(info)) ||
                      (info.address + info.length < info.address))) {
-        drop(m, "inconsistent rendezvous descriptor");
+        iface_.drop(m, "inconsistent rendezvous descriptor");
         return;
     }
-    const void     *header = static_cast<const char *>(m.payload) + sizeof(info);
-    RemotePeer     *sender = peer_of(m.peer);
-    TagEngine::Recv *recv  = tags_.match(m.tag);
+    TagEngine       &tags   = iface_.tags();
+    const void      *header = static_cast<const char *>(m.payload) + sizeof(info);
+    RemotePeer      *sender = iface_.peer_of(m.peer);
+    TagEngine::Recv *recv   = tags.match(m.tag);
     if (sender == nullptr) {
         /* No FIN could reach it: refuse the send in its own slot. */
-        reject_rndv(m, info.op_token);
+        reject(m, info.op_token);
         if (recv != nullptr) {
-            tags_.complete(recv, m.tag, 0, info.length, UCS_ERR_UNREACHABLE);
+            tags.complete(recv, m.tag, 0, info.length, UCS_ERR_UNREACHABLE);
         }
         return;
     }
     if (recv == nullptr) {
-        if (params().rndv_cb == nullptr) {
-            drop(m, "unexpected rendezvous but no rndv callback");
-            return;
-        }
         PackedRkey rkey{};
         rkey.magic      = kRkeyMagic;
         rkey.flags      = kRkeyRndv;
@@ -360,35 +448,29 @@ void SmIface::receive_rndv(const Message &m) {
         rkey.length     = info.length;
         rkey.pid        = sender->pid();
         rkey.rndv_token = info.op_token;
-        ++counters_.unexpected;
-        params().rndv_cb(params().rndv_arg, 0, m.tag, header, info.header_length, info.address, info.length,
-                 &rkey);
+        if (!iface_.unexpected_rndv(m.tag, header, info.header_length, info.address, info.length,
+                                    &rkey)) {
+            iface_.drop(m, "unexpected rendezvous but no rndv callback");
+        }
         return;
     }
     RndvSlot *slot = sender->rndv_slot(token_index(info.op_token));
     if (slot == nullptr) {
-        tags_.complete(recv, m.tag, 0, info.length, UCS_ERR_INVALID_PARAM);
+        tags.complete(recv, m.tag, 0, info.length, UCS_ERR_INVALID_PARAM);
         return;
     }
-    const uint32_t gen    = token_gen(info.op_token);
-    uint32_t       posted = rndv_word(gen, kRndvPosted);
-    if (!slot->word.compare_exchange_strong(posted, rndv_word(gen, kRndvReading),
-                                            std::memory_order_acquire)) {
+    if (!slot_move(slot, token_gen(info.op_token), kRndvPosted, kRndvReading,
+                   std::memory_order_acquire)) {
         /* The sender cancelled before we got to it. */
-        tags_.complete(recv, m.tag, 0, info.length, UCS_ERR_CANCELED);
+        tags.complete(recv, m.tag, 0, info.length, UCS_ERR_CANCELED);
         return;
     }
     struct iovec local[kMaxRecvIov];
-    const size_t want  = tags_.wanted(recv) ? std::min<size_t>(info.length, recv->capacity) : 0;
-    const size_t count = tags_.iovecs(recv, want, local);
-    const pid_t  pid   = sender->pid();
+    const size_t want   = tags.wanted(recv) ? std::min<size_t>(info.length, recv->capacity) : 0;
+    const size_t count  = tags.iovecs(recv, want, local);
+    const pid_t  pid    = sender->pid();
     auto         finish = [&](ucs_status_t status) {
-        if (release_rndv_slot(slot, gen, kRndvDone)) {
-            send_control(sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), info.op_token});
-        } else {
-            status = UCS_ERR_CANCELED;
-        }
-        tags_.complete(recv, m.tag, 0, info.length, status);
+        finish_receive(sender, slot, info.op_token, recv, m.tag, info.length, status);
     };
     const bool cma = cma_allowed(sender, info.address);
     /* The sender's buffer is MD-allocated shared memory: for small enough
@@ -400,7 +482,7 @@ void SmIface::receive_rndv(const Message &m) {
                 memcpy(local[i].iov_base, src, local[i].iov_len);
                 src += local[i].iov_len;
             }
-            ++counters_.rndv_direct;
+            ++counters_.direct;
             finish(UCS_OK);
             return;
         }
@@ -408,7 +490,7 @@ void SmIface::receive_rndv(const Message &m) {
     if (!cma) {
         /* No CMA to this process: it copies the data through our staging chunks. */
         slot->mode.store(kRndvModePull, std::memory_order_release);
-        ++counters_.rndv_pipelined;
+        ++counters_.pipelined;
         Pull pull;
         pull.purpose    = Pull::Purpose::kRndv;
         pull.owner      = sender;
@@ -421,20 +503,20 @@ void SmIface::receive_rndv(const Message &m) {
         pull.slot       = slot;
         pull.token      = info.op_token;
         ++sender->refs;
-        const ucs_status_t status = start_pull(pull, info.address, info.op_token);
+        const ucs_status_t status = staging_.start_pull(pull, info.address, info.op_token);
         if (status != UCS_OK) {
-            put_peer(sender);
+            iface_.put_peer(sender);
             finish(status);
         }
         return;
     }
     const size_t piece = split_piece(want, count, pid);
     if (piece == 0) {
-        ++counters_.rndv_cma;
+        ++counters_.cma;
         finish(cma_copy(pid, local, count, info.address, want, false));
         return;
     }
-    ++counters_.rndv_split;
+    ++counters_.split;
     SplitCopy split{recv, sender, slot, info.op_token, m.tag, info.length, 0, UCS_OK};
     start_split(&split, local, count, info.address, want, piece);
     if (!keep_split(&split)) {
@@ -442,16 +524,16 @@ void SmIface::receive_rndv(const Message &m) {
     }
 }
 
-size_t SmIface::split_piece(size_t want, size_t count, pid_t pid) const {
-    if (!rndv_split_ || (want < rndv_split_min_) || (pid == getpid()) || (count > kRndvMaxIov)) {
+size_t SmRendezvous::split_piece(size_t want, size_t count, pid_t pid) const {
+    if (!split_enabled_ || (want < split_min_) || (pid == getpid()) || (count > kRndvMaxIov)) {
         return 0;
     }
     const size_t piece = std::min<size_t>(std::max<size_t>(want / 2, 32 << 10), 256 << 10) & ~size_t{4095};
     return ((want + piece - 1) / piece < 2) ? 0 : piece;
 }
 
-void SmIface::start_split(SplitCopy *split, const struct iovec *local, size_t count,
-                          uint64_t address, size_t want, size_t piece) {
+void SmRendezvous::start_split(SplitCopy *split, const struct iovec *local, size_t count,
+                               uint64_t address, size_t want, size_t piece) {
     RndvSlot      *slot   = split->slot;
     const uint32_t pieces = static_cast<uint32_t>((want + piece - 1) / piece);
     slot->piece_size   = static_cast<uint32_t>(piece);
@@ -464,16 +546,17 @@ void SmIface::start_split(SplitCopy *split, const struct iovec *local, size_t co
     slot->sender_done.store(0, std::memory_order_relaxed);
     slot->sender_status.store(UCS_OK, std::memory_order_relaxed);
     slot->claim.store(uint64_t{pieces} << 32, std::memory_order_release);
-    send_control(split->sender, ControlMsg{Kind::kRndvRtr, 0, split->token});
+    iface_.send_control(split->sender, ControlMsg{Kind::kRndvRtr, 0, split->token});
 
     const struct iovec theirs = {reinterpret_cast<void *>(address), want};
     uint32_t           mine   = 0;
     split->status = copy_pieces(slot, true, split->sender->pid(), false, local, count, &theirs, 1,
                                 want, piece, &mine);
+    ucs_assertv(mine <= pieces, "split copy: took %u of %u pieces", mine, pieces);
     split->sender_pieces = pieces - mine;
 }
 
-bool SmIface::keep_split(SplitCopy *split) {
+bool SmRendezvous::keep_split(SplitCopy *split) {
     if (split_done(*split)) {
         return false;
     }
@@ -493,10 +576,10 @@ bool SmIface::keep_split(SplitCopy *split) {
     }
 }
 
-ucs_status_t SmIface::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,
-                                  const struct iovec *ours, size_t nours,
-                                  const struct iovec *theirs, size_t ntheirs, size_t length,
-                                  size_t piece, uint32_t *claimed) {
+ucs_status_t SmRendezvous::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,
+                                       const struct iovec *ours, size_t nours,
+                                       const struct iovec *theirs, size_t ntheirs, size_t length,
+                                       size_t piece, uint32_t *claimed) {
     ucs_status_t status = UCS_OK;
     uint64_t     claim  = slot->claim.load(std::memory_order_acquire);
     for (;;) {
@@ -530,23 +613,23 @@ ucs_status_t SmIface::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, boo
     }
 }
 
-bool SmIface::split_done(const SplitCopy &split) const {
+bool SmRendezvous::split_done(const SplitCopy &split) {
     return split.slot->sender_done.load(std::memory_order_acquire) == split.sender_pieces;
 }
 
-ucs_status_t SmIface::split_status(const SplitCopy &split, ucs_status_t status) const {
+ucs_status_t SmRendezvous::split_status(const SplitCopy &split, ucs_status_t status) {
     if (status != UCS_OK) {
         return status;
     }
     return static_cast<ucs_status_t>(split.slot->sender_status.load(std::memory_order_acquire));
 }
 
-void SmIface::finish_split(SplitCopy split, ucs_status_t status) {
+void SmRendezvous::finish_split(SplitCopy split, ucs_status_t status) {
     status = split_status(split, status);
     if (split.recv == nullptr) {
         /* A get: the sender's buffer stays published until its owner
          * withdraws it (UCP cancels the send once told the data arrived). */
-        if (!release_rndv_slot(split.slot, token_gen(split.token), kRndvPosted)) {
+        if (!release_slot(split.slot, token_gen(split.token), kRndvPosted)) {
             status = UCS_ERR_CANCELED;
         }
         if (split.ep != nullptr) {
@@ -555,15 +638,11 @@ void SmIface::finish_split(SplitCopy split, ucs_status_t status) {
         complete(split.comp, status);
         return;
     }
-    if (release_rndv_slot(split.slot, token_gen(split.token), kRndvDone)) {
-        send_control(split.sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), split.token});
-    } else {
-        status = UCS_ERR_CANCELED;
-    }
-    tags_.complete(split.recv, split.tag, 0, split.length, status);
+    finish_receive(split.sender, split.slot, split.token, split.recv, split.tag, split.length,
+                   status);
 }
 
-unsigned SmIface::progress_splits() {
+unsigned SmRendezvous::progress_splits() {
     unsigned count = 0;
     for (size_t i = 0; i < splits_.size();) {
         SplitCopy   split  = splits_[i];
@@ -574,20 +653,13 @@ unsigned SmIface::progress_splits() {
         }
         splits_.erase(splits_.begin() + static_cast<ptrdiff_t>(i));
         finish_split(split, done ? split.status : UCS_ERR_CONNECTION_RESET);
-        put_peer(split.sender);
+        iface_.put_peer(split.sender);
         ++count;
     }
     return count;
 }
 
-void SmIface::orphan_receive(const TagEngine::Recv *recv) {
-    /* A pipelined copy keeps draining the owner's pieces (the owner and its
-     * FIN must not wait) into no buffer. */
-    for (Pull &pull : pulls_) {
-        if (pull.active && (pull.purpose == Pull::Purpose::kRndv) && (pull.recv == recv)) {
-            pull.ndest = 0;
-        }
-    }
+void SmRendezvous::orphan_receive(const TagEngine::Recv *recv) {
     for (const SplitCopy &split : splits_) {
         if (split.recv != recv) {
             continue;
@@ -600,14 +672,13 @@ void SmIface::orphan_receive(const TagEngine::Recv *recv) {
     }
 }
 
-/* The sender's half of a split copy: write pieces from the front. */
-void SmIface::receive_rtr(const Message &m) {
-    const RndvOp *found = rndv_op_from(m, m.imm, "rendezvous RTR from another process than the receiver");
+void SmRendezvous::receive_rtr(const Message &m) {
+    const RndvOp *found = op_from(m, m.imm, "rendezvous RTR from another process than the receiver");
     if (found == nullptr) {
         return;
     }
     const RndvOp &op   = *found;
-    RndvSlot     *slot = &rndv_slots_[token_index(m.imm)];
+    RndvSlot     *slot = &slots_[token_index(m.imm)];
     RemotePeer   *peer = op.ep->peer;
     if (slot->word.load(std::memory_order_acquire) != rndv_word(op.gen, kRndvReading)) {
         return;
@@ -618,7 +689,7 @@ void SmIface::receive_rtr(const Message &m) {
     const uint64_t length = slot->length;
     if ((slot->receiver_pid != peer->pid()) || (iovcnt == 0) || (iovcnt > kRndvMaxIov) ||
         (length > op.length) || (piece < 4096) || (piece > (64u << 20))) {
-        drop(m, "inconsistent rendezvous invitation");
+        iface_.drop(m, "inconsistent rendezvous invitation");
         return;
     }
     struct iovec theirs[kRndvMaxIov];
@@ -627,13 +698,13 @@ void SmIface::receive_rtr(const Message &m) {
         const RemoteIov iov = slot->iov[i]; /* read once: the receiver may rewrite it */
         uint64_t        end;
         if (!add_within(iov.address, iov.length, &end) || !add_within(total, iov.length, &total)) {
-            drop(m, "rendezvous invitation with wrapping buffers");
+            iface_.drop(m, "rendezvous invitation with wrapping buffers");
             return;
         }
         theirs[i] = {reinterpret_cast<void *>(iov.address), iov.length};
     }
     if (total < length) {
-        drop(m, "rendezvous invitation with short buffers");
+        iface_.drop(m, "rendezvous invitation with short buffers");
         return;
     }
     const struct iovec ours    = {reinterpret_cast<void *>(op.address), length};
@@ -647,7 +718,7 @@ void SmIface::receive_rtr(const Message &m) {
     slot->sender_done.fetch_add(claimed, std::memory_order_release);
 }
 
-bool SmIface::cma_allowed(RemotePeer *peer, uint64_t address) {
+bool SmRendezvous::cma_allowed(RemotePeer *peer, uint64_t address) {
     if (!cma_enabled_) {
         return false;
     }
@@ -672,8 +743,9 @@ bool SmIface::cma_allowed(RemotePeer *peer, uint64_t address) {
 
 /* ---- one-sided ------------------------------------------------------------------------- */
 
-ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
-                            uct_rkey_t rkey, uct_completion_t *comp, bool write) {
+ucs_status_t SmRendezvous::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
+                                 uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp,
+                                 bool write) {
     size_t             total;
     const ucs_status_t checked = check_iov(iov, iovcnt, IovLimits{kMaxSendIov, SIZE_MAX}, &total);
     if (ucs_unlikely(checked != UCS_OK)) {
@@ -734,10 +806,11 @@ ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint6
         pull.ep     = ep;
         ++ep->peer->refs;
         ++ep->gets_outstanding;
-        const ucs_status_t status = start_pull(pull, remote_addr, key->has_rndv ? key->rndv_token : 0);
+        const ucs_status_t status =
+            staging_.start_pull(pull, remote_addr, key->has_rndv ? key->rndv_token : 0);
         if (status != UCS_OK) {
             --ep->gets_outstanding;
-            put_peer(ep->peer);
+            iface_.put_peer(ep->peer);
             return status;
         }
         return UCS_INPROGRESS;
@@ -747,10 +820,8 @@ ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint6
     if (key->has_rndv) {
         slot = ep->peer->rndv_slot(token_index(key->rndv_token));
         gen  = token_gen(key->rndv_token);
-        uint32_t posted = rndv_word(gen, kRndvPosted);
         if ((slot == nullptr) ||
-            !slot->word.compare_exchange_strong(posted, rndv_word(gen, kRndvReading),
-                                                std::memory_order_acquire)) {
+            !slot_move(slot, gen, kRndvPosted, kRndvReading, std::memory_order_acquire)) {
             return UCS_ERR_CANCELED; /* the sender withdrew the buffer */
         }
     }
@@ -764,15 +835,15 @@ ucs_status_t SmIface::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint6
         }
     }
     const ucs_status_t status = cma_copy(key->pid, local, count, remote_addr, total, write);
-    if ((slot != nullptr) && !release_rndv_slot(slot, gen, kRndvPosted)) {
+    if ((slot != nullptr) && !release_slot(slot, gen, kRndvPosted)) {
         return UCS_ERR_CANCELED; /* the sender withdrew it while we copied */
     }
     return status;
 }
 
-ucs_status_t SmIface::split_get(SmEp *ep, RndvSlot *slot, uint64_t token,
-                                const struct iovec *local, size_t count, uint64_t address,
-                                size_t length, size_t piece, uct_completion_t *comp) {
+ucs_status_t SmRendezvous::split_get(SmEp *ep, RndvSlot *slot, uint64_t token,
+                                     const struct iovec *local, size_t count, uint64_t address,
+                                     size_t length, size_t piece, uct_completion_t *comp) {
     ++counters_.get_split;
     SplitCopy split{nullptr, ep->peer, slot, token, 0, length, 0, UCS_OK, ep, comp};
     start_split(&split, local, count, address, length, piece);
@@ -780,20 +851,10 @@ ucs_status_t SmIface::split_get(SmEp *ep, RndvSlot *slot, uint64_t token,
         ++ep->gets_outstanding;
         return UCS_INPROGRESS;
     }
-    if (!release_rndv_slot(slot, token_gen(token), kRndvPosted)) {
+    if (!release_slot(slot, token_gen(token), kRndvPosted)) {
         return UCS_ERR_CANCELED;
     }
     return split_status(split, split.status);
-}
-
-ucs_status_t SmIface::get_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
-                                uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp) {
-    return zcopy(ep, iov, iovcnt, remote_addr, rkey, comp, false);
-}
-
-ucs_status_t SmIface::put_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
-                               uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *) {
-    return zcopy(ep, iov, iovcnt, remote_addr, rkey, nullptr, true);
 }
 
 }  // namespace sm

@@ -11,9 +11,14 @@
  * copies overlap; the owner's data never becomes readable by the puller
  * outside what it copies.
  */
+#include "sm_staging.h"
+
 #include "sm_iface.h"
+#include "sm_rndv.h"
 
 #include "base/tm_md.h"
+#include "common/try_alloc.h"
+#include "common/ucs_assert.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -46,16 +51,33 @@ void scatter_into(const struct iovec *dest, size_t ndest, size_t offset, const c
 
 }  // namespace
 
-ucs_status_t SmIface::start_pull(Pull pull, uint64_t address, uint64_t rndv_token) {
-    if (geometry_.staging_chunks == 0) {
+ucs_status_t SmStagingCopies::init(uct_md_h md, const Geometry &geometry, char *segment) {
+    md_         = md;
+    states_     = reinterpret_cast<StagingState *>(segment + geometry.staging_states_offset);
+    chunks_     = segment + geometry.staging_offset;
+    nchunks_    = geometry.staging_chunks;
+    chunk_size_ = geometry.staging_chunk_size;
+    const ucs_status_t status = try_alloc([&] { free_chunks_.reserve(nchunks_); });
+    if (status != UCS_OK) {
+        return status;
+    }
+    for (uint32_t i = nchunks_; i-- > 0;) {
+        free_chunks_.push_back(static_cast<uint16_t>(i));
+    }
+    return UCS_OK;
+}
+
+ucs_status_t SmStagingCopies::start_pull(Pull pull, uint64_t address, uint64_t rndv_token) {
+    if (nchunks_ == 0) {
         return UCS_ERR_UNSUPPORTED;
     }
-    const size_t chunk = geometry_.staging_chunk_size;
-    pull.pieces = static_cast<uint32_t>((pull.length + chunk - 1) / chunk);
-    pull.gen    = ++pull_serial_ & 0xffffff;
-    pull.next   = 0;
-    pull.nchunks = 0;
-    pull.active  = true;
+    pull.pieces     = static_cast<uint32_t>((pull.length + chunk_size_ - 1) / chunk_size_);
+    pull.gen        = ++serial_ & 0xffffff;
+    pull.next       = 0;
+    pull.nchunks    = 0;
+    pull.active     = true;
+    pull.address    = address;
+    pull.rndv_token = rndv_token;
     size_t index = 0;
     while ((index < pulls_.size()) && pulls_[index].active) {
         ++index;
@@ -69,18 +91,16 @@ ucs_status_t SmIface::start_pull(Pull pull, uint64_t address, uint64_t rndv_toke
     }
     pulls_[index] = pull;
     ++pulls_active_;
-    request_pull(index, address, rndv_token);
+    request(index);
     return UCS_OK;
 }
 
-/* Lends chunks to a pull and asks its owner to fill them; a pull finding no
- * free chunk waits for one in progress_transfers(). */
-void SmIface::request_pull(size_t index, uint64_t address, uint64_t rndv_token) {
+void SmStagingCopies::request(size_t index) {
     Pull &pull = pulls_[index];
-    pull.address    = address;
-    pull.rndv_token = rndv_token;
+    ucs_assertv(pull.active && (pull.nchunks == 0), "pull %zu: active %d, %u chunks lent", index,
+                pull.active, pull.nchunks);
     if (pull.pieces == 0) {
-        finish_pull(index, UCS_OK);
+        finish(index, UCS_OK);
         return;
     }
     const size_t n = std::min<size_t>({kPullMaxChunks, free_chunks_.size(), pull.pieces});
@@ -91,53 +111,50 @@ void SmIface::request_pull(size_t index, uint64_t address, uint64_t rndv_token) 
     for (size_t j = 0; j < n; ++j) {
         pull.chunk[j] = free_chunks_.back();
         free_chunks_.pop_back();
-        own_staging_state(pull.chunk[j])->word.store(staging_free(pull.gen, j),
-                                                     std::memory_order_release);
+        own_state(pull.chunk[j])->word.store(staging_free(pull.gen, j), std::memory_order_release);
         req.chunk[j] = pull.chunk[j];
     }
     pull.nchunks    = static_cast<uint16_t>(n);
     req.pull_token  = (uint64_t{pull.gen} << 32) | index;
-    req.address     = address;
+    req.address     = pull.address;
     req.length      = pull.length;
-    req.rndv_token  = rndv_token;
-    req.piece_size  = geometry_.staging_chunk_size;
+    req.rndv_token  = pull.rndv_token;
+    req.piece_size  = chunk_size_;
     req.nchunks     = static_cast<uint16_t>(n);
     ControlMsg msg{Kind::kPullReq, 0, 0};
     msg.length  = sizeof(req);
     msg.payload = req;
-    send_control(pull.owner, msg);
+    iface_.send_control(pull.owner, msg);
 }
 
-void SmIface::finish_pull(size_t index, ucs_status_t status) {
+void SmStagingCopies::finish(size_t index, ucs_status_t status) {
+    ucs_assertv(pulls_[index].active && (pulls_active_ > 0), "pull %zu: active %d, %zu active",
+                index, pulls_[index].active, pulls_active_);
     Pull pull = pulls_[index]; /* callbacks below may start new pulls */
     for (uint16_t j = 0; j < pull.nchunks; ++j) {
         free_chunks_.push_back(pull.chunk[j]);
     }
+    ucs_assert(free_chunks_.size() <= nchunks_);
     pulls_[index].active = false;
     --pulls_active_;
     if (pull.purpose == Pull::Purpose::kRndv) {
-        /* A sender that withdrew the send took the slot back: no FIN. */
-        if (release_rndv_slot(pull.slot, pull.token >> 32 & 0x0fffffff, kRndvDone)) {
-            send_control(pull.owner, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), pull.token});
-        } else if (status == UCS_OK) {
-            status = UCS_ERR_CANCELED;
-        }
-        tags_.complete(pull.recv, pull.tag, 0, pull.msg_length, status);
-        put_peer(pull.owner);
-    } else {
-        if (pull.ep != nullptr) {
-            --pull.ep->gets_outstanding;
-        }
-        put_peer(pull.owner);
-        complete(pull.comp, status);
+        rndv_.finish_receive(pull.owner, pull.slot, pull.token, pull.recv, pull.tag,
+                             pull.msg_length, status);
+        iface_.put_peer(pull.owner);
+        return;
     }
+    if (pull.ep != nullptr) {
+        --pull.ep->gets_outstanding;
+    }
+    iface_.put_peer(pull.owner);
+    complete(pull.comp, status);
 }
 
-void SmIface::receive_pull_request(const Message &m) {
+void SmStagingCopies::receive_request(const Message &m) {
     PullRequest req;
-    RemotePeer *puller = peer_of(m.peer);
+    RemotePeer *puller = iface_.peer_of(m.peer);
     if ((m.length < sizeof(req)) || (puller == nullptr)) {
-        drop(m, "malformed pull request");
+        iface_.drop(m, "malformed pull request");
         return;
     }
     memcpy(&req, m.payload, sizeof(req));
@@ -151,13 +168,7 @@ void SmIface::receive_pull_request(const Message &m) {
     ucs_status_t status = UCS_ERR_INVALID_PARAM;
     if (ok && (req.rndv_token != 0)) {
         /* A rendezvous send of ours, still outstanding, covering the range. */
-        const uint32_t i = static_cast<uint32_t>(req.rndv_token);
-        ok = (i < rndv_ops_.size()) && rndv_ops_[i].active &&
-             (rndv_ops_[i].gen == ((req.rndv_token >> 32) & 0x0fffffff)) &&
-             (rndv_ops_[i].ep != nullptr) && (rndv_ops_[i].ep->peer == puller) &&
-             (req.address >= rndv_ops_[i].address) &&
-             (req.length <= rndv_ops_[i].length) &&
-             (req.address - rndv_ops_[i].address <= rndv_ops_[i].length - req.length);
+        ok     = rndv_.serves(req.rndv_token, puller, req.address, req.length);
         status = ok ? UCS_OK : UCS_ERR_CANCELED;
     } else if (ok) {
         /* Anything else must be memory this process registered for peers. */
@@ -170,7 +181,8 @@ void SmIface::receive_pull_request(const Message &m) {
         }
     }
     if (!ok) {
-        send_control(puller, ControlMsg{Kind::kPullNack, static_cast<uint32_t>(status), req.pull_token});
+        iface_.send_control(puller, ControlMsg{Kind::kPullNack, static_cast<uint32_t>(status),
+                                               req.pull_token});
         return;
     }
     Push push{puller, req.pull_token, reinterpret_cast<const char *>(req.address), req.length,
@@ -180,25 +192,24 @@ void SmIface::receive_pull_request(const Message &m) {
     try {
         pushes_.push_back(push);
     } catch (const std::bad_alloc &) {
-        send_control(puller, ControlMsg{Kind::kPullNack, static_cast<uint32_t>(UCS_ERR_NO_MEMORY),
-                                        req.pull_token});
+        iface_.send_control(puller, ControlMsg{Kind::kPullNack,
+                                               static_cast<uint32_t>(UCS_ERR_NO_MEMORY),
+                                               req.pull_token});
         return;
     }
     ++puller->refs;
 }
 
-void SmIface::receive_pull_nack(const Message &m) {
+void SmStagingCopies::receive_nack(const Message &m) {
     const uint32_t index = pull_index(m.imm);
     if ((index < pulls_.size()) && pulls_[index].active && (pulls_[index].gen == pull_gen(m.imm)) &&
-        (peer_of(m.peer) == pulls_[index].owner)) {
+        (iface_.peer_of(m.peer) == pulls_[index].owner)) {
         const auto status = static_cast<ucs_status_t>(static_cast<int32_t>(m.aux));
-        finish_pull(index, (status < 0) ? status : UCS_ERR_IO_ERROR);
+        finish(index, (status < 0) ? status : UCS_ERR_IO_ERROR);
     }
 }
 
-/* Withdraws the pushes serving rendezvous send `token` (being cancelled):
- * their pullers learn it by a NACK, and our memory is no longer copied out. */
-void SmIface::abort_pushes(uint64_t rndv_token, ucs_status_t status) {
+void SmStagingCopies::abort_pushes(uint64_t rndv_token, ucs_status_t status) {
     for (size_t i = 0; i < pushes_.size();) {
         if (pushes_[i].rndv_token != rndv_token) {
             ++i;
@@ -206,44 +217,69 @@ void SmIface::abort_pushes(uint64_t rndv_token, ucs_status_t status) {
         }
         const Push push = pushes_[i];
         pushes_.erase(pushes_.begin() + static_cast<ptrdiff_t>(i));
-        send_control(push.puller, ControlMsg{Kind::kPullNack, static_cast<uint32_t>(status),
-                                             push.pull_token});
-        put_peer(push.puller);
+        iface_.send_control(push.puller, ControlMsg{Kind::kPullNack, static_cast<uint32_t>(status),
+                                                    push.pull_token});
+        iface_.put_peer(push.puller);
     }
 }
 
-unsigned SmIface::progress_transfers() {
-    unsigned     count = 0;
-    const size_t chunk = geometry_.staging_chunk_size;
+void SmStagingCopies::orphan_receive(const TagEngine::Recv *recv) {
+    for (Pull &pull : pulls_) {
+        if (pull.active && (pull.purpose == Pull::Purpose::kRndv) && (pull.recv == recv)) {
+            pull.ndest = 0;
+        }
+    }
+}
+
+void SmStagingCopies::cancel_gets(SmEp *ep) {
+    for (size_t i = 0; i < pulls_.size(); ++i) {
+        if (pulls_[i].active && (pulls_[i].purpose == Pull::Purpose::kGet) && (pulls_[i].ep == ep)) {
+            finish(i, UCS_ERR_CANCELED);
+        }
+    }
+}
+
+void SmStagingCopies::forget_ep(SmEp *ep) {
+    for (Pull &pull : pulls_) {
+        if (pull.active && (pull.ep == ep)) {
+            pull.ep   = nullptr;
+            pull.comp = nullptr;
+        }
+    }
+}
+
+unsigned SmStagingCopies::progress() {
+    unsigned count = 0;
     for (size_t i = 0; i < pulls_.size(); ++i) {
         Pull &pull = pulls_[i];
         if (!pull.active) {
             continue;
         }
         if (pull.owner->dead()) {
-            finish_pull(i, UCS_ERR_CONNECTION_RESET);
+            finish(i, UCS_ERR_CONNECTION_RESET);
             continue;
         }
         if (pull.nchunks == 0) {
-            request_pull(i, pull.address, pull.rndv_token);
+            request(i);
             continue;
         }
         while (pull.next < pull.pieces) {
             const uint16_t c     = pull.chunk[pull.next % pull.nchunks];
-            StagingState  *state = own_staging_state(c);
+            StagingState  *state = own_state(c);
             if (state->word.load(std::memory_order_acquire) != staging_ready(pull.gen, pull.next)) {
                 break;
             }
-            const size_t offset = size_t{pull.next} * chunk;
-            scatter_into(pull.dest, pull.ndest, offset, own_staging_chunk(c),
-                         std::min(chunk, pull.length - offset));
+            const size_t offset = size_t{pull.next} * chunk_size_;
+            scatter_into(pull.dest, pull.ndest, offset, own_chunk(c),
+                         std::min<size_t>(chunk_size_, pull.length - offset));
             state->word.store(staging_free(pull.gen, pull.next + pull.nchunks),
                               std::memory_order_release);
             ++pull.next;
             ++count;
         }
+        ucs_assertv(pull.next <= pull.pieces, "pull %zu: piece %u of %u", i, pull.next, pull.pieces);
         if (pull.next == pull.pieces) {
-            finish_pull(i, UCS_OK);
+            finish(i, UCS_OK);
         }
     }
     for (size_t i = 0; i < pushes_.size();) {
@@ -262,10 +298,12 @@ unsigned SmIface::progress_transfers() {
             ++push.next;
             ++count;
         }
+        ucs_assertv(push.next <= push.pieces, "push %zu: piece %u of %u", i, push.next,
+                    push.pieces);
         if ((push.next == push.pieces) || push.puller->dead()) {
             RemotePeer *puller = push.puller;
             pushes_.erase(pushes_.begin() + static_cast<ptrdiff_t>(i));
-            put_peer(puller);
+            iface_.put_peer(puller);
         } else {
             ++i;
         }

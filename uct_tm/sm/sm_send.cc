@@ -1,5 +1,7 @@
 /*
- * tm_sm endpoints: connection, the send paths, pending requests and flush.
+ * tm_sm send paths: active messages, tagged eager sends and rendezvous
+ * requests into the receiver's FIFO (inline, in its descriptors, in
+ * fragments), and the control messages of rendezvous and pipelined copies.
  */
 #include "sm_iface.h"
 
@@ -11,7 +13,6 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
-#include <unistd.h>
 
 namespace uct_tm {
 namespace sm {
@@ -44,102 +45,6 @@ void gather(char *dst, size_t offset, size_t length, const void *prefix, size_t 
 }
 
 }  // namespace
-
-/* ---- lifetime ------------------------------------------------------------------- */
-
-ucs_status_t SmIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
-    if ((params == nullptr) || (ep_p == nullptr) ||
-        !(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) || (params->iface_addr == nullptr)) {
-        ucs_error("tm_sm: ep_create needs the remote iface address (CONNECT_TO_IFACE)");
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if ((params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) && (params->dev_addr != nullptr) &&
-        !is_reachable(params->dev_addr, nullptr)) {
-        return UCS_ERR_UNREACHABLE;
-    }
-    IfaceAddress remote;
-    memcpy(&remote, params->iface_addr, sizeof(remote));
-    if ((remote.segment.pid <= 0) || (remote.segment.uid != getuid()) ||
-        (remote.segment.size < sizeof(SegmentHeader)) || (remote.iface_serial == 0)) {
-        ucs_error("tm_sm: ep_create: malformed iface address (pid %d uid %u size %lu)",
-                  remote.segment.pid, remote.segment.uid,
-                  static_cast<unsigned long>(remote.segment.size));
-        return UCS_ERR_INVALID_PARAM;
-    }
-    SmEp *ep = new (std::nothrow) SmEp;
-    if (ep == nullptr) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    RemotePeer  *peer;
-    ucs_status_t status = find_or_attach(remote, &peer);
-    if (status != UCS_OK) {
-        delete ep;
-        return status;
-    }
-    try {
-        peer->eps.push_back(ep);
-    } catch (const std::bad_alloc &) {
-        put_peer(peer);
-        delete ep;
-        return UCS_ERR_NO_MEMORY;
-    }
-    ++num_eps_;
-    ep->super.iface   = abi::to_uct(&base);
-    ep->iface         = this;
-    ep->peer          = peer;
-    ep->inline_cap    = std::min(inline_cap_, peer->inline_capacity());
-    ep->bcopy_bounce  = peer->geometry().seg_size < geometry_.seg_size;
-    if (ep->bcopy_bounce && bounce_.empty()) {
-        try {
-            bounce_.resize(geometry_.seg_size);
-        } catch (const std::bad_alloc &) {
-            ep_destroy(ep);
-            return UCS_ERR_NO_MEMORY;
-        }
-    }
-    if ((ep->inline_cap < inline_cap_) || ep->bcopy_bounce ||
-        (peer->max_fragments() < geometry_.fifo_elems / 2)) {
-        ucs_diag("tm_sm: process %d receives with a smaller geometry than ours (FIFO element "
-                 "%u B, SEG_SIZE %u, FIFO_SIZE %u; ours %u B, %u, %u): larger messages go "
-                 "through its descriptors, in fragments, or are refused", peer->pid(),
-                 peer->geometry().elem_size, peer->geometry().seg_size,
-                 peer->geometry().fifo_elems, geometry_.elem_size, geometry_.seg_size,
-                 geometry_.fifo_elems);
-    }
-    *ep_p = &ep->super;
-    return UCS_OK;
-}
-
-void SmIface::ep_destroy(SmEp *ep) {
-    RemotePeer *peer = ep->peer;
-    peer->eps.erase(std::remove(peer->eps.begin(), peer->eps.end(), ep), peer->eps.end());
-    pending_eps_.remove(ep);
-    /* Rendezvous sends still outstanding are withdrawn, silently (their
-     * completions belong to an endpoint the user gave up): nothing else
-     * would ever give their slots back if the receiver never reads them. */
-    for (uint32_t i = 0; i < rndv_ops_.size(); ++i) {
-        if (rndv_ops_[i].active && (rndv_ops_[i].ep == ep)) {
-            rndv_ops_[i].comp = nullptr;
-            withdraw_rndv_op(i, UCS_ERR_CANCELED);
-        }
-    }
-    for (Pull &pull : pulls_) {
-        if (pull.active && (pull.ep == ep)) {
-            pull.ep   = nullptr;
-            pull.comp = nullptr;
-        }
-    }
-    for (SplitCopy &split : splits_) {
-        if (split.ep == ep) {
-            split.ep   = nullptr;
-            split.comp = nullptr;
-        }
-    }
-    flush_waiters_.forget(ep);
-    --num_eps_;
-    delete ep;
-    put_peer(peer);
-}
 
 /* ---- sending ----------------------------------------------------------------------- */
 
@@ -505,85 +410,6 @@ ucs_status_t SmIface::tag_rndv_request(SmEp *ep, uct_tag_t tag, const void *head
     }
     const uct_iov_t iov = {const_cast<void *>(header), header_length, nullptr, 0, 1};
     return send_gather(ep, Kind::kTagRndvReq, 0, tag, 0, nullptr, 0, &iov, 1, header_length, 1);
-}
-
-/* ---- pending and flush ---------------------------------------------------------------- */
-
-ucs_status_t SmIface::pending_add(SmEp *ep, uct_pending_req_t *req) {
-    if (req == nullptr) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (ep->failed || ep->peer->dead() ||
-        (ep->pending.empty() && ep->peer->fifo().has_room(1))) {
-        return UCS_ERR_BUSY; /* resources are there (or never will be): retry the send */
-    }
-    return pending_eps_.add(ep, req);
-}
-
-void SmIface::pending_purge(SmEp *ep, uct_pending_purge_callback_t cb, void *arg) {
-    ep->pending.purge(cb, arg);
-}
-
-unsigned SmIface::dispatch_pending() {
-    return pending_eps_.dispatch(
-        [](SmEp *ep) { return !ep->failed && ep->peer->fifo().has_room(1); }, dispatching_);
-}
-
-bool SmIface::flush_done(const SmEp *ep) const {
-    if (ep != nullptr) {
-        return (ep->rndv_outstanding == 0) && (ep->gets_outstanding == 0) && ep->peer->outbox.empty();
-    }
-    return (rndv_active_ == 0) && (pulls_active_ == 0) && !has_outbox_;
-}
-
-ucs_status_t SmIface::flush(unsigned flags, uct_completion_t *comp) {
-    if (flags & UCT_FLUSH_FLAG_CANCEL) {
-        return UCS_ERR_UNSUPPORTED; /* UCT defines cancel for endpoints only */
-    }
-    if (flush_done(nullptr)) {
-        return UCS_OK;
-    }
-    return flush_waiters_.wait(nullptr, comp);
-}
-
-ucs_status_t SmIface::ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp) {
-    if (flags & UCT_FLUSH_FLAG_CANCEL) {
-        /* Best effort: withdraw our rendezvous sends, then the endpoint is
-         * in error state and only good for destruction. */
-        for (uint32_t i = 0; i < rndv_ops_.size(); ++i) {
-            if (rndv_ops_[i].active && (rndv_ops_[i].ep == ep)) {
-                withdraw_rndv_op(i, UCS_ERR_CANCELED);
-            }
-        }
-        /* Pipelined gets of this endpoint complete as cancelled. */
-        for (size_t i = 0; i < pulls_.size(); ++i) {
-            if (pulls_[i].active && (pulls_[i].purpose == Pull::Purpose::kGet) && (pulls_[i].ep == ep)) {
-                finish_pull(i, UCS_ERR_CANCELED);
-            }
-        }
-        ep->failed = true;
-        return UCS_OK;
-    }
-    if (!ep->pending.empty()) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    if (flush_done(ep)) {
-        return UCS_OK;
-    }
-    return flush_waiters_.wait(ep, comp);
-}
-
-void SmIface::complete_flushes() {
-    flush_waiters_.complete_done([this](const SmEp *ep) { return flush_done(ep); });
-}
-
-ucs_status_t SmIface::ep_check(SmEp *ep, unsigned, uct_completion_t *) {
-    /* Like a keepalive round: a dead peer is reported through the error
-     * handler from the next progress call, not from inside this call. */
-    if (!ep->peer->reported() && !ep->peer->check_alive()) {
-        next_check_ = 0;
-    }
-    return UCS_OK;
 }
 
 }  // namespace sm

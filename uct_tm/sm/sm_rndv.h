@@ -1,0 +1,192 @@
+/*
+ * SmRendezvous: a tm_sm iface's rendezvous, both ends, and its one-sided
+ * copies (they share the CMA copy and the slot lock an unexpected
+ * rendezvous's rkey carries).
+ *
+ * It holds the table of our outgoing rendezvous sends (RndvOp, one per
+ * RndvSlot of our segment), the split copies waiting for their sender's
+ * pieces, and the rendezvous settings. Pipelined copies (no CMA to the peer)
+ * are SmStagingCopies'; this asks it for them and finishes their receives.
+ */
+#ifndef UCT_TM_SM_SM_RNDV_H_
+#define UCT_TM_SM_SM_RNDV_H_
+
+#include "sm_layout.h"
+#include "sm_link.h"
+
+#include "tag/tag_engine.h"
+
+#include <uct/api/uct.h>
+
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <vector>
+
+namespace uct_tm {
+namespace sm {
+
+class SmStagingCopies;
+struct SmConfig;
+
+/* A rendezvous send of this iface, waiting for the receiver's FIN. Free
+ * (in the free list) or active; finishing it moves its slot to the next
+ * generation, so late answers to the old one find nothing. */
+struct RndvOp {
+    uct_completion_t *comp    = nullptr;
+    SmEp             *ep      = nullptr;
+    uint64_t          address = 0; /* our buffer (never read back from shared memory) */
+    uint64_t          length  = 0;
+    uint32_t          gen     = 1;
+    bool              active  = false;
+};
+
+/* A rendezvous copy shared with the sender: our pieces are done, the
+ * sender's are in flight. Either a matched receive (recv set) or a get_zcopy
+ * from an unexpected rendezvous send (recv null, ep/comp of the get). */
+struct SplitCopy {
+    TagEngine::Recv  *recv;
+    RemotePeer       *sender;
+    RndvSlot         *slot;
+    uint64_t          token;
+    uct_tag_t         tag;
+    size_t            length;       /* the sender's full message length */
+    uint32_t          sender_pieces;/* pieces the sender claimed (final) */
+    ucs_status_t      status;       /* of our own pieces */
+    SmEp             *ep   = nullptr;
+    uct_completion_t *comp = nullptr;
+};
+
+class SmRendezvous {
+  public:
+    /* Rendezvous receives by how their data came, and split gets. */
+    struct Counters {
+        uint64_t direct    = 0; /* copied from MD shared memory */
+        uint64_t cma       = 0; /* one CMA read */
+        uint64_t split     = 0; /* split CMA copy */
+        uint64_t pipelined = 0; /* through staging chunks */
+        uint64_t get_split = 0; /* get_zcopy of a rendezvous send, split with its sender */
+    };
+
+    SmRendezvous(SmIfaceLink iface, SmStagingCopies &staging)
+        : iface_(iface), staging_(staging) {}
+    /* Our rendezvous slots are `slots` [0, count) of our segment. */
+    ucs_status_t init(const SmConfig &config, RndvSlot *slots, uint32_t count);
+
+    /* ---- sender ---- */
+    ucs_status_ptr_t send(SmEp *ep, uct_tag_t tag, const void *header, unsigned header_length,
+                          const uct_iov_t *iov, size_t iovcnt, uct_completion_t *comp);
+    ucs_status_t     cancel(SmEp *ep, void *op);
+    /* Withdraws `ep`'s sends with UCS_ERR_CANCELED (flush with CANCEL). */
+    void             cancel_ep(SmEp *ep);
+    /* Withdraws `ep`'s sends without completing them and lets its split
+     * gets finish unreported: the endpoint goes. */
+    void             forget_ep(SmEp *ep);
+    /* Sends to `peer` finish with UCS_ERR_CONNECTION_RESET. */
+    void             fail_peer(const RemotePeer *peer);
+    void             receive_fin(const Message &m);
+    /* The sender's half of a split copy: write pieces from the front. */
+    void             receive_rtr(const Message &m);
+    /* Periodic: finishes sends their receivers refused (UNREACHABLE). */
+    void             check() {
+        if (active_ > 0) {
+            reap_rejected();
+        }
+    }
+    bool             sends_idle() const { return active_ == 0; }
+
+    /* ---- receiver ---- */
+    void             receive_rts(const Message &m);
+    bool             has_splits() const { return !splits_.empty(); }
+    unsigned         progress_splits();
+    /* A receive force-cancelled while a split copy may still write into
+     * it: waits out the sender's write in flight. */
+    void             orphan_receive(const TagEngine::Recv *recv);
+
+    /* ---- one-sided ---- */
+    ucs_status_t     zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                           uct_rkey_t rkey, uct_completion_t *comp, bool write);
+
+    /* ---- for SmStagingCopies ---- */
+    /* Whether `token` is an active send of ours to `puller` that covers
+     * [address, address + length). */
+    bool             serves(uint64_t token, const RemotePeer *puller, uint64_t address,
+                            uint64_t length) const;
+    /* A matched receive of the sender's `token` whose copy ended with
+     * `status`: gives the sender's slot back with a FIN, or fails with
+     * UCS_ERR_CANCELED if the sender withdrew it meanwhile. */
+    void             finish_receive(RemotePeer *sender, RndvSlot *slot, uint64_t token,
+                                    TagEngine::Recv *recv, uct_tag_t tag, size_t length,
+                                    ucs_status_t status);
+
+    const Counters  &counters() const { return counters_; }
+
+  private:
+    /* How long a cancel waits for a receiver copying the send right now. */
+    static constexpr uint64_t kCancelWaitNs = 10 * 1000 * 1000;
+
+    void         reap_rejected();
+    /* An RTS from a peer we cannot attach back to: refuse it in its slot. */
+    void         reject(const Message &m, uint64_t token);
+    /* The active send `token` names, if `m` comes from the process it was
+     * sent to; else null (dropped as `what` if not stale). */
+    RndvOp      *op_from(const Message &m, uint64_t token, const char *what);
+    void         cancel_slot(uint32_t index);
+    /* Takes send `index` back from its receiver (slot, pushes) and
+     * finishes it with `status`. */
+    void         withdraw(uint32_t index, ucs_status_t status);
+    void         finish_op(uint32_t index, ucs_status_t status);
+
+    /* Copies pieces of `piece` bytes claimed from one end of `slot->claim`
+     * until none is left, between our iov list and the peer's (process `pid`);
+     * `write` pushes ours into theirs. *claimed counts the pieces taken. */
+    static ucs_status_t copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,
+                                    const struct iovec *ours, size_t nours,
+                                    const struct iovec *theirs, size_t ntheirs, size_t length,
+                                    size_t piece, uint32_t *claimed);
+    /* Piece size if copying `want` bytes into `count` local iovecs from
+     * process `pid` is worth splitting with it, else 0. */
+    size_t       split_piece(size_t want, size_t count, pid_t pid) const;
+    /* Describes our buffers in `split->slot` (locked READING), invites the
+     * sender with an RTR and copies pieces from the back; fills the split's
+     * sender_pieces and status. */
+    void         start_split(SplitCopy *split, const struct iovec *local, size_t count,
+                             uint64_t address, size_t want, size_t piece);
+    /* Queues the split for progress while the sender's pieces are in flight
+     * (true); false if it can finish now (its status may become an error). */
+    bool         keep_split(SplitCopy *split);
+    ucs_status_t split_get(SmEp *ep, RndvSlot *slot, uint64_t token, const struct iovec *local,
+                           size_t count, uint64_t address, size_t length, size_t piece,
+                           uct_completion_t *comp);
+    static bool  split_done(const SplitCopy &split);
+    static ucs_status_t split_status(const SplitCopy &split, ucs_status_t status);
+    void         finish_split(SplitCopy split, ucs_status_t status);
+
+    /* True if CMA reaches `peer` (probed once on `address`, a buffer of its). */
+    bool         cma_allowed(RemotePeer *peer, uint64_t address);
+    ucs_status_t cma_copy(pid_t pid, struct iovec *local, size_t count, uint64_t remote,
+                          size_t length, bool write);
+
+    SmIfaceLink      iface_;
+    SmStagingCopies &staging_;
+
+    /* settings */
+    bool   split_enabled_  = true;
+    size_t split_min_      = 0;
+    size_t shm_direct_max_ = 0;
+    bool   cma_enabled_    = true;
+    bool   cma_warned_     = false;
+
+    /* our sends: ops_[i] owns slots_[i] */
+    RndvSlot             *slots_ = nullptr;
+    std::vector<RndvOp>   ops_;
+    std::vector<uint32_t> free_ops_;
+    size_t                active_ = 0;
+
+    std::vector<SplitCopy> splits_; /* copies waiting for their sender's pieces */
+    Counters               counters_;
+};
+
+}  // namespace sm
+}  // namespace uct_tm
+
+#endif
