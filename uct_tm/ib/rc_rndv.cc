@@ -13,7 +13,7 @@
 
 #include "base/clock.h"
 #include "base/completion.h"
-#include "common/try_alloc.h"
+#include "common/alloc_status.h"
 #include "common/ucs_assert.h"
 #include "tag/uct_iov.h"
 
@@ -45,7 +45,7 @@ ucs_status_t RcRendezvous::init(const RcConfig &config) {
     fail_read_          = config.fail_read;
     corrupt_rkey_       = config.corrupt_rkey;
     keepalive_interval_ = static_cast<uint64_t>(config.keepalive_interval * 1e9);
-    const ucs_status_t status = try_alloc([&] {
+    const ucs_status_t status = alloc_status([&] {
         deferred_reads_.reserve(config.rndv_ops);
         sends_.resize(config.rndv_ops);
         recvs_.resize(config.rndv_ops);

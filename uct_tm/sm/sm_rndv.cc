@@ -20,7 +20,7 @@
 #include "sm_staging.h"
 
 #include "base/tm_md.h"
-#include "common/try_alloc.h"
+#include "common/alloc_status.h"
 #include "common/ucs_assert.h"
 #include "tag/uct_iov.h"
 
@@ -137,7 +137,7 @@ ucs_status_t SmRendezvous::init(const SmConfig &config, RndvSlot *slots, uint32_
     shm_direct_max_ = config.shm_direct_max;
     cma_enabled_    = config.cma;
     slots_          = slots;
-    const ucs_status_t status = try_alloc([&] {
+    const ucs_status_t status = alloc_status([&] {
         ops_.resize(count);
         free_ops_.reserve(count);
     });

@@ -17,7 +17,7 @@
 #include "sm_rndv.h"
 
 #include "base/tm_md.h"
-#include "common/try_alloc.h"
+#include "common/alloc_status.h"
 #include "common/ucs_assert.h"
 
 #include <ucs/debug/log_def.h>
@@ -57,7 +57,7 @@ ucs_status_t SmStagingCopies::init(uct_md_h md, const Geometry &geometry, char *
     chunks_     = segment + geometry.staging_offset;
     nchunks_    = geometry.staging_chunks;
     chunk_size_ = geometry.staging_chunk_size;
-    const ucs_status_t status = try_alloc([&] { free_chunks_.reserve(nchunks_); });
+    const ucs_status_t status = alloc_status([&] { free_chunks_.reserve(nchunks_); });
     if (status != UCS_OK) {
         return status;
     }
