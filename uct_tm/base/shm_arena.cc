@@ -1,4 +1,5 @@
 #include "shm_arena.h"
+
 #include "common/alloc_status.h"
 
 #include <ucs/debug/log_def.h>

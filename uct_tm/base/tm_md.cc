@@ -3,6 +3,7 @@
 #include "mem_registry.h"
 
 #if UCT_TM_HAVE_VERBS
+#include "common/alloc_status.h"
 #include "ib/ib_md.h"
 #endif
 
@@ -196,9 +197,9 @@ ucs_status_t md_open(const char *name, const uct_md_config_t *config, uct_md_h *
 #endif
     }
     TmMd *md;
-    try {
-        md = new TmMd;
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            md = new TmMd;
+        }) != UCS_OK) {
         md = nullptr;
     }
     if (md == nullptr) {

@@ -4,6 +4,8 @@
  */
 #include "rc_iface.h"
 
+#include "common/alloc_status.h"
+
 #include "ib_device.h"
 
 #include <ucs/debug/log_def.h>
@@ -62,9 +64,9 @@ ucs_status_t RcIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
         delete ep;
         return UCS_ERR_IO_ERROR;
     }
-    try {
-        eps_.push_back(ep);
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            eps_.push_back(ep);
+        }) != UCS_OK) {
         ibv_destroy_qp(ep->qp);
         delete ep;
         return UCS_ERR_NO_MEMORY;

@@ -15,6 +15,8 @@
  */
 #include "rc_hw_tm.h"
 
+#include "common/alloc_status.h"
+
 #include "ib_device.h"
 #include "rc_iface.h"
 #include "rc_rndv.h"
@@ -164,12 +166,12 @@ ucs_status_t RcHwTags::init_model(const RcConfig &config, const HwTagEngineConfi
     mc.defer_op_completions = model_random_;
     model_rng_.seed(config.tm_model_seed);
 
-    try {
-        model_.reset(new TmModel(mc));
-        model_tags_.reset(new ModelTagEngine(*model_, engine, transport(this)));
-        sw_rndvs_.reserve(64);
-        cancel_acks_.reserve(64);
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            model_.reset(new TmModel(mc));
+            model_tags_.reset(new ModelTagEngine(*model_, engine, transport(this)));
+            sw_rndvs_.reserve(64);
+            cancel_acks_.reserve(64);
+        }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
     model_->set_fabric(model_fabric(this));
@@ -192,9 +194,9 @@ ucs_status_t RcHwTags::init_verbs_tm(const RcConfig &config, const HwTagEngineCo
     if (status != UCS_OK) {
         return status;
     }
-    try {
-        verbs_tags_.reset(new VerbsTagEngine(*verbs_list_, engine, transport(this)));
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            verbs_tags_.reset(new VerbsTagEngine(*verbs_list_, engine, transport(this)));
+        }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
     tm_rx_mr_ = ibv_reg_mr(md.pd, verbs_tags_->rx_memory(), verbs_tags_->rx_memory_size(),

@@ -5,6 +5,7 @@
 
 #include "ib_device.h"
 #include "rc_transport.h"
+#include "common/alloc_status.h"
 #include "tag/eager_delivery.h"
 
 #include <ucs/debug/log_def.h>
@@ -81,19 +82,19 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
         [](void *arg, const TagEngine::Recv *recv) { static_cast<RcIface *>(arg)->wait_reads(recv); },
         this);
 
-    try {
-        rx_held_.assign(rx_queue_len_, 0);
-        rx_repost_.reserve(rx_queue_len_);
-        free_tx_bufs_.reserve(config_.tx_bufs);
-        for (int32_t i = static_cast<int32_t>(config_.tx_bufs) - 1; i >= 0; --i) {
-            free_tx_bufs_.push_back(i);
-        }
-        tx_ops_.resize(tx_cq_len_);
-        for (uint32_t i = 0; i < tx_cq_len_; ++i) {
-            tx_ops_[i].next_free = i + 1;
-        }
-        free_tx_op_ = 0;
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            rx_held_.assign(rx_queue_len_, 0);
+            rx_repost_.reserve(rx_queue_len_);
+            free_tx_bufs_.reserve(config_.tx_bufs);
+            for (int32_t i = static_cast<int32_t>(config_.tx_bufs) - 1; i >= 0; --i) {
+                free_tx_bufs_.push_back(i);
+            }
+            tx_ops_.resize(tx_cq_len_);
+            for (uint32_t i = 0; i < tx_cq_len_; ++i) {
+                tx_ops_[i].next_free = i + 1;
+            }
+            free_tx_op_ = 0;
+        }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
     const ucs_status_t rndv_status = rndv_.init(config_);

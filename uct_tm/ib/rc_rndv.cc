@@ -11,9 +11,9 @@
 #include "rc_config.h"
 #include "rc_iface.h"
 
+#include "common/alloc_status.h"
 #include "base/clock.h"
 #include "base/completion.h"
-#include "common/alloc_status.h"
 #include "common/ucs_assert.h"
 #include "tag/uct_iov.h"
 

@@ -4,6 +4,8 @@
  */
 #include "sm_iface.h"
 
+#include "common/alloc_status.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
@@ -45,9 +47,9 @@ ucs_status_t SmIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
         delete ep;
         return status;
     }
-    try {
-        peer->eps.push_back(ep);
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            peer->eps.push_back(ep);
+        }) != UCS_OK) {
         put_peer(peer);
         delete ep;
         return UCS_ERR_NO_MEMORY;
@@ -59,9 +61,9 @@ ucs_status_t SmIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
     ep->inline_cap    = std::min(inline_cap_, peer->inline_capacity());
     ep->bcopy_bounce  = peer->geometry().seg_size < geometry_.seg_size;
     if (ep->bcopy_bounce && bounce_.empty()) {
-        try {
-            bounce_.resize(geometry_.seg_size);
-        } catch (const std::bad_alloc &) {
+        if (alloc_status([&] {
+                bounce_.resize(geometry_.seg_size);
+            }) != UCS_OK) {
             ep_destroy(ep);
             return UCS_ERR_NO_MEMORY;
         }

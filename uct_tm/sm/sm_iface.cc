@@ -6,6 +6,7 @@
 #include "sm_iface.h"
 
 #include "sm_transport.h"
+#include "common/alloc_status.h"
 #include "tag/eager_delivery.h"
 #include "base/tm_md.h"
 
@@ -97,12 +98,12 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     peer_slots_  = reinterpret_cast<PeerSlot *>(seg + geometry_.peers_offset);
     rndv_slots_  = reinterpret_cast<RndvSlot *>(seg + geometry_.rndv_offset);
     fifo_.init(header_, geometry_);
-    try {
-        elem_desc_.resize(geometry_.fifo_elems);
-        spare_descs_.reserve(geometry_.num_descs);
-        peer_views_.resize(geometry_.max_peers);
-        pending_eps_.reserve(16);
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            elem_desc_.resize(geometry_.fifo_elems);
+            spare_descs_.reserve(geometry_.num_descs);
+            peer_views_.resize(geometry_.max_peers);
+            pending_eps_.reserve(16);
+        }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
     for (uint32_t i = 0; i < geometry_.fifo_elems; ++i) {
@@ -780,9 +781,9 @@ ucs_status_t SmIface::find_or_attach(const IfaceAddress &remote, RemotePeer **ou
     if (status != UCS_OK) {
         return status;
     }
-    try {
-        peers_.emplace_back(peer);
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            peers_.emplace_back(peer);
+        }) != UCS_OK) {
         delete peer;
         return UCS_ERR_NO_MEMORY;
     }

@@ -1,5 +1,7 @@
 #include "sm_peer.h"
 
+#include "common/alloc_status.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <cstring>
@@ -107,12 +109,12 @@ void *RemotePeer::map_shm(const ShmId &id, uint64_t offset, uint64_t length) {
     if (ShmSegment::attach(id, id.size, &seg) != UCS_OK) {
         return nullptr;
     }
-    try {
-        if (shm_maps_.size() == kMaxMaps) {
-            shm_maps_.erase(shm_maps_.begin());
-        }
-        shm_maps_.push_back(std::move(seg));
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            if (shm_maps_.size() == kMaxMaps) {
+                shm_maps_.erase(shm_maps_.begin());
+            }
+            shm_maps_.push_back(std::move(seg));
+        }) != UCS_OK) {
         return nullptr;
     }
     return static_cast<char *>(shm_maps_.back().address()) + offset;

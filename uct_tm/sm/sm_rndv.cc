@@ -19,8 +19,8 @@
 #include "sm_iface.h"
 #include "sm_staging.h"
 
-#include "base/tm_md.h"
 #include "common/alloc_status.h"
+#include "base/tm_md.h"
 #include "common/ucs_assert.h"
 #include "tag/uct_iov.h"
 
@@ -560,20 +560,18 @@ bool SmRendezvous::keep_split(SplitCopy *split) {
     if (split_done(*split)) {
         return false;
     }
-    try {
-        splits_.push_back(*split);
+    if (alloc_status([&] { splits_.push_back(*split); }) == UCS_OK) {
         ++split->sender->refs; /* keep its segment mapped while it writes */
         return true;
-    } catch (const std::bad_alloc &) {
-        /* Cannot wait in the background: wait here, the sender is mid-piece. */
-        while (!split_done(*split) && split->sender->check_alive()) {
-            cpu_relax();
-        }
-        if (!split_done(*split)) {
-            split->status = UCS_ERR_CONNECTION_RESET;
-        }
-        return false;
     }
+    /* Cannot wait in the background: wait here, the sender is mid-piece. */
+    while (!split_done(*split) && split->sender->check_alive()) {
+        cpu_relax();
+    }
+    if (!split_done(*split)) {
+        split->status = UCS_ERR_CONNECTION_RESET;
+    }
+    return false;
 }
 
 ucs_status_t SmRendezvous::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,

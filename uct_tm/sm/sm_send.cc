@@ -5,6 +5,7 @@
  */
 #include "sm_iface.h"
 
+#include "common/alloc_status.h"
 #include "base/copy_bytes.h"
 #include "tag/uct_iov.h"
 
@@ -256,10 +257,10 @@ void SmIface::send_control(RemotePeer *peer, const ControlMsg &msg) {
     if (peer->outbox.empty() && (send_control_now(peer, msg) == UCS_OK)) {
         return;
     }
-    try {
-        peer->outbox.push_back(msg);
-        has_outbox_ = true;
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            peer->outbox.push_back(msg);
+            has_outbox_ = true;
+        }) != UCS_OK) {
         ucs_error("tm_sm: out of memory queueing a control message to process %d", peer->pid());
     }
 }

@@ -16,8 +16,8 @@
 #include "sm_iface.h"
 #include "sm_rndv.h"
 
-#include "base/tm_md.h"
 #include "common/alloc_status.h"
+#include "base/tm_md.h"
 #include "common/ucs_assert.h"
 
 #include <ucs/debug/log_def.h>
@@ -82,11 +82,11 @@ ucs_status_t SmStagingCopies::start_pull(Pull pull, uint64_t address, uint64_t r
     while ((index < pulls_.size()) && pulls_[index].active) {
         ++index;
     }
-    try {
-        if (index == pulls_.size()) {
-            pulls_.emplace_back();
-        }
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            if (index == pulls_.size()) {
+                pulls_.emplace_back();
+            }
+        }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
     pulls_[index] = pull;
@@ -189,9 +189,9 @@ void SmStagingCopies::receive_request(const Message &m) {
               req.piece_size, static_cast<uint32_t>((req.length + req.piece_size - 1) / req.piece_size),
               0, {}, req.nchunks, req.rndv_token};
     std::copy(req.chunk, req.chunk + req.nchunks, push.chunk);
-    try {
-        pushes_.push_back(push);
-    } catch (const std::bad_alloc &) {
+    if (alloc_status([&] {
+            pushes_.push_back(push);
+        }) != UCS_OK) {
         iface_.send_control(puller, ControlMsg{Kind::kPullNack,
                                                static_cast<uint32_t>(UCS_ERR_NO_MEMORY),
                                                req.pull_token});

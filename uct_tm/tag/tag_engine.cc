@@ -1,4 +1,5 @@
 #include "tag_engine.h"
+
 #include "common/alloc_status.h"
 
 #include <ucs/debug/log_def.h>

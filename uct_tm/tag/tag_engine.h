@@ -33,11 +33,11 @@
 
 #include "address_set.h"
 #include "context_handle.h"
+#include "common/alloc_status.h"
 #include "base/copy_bytes.h"
 #include "exact_tag_queues.h"
 #include "uct_iov.h"
 
-#include "common/alloc_status.h"
 #include "common/ucs_assert.h"
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
