@@ -261,9 +261,8 @@ ucs_status_t Worker::start_send(Request &r) {
 /* Worker::send found the message eager, single and covered by credit, with
  * nothing queued before it. A refusal goes to send_general(), which decides
  * afresh (and queues on NO_RESOURCE). A message for a tag list (zcopy or
- * bcopy, as tag_eager() picks) is written so that nothing is live across the
- * transport call: the message is counted sent before it, and the arguments a
- * refusal needs wait in the worker (eager_now_) instead of saved registers. */
+ * bcopy, as tag_eager() picks) is counted sent before the transport call, and
+ * what a refusal needs waits in the worker (eager_now_) (docs/perf.md, "Code shape of the hot paths"). */
 ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
     Worker *w = ep->worker;

@@ -89,8 +89,8 @@ void Worker::tag_consumed(OffloadContext *o) {
 
 /* The common arrival of an offloaded eager receive, when nothing in it can
  * throw or log: a receive we hold, no callback to queue, the sender's
- * endpoint cached, its owed credit staying below the flush mark. Then the
- * callback needs neither the exception guard nor a frame of its own. */
+ * endpoint cached, its owed credit staying below the flush mark: nothing to
+ * guard or log (docs/perf.md, "Code shape of the hot paths"). */
 [[gnu::always_inline]] inline bool Worker::tag_completed_quietly(OffloadContext *o, uint64_t stag,
                                                                  uint64_t imm, size_t length,
                                                                  ucs_status_t status) {
@@ -158,8 +158,7 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
 /* ---- a DirectRecv's context ---------------------------------------------- */
 
 /* The common arrival (a message, not a cancel, from the cached sender, its
- * owed credit staying below the flush mark) calls nothing, so its callback
- * needs no frame. */
+ * owed credit staying below the flush mark) calls nothing (docs/perf.md, "Code shape of the hot paths"). */
 [[gnu::always_inline]] inline bool Worker::tag_completed_quietly(DirectRecv *d, uint64_t stag,
                                                                  uint64_t imm, size_t length,
                                                                  ucs_status_t status) {
@@ -306,7 +305,7 @@ template <typename Context> struct TagCallbacks {
         Context *c = of(ctx);
         c->worker->tag_consumed(c);
     }
-    /* Out of line: the common completion needs no frame. */
+    /* Out of line, so the common completion stays small (docs/perf.md, "Code shape of the hot paths"). */
     [[gnu::noinline]] static void completed_in_general(uct_tag_context_t *ctx, uct_tag_t stag,
                                                        uint64_t imm, size_t length,
                                                        ucs_status_t status) {

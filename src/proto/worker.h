@@ -168,7 +168,8 @@ class Worker {
     }
 
     /* --- send.cc --- */
-    /* static: six arguments, all in registers, so the C entry tail-calls it */
+    /* static: the C entry forwards to it directly (docs/perf.md,
+     * "Code shape of the hot paths") */
     static ucs_status_t send_eager_now(Endpoint *ep, const void *buffer, size_t length,
                                        uint64_t tag, const uct_tm_proto_op_params_t *params,
                                        uint64_t *req);
@@ -266,7 +267,7 @@ class Worker {
                                 const uct_tm_proto_op_params_t *params, uint64_t *req);
     /* A receive in the caller's memory without callback goes to the tag list
      * as a DirectRecv; software holds it if the tag list cannot take it. Out
-     * of line: the C entry then saves no register for the other paths. */
+     * of line (docs/perf.md, "Code shape of the hot paths"). */
     [[gnu::noinline]] ucs_status_t recv_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                              const uct_tm_proto_op_params_t *params, uint64_t *req);
     /* the transport refused recv_direct()'s post: undone, and held in software */
@@ -442,7 +443,7 @@ template <bool kOffloaded>
     if (ucs_likely(busy_.empty() && completions_.empty())) {
         return n;
     }
-    return progress_rest(n); /* a tail call: an idle poll saves no register for it */
+    return progress_rest(n); /* out of line: an idle poll stays cheap */
 }
 
 /* Inline into the C entry points: a caller polls test() in its wait loop. */

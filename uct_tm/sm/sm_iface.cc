@@ -321,7 +321,7 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
 
 /* ---- progress ------------------------------------------------------------------- */
 
-/* Inline into progress_work(): a message costs one call's register saves, not two. */
+/* Inline into progress_work() (docs/perf.md, "Code shape of the hot paths"). */
 [[gnu::always_inline]] inline void SmIface::dispatch(ElemHeader *e) {
     if (ucs_unlikely(FifoReader::skipped(e))) {
         abort_assembly(UCS_ERR_CONNECTION_RESET);

@@ -221,8 +221,8 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     ucs_status_t refuse_for_geometry(SmEp *ep, size_t total, const char *why);
     /* One message of `total` bytes: `prefix` then the iov list; inline, in
      * one descriptor, or in up to `max_fragments` descriptor fragments. */
-    /* tag_eager_zcopy() beyond one inline element, out of line: the inline
-     * case then needs no frame of its own (as cheap as tag_eager_short). */
+    /* tag_eager_zcopy() beyond one inline element, out of line, so the
+     * inline case costs what tag_eager_short does (docs/perf.md, "Code shape of the hot paths"). */
     [[gnu::noinline]] ucs_status_t tag_eager_zcopy_gather(SmEp *ep, uct_tag_t tag, uint64_t imm,
                                                           const uct_iov_t *iov, size_t iovcnt);
     ucs_status_t send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t tag, uint64_t imm,
