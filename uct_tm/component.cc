@@ -1,16 +1,21 @@
 /*
- * libuct_tm_component.so: component "tm", its MDs and transports. Loaded by
- * libuct_tm.so.0 (plugin.cc) once it has checked that the process runs the
- * UCX release this build mirrors; its ELF constructor registers everything
- * with libuct. Linked -z nodelete: libuct cannot forget a component.
+ * libuct_tm_component.so: uct-tm's UCX components and their transports.
+ * Loaded by libuct_tm.so.0 (plugin.cc) once it has checked that the process
+ * runs the UCX release this build mirrors; its ELF constructor registers
+ * everything with libuct. Linked -z nodelete: libuct cannot forget a
+ * component.
+ *
+ * One component per MD family, as UCX has: "tm" (the shared-memory MD "tm",
+ * transport tm_sm) and, with rdma-core, "tm_ib" (the verbs MDs, transport
+ * tm_rc). Each unpacks only its own rkeys.
  */
 
-#include "base/tm_md.h"
-
 #if UCT_TM_HAVE_VERBS
+#include "ib/ib_md.h"
 #include "ib/rc_transport.h"
 #endif
 
+#include "base/tm_md.h"
 #include "sm/sm_transport.h"
 
 #include <ucs/debug/log_def.h>
@@ -18,22 +23,31 @@
 namespace uct_tm {
 namespace {
 
-__attribute__((constructor)) void register_everything() {
-    ucs_status_t status = register_tm_component();
+/* Registers `component`, then its transport with `add_transport`. False if
+ * the component could not be registered. */
+bool register_family(const abi::ComponentDesc &component, ucs_status_t (*add_transport)(),
+                     const char *transport) {
+    ucs_status_t status = abi::register_component(component);
     if (status != UCS_OK) {
-        ucs_error("uct-tm: registering component \"tm\" with libuct failed: %s",
+        ucs_error("uct-tm: registering component \"%s\" with libuct failed: %s", component.name,
                   ucs_status_string(status));
+        return false;
+    }
+    status = add_transport();
+    if (status != UCS_OK) {
+        ucs_error("uct-tm: registering transport %s failed: %s", transport,
+                  ucs_status_string(status));
+    }
+    return true;
+}
+
+__attribute__((constructor)) void register_everything() {
+    /* A libuct of other layouts refuses every component: one error is enough. */
+    if (!register_family(md_component(), sm::register_sm_transport, "tm_sm")) {
         return;
     }
-    status = sm::register_sm_transport();
-    if (status != UCS_OK) {
-        ucs_error("uct-tm: registering transport tm_sm failed: %s", ucs_status_string(status));
-    }
 #if UCT_TM_HAVE_VERBS
-    status = ib::register_rc_transport();
-    if (status != UCS_OK) {
-        ucs_error("uct-tm: registering transport tm_rc failed: %s", ucs_status_string(status));
-    }
+    register_family(ib::md_component(), ib::register_rc_transport, "tm_rc");
 #endif
 }
 

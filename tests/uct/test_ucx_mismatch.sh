@@ -3,7 +3,7 @@
 # module (libuct_tm.so.0, plugin.cc) built as if configure had found another
 # UCX release; loaded into this UCX it must
 #   - print exactly one warning through UCX's log, naming both releases,
-#   - register nothing (no component "tm", no tm_sm),
+#   - register nothing (no component "tm" or "tm_ib", no tm_sm),
 #   - leave UCX working with its own transports (ucx_info -d lists them, a UCP
 #     context and worker come up),
 # through LD_PRELOAD, and on UCX >= 1.22 through UCX_PLUGIN_PATH too.
@@ -32,7 +32,7 @@ check() { # how, then the environment to load the plugin with
     grep -q "built for UCX $built_for, but this process runs UCX $running" <<<"$out" &&
         ok "$how: the warning names both releases ($built_for, $running)" ||
         bad "$how: no warning naming UCX $built_for and $running: $(grep uct-tm <<<"$out")"
-    grep -qE '^#     Component: tm$|Transport: tm_' <<<"$out" &&
+    grep -qE '^#     Component: tm(_ib)?$|Transport: tm_' <<<"$out" &&
         bad "$how: tm transports registered into a UCX they were not built for" ||
         ok "$how: nothing registered"
     [ $rc -eq 0 ] && grep -qE '^#      Transport: (posix|self)$' <<<"$out" &&

@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 
 namespace uct_tm_test {
 
-uct_component_h find_tm_component() {
+uct_component_h find_tm_component(const char *name) {
     uct_component_h *components;
     unsigned         count;
     if (uct_query_components(&components, &count) != UCS_OK) {
@@ -18,7 +19,7 @@ uct_component_h find_tm_component() {
         uct_component_attr_t attr = {};
         attr.field_mask           = UCT_COMPONENT_ATTR_FIELD_NAME;
         if ((uct_component_query(components[i], &attr) == UCS_OK) &&
-            (strcmp(attr.name, "tm") == 0)) {
+            (strcmp(attr.name, name) == 0)) {
             found = components[i];
         }
     }
@@ -40,7 +41,7 @@ uct_md_h open_md(uct_component_h component, const char *name) {
     return (status == UCS_OK) ? md : nullptr;
 }
 
-/* MD names of component "tm". */
+/* MD names of `component`. */
 std::vector<std::string> md_names(uct_component_h component) {
     std::vector<std::string> names;
     uct_component_attr_t     attr = {};
@@ -73,6 +74,27 @@ std::vector<std::string> md_transports(uct_md_h md) {
     return names;
 }
 
+/* Opens the MDs of uct-tm's components one by one until `keep` wants one:
+ * that one is returned open, with its component in *component; the others
+ * are closed again. Null if `keep` wanted none. */
+uct_md_h find_md(const std::function<bool(uct_md_h)> &keep, uct_component_h *component) {
+    for (const char *name : kTmComponents) {
+        *component = find_tm_component(name);
+        for (const std::string &md_name :
+             (*component == nullptr) ? std::vector<std::string>() : md_names(*component)) {
+            uct_md_h md = open_md(*component, md_name.c_str());
+            if (md == nullptr) {
+                continue;
+            }
+            if (keep(md)) {
+                return md;
+            }
+            uct_md_close(md);
+        }
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 UctEnv::UctEnv(const std::string &tl) {
@@ -86,25 +108,14 @@ UctEnv::UctEnv(const std::string &tl) {
     if (uct_worker_create(async_, UCS_THREAD_MODE_SINGLE, &worker_) != UCS_OK) {
         throw std::runtime_error("uct_worker_create failed");
     }
-    if (tl.empty()) {
-        md_ = open_md(component_, "tm");
-    }
-    for (const std::string &name : tl.empty() ? std::vector<std::string>() : md_names(component_)) {
-        md_ = open_md(component_, name.c_str());
-        if (md_ == nullptr) {
-            continue;
-        }
-        const auto tls = md_transports(md_);
-        if (std::find(tls.begin(), tls.end(), tl) != tls.end()) {
-            break;
-        }
-        uct_md_close(md_);
-        md_ = nullptr;
-    }
+    md_ = tl.empty() ? open_md(component_, "tm") : find_md([&](uct_md_h md) {
+        const auto tls = md_transports(md);
+        return std::find(tls.begin(), tls.end(), tl) != tls.end();
+    }, &component_);
     if (md_ == nullptr) {
         uct_worker_destroy(worker_);
         ucs_async_context_destroy(async_);
-        throw std::runtime_error("no MD of component \"tm\" offers " + (tl.empty() ? "\"tm\"" : tl));
+        throw std::runtime_error("no MD of uct-tm offers " + (tl.empty() ? "\"tm\"" : tl));
     }
 }
 
@@ -194,22 +205,15 @@ std::string UctEnv::iface_setting(const std::string &tl, const std::string &name
 
 std::vector<std::string> tm_transports() {
     std::vector<std::string> names;
-    uct_component_h          component = find_tm_component();
-    if (component == nullptr) {
-        return names;
-    }
-    for (const std::string &md_name : md_names(component)) {
-        uct_md_h md = open_md(component, md_name.c_str());
-        if (md == nullptr) {
-            continue;
-        }
+    uct_component_h          component;
+    find_md([&](uct_md_h md) {
         for (const std::string &tl : md_transports(md)) {
             if (std::find(names.begin(), names.end(), tl) == names.end()) {
                 names.push_back(tl);
             }
         }
-        uct_md_close(md);
-    }
+        return false;
+    }, &component);
     return names;
 }
 

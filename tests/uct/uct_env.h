@@ -1,6 +1,6 @@
 /*
- * Test helpers: open the "tm" component's MD and an iface of a transport
- * through UCX's public API, as any UCX client would.
+ * Test helpers: open an MD of uct-tm's components and an iface of a
+ * transport through UCX's public API, as any UCX client would.
  */
 #ifndef UCT_TM_TESTS_UCT_ENV_H_
 #define UCT_TM_TESTS_UCT_ENV_H_
@@ -13,15 +13,20 @@
 
 namespace uct_tm_test {
 
-/* Names of transports of component "tm" on any of its MDs (the shared-memory
- * MD "tm", the verbs MDs "tm_<device>"), from uct_md_query_tl_resources. */
+/* uct-tm's components, one per MD family: "tm" (the shared-memory MD "tm")
+ * and, built with rdma-core, "tm_ib" (the verbs MDs "tm_<device>"). */
+inline const char *const kTmComponents[] = {"tm", "tm_ib"};
+
+/* Names of transports of uct-tm's components on any of their MDs, from
+ * uct_md_query_tl_resources. */
 std::vector<std::string> tm_transports();
 
-/* A worker, an MD of component "tm", and helpers to open ifaces on it. */
+/* A worker, an MD of one of uct-tm's components, and helpers to open ifaces
+ * on it. */
 class UctEnv {
   public:
     /* Opens the MD that offers transport `tl`; the shared-memory MD "tm"
-     * when `tl` is empty. */
+     * when `tl` is empty. component() is the MD's. */
     explicit UctEnv(const std::string &tl = "");
     ~UctEnv();
 
@@ -45,8 +50,8 @@ class UctEnv {
     uct_md_h             md_        = nullptr;
 };
 
-/* Finds component "tm"; null if the plugin did not register. */
-uct_component_h find_tm_component();
+/* Finds component `name`; null if the plugin did not register it. */
+uct_component_h find_tm_component(const char *name = "tm");
 
 }  // namespace uct_tm_test
 

@@ -2,10 +2,7 @@
 
 #include "mem_registry.h"
 
-#if UCT_TM_HAVE_VERBS
 #include "common/alloc_status.h"
-#include "ib/ib_md.h"
-#endif
 
 #include <ucs/debug/log_def.h>
 
@@ -18,12 +15,6 @@
 
 namespace uct_tm {
 namespace {
-
-struct TmMdConfig {
-    char unused; /* the MD has no settings; libuct needs a table */
-};
-
-ucs_config_field_t md_config_table[] = {{}};
 
 struct TmMd {
     abi::MdHeader header; /* first: libuct sees a struct uct_md */
@@ -170,31 +161,22 @@ const abi::MdCallbacks md_callbacks = {
     md_close, md_query, md_mem_alloc, md_mem_free, md_mem_reg, md_mem_dereg, md_mkey_pack,
 };
 
-/* The MD "tm" is the shared-memory MD; verbs MDs are "tm_<device>". */
-constexpr char kShmMdName[] = "tm";
+constexpr char kMdName[] = "tm";
 
 unsigned md_names(char (*names)[UCT_MD_NAME_MAX], unsigned max) {
-    snprintf(names[0], UCT_MD_NAME_MAX, "%s", kShmMdName);
-    unsigned n = 1;
-#if UCT_TM_HAVE_VERBS
-    n += ib::md_names(names + 1, max - 1);
-#else
-    (void)max;
-#endif
-    return n;
+    if (max == 0) {
+        return 0;
+    }
+    snprintf(names[0], UCT_MD_NAME_MAX, "%s", kMdName);
+    return 1;
 }
 
-ucs_status_t md_open(const char *name, const uct_md_config_t *config, uct_md_h *md_p) {
+ucs_status_t md_open(const char *name, const uct_md_config_t *, uct_md_h *md_p) {
     if ((name == nullptr) || (md_p == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    if (strcmp(name, kShmMdName) != 0) {
-#if UCT_TM_HAVE_VERBS
-        return ib::md_open(name, config, md_p);
-#else
-        (void)config;
+    if (strcmp(name, kMdName) != 0) {
         return UCS_ERR_NO_DEVICE;
-#endif
     }
     TmMd *md;
     if (alloc_status([&] {
@@ -205,7 +187,7 @@ ucs_status_t md_open(const char *name, const uct_md_config_t *config, uct_md_h *
     if (md == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    abi::init_md_header(&md->header, &md_callbacks);
+    abi::init_md_header(&md->header, md_component(), &md_callbacks);
     *md_p = abi::to_uct(&md->header);
     return UCS_OK;
 }
@@ -214,11 +196,6 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
     if ((rkey_buffer == nullptr) || (rkey == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
-#if UCT_TM_HAVE_VERBS
-    if (ib::is_packed_rkey(rkey_buffer)) {
-        return ib::rkey_unpack(rkey_buffer, rkey, handle);
-    }
-#endif
     PackedRkey packed;
     memcpy(&packed, rkey_buffer, sizeof(packed));
     /* Everything here came from a peer: a key whose range wraps, or whose
@@ -256,33 +233,17 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
     return UCS_OK;
 }
 
-ucs_status_t rkey_ptr(uct_rkey_t rkey, void *handle, uint64_t raddr, void **laddr) {
-#if UCT_TM_HAVE_VERBS
-    if (ib::is_rkey_handle(handle)) {
-        return UCS_ERR_UNSUPPORTED; /* remote memory of a verbs peer: RDMA only */
-    }
-#else
-    (void)handle;
-#endif
+ucs_status_t rkey_ptr(uct_rkey_t rkey, void *, uint64_t raddr, void **laddr) {
     return remote_key_address(remote_key(rkey), raddr, laddr);
 }
 
-ucs_status_t rkey_release(uct_rkey_t rkey, void *handle) {
-#if UCT_TM_HAVE_VERBS
-    if (ib::is_rkey_handle(handle)) {
-        ib::rkey_release(rkey);
-        return UCS_OK;
-    }
-#else
-    (void)handle;
-#endif
+ucs_status_t rkey_release(uct_rkey_t rkey, void *) {
     delete remote_key(rkey);
     return UCS_OK;
 }
 
 const abi::ComponentDesc component_desc = {
-    "tm",           md_names, md_open,  rkey_unpack,     rkey_ptr, rkey_release,
-    "TM memory domain", "TM_", md_config_table, sizeof(TmMdConfig),
+    "tm", md_names, md_open, rkey_unpack, rkey_ptr, rkey_release, "TM memory domain", "TM_",
 };
 
 }  // namespace
@@ -317,6 +278,6 @@ bool md_range_registered(uct_md_h md, uint64_t address, size_t length) {
     return (md != nullptr) && md_of(abi::from_uct(md))->covers(address, length);
 }
 
-ucs_status_t register_tm_component() { return abi::register_component(component_desc); }
+const abi::ComponentDesc &md_component() { return component_desc; }
 
 }  // namespace uct_tm

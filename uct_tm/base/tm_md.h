@@ -1,5 +1,6 @@
 /*
- * The "tm" memory domain, shared by the transports of component "tm".
+ * The shared-memory MD "tm", the only MD of component "tm", on which tm_sm
+ * runs.
  *
  * Registration records a host address range (shared-memory transports read
  * peer memory with CMA, so nothing needs pinning); allocation hands out
@@ -42,7 +43,7 @@ inline const MemHandle *mem_handle(uct_mem_h memh) {
                ? h : nullptr;
 }
 
-/* True if `md` is the shared-memory MD "tm" (not a verbs MD of the component). */
+/* True if `md` is the shared-memory MD "tm". */
 bool is_shm_md(uct_md_h md);
 
 /* True if [address, address + length) lies inside memory registered or
@@ -73,8 +74,8 @@ inline RemoteKey *remote_key(uct_rkey_t rkey) { return reinterpret_cast<RemoteKe
  * for ordinary memory, which only CMA reaches. */
 ucs_status_t remote_key_address(RemoteKey *key, uint64_t raddr, void **laddr);
 
-/* Registers component "tm" (MD "tm") with libuct. */
-ucs_status_t register_tm_component();
+/* Component "tm" (MD "tm"), for the plugin to register. */
+const abi::ComponentDesc &md_component();
 
 }  // namespace uct_tm
 

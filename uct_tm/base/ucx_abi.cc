@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <unistd.h>
 #include <utility>
 
@@ -59,8 +60,10 @@ namespace {
 uct_base_iface_t *base_of(BaseIface *base) { return reinterpret_cast<uct_base_iface_t *>(base); }
 MdHeader *header_of(uct_md_h md) { return reinterpret_cast<MdHeader *>(md); }
 
-/* The name of component "tm", once registered (MD attributes carry it). */
-const char *component_name = "";
+/* The name of the component `md` belongs to (MD attributes carry it). */
+const char *component_name(uct_md_h md) {
+    return static_cast<const uct_component *>(header_of(md)->ucx_component)->name;
+}
 
 /* ---- md ops: UCX signatures -> MdCallbacks ----------------------------------- */
 
@@ -96,7 +99,7 @@ static ucs_status_t md_query(uct_md_h md, uct_md_attr_v2_t *out) {
     out->access_mem_types = attr.access_mem_types;
     out->reg_cost         = attr.reg_cost;
     out->rkey_packed_size = attr.rkey_packed_size;
-    snprintf(out->component_name, sizeof(out->component_name), "%s", component_name);
+    snprintf(out->component_name, sizeof(out->component_name), "%s", component_name(md));
     local_cpus(&out->local_cpus);
 #if UCT_TM_UCX_ABI >= 116
     out->reg_alignment = attr.reg_alignment;
@@ -119,7 +122,7 @@ static ucs_status_t md_query(uct_md_h md, uct_md_attr_t *out) {
     out->cap.access_mem_types = attr.access_mem_types;
     out->reg_cost             = attr.reg_cost;
     out->rkey_packed_size     = attr.rkey_packed_size;
-    snprintf(out->component_name, sizeof(out->component_name), "%s", component_name);
+    snprintf(out->component_name, sizeof(out->component_name), "%s", component_name(md));
     local_cpus(&out->local_cpus);
     return UCS_OK;
 }
@@ -262,26 +265,53 @@ constexpr uct_md_ops_t make_md_ops() {
     return ops;
 }
 
-/* Constant-initialized, like every table below: the component registers
+/* Constant-initialized, like every table below: the components register
  * from an ELF constructor, before other translation units' dynamic
  * initializers are guaranteed to have run. */
 constexpr uct_md_ops_t md_ops = make_md_ops();
 
-/* ---- the component ----------------------------------------------------------- */
+/* ---- components --------------------------------------------------------------- */
 
-constexpr unsigned kMaxMds = 16;
+constexpr unsigned kMaxMds        = 16;
+constexpr int      kMaxComponents = 4;
 
-const ComponentDesc *component_desc = nullptr;
-uct_component        component;
-bool                 component_registered = false;
+/* libuct passes its component back to every component operation: the slot
+ * is found from it, so one set of operations serves every component. */
+struct ComponentSlot {
+    uct_component        component; /* first: libuct's pointer is the slot's */
+    const ComponentDesc *desc;
+};
+static_assert(std::is_standard_layout<ComponentSlot>::value &&
+                  (offsetof(ComponentSlot, component) == 0),
+              "ComponentSlot::component");
+
+ComponentSlot components[kMaxComponents];
+int           num_components = 0;
+
+const ComponentDesc &desc_of(uct_component_t *component) {
+    return *reinterpret_cast<ComponentSlot *>(component)->desc;
+}
+
+/* The registered slot of `desc`, or null. */
+ComponentSlot *slot_of(const ComponentDesc &desc) {
+    for (int i = 0; i < num_components; ++i) {
+        if (components[i].desc == &desc) {
+            return &components[i];
+        }
+    }
+    return nullptr;
+}
+
+/* uct-tm's MDs have no settings, but libuct reads a table for each. */
+ucs_config_field_t no_md_settings[] = {{}};
 
 extern "C" {
 
-static ucs_status_t component_query_md_resources(uct_component_t *,
+static ucs_status_t component_query_md_resources(uct_component_t *component,
                                                  uct_md_resource_desc_t **resources,
                                                  unsigned *count) {
     char           names[kMaxMds][UCT_MD_NAME_MAX];
-    const unsigned n = component_desc->md_names(names, kMaxMds);
+    const unsigned n = desc_of(component).md_names(names, kMaxMds);
     /* libuct releases the list with ucs_free() */
     auto *list = static_cast<uct_md_resource_desc_t *>(
         ucs_malloc(sizeof(uct_md_resource_desc_t) * (n ? n : 1), "tm md resources"));
@@ -296,9 +326,9 @@ static ucs_status_t component_query_md_resources(uct_component_t *,
     return UCS_OK;
 }
 
-static ucs_status_t component_md_open(uct_component_t *, const char *md_name,
+static ucs_status_t component_md_open(uct_component_t *component, const char *md_name,
                                       const uct_md_config_t *config, uct_md_h *md) {
-    return component_desc->md_open(md_name, config, md);
+    return desc_of(component).md_open(md_name, config, md);
 }
 
 static ucs_status_t component_cm_open(uct_component_t *, uct_worker_h, const uct_cm_config_t *,
@@ -309,24 +339,25 @@ static ucs_status_t component_cm_open(uct_component_t *, uct_worker_h, const uct
 #if UCT_TM_UCX_ABI >= 119
 /* The unpack parameters name a system device to access the memory from:
  * host memory is reached the same way from everywhere. */
-static ucs_status_t component_rkey_unpack(uct_component_t *, const void *rkey_buffer, const void *,
-                                          uct_rkey_t *rkey, void **handle) {
-    return component_desc->rkey_unpack(rkey_buffer, rkey, handle);
+static ucs_status_t component_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
+                                          const void *, uct_rkey_t *rkey, void **handle) {
+    return desc_of(component).rkey_unpack(rkey_buffer, rkey, handle);
 }
 #else
-static ucs_status_t component_rkey_unpack(uct_component_t *, const void *rkey_buffer,
+static ucs_status_t component_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                                           uct_rkey_t *rkey, void **handle) {
-    return component_desc->rkey_unpack(rkey_buffer, rkey, handle);
+    return desc_of(component).rkey_unpack(rkey_buffer, rkey, handle);
 }
 #endif
 
-static ucs_status_t component_rkey_ptr(uct_component_t *, uct_rkey_t rkey, void *handle,
+static ucs_status_t component_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void *handle,
                                        uint64_t raddr, void **laddr) {
-    return component_desc->rkey_ptr(rkey, handle, raddr, laddr);
+    return desc_of(component).rkey_ptr(rkey, handle, raddr, laddr);
 }
 
-static ucs_status_t component_rkey_release(uct_component_t *, uct_rkey_t rkey, void *handle) {
-    return component_desc->rkey_release(rkey, handle);
+static ucs_status_t component_rkey_release(uct_component_t *component, uct_rkey_t rkey,
+                                           void *handle) {
+    return desc_of(component).rkey_release(rkey, handle);
 }
 
 #if UCT_TM_UCX_ABI >= 116
@@ -389,7 +420,7 @@ static ucs_status_t ep_unsupported_invalidate(uct_ep_h, unsigned) { return UCS_E
 
 #if UCT_TM_UCX_ABI >= 114
 /* The parameters carry only the addresses' lengths, which every transport
- * of the component knows: the v1 operation does the work. */
+ * of uct-tm knows: the v1 operation does the work. */
 static ucs_status_t ep_connect_to_ep_v2(uct_ep_h ep, const uct_device_addr_t *device_addr,
                                         const uct_ep_addr_t *ep_addr, const void *) {
     return ep->iface->ops.ep_connect_to_ep(ep, device_addr, ep_addr);
@@ -631,18 +662,19 @@ constexpr auto slots = make_slots(std::make_integer_sequence<int, kMaxTransports
 
 }  // namespace
 
-void init_md_header(MdHeader *md, const MdCallbacks *callbacks) {
-    md->ucx_ops       = &md_ops; /* libuct only reads it */
-    md->ucx_component = &component;
-    md->callbacks     = callbacks;
+void init_md_header(MdHeader *md, const ComponentDesc &component, const MdCallbacks *callbacks) {
+    ComponentSlot *slot = slot_of(component);
+    md->ucx_ops         = &md_ops; /* libuct only reads it */
+    md->ucx_component   = (slot != nullptr) ? &slot->component : nullptr;
+    md->callbacks       = callbacks;
 }
 
 ucs_status_t register_component(const ComponentDesc &desc) {
-    if (component_registered) {
+    if (slot_of(desc) != nullptr) {
         return UCS_ERR_ALREADY_EXISTS;
     }
-    if (strlen(desc.name) >= UCT_COMPONENT_NAME_MAX) {
-        return UCS_ERR_INVALID_PARAM;
+    if ((num_components == kMaxComponents) || (strlen(desc.name) >= UCT_COMPONENT_NAME_MAX)) {
+        return UCS_ERR_EXCEEDS_LIMIT;
     }
     /* The one layout fact libuct publishes about itself: a UCX built with
      * statistics or debug data has a larger base iface than the mirror, and
@@ -655,8 +687,9 @@ ucs_status_t register_component(const ComponentDesc &desc) {
                   sizeof(uct_base_iface_t), desc.name);
         return UCS_ERR_UNSUPPORTED;
     }
-    component_desc = &desc;
-    component_name = desc.name;
+    ComponentSlot &slot      = components[num_components++];
+    uct_component &component = slot.component;
+    slot.desc                = &desc;
     memset(&component, 0, sizeof(component));
     strcpy(component.name, desc.name);
     component.query_md_resources = component_query_md_resources;
@@ -670,8 +703,8 @@ ucs_status_t register_component(const ComponentDesc &desc) {
 #endif
     component.md_config.name   = desc.md_config_name;
     component.md_config.prefix = desc.md_config_prefix;
-    component.md_config.table  = desc.md_config_table;
-    component.md_config.size   = desc.md_config_size;
+    component.md_config.table  = no_md_settings;
+    component.md_config.size   = 1; /* libuct allocates it; nothing is read from it */
     /* No connection manager: an empty entry (no table), as libuct's own
      * UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY, without its missing initializers. */
     component.cm_config.name   = "";
@@ -680,12 +713,12 @@ ucs_status_t register_component(const ComponentDesc &desc) {
     component.flags       = 0;
     component.md_vfs_init = md_vfs_init;
     uct_component_register(&component);
-    component_registered = true;
     return UCS_OK;
 }
 
-ucs_status_t register_transport(const TransportDesc &desc) {
-    if (!component_registered) {
+ucs_status_t register_transport(const ComponentDesc &component, const TransportDesc &desc) {
+    ComponentSlot *slot = slot_of(component);
+    if (slot == nullptr) {
         return UCS_ERR_NO_ELEM;
     }
     if ((num_tls == kMaxTransports) || (strlen(desc.name) >= UCT_TL_NAME_MAX)) {
@@ -702,7 +735,7 @@ ucs_status_t register_transport(const TransportDesc &desc) {
     tl.config.prefix = desc.config_prefix;
     tl.config.table  = desc.config_table;
     tl.config.size   = desc.config_size;
-    uct_tl_register(&component, &tl);
+    uct_tl_register(&slot->component, &tl);
     return UCS_OK;
 }
 

@@ -81,31 +81,38 @@ struct MdHeader {
     const MdCallbacks *callbacks;
 };
 
-/* Makes `md` a valid uct_md_h of component "tm". */
-void init_md_header(MdHeader *md, const MdCallbacks *callbacks);
+struct ComponentDesc;
+
+/* Makes `md` a valid uct_md_h of `component`, which must be registered
+ * (libuct opens an MD only through its registered component, and checks that
+ * the MD names it). */
+void init_md_header(MdHeader *md, const ComponentDesc &component, const MdCallbacks *callbacks);
 
 inline uct_md_h to_uct(MdHeader *md) { return reinterpret_cast<uct_md_h>(md); }
 inline MdHeader *from_uct(uct_md_h md) { return reinterpret_cast<MdHeader *>(md); }
 
-/* ---- the component --------------------------------------------------------- */
+/* ---- components ---------------------------------------------------------------- */
 
+/* One UCX component: a family of MDs with its own rkey format, as UCX has
+ * one component per MD family. uct-tm's MDs have no settings: the seam gives
+ * libuct the (empty) configuration table it needs. */
 struct ComponentDesc {
-    const char *name; /* the component */
-    /* Names of the component's MDs (the shared-memory MD first), at most `max`. */
+    const char *name; /* at most UCT_COMPONENT_NAME_MAX - 1 characters */
+    /* Names of the component's MDs, at most `max`. */
     unsigned (*md_names)(char (*names)[UCT_MD_NAME_MAX], unsigned max);
     ucs_status_t (*md_open)(const char *md_name, const uct_md_config_t *config, uct_md_h *md);
+    /* The rkeys of the component's MDs (a peer's buffer: checked before use). */
     ucs_status_t (*rkey_unpack)(const void *rkey_buffer, uct_rkey_t *rkey, void **handle);
     ucs_status_t (*rkey_ptr)(uct_rkey_t rkey, void *handle, uint64_t raddr, void **laddr);
     ucs_status_t (*rkey_release)(uct_rkey_t rkey, void *handle);
-    const char         *md_config_name;
-    const char         *md_config_prefix;
-    ucs_config_field_t *md_config_table;
-    size_t              md_config_size;
+    const char *md_config_name;
+    const char *md_config_prefix;
 };
 
-/* Registers the component with libuct (once per process). Refuses, with
- * UCS_ERR_UNSUPPORTED and an error logged, a libuct whose layouts are not the
- * ones this build mirrors (for instance a UCX built with statistics). */
+/* Registers a component with libuct (once per process each; `desc` must
+ * outlive the process). Refuses, with UCS_ERR_UNSUPPORTED and an error
+ * logged, a libuct whose layouts are not the ones this build mirrors (for
+ * instance a UCX built with statistics). */
 ucs_status_t register_component(const ComponentDesc &desc);
 
 /* ---- transports -------------------------------------------------------------- */
@@ -171,8 +178,9 @@ struct TransportDesc {
     void (*estimate)(uct_iface_h iface, EpOperation op, PerfEstimate *perf);
 };
 
-/* Adds a transport to the registered component. `desc` must outlive the process. */
-ucs_status_t register_transport(const TransportDesc &desc);
+/* Adds a transport to `component`, registered before: libuct lists its
+ * devices on the MDs of that component only. `desc` must outlive the process. */
+ucs_status_t register_transport(const ComponentDesc &component, const TransportDesc &desc);
 
 /* ---- ifaces ------------------------------------------------------------------- */
 

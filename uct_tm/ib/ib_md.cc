@@ -15,9 +15,6 @@ namespace uct_tm {
 namespace ib {
 namespace {
 
-/* What rkey_unpack() stores as the handle of a verbs rkey. */
-const char kRkeyHandle = 0;
-
 IbMd      *md_of(abi::MdHeader *md) { return reinterpret_cast<IbMd *>(md); }
 MemHandle *handle_of(uct_mem_h memh) { return static_cast<MemHandle *>(memh); }
 
@@ -100,13 +97,6 @@ const abi::MdCallbacks md_callbacks = {
     md_close, md_query, md_mem_alloc, md_mem_free, md_mem_reg, md_mem_dereg, md_mkey_pack,
 };
 
-}  // namespace
-
-IbMd *ib_md(uct_md_h md) {
-    return ((md != nullptr) && (abi::from_uct(md)->callbacks == &md_callbacks))
-               ? reinterpret_cast<IbMd *>(md) : nullptr;
-}
-
 unsigned md_names(char (*names)[UCT_MD_NAME_MAX], unsigned max) {
     unsigned n = 0;
     for (const DeviceInfo &d : devices()) {
@@ -123,6 +113,9 @@ unsigned md_names(char (*names)[UCT_MD_NAME_MAX], unsigned max) {
 }
 
 ucs_status_t md_open(const char *name, const uct_md_config_t *, uct_md_h *md_p) {
+    if ((name == nullptr) || (md_p == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     if (strncmp(name, kMdPrefix, sizeof(kMdPrefix) - 1) != 0) {
         return UCS_ERR_NO_DEVICE;
     }
@@ -134,7 +127,7 @@ ucs_status_t md_open(const char *name, const uct_md_config_t *, uct_md_h *md_p) 
     if (md == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    abi::init_md_header(&md->header, &md_callbacks);
+    abi::init_md_header(&md->header, md_component(), &md_callbacks);
     md->device = device;
     md->ctx    = open_device(device);
     if (md->ctx != nullptr) {
@@ -149,17 +142,16 @@ ucs_status_t md_open(const char *name, const uct_md_config_t *, uct_md_h *md_p) 
     return UCS_OK;
 }
 
-bool is_packed_rkey(const void *rkey_buffer) {
-    uint32_t magic;
-    memcpy(&magic, rkey_buffer, sizeof(magic));
-    return magic == kRkeyMagic;
-}
-
 ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handle) {
+    if ((rkey_buffer == nullptr) || (rkey == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     PackedRkey packed;
     memcpy(&packed, rkey_buffer, sizeof(packed));
-    if (packed.address + packed.length < packed.address) {
-        ucs_error("tm: malformed verbs rkey (range wraps)");
+    if ((packed.magic != kRkeyMagic) || (packed.address + packed.length < packed.address)) {
+        ucs_error("tm_ib: malformed rkey (magic 0x%x address 0x%lx length %lu)", packed.magic,
+                  static_cast<unsigned long>(packed.address),
+                  static_cast<unsigned long>(packed.length));
         return UCS_ERR_INVALID_PARAM;
     }
     auto *key = new (std::nothrow) RemoteKey{packed.rkey, packed.address, packed.length};
@@ -168,14 +160,32 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
     }
     *rkey = reinterpret_cast<uct_rkey_t>(key);
     if (handle != nullptr) {
-        *handle = const_cast<char *>(&kRkeyHandle);
+        *handle = nullptr;
     }
     return UCS_OK;
 }
 
-bool is_rkey_handle(const void *handle) { return handle == &kRkeyHandle; }
+/* Remote memory of a verbs peer is reached by RDMA only. */
+ucs_status_t rkey_ptr(uct_rkey_t, void *, uint64_t, void **) { return UCS_ERR_UNSUPPORTED; }
 
-void rkey_release(uct_rkey_t rkey) { delete remote_key(rkey); }
+ucs_status_t rkey_release(uct_rkey_t rkey, void *) {
+    delete remote_key(rkey);
+    return UCS_OK;
+}
+
+const abi::ComponentDesc component_desc = {
+    "tm_ib", md_names, md_open, rkey_unpack, rkey_ptr, rkey_release, "TM verbs memory domain",
+    "TM_IB_",
+};
+
+}  // namespace
+
+IbMd *ib_md(uct_md_h md) {
+    return ((md != nullptr) && (abi::from_uct(md)->callbacks == &md_callbacks))
+               ? reinterpret_cast<IbMd *>(md) : nullptr;
+}
+
+const abi::ComponentDesc &md_component() { return component_desc; }
 
 }  // namespace ib
 }  // namespace uct_tm

@@ -1,11 +1,11 @@
 /*
- * Verbs memory domains of component "tm": one MD per verbs device, named
- * "tm_<device>" (the shared-memory MD is "tm"). The MD owns the device
- * context and protection domain every tm_rc iface on it shares; memory
- * registration is ibv_reg_mr. A packed rkey is {kRkeyMagic, rkey, range}:
- * the component's rkey_unpack tells it from a shared-memory rkey by the
- * magic; the unpacked key keeps the range so that one-sided copies outside
- * it fail locally instead of breaking the connection.
+ * Verbs memory domains, component "tm_ib": one MD per verbs device, named
+ * "tm_<device>" (component "tm" has the shared-memory MD "tm"). The MD owns
+ * the device context and protection domain every tm_rc iface on it shares;
+ * memory registration is ibv_reg_mr. A packed rkey is {kRkeyMagic, rkey,
+ * range}, unpacked by the component's own rkey_unpack; the unpacked key
+ * keeps the range so that one-sided copies outside it fail locally instead
+ * of breaking the connection.
  */
 #ifndef UCT_TM_IB_IB_MD_H_
 #define UCT_TM_IB_IB_MD_H_
@@ -68,23 +68,13 @@ struct IbMd {
     struct ibv_context *ctx = nullptr;
     struct ibv_pd      *pd  = nullptr;
     struct ibv_device_attr_ex attr{};
-
-    static IbMd *from(uct_md_h md);
 };
 
 /* The verbs MD behind `md`, or null if it is not one. */
 IbMd *ib_md(uct_md_h md);
 
-/* MD names "tm_<device>" of the devices with an active port, at most `max`. */
-unsigned md_names(char (*names)[UCT_MD_NAME_MAX], unsigned max);
-
-ucs_status_t md_open(const char *name, const uct_md_config_t *config, uct_md_h *md);
-
-bool         is_packed_rkey(const void *rkey_buffer);
-ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handle);
-/* True for the handle rkey_unpack() gives verbs rkeys. */
-bool         is_rkey_handle(const void *handle);
-void         rkey_release(uct_rkey_t rkey);
+/* Component "tm_ib" (the verbs MDs), for the plugin to register. */
+const abi::ComponentDesc &md_component();
 
 }  // namespace ib
 }  // namespace uct_tm

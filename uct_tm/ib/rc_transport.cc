@@ -38,7 +38,7 @@ constexpr abi::TransportDesc transport_desc = RcIface::describe(
 
 const abi::TransportDesc &RcIface::transport() { return transport_desc; }
 
-ucs_status_t register_rc_transport() { return abi::register_transport(transport_desc); }
+ucs_status_t register_rc_transport() { return abi::register_transport(md_component(), transport_desc); }
 
 }  // namespace ib
 }  // namespace uct_tm

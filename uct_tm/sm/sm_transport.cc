@@ -43,7 +43,7 @@ bool SmIface::ep_is_connected(const SmEp *ep, const uct_device_addr_t *dev_addr,
     return same_iface(ep->peer->address(), remote);
 }
 
-ucs_status_t register_sm_transport() { return abi::register_transport(transport_desc); }
+ucs_status_t register_sm_transport() { return abi::register_transport(md_component(), transport_desc); }
 
 }  // namespace sm
 }  // namespace uct_tm
