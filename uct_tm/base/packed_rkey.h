@@ -6,18 +6,16 @@
 #ifndef UCT_TM_BASE_PACKED_RKEY_H_
 #define UCT_TM_BASE_PACKED_RKEY_H_
 
+#include "rkey.h"
 #include "shm_segment.h"
 
 #include <cstdint>
 
 namespace uct_tm {
 
-/* Wire format of an rkey buffer (mkey_pack / rkey_unpack). */
-struct PackedRkey {
-    uint32_t magic;
-    uint32_t flags; /* kRkeyHasShm */
-    uint64_t address;
-    uint64_t length;
+/* Wire format of an rkey buffer (mkey_pack / rkey_unpack): the header
+ * (kRkeyMagic, kRkey* flags, the range), then the owner. */
+struct PackedRkey : PackedRkeyHeader {
     int32_t  pid;
     uint32_t reserved;
     ShmId    shm;        /* valid with kRkeyHasShm */

@@ -1,6 +1,7 @@
 #include "tm_md.h"
 
 #include "mem_registry.h"
+#include "range.h"
 
 #include "common/alloc_status.h"
 
@@ -196,14 +197,13 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
     if ((rkey_buffer == nullptr) || (rkey == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    PackedRkey packed;
-    memcpy(&packed, rkey_buffer, sizeof(packed));
     /* Everything here came from a peer: a key whose range wraps, or whose
      * segment does not belong to its owner or does not hold the range,
      * would send rkey_ptr and one-sided copies outside the memory it names. */
+    PackedRkey packed;
+    const bool valid   = read_packed_rkey(rkey_buffer, kRkeyMagic, &packed);
     const bool has_shm = (packed.flags & kRkeyHasShm) != 0;
-    if ((packed.magic != kRkeyMagic) || (packed.pid <= 0) ||
-        !range_within(packed.address, packed.length, UINT64_MAX) ||
+    if (!valid || (packed.pid <= 0) ||
         (has_shm && ((packed.shm.pid != packed.pid) ||
                      !range_within(packed.shm_offset, packed.length, packed.shm.size)))) {
         ucs_error("tm: malformed rkey (magic 0x%x pid %d address 0x%lx length %lu%s)",
@@ -212,12 +212,10 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
                   has_shm ? ", segment range outside its segment or not its owner's" : "");
         return UCS_ERR_INVALID_PARAM;
     }
-    auto *key = new (std::nothrow) RemoteKey;
+    RemoteKey *key = new_remote_key<RemoteKey>(packed, rkey, handle);
     if (key == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    key->address = packed.address;
-    key->length  = packed.length;
     key->pid     = packed.pid;
     key->has_shm = has_shm;
     if (key->has_shm) {
@@ -226,10 +224,6 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
     }
     key->has_rndv   = (packed.flags & kRkeyRndv) != 0;
     key->rndv_token = packed.rndv_token;
-    *rkey = reinterpret_cast<uct_rkey_t>(key);
-    if (handle != nullptr) {
-        *handle = nullptr;
-    }
     return UCS_OK;
 }
 

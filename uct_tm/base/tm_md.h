@@ -13,7 +13,6 @@
 #define UCT_TM_BASE_TM_MD_H_
 
 #include "packed_rkey.h"
-#include "range.h"
 #include "shm_arena.h"
 #include "shm_segment.h"
 #include "ucx_abi.h"
@@ -52,9 +51,7 @@ bool is_shm_md(uct_md_h md);
 bool md_range_registered(uct_md_h md, uint64_t address, size_t length);
 
 /* An unpacked rkey: what a peer needs to reach the owner's memory. */
-struct RemoteKey {
-    uint64_t   address = 0;
-    uint64_t   length  = 0;
+struct RemoteKey : RemoteRange {
     pid_t      pid     = 0;
     bool       has_shm = false;
     ShmId      shm;
@@ -62,9 +59,6 @@ struct RemoteKey {
     bool       has_rndv   = false;
     uint64_t   rndv_token = 0;
     ShmSegment mapping; /* the pages of the range, attached on first use */
-
-    /* True iff [addr, addr + len) lies inside the registered range. */
-    bool covers(uint64_t addr, uint64_t len) const { return range_inside(addr, len, address, length); }
 };
 
 inline RemoteKey *remote_key(uct_rkey_t rkey) { return reinterpret_cast<RemoteKey *>(rkey); }

@@ -87,8 +87,7 @@ ucs_status_t md_mkey_pack(abi::MdHeader *, uct_mem_h memh, void *rkey_buffer) {
         return UCS_ERR_INVALID_PARAM;
     }
     const struct ibv_mr *mr     = mr_of(memh);
-    const PackedRkey     packed = {kRkeyMagic, mr->rkey, reinterpret_cast<uintptr_t>(mr->addr),
-                                   mr->length};
+    const PackedRkey     packed = pack_rkey(mr->rkey, reinterpret_cast<uintptr_t>(mr->addr), mr->length);
     memcpy(rkey_buffer, &packed, sizeof(packed));
     return UCS_OK;
 }
@@ -147,21 +146,17 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
         return UCS_ERR_INVALID_PARAM;
     }
     PackedRkey packed;
-    memcpy(&packed, rkey_buffer, sizeof(packed));
-    if ((packed.magic != kRkeyMagic) || (packed.address + packed.length < packed.address)) {
+    if (!read_packed_rkey(rkey_buffer, kRkeyMagic, &packed)) {
         ucs_error("tm_ib: malformed rkey (magic 0x%x address 0x%lx length %lu)", packed.magic,
                   static_cast<unsigned long>(packed.address),
                   static_cast<unsigned long>(packed.length));
         return UCS_ERR_INVALID_PARAM;
     }
-    auto *key = new (std::nothrow) RemoteKey{packed.rkey, packed.address, packed.length};
+    RemoteKey *key = new_remote_key<RemoteKey>(packed, rkey, handle);
     if (key == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    *rkey = reinterpret_cast<uct_rkey_t>(key);
-    if (handle != nullptr) {
-        *handle = nullptr;
-    }
+    key->rkey = packed.rkey;
     return UCS_OK;
 }
 

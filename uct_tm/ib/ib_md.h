@@ -2,13 +2,12 @@
  * Verbs memory domains, component "tm_ib": one MD per verbs device, named
  * "tm_<device>" (component "tm" has the shared-memory MD "tm"). The MD owns
  * the device context and protection domain every tm_rc iface on it shares;
- * memory registration is ibv_reg_mr. A packed rkey is {kRkeyMagic, rkey,
- * range}, unpacked by the component's own rkey_unpack; the unpacked key
- * keeps the range so that one-sided copies outside it fail locally instead
- * of breaking the connection.
+ * memory registration is ibv_reg_mr. Its rkeys are in ib_rkey.h.
  */
 #ifndef UCT_TM_IB_IB_MD_H_
 #define UCT_TM_IB_IB_MD_H_
+
+#include "ib_rkey.h"
 
 #include "base/ucx_abi.h"
 
@@ -21,31 +20,7 @@
 namespace uct_tm {
 namespace ib {
 
-inline constexpr char     kMdPrefix[] = "tm_";
-inline constexpr uint32_t kRkeyMagic  = 0x746d6962u; /* "tmib" */
-
-struct PackedRkey {
-    uint32_t magic;
-    uint32_t rkey;
-    uint64_t address;
-    uint64_t length;
-};
-static_assert(sizeof(PackedRkey) == 24, "packed verbs rkey layout");
-
-/* An unpacked verbs rkey (uct_rkey_t points to it). */
-struct RemoteKey {
-    uint32_t rkey;
-    uint64_t address;
-    uint64_t length;
-    /* True iff [addr, addr + len) lies inside the registered range. */
-    bool covers(uint64_t addr, uint64_t len) const {
-        return (addr >= address) && (len <= length) && (addr - address <= length - len);
-    }
-};
-
-inline const RemoteKey *remote_key(uct_rkey_t rkey) {
-    return reinterpret_cast<const RemoteKey *>(rkey);
-}
+inline constexpr char kMdPrefix[] = "tm_";
 
 /* A registration: the verbs MR. */
 struct MemHandle {

@@ -72,7 +72,7 @@ HwTagTransport RcHwTags::transport(RcHwTags *self) {
         auto *hw = static_cast<RcHwTags *>(arg);
         /* All zero: a software rendezvous request (no rkey for the layer above). */
         const bool       request = (remote_va == 0) && (length == 0) && (rkey == 0);
-        const PackedRkey packed  = {kRkeyMagic, rkey, remote_va, length};
+        const PackedRkey packed  = pack_rkey(rkey, remote_va, length);
         hw->iface_.unexpected_rndv(stag, header, header_length, remote_va, length,
                                    request ? nullptr : &packed);
     };

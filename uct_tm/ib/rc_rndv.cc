@@ -252,7 +252,7 @@ void RcRendezvous::receive_rts(RcEp *ep, char *data, size_t length, uct_tag_t ta
     const unsigned hdr_len  = static_cast<unsigned>(length - sizeof(rvh));
     TagEngine::Recv *recv   = iface_.tags().match(tag);
     if (recv == nullptr) {
-        const PackedRkey packed = {kRkeyMagic, rkey, va, msg_len};
+        const PackedRkey packed = pack_rkey(rkey, va, msg_len);
         iface_.unexpected_rndv(tag, hdr, hdr_len, va, msg_len, &packed);
         return;
     }
