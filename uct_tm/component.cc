@@ -15,7 +15,7 @@
 #include "ib/rc_transport.h"
 #endif
 
-#include "base/tm_md.h"
+#include "sm/sm_md.h"
 #include "sm/sm_transport.h"
 
 #include <ucs/debug/log_def.h>
@@ -43,7 +43,7 @@ bool register_family(const abi::ComponentDesc &component, ucs_status_t (*add_tra
 
 __attribute__((constructor)) void register_everything() {
     /* A libuct of other layouts refuses every component: one error is enough. */
-    if (!register_family(md_component(), sm::register_sm_transport, "tm_sm")) {
+    if (!register_family(sm::md_component(), sm::register_sm_transport, "tm_sm")) {
         return;
     }
 #if UCT_TM_HAVE_VERBS

@@ -13,9 +13,8 @@
  */
 #include "uct_env.h"
 
-#include "base/packed_rkey.h"
 #include "base/range.h"
-#include "base/tm_md.h"
+#include "sm/sm_rkey.h"
 
 #include <ucs/config/global_opts.h>
 
@@ -37,7 +36,7 @@ namespace {
 struct Env {
     UctEnv                 uct;
     uct_allocated_memory_t mem = {};
-    uct_tm::PackedRkey     genuine{};
+    uct_tm::sm::PackedRkey genuine{};
 
     Env() {
         const uct_alloc_method_t method = UCT_ALLOC_METHOD_MD;
@@ -74,8 +73,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) {
         return 0;
     }
-    const bool         mutate = data[0] & 1;
-    uct_tm::PackedRkey packed{};
+    const bool             mutate = data[0] & 1;
+    uct_tm::sm::PackedRkey packed{};
     if (mutate) {
         packed = env().genuine;
     }
@@ -87,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (uct_rkey_unpack(env().uct.component(), &packed, &bundle) != UCS_OK) {
         return 0;
     }
-    const uct_tm::RemoteKey *key = uct_tm::remote_key(bundle.rkey);
+    const uct_tm::sm::RemoteKey *key = uct_tm::sm::remote_key(bundle.rkey);
     if (!uct_tm::range_within(key->address, key->length, UINT64_MAX)) {
         fail("unpacked a key whose range wraps the address space");
     }

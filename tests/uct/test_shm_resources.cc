@@ -14,7 +14,7 @@
  */
 #include "tag_fixture.h"
 
-#include "base/packed_rkey.h"
+#include "sm/sm_rkey.h"
 
 #include <gtest/gtest.h>
 
@@ -290,14 +290,14 @@ int read_and_write_through_rkeys(int sock) {
     if (!recv_all(sock, &count, sizeof(count))) {
         return 10;
     }
-    std::vector<uct_tm::PackedRkey> keys(count);
-    if (!recv_all(sock, keys.data(), count * sizeof(uct_tm::PackedRkey))) {
+    std::vector<uct_tm::sm::PackedRkey> keys(count);
+    if (!recv_all(sock, keys.data(), count * sizeof(uct_tm::sm::PackedRkey))) {
         return 11;
     }
     UctEnv env;
     for (uint64_t i = 0; i < count; ++i) {
-        const uct_tm::PackedRkey &k = keys[i];
-        uct_rkey_bundle_t         b;
+        const uct_tm::sm::PackedRkey &k = keys[i];
+        uct_rkey_bundle_t             b;
         if (uct_rkey_unpack(env.component(), &k, &b) != UCS_OK) {
             fprintf(stderr, "key %lu: unpack failed\n", static_cast<unsigned long>(i));
             return 12;
@@ -344,7 +344,7 @@ TEST(MdAlloc, HundredThousandSmallAllocations) {
         const size_t fds_start = open_fds();
         std::vector<uct_allocated_memory_t> mems;
         mems.reserve(kCount);
-        std::vector<uct_tm::PackedRkey> keys(kCount);
+        std::vector<uct_tm::sm::PackedRkey> keys(kCount);
         for (size_t i = 0; i < kCount; ++i) {
             const size_t length = size_t{64} << (i % 7); /* 64 B .. 4 KiB */
             ucs_status_t status;
@@ -359,7 +359,7 @@ TEST(MdAlloc, HundredThousandSmallAllocations) {
             ASSERT_GE(mems.back().length, length);
             fill_pattern(mems.back().address, mems.back().length, i);
             ASSERT_EQ(uct_md_mkey_pack(env.md(), mems.back().memh, &keys[i]), UCS_OK);
-            ASSERT_TRUE(keys[i].flags & uct_tm::kRkeyHasShm);
+            ASSERT_TRUE(keys[i].flags & uct_tm::sm::kRkeyHasShm);
         }
         const size_t opened = open_fds() - fds_start;
         EXPECT_LT(opened, 1000u) << "descriptors opened for " << mems.size() << " allocations";
@@ -456,7 +456,7 @@ TEST_P(MdAllocTag, RkeyOfABlockReachesOnlyTheBlock) {
     for (auto &m : mem) {
         memset(m.address, 'n', m.length);
     }
-    uct_tm::PackedRkey packed;
+    uct_tm::sm::PackedRkey packed;
     ASSERT_EQ(uct_md_mkey_pack(env_->md(), mem[1].memh, &packed), UCS_OK);
     uct_rkey_bundle_t rkey;
     ASSERT_EQ(uct_rkey_unpack(env_->component(), &packed, &rkey), UCS_OK);

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <functional>
 
-#include "base/packed_rkey.h"
+#include "sm/sm_rkey.h"
 #include "sm/sm_peer.h"
 
 namespace uct_tm_test {
@@ -475,14 +475,14 @@ TEST_P(TagBadInput, ForgedSegmentRkeys) {
     }
     uct_md_attr_t md_attr;
     ASSERT_EQ(uct_md_query(env_->md(), &md_attr), UCS_OK);
-    ASSERT_EQ(md_attr.rkey_packed_size, sizeof(uct_tm::PackedRkey));
+    ASSERT_EQ(md_attr.rkey_packed_size, sizeof(uct_tm::sm::PackedRkey));
     ucs_status_t           status;
     uct_allocated_memory_t mem = md_alloc(env_->md(), 8192, &status);
     ASSERT_EQ(status, UCS_OK);
-    void              *address = mem.address;
-    uct_tm::PackedRkey good;
+    void                  *address = mem.address;
+    uct_tm::sm::PackedRkey good;
     ASSERT_EQ(uct_md_mkey_pack(env_->md(), mem.memh, &good), UCS_OK);
-    ASSERT_TRUE(good.flags & uct_tm::kRkeyHasShm);
+    ASSERT_TRUE(good.flags & uct_tm::sm::kRkeyHasShm);
 
     /* The genuine key maps the segment, at the right place. */
     uct_rkey_bundle_t rkey;
@@ -493,8 +493,8 @@ TEST_P(TagBadInput, ForgedSegmentRkeys) {
     EXPECT_EQ(*static_cast<char *>(local), 'g');
     uct_rkey_release(env_->component(), &rkey);
 
-    auto refused = [&](const char *what, const std::function<void(uct_tm::PackedRkey &)> &forge) {
-        uct_tm::PackedRkey forged = good;
+    auto refused = [&](const char *what, const std::function<void(uct_tm::sm::PackedRkey &)> &forge) {
+        uct_tm::sm::PackedRkey forged = good;
         forge(forged);
         uct_rkey_bundle_t b;
         const ucs_status_t status = uct_rkey_unpack(env_->component(), &forged, &b);
@@ -508,14 +508,14 @@ TEST_P(TagBadInput, ForgedSegmentRkeys) {
             uct_rkey_release(env_->component(), &b);
         }
     };
-    refused("offset wrapping past 2^64", [&](uct_tm::PackedRkey &k) {
+    refused("offset wrapping past 2^64", [&](uct_tm::sm::PackedRkey &k) {
         k.shm_offset = ~uint64_t{0} - 4095;
         k.length     = 4096;
     });
-    refused("offset past the segment", [&](uct_tm::PackedRkey &k) { k.shm_offset = good.shm.size; });
-    refused("length past the segment", [&](uct_tm::PackedRkey &k) { k.length = good.shm.size + 1; });
-    refused("segment of another process", [&](uct_tm::PackedRkey &k) { k.shm.pid = k.pid + 1; });
-    refused("range wrapping the address space", [&](uct_tm::PackedRkey &k) {
+    refused("offset past the segment", [&](uct_tm::sm::PackedRkey &k) { k.shm_offset = good.shm.size; });
+    refused("length past the segment", [&](uct_tm::sm::PackedRkey &k) { k.length = good.shm.size + 1; });
+    refused("segment of another process", [&](uct_tm::sm::PackedRkey &k) { k.shm.pid = k.pid + 1; });
+    refused("range wrapping the address space", [&](uct_tm::sm::PackedRkey &k) {
         k.flags   = 0;
         k.address = ~uint64_t{0} - 100;
         k.length  = 4096;

@@ -16,7 +16,7 @@
  */
 #include "tag_fixture.h"
 
-#include "base/packed_rkey.h"
+#include "sm/sm_rkey.h"
 
 #include <gtest/gtest.h>
 
@@ -1082,16 +1082,16 @@ TEST_P(TagMultiProc, ForgedRkeysNamingOtherProcesses) {
               UCS_OK);
     std::string packed(md_attr.rkey_packed_size, '\0');
     ASSERT_EQ(uct_md_mkey_pack(env_->md(), memh, &packed[0]), UCS_OK);
-    ASSERT_EQ(packed.size(), sizeof(uct_tm::PackedRkey));
-    uct_tm::PackedRkey ours;
+    ASSERT_EQ(packed.size(), sizeof(uct_tm::sm::PackedRkey));
+    uct_tm::sm::PackedRkey ours;
     memcpy(&ours, packed.data(), sizeof(ours));
-    uct_tm::PackedRkey theirs = ours; /* as a forger would write it */
+    uct_tm::sm::PackedRkey theirs = ours; /* as a forger would write it */
     theirs.pid     = static_cast<int32_t>(where[0]);
     theirs.address = where[1];
 
     std::vector<char> local(kLength, 'x');
     uct_iov_t         iov = {local.data(), kLength, nullptr, 0, 1};
-    for (const uct_tm::PackedRkey *forged : {&theirs, &ours}) {
+    for (const uct_tm::sm::PackedRkey *forged : {&theirs, &ours}) {
         const char *whose = (forged == &ours) ? "this process" : "a third process";
         uct_rkey_bundle_t rkey;
         ASSERT_EQ(uct_rkey_unpack(env_->component(), forged, &rkey), UCS_OK);

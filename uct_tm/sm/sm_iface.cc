@@ -8,7 +8,6 @@
 #include "sm_transport.h"
 #include "common/alloc_status.h"
 #include "tag/eager_delivery.h"
-#include "base/tm_md.h"
 
 #include <ucs/debug/log_def.h>
 

@@ -16,7 +16,6 @@
 namespace uct_tm {
 
 class TagEngine;
-struct PackedRkey;
 
 namespace sm {
 
@@ -26,6 +25,7 @@ struct ControlMsg;
 struct Geometry;
 struct IfaceAddress;
 struct Message;
+struct PackedRkey;
 struct SmEp;
 
 class SmIfaceLink {

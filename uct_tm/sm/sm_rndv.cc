@@ -17,10 +17,10 @@
 #include "sm_rndv.h"
 
 #include "sm_iface.h"
+#include "sm_md.h"
 #include "sm_staging.h"
 
 #include "common/alloc_status.h"
-#include "base/tm_md.h"
 #include "common/ucs_assert.h"
 #include "tag/uct_iov.h"
 

@@ -14,10 +14,10 @@
 #include "sm_staging.h"
 
 #include "sm_iface.h"
+#include "sm_md.h"
 #include "sm_rndv.h"
 
 #include "common/alloc_status.h"
-#include "base/tm_md.h"
 #include "common/ucs_assert.h"
 
 #include <ucs/debug/log_def.h>

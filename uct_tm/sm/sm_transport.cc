@@ -2,8 +2,7 @@
 
 #include "sm_config.h"
 #include "sm_iface.h"
-
-#include "base/tm_md.h"
+#include "sm_md.h"
 
 #include <cstdio>
 #include <cstring>

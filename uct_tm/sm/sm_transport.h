@@ -10,7 +10,7 @@ namespace uct_tm {
 namespace sm {
 
 /* Adds transport "tm_sm" (device "tm_shm") to component "tm", registered
- * before (base/tm_md.h). */
+ * before (sm_md.h). */
 ucs_status_t register_sm_transport();
 
 }  // namespace sm

@@ -1,8 +1,7 @@
-#include "tm_md.h"
+#include "sm_md.h"
 
-#include "mem_registry.h"
-#include "range.h"
-
+#include "base/mem_registry.h"
+#include "base/range.h"
 #include "common/alloc_status.h"
 
 #include <ucs/debug/log_def.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 namespace uct_tm {
+namespace sm {
 namespace {
 
 struct TmMd {
@@ -179,13 +179,8 @@ ucs_status_t md_open(const char *name, const uct_md_config_t *, uct_md_h *md_p) 
     if (strcmp(name, kMdName) != 0) {
         return UCS_ERR_NO_DEVICE;
     }
-    TmMd *md;
-    if (alloc_status([&] {
-            md = new TmMd;
-        }) != UCS_OK) {
-        md = nullptr;
-    }
-    if (md == nullptr) {
+    TmMd *md = nullptr;
+    if (alloc_status([&] { md = new TmMd; }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
     abi::init_md_header(&md->header, md_component(), &md_callbacks);
@@ -274,4 +269,5 @@ bool md_range_registered(uct_md_h md, uint64_t address, size_t length) {
 
 const abi::ComponentDesc &md_component() { return component_desc; }
 
+}  // namespace sm
 }  // namespace uct_tm
