@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tm_rc over real verbs: boots a QEMU guest with a Soft-RoCE device (rxe0,
 # contrib/rxe_qemu.sh) and runs there, from this build tree:
-#   1. ucx_info with the plugin: transport tm_rc on device tm_rxe0:1;
+#   1. ucx_info with the plugin: MD tm_rxe0 of component tm_ib, transport
+#      tm_rc on device tm_rxe0:1; the ABI checks (test_ucx_abi) with a verbs
+#      MD present (each component lists its own MDs and transports only);
 #   2. the UCT tag conformance suite over tm_rc (software matching: rxe has
 #      no tag matching);
 #   3. the same suite with the receive side on the device model of a NIC's
@@ -22,7 +24,8 @@ set -uo pipefail
 top_srcdir=$(cd "${srcdir:-$(dirname "$0")}/../.." && pwd)
 builddir=${abs_top_builddir:-$(pwd)/../..}
 plugin=${PLUGIN:-$builddir/uct_tm/.libs/libuct_tm.so}
-for f in "$plugin" "$builddir/tests/uct/test_tag_conformance" "$builddir/src/tools/tm_perftest"; do
+for f in "$plugin" "$builddir/tests/uct/test_tag_conformance" "$builddir/tests/uct/test_ucx_abi" \
+         "$builddir/src/tools/tm_perftest"; do
     [[ -e $f ]] || { echo "test_rxe: $f is missing (build first)"; exit 1; }
 done
 
@@ -33,10 +36,18 @@ plugin=$1; perftest=$2; seed=$3
 echo "== $(ucx_info -v | head -1) ($(command -v ucx_info))"
 echo "== devices"
 ibv_devices
-if ! LD_PRELOAD=$plugin ucx_info -d | grep -A1 "Transport: tm_rc" | grep -q "Device: tm_rxe0:1"; then
+devices=$(LD_PRELOAD=$plugin ucx_info -d)
+if ! printf "%s\n" "$devices" | grep -A1 "Memory domain: tm_rxe0\$" | grep -q "Component: tm_ib\$"; then
+    echo "FAIL: ucx_info does not list MD tm_rxe0 of component tm_ib"; exit 1
+fi
+echo "PASS: ucx_info lists MD tm_rxe0 of component tm_ib"
+if ! printf "%s\n" "$devices" | grep -A1 "Transport: tm_rc" | grep -q "Device: tm_rxe0:1"; then
     echo "FAIL: ucx_info does not list tm_rc on tm_rxe0:1"; exit 1
 fi
 echo "PASS: ucx_info lists tm_rc on tm_rxe0:1"
+echo "== ABI checks with a verbs MD"
+./test_ucx_abi --gtest_color=no > /tmp/abi.log 2>&1 || { tail -40 /tmp/abi.log; echo "FAIL: test_ucx_abi"; exit 1; }
+grep -E "^\[ +(PASSED|SKIPPED) +\]" /tmp/abi.log
 suite() {
     echo "== conformance suite over tm_rc: $1"
     ./test_tag_conformance --gtest_filter="*tm_rc*" --gtest_color=no > /tmp/conformance.log 2>&1

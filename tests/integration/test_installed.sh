@@ -4,7 +4,8 @@
 #    (lib<framework>_<name><ext>, ext = libucs's ".so.0": libuct_tm.so.0), and as libuct_tm.so,
 #    with the component it loads (libuct_tm_component.so) next to it;
 #  - uct-tm.pc names that directory (plugindir, plugin) and its Libs link the plugin so that
-#    a program that never calls it still gets component "tm" (--no-as-needed);
+#    a program that never calls it still gets component "tm" (--no-as-needed), and
+#    component "tm_ib" when the installed component links rdma-core;
 #  - a program linked without it does not list "tm" (the check is not vacuous).
 # Usage: test_installed.sh DESTDIR   (run by contrib/test.sh with CI=true)
 set -u
@@ -60,6 +61,14 @@ if cc -o "$tmp/with" "$tmp/list.c" $(pkg-config --cflags ucx-uct) $libs $(pkg-co
         bad "component tm not listed by a program linked with: $libs"
     grep -qx tm <<<"$without" && bad "component tm listed without the plugin" ||
         ok "without the plugin: no component tm"
+    # The verbs MDs are a component of their own, in builds with rdma-core only.
+    if readelf -d "$plugindir/libuct_tm_component.so" | grep -q 'NEEDED.*libibverbs'; then
+        grep -qx tm_ib <<<"$with" && ok "built with rdma-core: component tm_ib listed" ||
+            bad "built with rdma-core, yet component tm_ib is not listed"
+    else
+        grep -qx tm_ib <<<"$with" && bad "built without rdma-core, yet component tm_ib is listed" ||
+            ok "built without rdma-core: no component tm_ib"
+    fi
 else
     bad "could not build against uct-tm.pc (Libs: $libs)"
 fi

@@ -5,6 +5,9 @@
  */
 #include "uct_env.h"
 
+#include "ib/ib_rkey.h"
+#include "sm/sm_rkey.h"
+
 #include <gtest/gtest.h>
 #include <ucs/type/class.h>
 #include <uct/api/version.h>
@@ -58,6 +61,95 @@ TEST(UcxAbi, ComponentIsListed) {
     ASSERT_EQ(uct_component_query(component, &attr), UCS_OK);
     EXPECT_STREQ(attr.name, "tm");
     EXPECT_EQ(attr.md_resource_count, 1u);
+}
+
+/* MD names of `component` and, per MD, the transports libuct lists on it. */
+std::vector<std::pair<std::string, std::vector<std::string>>> mds_of(uct_component_h component) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> found;
+    uct_component_attr_t attr = {};
+    attr.field_mask           = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    EXPECT_EQ(uct_component_query(component, &attr), UCS_OK);
+    std::vector<uct_md_resource_desc_t> resources(attr.md_resource_count);
+    attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    attr.md_resources = resources.data();
+    EXPECT_EQ(uct_component_query(component, &attr), UCS_OK);
+    for (const auto &r : resources) {
+        uct_md_config_t *config;
+        uct_md_h         md;
+        EXPECT_EQ(uct_md_config_read(component, nullptr, nullptr, &config), UCS_OK);
+        EXPECT_EQ(uct_md_open(component, r.md_name, config, &md), UCS_OK) << r.md_name;
+        uct_config_release(config);
+        uct_md_attr_t md_attr;
+        EXPECT_EQ(uct_md_query(md, &md_attr), UCS_OK);
+        uct_component_attr_t name = {};
+        name.field_mask           = UCT_COMPONENT_ATTR_FIELD_NAME;
+        EXPECT_EQ(uct_component_query(component, &name), UCS_OK);
+        EXPECT_STREQ(md_attr.component_name, name.name) << r.md_name;
+        std::vector<std::string> tls;
+        uct_tl_resource_desc_t  *tl_resources;
+        unsigned                 count;
+        EXPECT_EQ(uct_md_query_tl_resources(md, &tl_resources, &count), UCS_OK);
+        for (unsigned i = 0; i < count; ++i) {
+            tls.emplace_back(tl_resources[i].tl_name);
+        }
+        uct_release_tl_resource_list(tl_resources);
+        uct_md_close(md);
+        found.emplace_back(r.md_name, tls);
+    }
+    return found;
+}
+
+/* One component per MD family, as UCX has: "tm" holds the shared-memory MD
+ * "tm" and tm_sm only; "tm_ib", registered exactly when the build has
+ * rdma-core, holds the verbs MDs "tm_<device>" (none without a device) and
+ * tm_rc only. */
+TEST(UcxAbi, OneComponentPerMdFamily) {
+    const auto tm = mds_of(find_tm_component("tm"));
+    ASSERT_EQ(tm.size(), 1u);
+    EXPECT_EQ(tm[0].first, "tm");
+    EXPECT_EQ(tm[0].second, std::vector<std::string>{"tm_sm"});
+    uct_component_h ib = find_tm_component("tm_ib");
+#if UCT_TM_HAVE_VERBS
+    ASSERT_NE(ib, nullptr);
+    for (const auto &md : mds_of(ib)) {
+        EXPECT_EQ(md.first.rfind("tm_", 0), 0u) << md.first;
+        for (const std::string &tl : md.second) {
+            EXPECT_EQ(tl, "tm_rc") << md.first;
+        }
+    }
+#else
+    EXPECT_EQ(ib, nullptr) << "built without rdma-core";
+#endif
+}
+
+/* libuct hands an rkey buffer to the component whose MD packed it; each
+ * component unpacks its own family's keys and refuses the other's, whose
+ * magic differs (nothing routes by it). */
+TEST(UcxAbi, EachComponentUnpacksOnlyItsRkeys) {
+    UctEnv            env;
+    std::vector<char> buffer(4096, 'x');
+    uct_mem_h         memh;
+    ASSERT_EQ(uct_md_mem_reg(env.md(), buffer.data(), buffer.size(), UCT_MD_MEM_ACCESS_ALL, &memh),
+              UCS_OK);
+    uct_tm::sm::PackedRkey shm_key;
+    ASSERT_EQ(uct_md_mkey_pack(env.md(), memh, &shm_key), UCS_OK);
+    /* A verbs key, in a buffer as long as a shared-memory one (what "tm" reads). */
+    uct_tm::sm::PackedRkey       room{};
+    const uct_tm::ib::PackedRkey ib_key = uct_tm::ib::pack_rkey(0x1234, 0x10000, 4096);
+    static_assert(sizeof(ib_key) <= sizeof(room), "a verbs key fits");
+    memcpy(&room, &ib_key, sizeof(ib_key));
+    uct_rkey_bundle_t bundle;
+    EXPECT_EQ(uct_rkey_unpack(env.component(), &room, &bundle), UCS_ERR_INVALID_PARAM);
+#if UCT_TM_HAVE_VERBS
+    uct_component_h ib = find_tm_component("tm_ib");
+    ASSERT_NE(ib, nullptr);
+    EXPECT_EQ(uct_rkey_unpack(ib, &shm_key, &bundle), UCS_ERR_INVALID_PARAM);
+    ASSERT_EQ(uct_rkey_unpack(ib, &ib_key, &bundle), UCS_OK);
+    void *local = nullptr;
+    EXPECT_EQ(uct_rkey_ptr(ib, &bundle, 0x10000, &local), UCS_ERR_UNSUPPORTED) << "RDMA only";
+    EXPECT_EQ(uct_rkey_release(ib, &bundle), UCS_OK);
+#endif
+    EXPECT_EQ(uct_md_mem_dereg(env.md(), memh), UCS_OK);
 }
 
 TEST(UcxAbi, TransportsAreListed) {

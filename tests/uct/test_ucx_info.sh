@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Stock UCX tools see the plugin: `LD_PRELOAD=<plugin> ucx_info -d` lists
-# component "tm" with transport tm_sm, and `ucx_info -c -f` lists its
-# UCX_TM_SM_* variables with their defaults. On UCX >= 1.22, which loads
-# external modules, so does `UCX_PLUGIN_PATH=<plugin's directory> ucx_info -d`
-# without any preload.
+# component "tm" with MD "tm" and transport tm_sm, every verbs MD "tm_<device>"
+# under component "tm_ib" (when there is a verbs device: without one that
+# component has no MD to list), and `ucx_info -c -f` lists the UCX_TM_SM_*
+# variables with their defaults. On UCX >= 1.22, which loads external
+# modules, so does `UCX_PLUGIN_PATH=<plugin's directory> ucx_info -d` without
+# any preload.
 # PLUGIN: the library to preload (default: the one just built; CI also runs
 # this against a `make install` copy).
 set -u
@@ -25,6 +27,18 @@ expect() { # what, pattern, text
 devices=$(LD_PRELOAD=$plugin ucx_info -d 2>&1)
 expect "ucx_info -d lists memory domain tm" '^# Memory domain: tm$' "$devices"
 expect "ucx_info -d lists component tm" '^#     Component: tm$' "$devices"
+# "<MD> <component>", one line per MD listed.
+md_components=$(awk '/^# Memory domain:/ { md = $4 } /^#     Component:/ { print md, $3 }' <<<"$devices")
+expect "memory domain tm is component tm's" '^tm tm$' "$md_components"
+if grep -E '^tm_' <<<"$md_components" | grep -vqE '^tm_[^ ]+ tm_ib$'; then
+    echo "FAIL: a verbs MD outside component tm_ib: $(grep -E '^tm_' <<<"$md_components" | tr '\n' ' ')"
+    fail=1
+fi
+if [ "${TM_VERBS:-}" = yes ] && [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+    expect "ucx_info -d lists the verbs MDs under component tm_ib" '^tm_[^ ]+ tm_ib$' "$md_components"
+else
+    echo "ok: no verbs device or no rdma-core: component tm_ib lists no MD"
+fi
 expect "ucx_info -d lists transport tm_sm" '^#      Transport: tm_sm$' "$devices"
 expect "ucx_info -d lists device tm_shm" '^#         Device: tm_shm$' "$devices"
 expect "tm_sm reports peer-failure handling" 'error handling: .*peer failure' "$devices"
