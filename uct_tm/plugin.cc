@@ -9,8 +9,8 @@
  * shape. So this library binds to nothing release-specific: from its ELF
  * constructor it finds the running release and, only if it is the one the
  * component was built for, loads the component (libuct_tm_component.so, next
- * to this file), whose own constructor registers component "tm" and its
- * transports with libuct. Otherwise it registers nothing, says so once
+ * to this file), whose own constructor registers uct-tm's components and
+ * their transports with libuct. Otherwise it registers nothing, says so once
  * through UCX's log, and UCX goes on with its own transports.
  *
  * libuct and libucs publish no version call; libucp does (ucp_get_version),

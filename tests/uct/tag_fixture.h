@@ -1,7 +1,7 @@
 /*
  * Conformance fixtures: a tag-capable iface with its callback recorders
  * (Node), and the gtest fixture parametrized over every tag transport of
- * component "tm": a receiver and a sender iface on one worker, connected.
+ * uct-tm: a receiver and a sender iface on one worker, connected.
  */
 #ifndef UCT_TM_TESTS_UCT_TAG_FIXTURE_H_
 #define UCT_TM_TESTS_UCT_TAG_FIXTURE_H_

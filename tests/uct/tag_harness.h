@@ -4,7 +4,7 @@
  * tag API makes, bounded waits, and send helpers for each eager/rndv path.
  *
  * Everything here goes through UCX's public API (uct.h) only, so that every
- * tag-capable transport of component "tm" can run the same tests.
+ * tag-capable transport of uct-tm can run the same tests.
  */
 #ifndef UCT_TM_TESTS_UCT_TAG_HARNESS_H_
 #define UCT_TM_TESTS_UCT_TAG_HARNESS_H_
@@ -47,7 +47,7 @@ class Rng {
     uint64_t state_;
 };
 
-/* Transports of component "tm" whose iface, opened with tag offload, reports
+/* Transports of uct-tm's components whose iface, opened with tag offload, reports
  * at least one UCT_IFACE_FLAG_TAG_* capability. */
 std::vector<std::string> tag_transports();
 

@@ -1,6 +1,6 @@
 /*
- * UCT tag API conformance, run for every tag-capable transport of component
- * "tm" (see tag_transports()): the scenarios of UCX's own test_tag
+ * UCT tag API conformance, run for every tag-capable transport of uct-tm
+ * (see tag_transports()): the scenarios of UCX's own test_tag
  * (test/gtest/uct/ib/test_tag.cc in UCX's sources) plus truncation on every path,
  * cancellation races, descriptor holding with rx_headroom and matching order
  * against a model. Each test checks every callback (count, order, status,

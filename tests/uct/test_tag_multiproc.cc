@@ -1,6 +1,6 @@
 /*
- * Multi-process conformance, for every tag-capable transport of component
- * "tm": fork()ed processes exchange iface addresses over socketpairs, then
+ * Multi-process conformance, for every tag-capable transport of uct-tm:
+ * fork()ed processes exchange iface addresses over socketpairs, then
  * talk through the transport only.
  *  - several senders, random tags, sizes and paths (all eager flavours,
  *    rendezvous expected and unexpected with get_zcopy) to one receiver that

@@ -1,5 +1,5 @@
 /*
- * IfaceBase: the UCT-facing shell every transport of the component shares.
+ * IfaceBase: the UCT-facing shell every transport of uct-tm shares.
  *
  * A transport writes its iface class `Iface` (deriving from
  * IfaceBase<Iface, Ep>) and its endpoint `Ep` (uct_ep_t first, then

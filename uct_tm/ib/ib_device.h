@@ -1,5 +1,5 @@
 /*
- * Verbs devices seen by component "tm": which exist, which of their ports
+ * Verbs devices seen by component "tm_ib": which exist, which of their ports
  * are usable, how close each is to the calling thread (hwloc), and the
  * address a port is reached at (LID for InfiniBand, a RoCE v2 GID for
  * Ethernet).

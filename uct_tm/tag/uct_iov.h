@@ -1,5 +1,5 @@
 /*
- * The one rule every transport of component "tm" applies to a uct_iov_t
+ * The one rule every transport of uct-tm applies to a uct_iov_t
  * list (tagged and active-message sends, rendezvous, receives, get/put), so
  * that the same bad list gets the same status whatever path it takes:
  *
