@@ -16,6 +16,10 @@
 #
 #   UCX_CACHE     the cache directory (default ~/.cache/uct-tm/ucx)
 #   UCX_JOBS      make -j (default: nproc)
+#   UCX_FLAVOR    release (default) or checked: UCX's plain configure, which
+#                 keeps assertions and parameter checks on as distributions
+#                 such as Debian ship it, so that UCP's own checks guard what
+#                 uct-tm does under it; cached apart from the release build
 #
 # Nothing here is part of uct-tm: the cache holds only builds of trees the
 # user pointed at.
@@ -23,6 +27,12 @@ set -euo pipefail
 
 cache=${UCX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/uct-tm/ucx}
 jobs=${UCX_JOBS:-$(nproc)}
+flavor=${UCX_FLAVOR:-release}
+case $flavor in
+release) configure=../contrib/configure-release tag= ;;
+checked) configure=../configure tag=-checked ;;
+*) echo "ucx_cache: UCX_FLAVOR=$flavor: release or checked" >&2; exit 2 ;;
+esac
 
 ucx_release() { # TREE -> 1.22.0, from configure.ac's version macros
     local ac=$1/configure.ac major minor patch
@@ -45,7 +55,7 @@ build_one() {
         { echo "ucx_cache: $1 is not a UCX source tree (no configure.ac, src/uct)" >&2; return 1; }
     release=$(ucx_release "$tree") ||
         { echo "ucx_cache: cannot read the UCX release from $tree/configure.ac" >&2; return 1; }
-    key="$release-$(tree_hash "$tree")"
+    key="$release$tag-$(tree_hash "$tree")"
     dir="$cache/$key"
     if [[ -f "$dir/.built" && -f "$dir/internal/config.h" ]]; then
         echo "$dir/install"
@@ -54,11 +64,11 @@ build_one() {
     rm -rf "$dir"
     mkdir -p "$dir"
     log="$dir/build.log"
-    echo "ucx_cache: building UCX $release from $tree into $dir (log: $log)" >&2
+    echo "ucx_cache: building UCX $release ($flavor) from $tree into $dir (log: $log)" >&2
     cp -a "$tree" "$dir/src"
     rm -rf "$dir/src/.git"
     if ! (cd "$dir/src" && ./autogen.sh && mkdir -p build && cd build &&
-          ../contrib/configure-release --prefix="$dir/install" --enable-mt \
+          "$configure" --prefix="$dir/install" --enable-mt \
               --without-java --without-go --disable-doxygen-doc \
               --without-cuda --without-rocm --without-verbs --without-rdmacm \
               --without-knem --without-xpmem --without-ugni --without-ze \
@@ -78,7 +88,7 @@ build_one() {
     echo "$dir/install"
 }
 
-[[ $# -ge 1 ]] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,21p' "$0" >&2; exit 2; }
 for tree in "$@"; do
     build_one "$tree"
 done

@@ -537,6 +537,75 @@ TEST_P(TagTest, RndvRequestExpected) {
     }
 }
 
+/* UCP posts a large receive with its buffer registered, answers a software
+ * rendezvous request matching it with a GET issued from rndv_cb, and
+ * deregisters the buffer only when rndv_cb returns; the GET's completion
+ * checks that the registration is gone (UCP 1.13 asserts, rndv.c). An RDMA
+ * READ never completes inside the callback, and neither may a copy: it
+ * reports from a later progress, its data already in place. */
+TEST_P(TagTest, GetFromRndvCallbackCompletesAfterItReturns) {
+    if (lacks(Path::kRndv) || !(rx_->caps.flags & UCT_IFACE_FLAG_GET_ZCOPY)) {
+        GTEST_SKIP();
+    }
+    uct_ep_h back = reverse_ep();
+    ASSERT_NE(back, nullptr);
+    uct_md_attr_t md_attr;
+    ASSERT_EQ(uct_md_query(env_->md(), &md_attr), UCS_OK);
+    Rng rng(test_seed() ^ 23);
+    for (size_t length : {size_t{8}, size_t{4096}, size_t{1} << 20}) {
+        SCOPED_TRACE("length " + std::to_string(length));
+        const uint64_t    seed = rng.next();
+        std::vector<char> source(length);
+        fill_pattern(source.data(), length, seed);
+        uct_mem_h memh;
+        ASSERT_EQ(uct_md_mem_reg(env_->md(), source.data(), length, UCT_MD_MEM_ACCESS_ALL, &memh),
+                  UCS_OK);
+        std::string packed(md_attr.rkey_packed_size, '\0');
+        ASSERT_EQ(uct_md_mkey_pack(env_->md(), memh, &packed[0]), UCS_OK);
+        uct_rkey_bundle_t rkey;
+        ASSERT_EQ(uct_rkey_unpack(env_->component(), packed.data(), &rkey), UCS_OK);
+
+        GuardedBuffer dest(length);
+        Completion    c;
+        ucs_status_t  get_status      = UCS_ERR_LAST;
+        int           calls_in_the_cb = -1;
+        RecvCtx       r;
+        r.on_done = [&](RecvCtx &) {
+            uct_iov_t iov   = {dest.data(), length, nullptr, 0, 1};
+            get_status      = uct_ep_get_zcopy(back, &iov, 1, reinterpret_cast<uintptr_t>(
+                                                                  source.data()),
+                                               rkey.rkey, &c.comp);
+            calls_in_the_cb = c.calls;
+        };
+        RecvBuffers     b(4096);
+        const uct_tag_t tag = rng.next();
+        ASSERT_EQ(post(r, tag, kFullMask, b), UCS_OK);
+        const char   header[] = "software rendezvous request";
+        ucs_status_t status;
+        ASSERT_TRUE(wait([&] {
+            status = uct_ep_tag_rndv_request(ep_, tag, header, sizeof(header), 0);
+            return status != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(status, UCS_OK);
+        ASSERT_TRUE(wait([&] { return r.done(); }));
+        EXPECT_EQ(r.sequence(), "consumed,rndv");
+        EXPECT_EQ(get_status, UCS_INPROGRESS) << ucs_status_string(get_status);
+        EXPECT_EQ(calls_in_the_cb, 0) << "the get completed inside rndv_cb";
+        if (get_status == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait([&] { return c.calls == 1; }));
+        }
+        EXPECT_EQ(c.calls, 1);
+        EXPECT_EQ(c.status, UCS_OK);
+        EXPECT_EQ(pattern_mismatch(dest.data(), length, seed), SIZE_MAX);
+        EXPECT_TRUE(dest.guards_intact());
+        ASSERT_TRUE(wait([&] {
+            return uct_ep_flush(back, 0, nullptr) == UCS_OK;
+        })) << "the endpoint does not flush after the get completed";
+        uct_rkey_release(env_->component(), &rkey);
+        EXPECT_EQ(uct_md_mem_dereg(env_->md(), memh), UCS_OK);
+    }
+}
+
 TEST_P(TagTest, RndvRequestUnexpected) {
     if (lacks(Path::kRndv)) {
         GTEST_SKIP();
