@@ -406,6 +406,9 @@ unsigned SmIface::progress_work(ElemHeader *e) {
         e = fifo_.poll();
     }
     count += tags_.progress();
+    if (ucs_unlikely(rndv_.has_deferred_gets())) {
+        count += rndv_.progress_deferred_gets();
+    }
     if (ucs_unlikely(rndv_.has_splits())) {
         count += rndv_.progress_splits();
     }

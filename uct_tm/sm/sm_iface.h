@@ -284,7 +284,8 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
         return has_outbox_ || !pending_eps_.empty() || !flush_waiters_.empty();
     }
     bool         has_background_work() const {
-        return tags_.has_cancelled() || rndv_.has_splits() || staging_.busy() || has_deferred_work();
+        return tags_.has_cancelled() || rndv_.has_splits() || rndv_.has_deferred_gets() ||
+               staging_.busy() || has_deferred_work();
     }
     /* Handles arrivals from `e` on (null: none) and the waiting work. */
     unsigned     progress_work(ElemHeader *e);

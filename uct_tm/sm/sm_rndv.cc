@@ -309,7 +309,7 @@ void SmRendezvous::forget_ep(SmEp *ep) {
             split.ep   = nullptr;
             split.comp = nullptr;
         }
-    }
+    }    deferred_gets_.forget_ep(ep);
 }
 
 void SmRendezvous::fail_peer(const RemotePeer *peer) {
@@ -744,6 +744,30 @@ bool SmRendezvous::cma_allowed(RemotePeer *peer, uint64_t address) {
 ucs_status_t SmRendezvous::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
                                  uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp,
                                  bool write) {
+    if (ucs_likely((comp == nullptr) || !iface_.tags().in_rndv_callback())) {
+        return zcopy_now(ep, iov, iovcnt, remote_addr, rkey, comp, write);
+    }
+    return zcopy_deferred(ep, iov, iovcnt, remote_addr, rkey, comp, write);
+}
+
+ucs_status_t SmRendezvous::zcopy_deferred(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
+                                          uint64_t remote_addr, uct_rkey_t rkey,
+                                          uct_completion_t *comp, bool write) {
+    ucs_status_t status = deferred_gets_.make_room(); /* before anything is copied */
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = zcopy_now(ep, iov, iovcnt, remote_addr, rkey, comp, write);
+    if (status != UCS_OK) {
+        return status; /* an error, or a copy that completes from progress anyway */
+    }
+    deferred_gets_.add(ep, comp);
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
+                                     uint64_t remote_addr, uct_rkey_t rkey,
+                                     uct_completion_t *comp, bool write) {
     size_t             total;
     const ucs_status_t checked = check_iov(iov, iovcnt, IovLimits{kMaxSendIov, SIZE_MAX}, &total);
     if (ucs_unlikely(checked != UCS_OK)) {

@@ -11,6 +11,7 @@
 #ifndef UCT_TM_SM_SM_RNDV_H_
 #define UCT_TM_SM_SM_RNDV_H_
 
+#include "sm_deferred_gets.h"
 #include "sm_layout.h"
 #include "sm_link.h"
 
@@ -103,8 +104,12 @@ class SmRendezvous {
     void             orphan_receive(const TagEngine::Recv *recv);
 
     /* ---- one-sided ---- */
+    /* A get with a completion issued from a receive's rndv_cb reports from
+     * a later progress (DeferredGets). */
     ucs_status_t     zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
                            uct_rkey_t rkey, uct_completion_t *comp, bool write);
+    bool             has_deferred_gets() const { return !deferred_gets_.empty(); }
+    unsigned         progress_deferred_gets() { return deferred_gets_.progress(); }
 
     /* ---- for SmStagingCopies ---- */
     /* Whether `token` is an active send of ours to `puller` that covers
@@ -161,6 +166,12 @@ class SmRendezvous {
     static ucs_status_t split_status(const SplitCopy &split, ucs_status_t status);
     void         finish_split(SplitCopy split, ucs_status_t status);
 
+    ucs_status_t zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                           uct_rkey_t rkey, uct_completion_t *comp, bool write);
+    ucs_status_t zcopy_deferred(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
+                                uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp,
+                                bool write);
+
     /* True if CMA reaches `peer` (probed once on `address`, a buffer of its). */
     bool         cma_allowed(RemotePeer *peer, uint64_t address);
     ucs_status_t cma_copy(pid_t pid, struct iovec *local, size_t count, uint64_t remote,
@@ -183,6 +194,7 @@ class SmRendezvous {
     size_t                active_ = 0;
 
     std::vector<SplitCopy> splits_; /* copies waiting for their sender's pieces */
+    DeferredGets           deferred_gets_;
     Counters               counters_;
 };
 

@@ -211,7 +211,9 @@ void TagEngine::complete_rndv(Recv *recv, uct_tag_t stag, const void *header,
     const bool         notify = (recv->state == kMatched);
     release_in_flight(recv);
     if (notify) {
+        ++rndv_callbacks_;
         ctx->rndv_cb(ctx, stag, header, header_length, UCS_OK, UCT_TAG_RECV_CB_INLINE_DATA);
+        --rndv_callbacks_;
     }
 }
 

@@ -180,6 +180,11 @@ class TagEngine {
     /* Finishes an in-flight receive matched by a software rendezvous request:
      * rndv_cb(stag, header, header_length, UCS_OK, UCT_TAG_RECV_CB_INLINE_DATA). */
     void complete_rndv(Recv *recv, uct_tag_t stag, const void *header, unsigned header_length);
+    /* Whether a receive's rndv_cb is running. UCP answers a software
+     * rendezvous request from rndv_cb with a GET into the buffer it posted
+     * and deregisters that buffer only after rndv_cb returns; the GET's
+     * completion must come after that, as an RDMA READ's does. */
+    bool in_rndv_callback() const { return rndv_callbacks_ != 0; }
 
     /* Called when a receive is cancelled with force while in flight, before
      * cancel() returns: the transport must make sure nothing writes into its
@@ -403,6 +408,7 @@ class TagEngine {
     std::vector<Pending>      delivering_;
     size_t                    posted_    = 0;
     size_t                    in_flight_ = 0;
+    unsigned                  rndv_callbacks_ = 0; /* rndv_cb calls running (nested) */
     Counters                  counters_;
     OrphanHook                orphan_hook_     = nullptr;
     void                     *orphan_hook_arg_ = nullptr;
