@@ -42,6 +42,23 @@ struct IsConnectedParams {
     const uct_iface_addr_t  *iface_addr;
     const uct_ep_addr_t     *ep_addr;
 };
+/* The head of uct_md_attr_v2_t (uct_md_query_v2, libuct 1.14+), room for the
+ * rest behind it; 1.15 inserted reg_nonblock_mem_types before cache_mem_types. */
+struct MdAttrV2Head {
+    uint64_t field_mask;
+    uint64_t max_alloc;
+    size_t   max_reg;
+    uint64_t flags;
+    uint64_t reg_mem_types;
+#if UCX_RELEASE >= 115
+    uint64_t reg_nonblock_mem_types;
+#endif
+    uint64_t cache_mem_types;
+    char     rest[1024];
+};
+constexpr uint64_t kMdAttrFieldRegMemTypes   = 1u << 3;
+constexpr uint64_t kMdAttrFieldCacheMemTypes = (UCX_RELEASE >= 115) ? (1u << 5) : (1u << 4);
+extern "C" ucs_status_t uct_md_query_v2(uct_md_h md, MdAttrV2Head *attr);
 extern "C" int uct_iface_is_reachable_v2(uct_iface_h iface, const ReachableParams *params);
 extern "C" int uct_ep_is_connected(uct_ep_h ep, const IsConnectedParams *params);
 
@@ -179,6 +196,16 @@ TEST(UcxAbi, MdQueryThroughLibuct) {
     EXPECT_GT(attr.rkey_packed_size, 0u);
     EXPECT_LE(attr.rkey_packed_size, 256u);
     EXPECT_TRUE(ucs_cpu_is_set(0, &attr.local_cpus));
+#if UCX_RELEASE >= 114
+    /* UCP keeps registrations only of MDs whose memory types say so, and
+     * from 1.16 asserts that every MD it registers a datatype iterator on
+     * is such an MD (a checked UCX aborts at the first rendezvous). */
+    MdAttrV2Head v2 = {};
+    v2.field_mask   = kMdAttrFieldCacheMemTypes | kMdAttrFieldRegMemTypes;
+    ASSERT_EQ(uct_md_query_v2(env.md(), &v2), UCS_OK);
+    EXPECT_EQ(v2.reg_mem_types, UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    EXPECT_EQ(v2.cache_mem_types, UCS_BIT(UCS_MEMORY_TYPE_HOST));
+#endif
 }
 
 /* Registration, key packing and unpacking as a UCX client does them: the

@@ -95,6 +95,7 @@ static ucs_status_t md_query(uct_md_h md, uct_md_attr_v2_t *out) {
     out->max_reg          = attr.max_reg;
     out->flags            = attr.flags;
     out->reg_mem_types    = attr.reg_mem_types;
+    out->cache_mem_types  = attr.cache_mem_types;
     out->alloc_mem_types  = attr.alloc_mem_types;
     out->access_mem_types = attr.access_mem_types;
     out->reg_cost         = attr.reg_cost;

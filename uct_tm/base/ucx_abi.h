@@ -53,6 +53,10 @@ struct MdAttr {
     size_t            max_reg          = 0;
     uint64_t          flags            = 0; /* UCT_MD_FLAG_* */
     uint64_t          reg_mem_types    = 0; /* bits of ucs_memory_type_t */
+    /* Memory types whose registrations UCP may keep in its registration
+     * cache (from 1.14; UCP 1.16 on asserts that every MD it registers a
+     * datatype iterator on is one of them). */
+    uint64_t          cache_mem_types  = 0;
     uint64_t          alloc_mem_types  = 0;
     uint64_t          access_mem_types = 0;
     ucs_linear_func_t reg_cost         = {0, 0};

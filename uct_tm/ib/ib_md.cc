@@ -35,6 +35,9 @@ ucs_status_t md_query(abi::MdHeader *header, abi::MdAttr *attr) {
     attr->max_reg          = md->attr.orig_attr.max_mr_size;
     attr->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_NEED_RKEY;
     attr->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    /* UCP may cache memory regions and drop them when the memory is unmapped,
+     * as it does for UCX's own verbs MDs. */
+    attr->cache_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->alloc_mem_types  = 0;
     /* Pinning costs a syscall plus a page walk. */

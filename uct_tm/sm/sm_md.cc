@@ -83,6 +83,10 @@ ucs_status_t md_query(abi::MdHeader *, abi::MdAttr *attr) {
         attr->flags |= UCT_MD_FLAG_NEED_MEMH;
     }
     attr->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    /* A registration names a range of this process (CMA) or of one of our
+     * segments (checked by serial at attach): UCP may cache it and drop it
+     * when the memory goes, as it does for UCX's own shared-memory MDs. */
+    attr->cache_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     /* Registration only records the range. */
