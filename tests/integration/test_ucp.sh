@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# ucp_tag_test (two processes, UCP tag API) over tm_sm: UCX_TLS=tm_sm and tm_sm,self, and
-# UCP's software rendezvous over tag offload (UCX_TM_SW_RNDV=y). ucp_tag_test itself
-# asserts payloads and statuses and, from tm_sm's counters, that receives were posted
+# ucp_tag_test (two processes, UCP tag API, contiguous, iov and generic datatypes) over
+# tm_sm: UCX_TLS=tm_sm and tm_sm,self, and every UCP setting that changes the path a
+# message takes (software rendezvous with GET and PUT, thresholds at 0, eager only,
+# offload off, UCP's first protocol engine from 1.16). ucp_tag_test itself asserts
+# payloads, gaps and statuses and, from tm_sm's counters, that receives were posted
 # into tm_sm. PLUGIN: the libuct_tm.so to load (preloaded before UCX 1.22, through
 # UCX_PLUGIN_PATH from 1.22).
 set -u
@@ -12,11 +14,11 @@ here=$(dirname "$0")
 loading=$(plugin_loading "$plugin")
 echo "loading the plugin with $loading (UCX $(ucx_release))"
 fail=0
-run() { # description, env...
+run() { # description, env...   (test_args: ucp_tag_test's arguments)
     local what=$1 rc
     shift
     echo "== $what"
-    env "$@" "$loading" timeout 300 ./ucp_tag_test 2>&1 | grep -v '^tm_sm iface'
+    env "$@" "$loading" timeout 300 ./ucp_tag_test ${test_args:-} 2>&1 | grep -v '^tm_sm iface'
     rc=${PIPESTATUS[0]}
     [ "$rc" -eq 77 ] && exit 77
     [ "$rc" -eq 0 ] || { echo "FAIL: $what (exit $rc)"; fail=1; }
@@ -24,7 +26,20 @@ run() { # description, env...
 [ -x ./ucp_tag_test ] || cd "$here"
 run "UCX_TLS=tm_sm" UCX_TLS=tm_sm
 run "UCX_TLS=tm_sm,self" UCX_TLS=tm_sm,self
-# UCP 1.13.1 trips its own assertion (rndv.c) when it GETs a software rendezvous into a
-# receive it had posted to the transport; the PUT scheme avoids it (docs/using-with-ucx.md).
-run "UCX_TM_SW_RNDV=y (PUT scheme)" UCX_TLS=tm_sm UCX_TM_SW_RNDV=y UCX_RNDV_SCHEME=put_zcopy
+# Every setting that changes the path a message takes (docs/using-with-ucx.md, "What UCP
+# does over tm_sm"): UCP's software rendezvous with a GET from rndv_cb (the default
+# scheme) and with a PUT; every receive posted and every message a rendezvous; offload off.
+run "UCX_TM_SW_RNDV=y" UCX_TLS=tm_sm UCX_TM_SW_RNDV=y
+run "UCX_TM_SW_RNDV=y, PUT scheme" UCX_TLS=tm_sm UCX_TM_SW_RNDV=y UCX_RNDV_SCHEME=put_zcopy
+run "every receive posted, every message a rendezvous, software RTS" UCX_TLS=tm_sm \
+    UCX_RNDV_THRESH=0 UCX_TM_THRESH=0 UCX_TM_SW_RNDV=y
+run "every receive posted, every message a rendezvous" UCX_TLS=tm_sm UCX_RNDV_THRESH=0 \
+    UCX_TM_THRESH=0
+run "eager only" UCX_TLS=tm_sm UCX_RNDV_THRESH=inf
+test_args=--offload-off run "tag offload off" UCX_TLS=tm_sm UCX_TM_THRESH=inf
+if ucx_release_at_least 1 16; then
+    # UCP's first protocol engine, which users can still select
+    run "UCX_PROTO_ENABLE=n" UCX_TLS=tm_sm UCX_PROTO_ENABLE=n
+    run "UCX_PROTO_ENABLE=n, UCX_TM_SW_RNDV=y" UCX_TLS=tm_sm UCX_PROTO_ENABLE=n UCX_TM_SW_RNDV=y
+fi
 exit $fail
