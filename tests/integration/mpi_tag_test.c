@@ -13,11 +13,17 @@
  *                  error class MPI_ERR_TRUNCATE
  *   deep queue     DEEP_RECVS receives of 2 KiB with distinct tags posted first, matched
  *                  by sends in reverse order
+ *   derived        vector, indexed and struct datatypes (pml ucx sends and receives them
+ *                  through UCP generic datatypes), 64 B .. 2 MiB of data across every
+ *                  eager and rendezvous threshold, receive posted first and unexpected;
+ *                  the receive buffer is compared byte for byte, gaps included, with what
+ *                  MPI_Unpack makes of the same data locally
  *
  * Rank 0 prints "mpi_tag_test: PASS (<ranks> ranks, <checks> checks)" or the failures.
  */
 #include <mpi.h>
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,6 +284,128 @@ static void test_deep_queue(void) {
     free(bufs);
 }
 
+/* A derived datatype and how many of it make about `bytes` bytes of data. */
+struct derived {
+    const char  *name;
+    MPI_Datatype type;
+};
+
+struct padded {
+    int    a;
+    double b[3];
+    char   c[5];
+};
+
+static void make_derived(struct derived out[3]) {
+    /* vector: 16 ints every 24 */
+    MPI_Type_vector(64, 16, 24, MPI_INT, &out[0].type);
+    out[0].name = "vector";
+    /* indexed: blocks of 1..7 doubles, gaps of 0..2 between */
+    int blocklens[40], displs[40], at = 0;
+    for (int i = 0; i < 40; ++i) {
+        blocklens[i] = 1 + i % 7;
+        displs[i]    = at;
+        at += blocklens[i] + i % 3;
+    }
+    MPI_Type_indexed(40, blocklens, displs, MPI_DOUBLE, &out[1].type);
+    out[1].name = "indexed";
+    /* struct: int, 3 doubles, 5 chars, with the compiler's padding as gaps */
+    int          lens[3]  = {1, 3, 5};
+    MPI_Aint     offs[3]  = {offsetof(struct padded, a), offsetof(struct padded, b),
+                             offsetof(struct padded, c)};
+    MPI_Datatype types[3] = {MPI_INT, MPI_DOUBLE, MPI_CHAR};
+    MPI_Datatype raw;
+    MPI_Type_create_struct(3, lens, offs, types, &raw);
+    MPI_Type_create_resized(raw, 0, sizeof(struct padded), &out[2].type);
+    MPI_Type_free(&raw);
+    out[2].name = "struct";
+    for (int i = 0; i < 3; ++i) {
+        MPI_Type_commit(&out[i].type);
+    }
+}
+
+static void test_derived(void) {
+    static const size_t targets[] = {64, 1024, 8192, 65536, 300000, 2 << 20};
+    struct derived      dts[3];
+    make_derived(dts);
+    for (int d = 0; d < 3; ++d) {
+        int      size;
+        MPI_Aint lb, extent;
+        MPI_Type_size(dts[d].type, &size);
+        MPI_Type_get_extent(dts[d].type, &lb, &extent);
+        for (unsigned t = 0; t < sizeof(targets) / sizeof(targets[0]); ++t) {
+            const int    count = (int)((targets[t] + (size_t)size - 1) / (size_t)size);
+            const size_t span  = (size_t)extent * (size_t)count;
+            for (int unexpected = 0; unexpected < 2; ++unexpected) {
+                const unsigned seed = 7000 + d * 100 + t * 2 + unexpected;
+                const int      tag  = 5000 + (int)seed;
+                unsigned char *buf  = malloc(span);
+                if (rank == 0) {
+                    MPI_Request req;
+                    fill(buf, span, seed); /* the gaps too: they must not travel */
+                    if (!unexpected) {
+                        MPI_Barrier(MPI_COMM_WORLD);
+                    }
+                    MPI_Isend(buf, count, dts[d].type, 1, tag, MPI_COMM_WORLD, &req);
+                    if (unexpected) {
+                        MPI_Barrier(MPI_COMM_WORLD);
+                    }
+                    MPI_Wait(&req, MPI_STATUS_IGNORE);
+                } else if (rank == 1) {
+                    /* what the receive must leave: the data where the type puts it,
+                     * 0xee elsewhere (MPI's own pack and unpack, no transport) */
+                    unsigned char *want   = malloc(span);
+                    unsigned char *source = malloc(span);
+                    int            packed = 0, pos = 0, max_packed = 0;
+                    MPI_Pack_size(count, dts[d].type, MPI_COMM_WORLD, &max_packed);
+                    unsigned char *stream = malloc((size_t)max_packed);
+                    fill(source, span, seed);
+                    MPI_Pack(source, count, dts[d].type, stream, max_packed, &packed,
+                             MPI_COMM_WORLD);
+                    memset(want, 0xee, span);
+                    MPI_Unpack(stream, packed, &pos, want, count, dts[d].type, MPI_COMM_WORLD);
+                    memset(buf, 0xee, span);
+                    MPI_Request req;
+                    MPI_Status  st;
+                    int         got = -1;
+                    if (!unexpected) {
+                        MPI_Irecv(buf, count, dts[d].type, 0, tag, MPI_COMM_WORLD, &req);
+                        MPI_Barrier(MPI_COMM_WORLD);
+                    } else {
+                        MPI_Barrier(MPI_COMM_WORLD);
+                        MPI_Irecv(buf, count, dts[d].type, 0, tag, MPI_COMM_WORLD, &req);
+                    }
+                    MPI_Wait(&req, &st);
+                    MPI_Get_count(&st, dts[d].type, &got);
+                    expect(got == count, dts[d].name, (long)targets[t]);
+                    size_t bad = span;
+                    for (size_t i = 0; i < span; ++i) {
+                        if (buf[i] != want[i]) {
+                            bad = i;
+                            break;
+                        }
+                    }
+                    if (bad != span) {
+                        printf("derived %s, %zu B of data, %s: byte %zu of %zu differs\n",
+                               dts[d].name, targets[t], unexpected ? "unexpected" : "posted",
+                               bad, span);
+                    }
+                    expect(bad == span, "derived: received layout", (long)targets[t]);
+                    free(stream);
+                    free(source);
+                    free(want);
+                } else {
+                    MPI_Barrier(MPI_COMM_WORLD);
+                }
+                free(buf);
+            }
+        }
+    }
+    for (int d = 0; d < 3; ++d) {
+        MPI_Type_free(&dts[d].type);
+    }
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -302,6 +430,8 @@ int main(int argc, char **argv) {
     test_truncate();
     MPI_Barrier(MPI_COMM_WORLD);
     test_deep_queue();
+    MPI_Barrier(MPI_COMM_WORLD);
+    test_derived();
 
     long totals[2] = {checks, failures}, sums[2] = {0, 0};
     MPI_Reduce(totals, sums, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Open MPI's pml ucx over tm_sm: mpi_tag_test with 2 and 4 ranks. Checks rank 0's verdict
+# Open MPI's pml ucx over tm_sm: mpi_tag_test with 2 and 4 ranks, and with 2 ranks where every
+# receive is posted to tm_sm and every message is UCP's software rendezvous (UCX_RNDV_THRESH=0
+# UCX_TM_THRESH=0 UCX_TM_SW_RNDV=y: the setting under which UCP 1.13.1 aborted). Checks rank 0's verdict
 # line and, from tm_sm's counters (one line per rank), that tm_sm carried the traffic and
 # that UCP posted the deep queue's receives into tm_sm's tag list.
 # PLUGIN: the libuct_tm.so to load (preloaded before UCX 1.22, through UCX_PLUGIN_PATH from
@@ -17,7 +19,11 @@ loading=$(plugin_loading "$plugin")
 echo "loading the plugin with $loading (UCX $(ucx_release))"
 fail=0
 deep=4096   # DEEP_RECVS in mpi_tag_test.c
-for np in 2 4; do
+runs=("2" "4" "2 UCX_RNDV_THRESH=0 UCX_TM_THRESH=0 UCX_TM_SW_RNDV=y")
+for run in "${runs[@]}"; do
+    read -r np settings <<<"$run"
+    extra=()
+    for v in $settings; do extra+=(-x "$v"); done
     # pml ucx only (it selects itself without RDMA devices only with tls/devices "any");
     # btl self only and no osc ucx, so nothing else opens UCX or carries messages.
     out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
@@ -25,7 +31,7 @@ for np in 2 4; do
           --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
           --mca btl self --mca osc '^ucx' \
           -x "$loading" ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH} -x UCX_TLS=tm_sm,self -x UCX_TM_SM_PRINT_STATS=y \
-          ./mpi_tag_test 2>&1)
+          "${extra[@]}" ./mpi_tag_test 2>&1)
     rc=$?
     echo "$out" | grep -v '^tm_sm iface'
     verdict=$(grep -c "^mpi_tag_test: PASS ($np ranks" <<<"$out")
@@ -42,7 +48,7 @@ for np in 2 4; do
     elif [ "$cancelled" -lt 1 ]; then
         echo "FAIL: $np ranks: MPI_Cancel did not reach tm_sm's tag list"; fail=1
     else
-        echo "ok: $np ranks over tm_sm; rank 0 posted $max_posted receives into tm_sm, $cancelled cancelled there"
+        echo "ok: $np ranks over tm_sm${settings:+ ($settings)}; rank 0 posted $max_posted receives into tm_sm, $cancelled cancelled there"
     fi
 done
 exit $fail
