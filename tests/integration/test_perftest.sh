@@ -90,12 +90,14 @@ for tls in tm_sm tm_sm,self; do
         check "UCX_TLS=$tls $1 $2 B" "$4" "${5:-0}"
     done
 done
-# UCP's software rendezvous over tag offload (UCX_TM_SW_RNDV=y): UCP 1.13.1 asserts in
-# rndv.c when the receiver GETs into a posted receive (docs/using-with-ucx.md), so the
-# receiver is told to use the PUT scheme.
+# UCP's software rendezvous over tag offload (UCX_TM_SW_RNDV=y): the receiver GETs from
+# rndv_cb into a receive it posted to tm_sm (docs/using-with-ucx.md, "Rendezvous paths"),
+# with UCP's default scheme and with the PUT scheme.
 iters=50
-run tm_sm tag_lat 1048576 50 UCX_TM_SW_RNDV=y UCX_RNDV_SCHEME=put_zcopy
+run tm_sm tag_lat 1048576 50 UCX_TM_SW_RNDV=y
 check "UCX_TM_SW_RNDV=y tag_lat 1 MiB" 25
+run tm_sm tag_lat 1048576 50 UCX_TM_SW_RNDV=y UCX_RNDV_SCHEME=put_zcopy
+check "UCX_TM_SW_RNDV=y UCX_RNDV_SCHEME=put_zcopy tag_lat 1 MiB" 25
 # The protocols UCP chose for tagged sends over tm_sm (UCX_PROTO_INFO=y, printed by the v2
 # engine; before 1.16 it is not the default and UCX_PROTO_ENABLE=y turns it on): only tm_sm's
 # tag-offload protocols on tm_sm, and no eager protocol over active messages.

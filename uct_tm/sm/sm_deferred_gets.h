@@ -8,8 +8,9 @@
  * returns. The GET's completion checks that the registration is gone (UCP
  * 1.13 asserts), so it must not run before rndv_cb has returned — with an
  * RDMA READ it never does. A copy finished inside the callback is therefore
- * reported later: the caller gets UCS_INPROGRESS, and the endpoint does not
- * flush until the completion has been called.
+ * reported later: the caller gets UCS_INPROGRESS, the completion runs from
+ * the iface's next progress (its slow part, so the polling loop checks
+ * nothing more), and the endpoint does not flush until it has run.
  */
 #ifndef UCT_TM_SM_SM_DEFERRED_GETS_H_
 #define UCT_TM_SM_SM_DEFERRED_GETS_H_

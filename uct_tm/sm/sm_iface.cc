@@ -406,9 +406,6 @@ unsigned SmIface::progress_work(ElemHeader *e) {
         e = fifo_.poll();
     }
     count += tags_.progress();
-    if (ucs_unlikely(rndv_.has_deferred_gets())) {
-        count += rndv_.progress_deferred_gets();
-    }
     if (ucs_unlikely(rndv_.has_splits())) {
         count += rndv_.progress_splits();
     }
@@ -424,6 +421,9 @@ unsigned SmIface::progress_work(ElemHeader *e) {
 unsigned SmIface::slow_progress() {
     slow_countdown_ = kSlowProgressPeriod;
     unsigned count  = 0;
+    if (rndv_.has_deferred_gets()) {
+        count += rndv_.progress_deferred_gets();
+    }
     if (has_outbox_) {
         has_outbox_ = false;
         for (const auto &peer : peers_) {

@@ -284,8 +284,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
         return has_outbox_ || !pending_eps_.empty() || !flush_waiters_.empty();
     }
     bool         has_background_work() const {
-        return tags_.has_cancelled() || rndv_.has_splits() || rndv_.has_deferred_gets() ||
-               staging_.busy() || has_deferred_work();
+        return tags_.has_cancelled() || rndv_.has_splits() || staging_.busy() || has_deferred_work();
     }
     /* Handles arrivals from `e` on (null: none) and the waiting work. */
     unsigned     progress_work(ElemHeader *e);
@@ -372,6 +371,7 @@ inline void SmIfaceLink::put_peer(RemotePeer *peer) { iface_->put_peer(peer); }
 inline void SmIfaceLink::drop(const Message &m, const char *why) { iface_->drop(m, why); }
 inline TagEngine &SmIfaceLink::tags() { return iface_->tags_; }
 inline bool SmIfaceLink::tag_enabled() const { return iface_->tag_enabled(); }
+inline void SmIfaceLink::slow_progress_next() { iface_->slow_countdown_ = 1; }
 inline const Geometry &SmIfaceLink::geometry() const { return iface_->geometry_; }
 inline bool SmIfaceLink::unexpected_rndv(uct_tag_t tag, const void *header, unsigned header_length,
                                          uint64_t address, size_t length, const PackedRkey *rkey) {

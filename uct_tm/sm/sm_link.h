@@ -38,6 +38,9 @@ class SmIfaceLink {
     inline RemotePeer *peer_of(uint16_t slot);
     inline bool        peer_address(uint16_t slot, IfaceAddress *out) const;
     inline void        put_peer(RemotePeer *peer);
+    /* The next progress call runs the iface's slow part (rare work that
+     * must not cost the polling loop a check). */
+    inline void        slow_progress_next();
     /* Counts and logs a message dropped as malformed. */
     inline void        drop(const Message &m, const char *why);
     inline TagEngine  &tags();

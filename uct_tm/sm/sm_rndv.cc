@@ -762,6 +762,7 @@ ucs_status_t SmRendezvous::zcopy_deferred(SmEp *ep, const uct_iov_t *iov, size_t
         return status; /* an error, or a copy that completes from progress anyway */
     }
     deferred_gets_.add(ep, comp);
+    iface_.slow_progress_next(); /* the polling loop does not look for these */
     return UCS_INPROGRESS;
 }
 
