@@ -86,9 +86,11 @@ if [[ ! -f $initrd || $0 -nt $initrd ]]; then
     mkdir -p "$root"/{bin,proc,sys,dev,host,etc}
     cp /bin/busybox "$root/bin/busybox"
     # crc32_generic: rxe allocates the "crc32" hash when a link is added, and the
-    # kernel has no modprobe to call in here to load it on demand.
+    # kernel has no modprobe to call in here to load it on demand. rdma_ucm: the
+    # rdma_cm device UCX's connection manager opens; veth: links between network
+    # namespaces, each a host with its own Soft-RoCE device.
     mods=""
-    for m in crc32_generic rdma_rxe 9pnet_virtio 9p virtio_pci; do
+    for m in crc32_generic rdma_rxe rdma_ucm veth 9pnet_virtio 9p virtio_pci; do
         deps=$(modprobe -d "$kroot" -S "$kver" --show-depends "$m" 2>/dev/null | awk '/^insmod/{print $2}')
         [[ -n $deps ]] || skip "kernel $kver has no module $m"
         for p in $deps; do
