@@ -1,5 +1,7 @@
 #include "ucp_peer.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -7,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -81,6 +84,67 @@ bool Peer::connect() {
         return false;
     }
     return create_ep(reinterpret_cast<const ucp_address_t *>(peer.data()));
+}
+
+void Peer::on_conn_request(ucp_conn_request_h request, void *arg) {
+    auto *self = static_cast<Peer *>(arg);
+    if (self->conn_request_ == nullptr) {
+        self->conn_request_ = request;
+    } else {
+        ucp_listener_reject(nullptr, request); /* only one peer is expected */
+    }
+}
+
+bool Peer::connect_sockaddr(bool listen, const char *ip) {
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1) {
+        fprintf(stderr, "ucp_peer: %s is not an IPv4 address\n", ip);
+        return false;
+    }
+    ucp_ep_params_t eparams{};
+    if (!listen) {
+        uint16_t port = 0;
+        if (!read_all(&port, sizeof(port))) {
+            return false;
+        }
+        sin.sin_port              = port;
+        eparams.field_mask        = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+        eparams.flags             = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+        eparams.sockaddr.addr     = reinterpret_cast<const sockaddr *>(&sin);
+        eparams.sockaddr.addrlen  = sizeof(sin);
+        return ucp_ep_create(worker_, &eparams, &ep_) == UCS_OK;
+    }
+    ucp_listener_params_t lparams{};
+    lparams.field_mask         = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+                                 UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lparams.sockaddr.addr      = reinterpret_cast<const sockaddr *>(&sin);
+    lparams.sockaddr.addrlen   = sizeof(sin);
+    lparams.conn_handler.cb    = on_conn_request;
+    lparams.conn_handler.arg   = this;
+    ucp_listener_h listener    = nullptr;
+    if (ucp_listener_create(worker_, &lparams, &listener) != UCS_OK) {
+        return false;
+    }
+    ucp_listener_attr_t attr{};
+    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    bool ok         = ucp_listener_query(listener, &attr) == UCS_OK;
+    if (ok) {
+        const uint16_t port = reinterpret_cast<const sockaddr_in *>(&attr.sockaddr)->sin_port;
+        ok                  = write_all(&port, sizeof(port));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + kTimeout;
+    while (ok && (conn_request_ == nullptr)) {
+        ucp_worker_progress(worker_);
+        ok = std::chrono::steady_clock::now() < deadline;
+    }
+    if (ok) {
+        eparams.field_mask   = UCP_EP_PARAM_FIELD_CONN_REQUEST;
+        eparams.conn_request = conn_request_;
+        ok                   = ucp_ep_create(worker_, &eparams, &ep_) == UCS_OK;
+    }
+    ucp_listener_destroy(listener);
+    return ok;
 }
 
 bool Peer::connect_to(const Peer &other) {

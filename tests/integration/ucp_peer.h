@@ -35,6 +35,11 @@ public:
 
     bool open();    /* context (UCP_FEATURE_TAG) and worker */
     bool connect(); /* exchange worker addresses, create the endpoint */
+    /* Through UCP's connection manager instead: the `listen` side listens on `ip` (any
+     * port) and sends the port over the socket, the other connects to it. No auxiliary
+     * transport is needed (transports that connect endpoint to endpoint, over a
+     * network without UD). */
+    bool connect_sockaddr(bool listen, const char *ip);
     /* Endpoint to another worker of this process (no socket needed). */
     bool connect_to(const Peer &other);
     void close_ep();
@@ -57,6 +62,7 @@ public:
 
 private:
     bool create_ep(const ucp_address_t *address);
+    static void on_conn_request(ucp_conn_request_h request, void *arg);
     bool write_all(const void *data, size_t length);
     bool read_all(void *data, size_t length);
 
@@ -64,6 +70,7 @@ private:
     ucp_context_h context_ = nullptr;
     ucp_worker_h  worker_  = nullptr;
     ucp_ep_h      ep_      = nullptr;
+    ucp_conn_request_h conn_request_ = nullptr;
 };
 
 /* Forks `receiver` and `sender` (each gets its end of a socketpair and returns an exit code);

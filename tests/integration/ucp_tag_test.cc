@@ -19,6 +19,10 @@
  * skips that (for transports other than tm_sm); --offload-off asserts that nothing was
  * posted (UCP told not to offload).
  *
+ * UCP_TAG_TEST_SOCKADDR=IP connects through UCP's connection manager (the receiver
+ * listens on IP) instead of exchanging worker addresses: for transports that connect
+ * endpoint to endpoint where no UD transport can carry UCP's wireup.
+ *
  * Exit: 0 pass, 1 failure (each failure printed), 77 when no UCP transport connects.
  */
 #include "ucp_peer.h"
@@ -478,8 +482,11 @@ void send_case(Peer &peer, const Case &c, unsigned seed) {
 enum Role { kReceiver, kSender };
 
 int run_peer(Role role, int fd) {
-    Peer peer(fd);
-    if (!peer.open() || !peer.connect()) {
+    Peer        peer(fd);
+    const char *sockaddr = getenv("UCP_TAG_TEST_SOCKADDR");
+    if (!peer.open() ||
+        !(sockaddr != nullptr ? peer.connect_sockaddr(role == kReceiver, sockaddr)
+                              : peer.connect())) {
         fprintf(stdout, "SKIP: UCP could not connect the two processes (UCX_TLS=%s)\n",
                 getenv("UCX_TLS") ? getenv("UCX_TLS") : "");
         return 77;
