@@ -148,8 +148,35 @@ int run_rank(int rank, int fd, const std::string &transports) {
         if (!xfer(fd, peer.data(), plen, false)) {
             return 92;
         }
-        if ((r != rank) && (uct_tm_proto_ep_create(w, peer.data(), plen, &eps[r]) != UCS_OK)) {
-            return 93;
+        if (r != rank) {
+            const ucs_status_t st = uct_tm_proto_ep_create(w, peer.data(), plen, &eps[r]);
+            if ((st != UCS_OK) && (st != UCS_INPROGRESS)) {
+                return 93;
+            }
+        }
+    }
+    /* endpoint addresses: ours to each peer (empty to ourselves) out, each
+     * peer's to us back, through the parent; then connect (every transport:
+     * over a connect-to-iface one it only checks the address) */
+    for (int r = 0; r < kProcs; ++r) {
+        std::vector<char> a = (r != rank) ? ep_address(eps[r]) : std::vector<char>();
+        uint64_t          alen = a.size();
+        if (((r != rank) && a.empty()) || !xfer(fd, &alen, 8, true) ||
+            !xfer(fd, a.data(), a.size(), true)) {
+            return 95;
+        }
+    }
+    for (int r = 0; r < kProcs; ++r) {
+        uint64_t plen;
+        if (!xfer(fd, &plen, 8, false) || (plen > 65536)) {
+            return 96;
+        }
+        std::vector<char> peer(plen);
+        if (!xfer(fd, peer.data(), plen, false)) {
+            return 96;
+        }
+        if ((r != rank) && (uct_tm_proto_ep_connect(eps[r], peer.data(), plen) != UCS_OK)) {
+            return 97;
         }
     }
     char b = 0;
@@ -384,8 +411,26 @@ TEST_P(ProtoStress, RandomTrafficEveryMessageOnce) {
             ok = xfer(fds[r], &len, 8, true) && xfer(fds[r], addrs[k].data(), len, true);
         }
     }
+    /* endpoint addresses: rank r's to k, relayed to k */
+    std::vector<std::vector<std::vector<char>>> ep_addrs(kProcs, std::vector<std::vector<char>>(kProcs));
+    for (int r = 0; ok && (r < kProcs); ++r) {
+        for (int k = 0; ok && (k < kProcs); ++k) {
+            uint64_t len = 0;
+            ok = xfer(fds[r], &len, 8, false) && (len < 65536);
+            if (ok) {
+                ep_addrs[r][k].resize(len);
+                ok = xfer(fds[r], ep_addrs[r][k].data(), len, false);
+            }
+        }
+    }
+    for (int k = 0; ok && (k < kProcs); ++k) {
+        for (int r = 0; ok && (r < kProcs); ++r) {
+            uint64_t len = ep_addrs[r][k].size();
+            ok = xfer(fds[k], &len, 8, true) && xfer(fds[k], ep_addrs[r][k].data(), len, true);
+        }
+    }
     char b = 0;
-    for (int pass = 0; pass < 2; ++pass) { /* endpoints created; then traffic done */
+    for (int pass = 0; pass < 2; ++pass) { /* endpoints connected; then traffic done */
         for (int r = 0; ok && (r < kProcs); ++r) {
             ok = xfer(fds[r], &b, 1, false);
         }
@@ -406,7 +451,8 @@ TEST_P(ProtoStress, RandomTrafficEveryMessageOnce) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(transports, ProtoStress, ::testing::Values("tm_sm", "tm_sm+sw", "posix"),
+INSTANTIATE_TEST_SUITE_P(transports, ProtoStress,
+                         ::testing::ValuesIn(test_transports({"tm_sm", "tm_sm+sw", "posix"})),
                          transport_name);
 
 }  // namespace
