@@ -52,6 +52,9 @@ struct Iface {
     /* rendezvous data is read by the receiver (get_zcopy, MD-registered) */
     bool             rndv_get  = false;
     size_t           rkey_size = 0;
+    /* the longest rendezvous request (RTS) a peer over this transport sends:
+     * MsgHeader, with get also RndvGet and the packed rkey */
+    size_t           rts_max   = 0;
 };
 
 }  // namespace proto

@@ -231,12 +231,16 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
         i->tag_bcopy_max  = i->attr.cap.tag.eager.max_bcopy;
         i->tag_eager_max = std::max(i->tag_eager_max, i->tag_zcopy_max);
     }
+    i->rts_max = sizeof(MsgHeader);
     if ((i->attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) &&
         (md_attr.cap.flags & UCT_MD_FLAG_REG) && (md_attr.rkey_packed_size <= kMaxRkey)) {
         const size_t rts = sizeof(MsgHeader) + sizeof(RndvGet) + md_attr.rkey_packed_size;
         i->rkey_size = md_attr.rkey_packed_size;
         i->rndv_get  = (rts <= i->max_bcopy) &&
                        (!i->tag_send || (rts <= i->attr.cap.tag.rndv.max_hdr));
+        if (i->rndv_get) {
+            i->rts_max = rts;
+        }
     }
     i->dev_addr.resize(i->attr.device_addr_len);
     i->iface_addr.resize(i->attr.iface_addr_len);
