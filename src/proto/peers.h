@@ -8,6 +8,7 @@
 
 #include "endpoint.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -48,10 +49,13 @@ class Peers {
      * connected (now, or at listen()). */
     Endpoint *add(std::unique_ptr<Endpoint> ep) {
         Endpoint *e = ep.get();
-        all_.push_back(std::move(ep));
-        if (e->connected) {
-            listen(e);
+        if (all_.size() == all_.capacity()) {
+            all_.reserve(std::max<size_t>(8, 2 * all_.size())); /* may throw: nothing done yet */
         }
+        if (e->connected) {
+            listen(e); /* may throw: nothing done yet */
+        }
+        all_.push_back(std::move(ep)); /* room reserved: cannot throw */
         return e;
     }
 

@@ -412,6 +412,8 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
         if (status != UCS_OK) {
             return status;
         }
+        /* destroys the UCT endpoint if taking it into the table throws */
+        std::unique_ptr<uct_ep, void (*)(uct_ep_h)> guard(uep, uct_ep_destroy);
         ep->worker      = this;
         ep->iface       = i;
         ep->uct_ep      = uep;
@@ -432,6 +434,7 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
                                        config_.rndv_thresh);
         const bool connected = ep->connected;
         *ep_p = peers_.add(std::move(ep));
+        guard.release(); /* the table owns it now (Peers::remove, clear) */
         return connected ? UCS_OK : UCS_INPROGRESS;
     }
     return UCS_ERR_UNREACHABLE;
