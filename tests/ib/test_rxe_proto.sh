@@ -26,6 +26,7 @@ done
 
 seed=${RXE_MODEL_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
 cd "$builddir/tests/proto" || exit 1
+# shellcheck disable=SC2016 # the script below is expanded by the guest's shell
 exec "$top_srcdir/contrib/rxe_qemu.sh" /bin/sh -c '
 perf=$1; seed=$2
 # runs gtest program $1 over transports $2 (UCT_TM_PROTO_TEST_TRANSPORTS), $3 names the mode
