@@ -77,10 +77,24 @@ ucs_status_t uct_tm_proto_ep_create(uct_tm_proto_worker_h worker, const void *ad
     *ep_p = nullptr;
     Endpoint          *ep     = nullptr;
     const ucs_status_t status = alloc_status([&] { return worker->ep_create(address, length, &ep); });
-    if (status == UCS_OK) {
+    if ((status == UCS_OK) || (status == UCS_INPROGRESS)) {
         *ep_p = static_cast<uct_tm_proto_ep_h>(ep);
     }
     return status;
+}
+
+ucs_status_t uct_tm_proto_ep_address(uct_tm_proto_ep_h ep, void *buffer, size_t *length) {
+    if (!valid(ep) || !ep->worker->owns(ep)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return ep->worker->ep_address(ep, buffer, length);
+}
+
+ucs_status_t uct_tm_proto_ep_connect(uct_tm_proto_ep_h ep, const void *address, size_t length) {
+    if (!valid(ep) || !ep->worker->owns(ep)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return alloc_status([&] { return ep->worker->ep_connect(ep, address, length); });
 }
 
 void uct_tm_proto_ep_destroy(uct_tm_proto_ep_h ep) {
@@ -94,6 +108,9 @@ ucs_status_t uct_tm_proto_send(uct_tm_proto_ep_h ep, const void *buffer, size_t 
                                uct_tm_proto_request_t *req) {
     if (!valid(ep)) {
         return UCS_ERR_INVALID_PARAM;
+    }
+    if (ucs_unlikely(!ep->connected)) {
+        return UCS_ERR_NOT_CONNECTED; /* uct_tm_proto_ep_connect() first */
     }
     return ep->worker->send(ep, buffer, length, tag, params, req);
 }

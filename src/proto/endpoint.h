@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 namespace uct_tm {
 namespace proto {
@@ -37,6 +38,10 @@ class Endpoint {
   public:
     static constexpr uint32_t kMagic = 0x7470e9e1;
     uint32_t magic       = kMagic; /* cleared on destroy: catches some stale handles */
+    /* false until uct_tm_proto_ep_connect() over a transport that connects
+     * endpoint to endpoint: no send, and not among the worker's peers (no
+     * arrival finds it, no reply goes over it) */
+    bool     connected   = true;
     Worker  *worker      = nullptr;
     Iface   *iface       = nullptr;
     uct_ep_h uct_ep      = nullptr;
@@ -56,6 +61,10 @@ class Endpoint {
     bool     busy        = false; /* in the worker's list of endpoints with queued work */
     std::deque<uint64_t>   sends; /* send requests not fully handed to the transport */
     std::deque<CtrlHeader> ctrl;  /* control messages refused with NO_RESOURCE */
+    /* Endpoint-to-endpoint transports: the peer's device address (from its
+     * worker address) and the endpoint address it was connected to. */
+    std::vector<char>      peer_dev;
+    std::vector<char>      peer_ep;
 };
 
 }  // namespace proto

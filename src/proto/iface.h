@@ -26,6 +26,9 @@ struct Iface {
     uct_iface_attr_t attr      = {};
     std::vector<char> dev_addr;
     std::vector<char> iface_addr;
+    /* endpoints connect to the peer's endpoint (UCT_IFACE_FLAG_CONNECT_TO_EP
+     * without CONNECT_TO_IFACE: tm_rc): uct_tm_proto_ep_connect() completes them */
+    bool             to_ep     = false;
     size_t           max_bcopy = 0; /* AM payload per message, headers included */
     /* Data messages use the transport's tag API (eager bcopy, rndv request):
      * matched by its tag list, or unexpected through eager_cb / rndv_cb. */
@@ -49,6 +52,9 @@ struct Iface {
     /* rendezvous data is read by the receiver (get_zcopy, MD-registered) */
     bool             rndv_get  = false;
     size_t           rkey_size = 0;
+    /* the longest rendezvous request (RTS) a peer over this transport sends:
+     * MsgHeader, with get also RndvGet and the packed rkey */
+    size_t           rts_max   = 0;
 };
 
 }  // namespace proto

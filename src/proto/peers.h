@@ -8,6 +8,7 @@
 
 #include "endpoint.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -31,15 +32,47 @@ class Peers {
      * arrival's test, without the map). */
     Endpoint *cached(uint32_t source) const { return (source == last_) ? last_ep_ : nullptr; }
 
-    size_t size() const { return by_id_.size(); }
-    bool   has(uint32_t id) const { return by_id_.count(id) != 0; }
+    /* Endpoints, connected or not (each counts against MAX_PEERS). */
+    size_t size() const { return all_.size(); }
+    /* Whether an endpoint, connected or not, goes to worker `id` (a walk:
+     * endpoint creation only). */
+    bool   has(uint32_t id) const {
+        for (const auto &e : all_) {
+            if (e->peer_id == id) {
+                return true;
+            }
+        }
+        return false;
+    }
 
-    /* Takes endpoint `ep` (its peer_id set) into the table. */
+    /* Takes endpoint `ep` (its peer_id set); arrivals find it once it is
+     * connected (now, or at listen()). */
     Endpoint *add(std::unique_ptr<Endpoint> ep) {
         Endpoint *e = ep.get();
-        by_id_.emplace(e->peer_id, e);
-        all_.push_back(std::move(ep));
+        if (all_.size() == all_.capacity()) {
+            all_.reserve(std::max<size_t>(8, 2 * all_.size())); /* may throw: nothing done yet */
+        }
+        if (e->connected) {
+            listen(e); /* may throw: nothing done yet */
+        }
+        all_.push_back(std::move(ep)); /* room reserved: cannot throw */
         return e;
+    }
+
+    /* Lets arrivals from `ep`'s peer find it (its connection is complete). */
+    void listen(Endpoint *ep) { by_id_.emplace(ep->peer_id, ep); }
+    /* Undoes listen(). */
+    void unlisten(Endpoint *ep) {
+        if (last_ep_ == ep) {
+            last_ep_ = nullptr;
+        }
+        auto range = by_id_.equal_range(ep->peer_id);
+        for (auto it = range.first; it != range.second; ++it) {
+            if (it->second == ep) {
+                by_id_.erase(it);
+                break;
+            }
+        }
     }
 
     /* Whether `ep` is one of ours (a walk: endpoint destruction only). */
@@ -54,16 +87,7 @@ class Peers {
 
     /* Forgets `ep` and destroys it (its UCT endpoint included). */
     void remove(Endpoint *ep) {
-        if (last_ep_ == ep) {
-            last_ep_ = nullptr;
-        }
-        auto range = by_id_.equal_range(ep->peer_id);
-        for (auto it = range.first; it != range.second; ++it) {
-            if (it->second == ep) {
-                by_id_.erase(it);
-                break;
-            }
-        }
+        unlisten(ep);
         for (auto it = all_.begin(); it != all_.end(); ++it) {
             if (it->get() == ep) {
                 uct_ep_destroy(ep->uct_ep);

@@ -39,7 +39,9 @@ size_t pack_cb(void *dest, void *arg) {
 /* A tagged eager message's data, described by an iov (Worker::eager_iov_). */
 size_t pack_iov_cb(void *dest, void *arg) {
     const uct_iov_t *iov = static_cast<const uct_iov_t *>(arg);
-    memcpy(dest, iov->buffer, iov->length);
+    if (iov->length != 0) { /* an empty message's buffer may be NULL, which memcpy must not get */
+        memcpy(dest, iov->buffer, iov->length);
+    }
     return iov->length;
 }
 

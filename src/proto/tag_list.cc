@@ -1,5 +1,7 @@
 #include "tag_list.h"
 
+#include <algorithm>
+
 namespace uct_tm {
 namespace proto {
 
@@ -9,9 +11,15 @@ void TagList::enable(Iface *iface, Worker *worker) {
     offload_ctx_ = offload_context();
     direct_ctx_  = direct_context();
     const auto &cap = iface->attr.cap.tag.recv;
-    if (cap.max_zcopy >= cap.min_recv) {
-        recv_min_  = cap.min_recv;
-        recv_span_ = cap.max_zcopy - cap.min_recv;
+    /* A transport with a minimum receive (a NIC's tag list, tm_rc's device
+     * model) writes a matched rendezvous request into the receive's buffer;
+     * one too short for our RTS truncates it to eager data and the sender
+     * waits forever. Such receives stay in software, as UCP keeps receives
+     * below UCX_TM_THRESH off the tag list. */
+    const size_t min = (cap.min_recv > 0) ? std::max(cap.min_recv, iface->rts_max) : 0;
+    if (cap.max_zcopy >= min) {
+        recv_min_  = min;
+        recv_span_ = cap.max_zcopy - min;
     }
 }
 

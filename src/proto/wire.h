@@ -149,6 +149,24 @@ struct AddressHeader {
 };
 static_assert(sizeof(AddressHeader) == 16, "AddressHeader is part of the wire format");
 
+/* Endpoint address (uct_tm_proto_ep_address), for transports that connect
+ * endpoint to endpoint (tm_rc): EpAddressHeader, the transport's name
+ * (tl_len bytes), then uct_ep_get_address()'s bytes (ep_addr_len). It names
+ * both workers, so a peer's address is accepted only by the endpoint to
+ * that very peer. An endpoint over a connect-to-iface transport gives the
+ * header and name with no endpoint bytes: connecting it checks them only. */
+inline constexpr uint32_t kEpAddressMagic = 0x746d7065; /* "tmpe" */
+struct EpAddressHeader {
+    uint32_t magic;
+    uint16_t version;     /* kAddressVersion */
+    uint16_t ep_addr_len; /* bytes of the UCT endpoint address */
+    uint32_t source;      /* the worker whose endpoint this is */
+    uint32_t target;      /* the worker that endpoint goes to */
+    uint8_t  tl_len;      /* bytes of the transport name */
+    uint8_t  reserved[3];
+};
+static_assert(sizeof(EpAddressHeader) == 20, "EpAddressHeader is part of the wire format");
+
 }  // namespace proto
 }  // namespace uct_tm
 

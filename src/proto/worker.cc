@@ -201,10 +201,16 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
     if (status != UCS_OK) {
         return status;
     }
+    /* connect-to-iface is preferred when a transport offers both: no
+     * endpoint address to exchange */
+    i->to_ep = !(i->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) &&
+               (i->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP) &&
+               (i->attr.ep_addr_len > 0) && (i->attr.ep_addr_len <= UINT16_MAX);
     if (!(i->attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) ||
-        !(i->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) ||
-        (i->attr.cap.am.max_bcopy < sizeof(MsgHeader) + 64)) {
-        ucs_error("tm_proto: transport %s lacks am_bcopy or connect-to-iface", tl.c_str());
+        (!(i->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) && !i->to_ep) ||
+        (i->attr.cap.am.max_bcopy < sizeof(MsgHeader) + 64) || (tl.size() > UINT8_MAX)) {
+        ucs_error("tm_proto: transport %s lacks am_bcopy or a way to connect (to an iface or "
+                  "to an endpoint)", tl.c_str());
         return UCS_ERR_UNSUPPORTED;
     }
     i->max_bcopy = i->attr.cap.am.max_bcopy;
@@ -225,12 +231,16 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
         i->tag_bcopy_max  = i->attr.cap.tag.eager.max_bcopy;
         i->tag_eager_max = std::max(i->tag_eager_max, i->tag_zcopy_max);
     }
+    i->rts_max = sizeof(MsgHeader);
     if ((i->attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) &&
         (md_attr.cap.flags & UCT_MD_FLAG_REG) && (md_attr.rkey_packed_size <= kMaxRkey)) {
         const size_t rts = sizeof(MsgHeader) + sizeof(RndvGet) + md_attr.rkey_packed_size;
         i->rkey_size = md_attr.rkey_packed_size;
         i->rndv_get  = (rts <= i->max_bcopy) &&
                        (!i->tag_send || (rts <= i->attr.cap.tag.rndv.max_hdr));
+        if (i->rndv_get) {
+            i->rts_max = rts;
+        }
     }
     i->dev_addr.resize(i->attr.device_addr_len);
     i->iface_addr.resize(i->attr.iface_addr_len);
@@ -383,17 +393,27 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
     if (chosen != nullptr) {
         Iface *const    i         = chosen;
         uct_ep_params_t ep_params = {};
-        ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                               UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
         ep_params.iface      = i->iface;
-        ep_params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(remote->dev);
-        ep_params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(remote->ifa);
+        if (!i->to_ep) {
+            ep_params.field_mask |= UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+            ep_params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(remote->dev);
+            ep_params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(remote->ifa);
+        }
+        /* allocated before the UCT endpoint: nothing to undo if this throws */
+        auto ep = std::make_unique<Endpoint>();
+        if (i->to_ep) {
+            ep->peer_dev.assign(remote->dev, remote->dev + remote->dev_len);
+            ep->peer_ep.reserve(i->attr.ep_addr_len);
+            ep->connected = false;
+        }
         uct_ep_h           uep;
         const ucs_status_t status = uct_ep_create(&ep_params, &uep);
         if (status != UCS_OK) {
             return status;
         }
-        auto ep         = std::make_unique<Endpoint>();
+        /* destroys the UCT endpoint if taking it into the table throws */
+        std::unique_ptr<uct_ep, void (*)(uct_ep_h)> guard(uep, uct_ep_destroy);
         ep->worker      = this;
         ep->iface       = i;
         ep->uct_ep      = uep;
@@ -412,10 +432,88 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
         ep->eager_now_limit = std::min(ep->tag_path ? i->tag_eager_max + 1
                                                     : i->max_bcopy - sizeof(MsgHeader) + 1,
                                        config_.rndv_thresh);
+        const bool connected = ep->connected;
         *ep_p = peers_.add(std::move(ep));
-        return UCS_OK;
+        guard.release(); /* the table owns it now (Peers::remove, clear) */
+        return connected ? UCS_OK : UCS_INPROGRESS;
     }
     return UCS_ERR_UNREACHABLE;
+}
+
+ucs_status_t Worker::ep_address(const Endpoint *ep, void *buffer, size_t *length) const {
+    if (length == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const Iface    *i      = ep->iface;
+    const size_t    uct_len = i->to_ep ? i->attr.ep_addr_len : 0;
+    const size_t    total   = sizeof(EpAddressHeader) + i->tl.size() + uct_len;
+    const size_t    room    = *length;
+    *length                 = total;
+    if ((buffer == nullptr) || (room < total)) {
+        return UCS_ERR_BUFFER_TOO_SMALL;
+    }
+    EpAddressHeader h = {};
+    h.magic           = kEpAddressMagic;
+    h.version         = kAddressVersion;
+    h.ep_addr_len     = static_cast<uint16_t>(uct_len);
+    h.source          = config_.id;
+    h.target          = ep->peer_id;
+    h.tl_len          = static_cast<uint8_t>(i->tl.size());
+    char *out         = static_cast<char *>(buffer);
+    memcpy(out, &h, sizeof(h));
+    memcpy(out + sizeof(h), i->tl.data(), i->tl.size());
+    if (uct_len > 0) {
+        return uct_ep_get_address(ep->uct_ep,
+                                  reinterpret_cast<uct_ep_addr_t *>(out + sizeof(h) + i->tl.size()));
+    }
+    return UCS_OK;
+}
+
+ucs_status_t Worker::ep_connect(Endpoint *ep, const void *address, size_t length) {
+    if ((address == nullptr) || (length < sizeof(EpAddressHeader))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const Iface    *i = ep->iface;
+    EpAddressHeader h;
+    memcpy(&h, address, sizeof(h));
+    const char  *tl      = static_cast<const char *>(address) + sizeof(h);
+    const size_t uct_len = i->to_ep ? i->attr.ep_addr_len : 0;
+    /* everything the peer wrote is checked before any of it is used */
+    if ((h.magic != kEpAddressMagic) || (h.version != kAddressVersion)) {
+        ucs_diag("tm_proto: malformed endpoint address (or of another version of the layer)");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((h.source != ep->peer_id) || (h.target != config_.id)) {
+        ucs_diag("tm_proto: endpoint address of worker %u's endpoint to %u given to the "
+                  "endpoint of %u to %u", h.source, h.target, config_.id, ep->peer_id);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((length != sizeof(h) + h.tl_len + h.ep_addr_len) || (h.tl_len != i->tl.size()) ||
+        (memcmp(tl, i->tl.data(), h.tl_len) != 0) || (h.ep_addr_len != uct_len)) {
+        ucs_diag("tm_proto: endpoint address of %zu bytes does not match this endpoint's "
+                  "transport %s (%zu address bytes)", length, i->tl.c_str(), uct_len);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const char *uct_addr = tl + h.tl_len;
+    if (ep->connected) {
+        /* connect-to-iface, or connected already: the same peer endpoint again is fine */
+        return ((uct_len == 0) || ((ep->peer_ep.size() == uct_len) &&
+                                   (memcmp(ep->peer_ep.data(), uct_addr, uct_len) == 0)))
+                       ? UCS_OK
+                       : UCS_ERR_ALREADY_EXISTS;
+    }
+    peers_.listen(ep); /* may throw: before anything is done (nothing arrives in between) */
+    const ucs_status_t status =
+            uct_ep_connect_to_ep(ep->uct_ep,
+                                 reinterpret_cast<const uct_device_addr_t *>(ep->peer_dev.data()),
+                                 reinterpret_cast<const uct_ep_addr_t *>(uct_addr));
+    if (status != UCS_OK) {
+        peers_.unlisten(ep);
+        return status;
+    }
+    ep->peer_ep.assign(uct_addr, uct_addr + uct_len); /* reserved at ep_create: no allocation */
+    ep->connected = true;
+    return UCS_OK;
 }
 
 void Worker::ep_destroy(Endpoint *ep) {

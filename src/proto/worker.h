@@ -88,6 +88,12 @@ class Worker {
 
     ucs_status_t ep_create(const void *address, size_t length, Endpoint **ep_p);
     void         ep_destroy(Endpoint *ep);
+    /* This endpoint's address for its peer's ep_connect() (docs/proto.md
+     * "Wireup"); *length as worker address(). */
+    ucs_status_t ep_address(const Endpoint *ep, void *buffer, size_t *length) const;
+    /* Connects `ep` to its peer's endpoint, whose ep_address() is given
+     * (checked whole first: it comes from the peer). */
+    ucs_status_t ep_connect(Endpoint *ep, const void *address, size_t length);
 
     /* Inline: a message the endpoint's eager_now_limit admits leaves at
      * once (send_eager_now); send_general() takes everything else. `ep` is

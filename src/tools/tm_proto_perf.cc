@@ -128,7 +128,23 @@ struct Side {
     uct_tm_proto_ep_h     ep     = nullptr;
 };
 
-/* Creates the worker and connects it to the peer over the socketpair. */
+/* Sends `mine` (length first) and returns what the peer sent likewise. */
+std::vector<char> swap_blobs(int fd, const std::vector<char> &mine, const char *what) {
+    uint64_t peer_len = 0, my_len = mine.size();
+    xfer(fd, &my_len, 8, true);
+    xfer(fd, const_cast<char *>(mine.data()), mine.size(), true);
+    xfer(fd, &peer_len, 8, false);
+    if (peer_len > (1u << 20)) {
+        die(what, UCS_ERR_IO_ERROR);
+    }
+    std::vector<char> peer(peer_len);
+    xfer(fd, peer.data(), peer_len, false);
+    return peer;
+}
+
+/* Creates the worker and connects it to the peer over the socketpair:
+ * worker addresses, then endpoint addresses (every transport; over a
+ * connect-to-iface one connecting only checks the address). */
 Side connect_side(const Options &o, int fd) {
     Side                         s;
     uct_tm_proto_worker_params_t wp = {};
@@ -144,20 +160,23 @@ Side connect_side(const Options &o, int fd) {
     if (uct_tm_proto_worker_address(s.worker, mine.data(), &len) != UCS_OK) {
         die("worker_address", UCS_ERR_IO_ERROR);
     }
-    uint64_t peer_len = 0, my_len = len;
-    xfer(fd, &my_len, 8, true);
-    xfer(fd, mine.data(), len, true);
-    xfer(fd, &peer_len, 8, false);
-    if (peer_len > (1u << 20)) {
-        die("address exchange", UCS_ERR_IO_ERROR);
-    }
-    std::vector<char> peer(peer_len);
-    xfer(fd, peer.data(), peer_len, false);
-    st = uct_tm_proto_ep_create(s.worker, peer.data(), peer_len, &s.ep);
-    if (st != UCS_OK) {
+    std::vector<char> peer = swap_blobs(fd, mine, "address exchange");
+    st = uct_tm_proto_ep_create(s.worker, peer.data(), peer.size(), &s.ep);
+    if ((st != UCS_OK) && (st != UCS_INPROGRESS)) {
         die("ep_create", st);
     }
-    /* both endpoints exist before anyone sends */
+    len = 0;
+    uct_tm_proto_ep_address(s.ep, nullptr, &len);
+    mine.resize(len);
+    if (uct_tm_proto_ep_address(s.ep, mine.data(), &len) != UCS_OK) {
+        die("ep_address", UCS_ERR_IO_ERROR);
+    }
+    peer = swap_blobs(fd, mine, "endpoint address exchange");
+    st   = uct_tm_proto_ep_connect(s.ep, peer.data(), peer.size());
+    if (st != UCS_OK) {
+        die("ep_connect", st);
+    }
+    /* both endpoints are connected before anyone sends */
     char b = 0;
     xfer(fd, &b, 1, true);
     xfer(fd, &b, 1, false);

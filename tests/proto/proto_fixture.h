@@ -35,6 +35,12 @@ void         apply_transport(const std::string &param, uct_tm_proto_worker_param
 ucs_status_t make_pair(const std::string &transports, Pair *pair,
                        const uct_tm_proto_worker_params_t *extra = nullptr);
 void         destroy_pair(Pair *pair);
+/* Endpoint `ep`'s address (uct_tm_proto_ep_address), empty on error. */
+std::vector<char> ep_address(uct_tm_proto_ep_h ep);
+/* Connects endpoints ab (a -> b) and ba (b -> a) to each other with their
+ * addresses (every transport: over a connect-to-iface one it only checks
+ * them). */
+ucs_status_t connect_eps(uct_tm_proto_ep_h ab, uct_tm_proto_ep_h ba);
 
 /* Progresses both workers until done() or the deadline; false on timeout. */
 bool wait_for(const Pair &pair, const std::function<bool()> &done);
@@ -56,6 +62,10 @@ inline bool same_bytes(const void *a, const void *b, size_t n) {
  * offload and without ("tm_sm+sw": receives matched in software, data over
  * AM), posix, tcp, and a worker over two ifaces ("tm_sm,posix"). */
 std::vector<std::string> proto_transports();
+/* `defaults`, or the space-separated test parameters in
+ * UCT_TM_PROTO_TEST_TRANSPORTS (e.g. "tm_rc tm_rc+sw": the guest run,
+ * tests/ib/test_rxe_proto.sh). */
+std::vector<std::string> test_transports(const std::vector<std::string> &defaults);
 
 /* gtest parameter name of a transport ("tcp:lo" -> "tcp_lo", "tm_sm+sw" -> "tm_sm_sw"). */
 std::string transport_name(const ::testing::TestParamInfo<std::string> &info);

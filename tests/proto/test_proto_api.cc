@@ -414,6 +414,107 @@ TEST_P(ProtoTest, BadInput) {
     EXPECT_EQ(UCS_ERR_CANCELED, wait_request(p_, p_.b, pending));
 }
 
+/* Endpoint wireup (uct_tm_proto_ep_address / ep_connect) on every
+ * transport: over a connect-to-iface one the address carries no transport
+ * bytes and connecting only checks it; over tm_rc it connects the QPs.
+ * Everything a peer's address says is checked before it is used. */
+TEST_P(ProtoTest, EndpointAddressIsCheckedBeforeUse) {
+    /* a third worker c, with endpoints c <-> b not connected yet */
+    Pair q;
+    ASSERT_EQ(UCS_OK, make_pair(GetParam(), &q));
+    uct_tm_proto_worker_h c = q.a;
+    auto worker_addr = [](uct_tm_proto_worker_h w) {
+        size_t len = 0;
+        uct_tm_proto_worker_address(w, nullptr, &len);
+        std::vector<char> a(len);
+        EXPECT_EQ(UCS_OK, uct_tm_proto_worker_address(w, a.data(), &len));
+        return a;
+    };
+    const auto        addr_b = worker_addr(p_.b), addr_c = worker_addr(c);
+    uct_tm_proto_ep_h cb = nullptr, bc = nullptr;
+    const ucs_status_t st_cb = uct_tm_proto_ep_create(c, addr_b.data(), addr_b.size(), &cb);
+    ASSERT_TRUE((st_cb == UCS_OK) || (st_cb == UCS_INPROGRESS)) << ucs_status_string(st_cb);
+    const ucs_status_t st_bc = uct_tm_proto_ep_create(p_.b, addr_c.data(), addr_c.size(), &bc);
+    ASSERT_EQ(st_cb, st_bc) << "both ends of a pair connect the same way";
+    uint32_t x = 1;
+    uct_tm_proto_request_t r;
+    if (st_cb == UCS_INPROGRESS) {
+        EXPECT_EQ(UCS_ERR_NOT_CONNECTED, uct_tm_proto_send(cb, &x, sizeof(x), 1, nullptr, &r));
+    }
+    /* bad arguments */
+    size_t len = 0;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_address(nullptr, nullptr, &len));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_address(cb, nullptr, nullptr));
+    EXPECT_EQ(UCS_ERR_BUFFER_TOO_SMALL, uct_tm_proto_ep_address(cb, nullptr, &len));
+    EXPECT_GT(len, 0u);
+    const std::vector<char> a_cb = ep_address(cb), a_bc = ep_address(bc), a_ab = ep_address(p_.ab);
+    ASSERT_FALSE(a_cb.empty());
+    ASSERT_FALSE(a_bc.empty());
+    char junk[64] = {};
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_connect(nullptr, a_cb.data(), a_cb.size()));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_connect(bc, nullptr, a_cb.size()));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_connect(bc, junk, sizeof(junk)));
+    /* another pair's address: c's endpoint to b given to a's and b's to a,
+     * b's own, and a's endpoint to b given to b's endpoint to c */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_connect(p_.ab, a_cb.data(), a_cb.size()));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_connect(p_.ba, a_cb.data(), a_cb.size()));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_connect(bc, a_bc.data(), a_bc.size()));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_connect(bc, a_ab.data(), a_ab.size()));
+    /* every length but the right one */
+    std::vector<char> longer(a_cb);
+    longer.push_back(0);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_connect(bc, longer.data(), longer.size()));
+    for (size_t n = 0; n < a_cb.size(); ++n) {
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_connect(bc, a_cb.data(), n)) << n;
+    }
+    /* every bit of the header and transport name (the transport's own
+     * endpoint bytes after them are its to check) */
+    uint16_t uct_bytes; /* the header's ep_addr_len (bytes 6-7) */
+    memcpy(&uct_bytes, a_cb.data() + 6, sizeof(uct_bytes));
+    EXPECT_EQ(uct_bytes > 0, st_cb == UCS_INPROGRESS);
+    for (size_t bit = 0; bit < (a_cb.size() - uct_bytes) * 8; ++bit) {
+        if ((bit / 8 >= 17) && (bit / 8 < 20)) {
+            continue; /* reserved */
+        }
+        std::vector<char> bad(a_cb);
+        bad[bit / 8] = static_cast<char>(bad[bit / 8] ^ (1 << (bit % 8)));
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_ep_connect(bc, bad.data(), bad.size()))
+                << "bit " << bit;
+    }
+    /* the right addresses connect; again is fine */
+    ASSERT_EQ(UCS_OK, connect_eps(cb, bc));
+    EXPECT_EQ(UCS_OK, uct_tm_proto_ep_connect(bc, a_cb.data(), a_cb.size()));
+    if (st_cb == UCS_INPROGRESS) {
+        /* connected to another endpoint already */
+        std::vector<char> other(a_cb);
+        other.back() = static_cast<char>(other.back() ^ 1);
+        EXPECT_EQ(UCS_ERR_ALREADY_EXISTS, uct_tm_proto_ep_connect(bc, other.data(), other.size()));
+    }
+    /* and carry a message both ways (b progresses in wait_for with c) */
+    for (int dir = 0; dir < 2; ++dir) {
+        uct_tm_proto_worker_h from = dir ? p_.b : c, to = dir ? c : p_.b;
+        uct_tm_proto_ep_h     ep   = dir ? bc : cb;
+        const Pair            both = {from, to, nullptr, nullptr};
+        uint32_t              in   = 0;
+        uct_tm_proto_request_t rreq;
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_tm_proto_recv(to, &in, sizeof(in), 0x77, kAll, nullptr, nullptr, &rreq));
+        x = 0xabc0 + dir;
+        uct_tm_proto_request_t sreq = 0;
+        const ucs_status_t st = uct_tm_proto_send(ep, &x, sizeof(x), 0x77, nullptr, &sreq);
+        ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << ucs_status_string(st);
+        uct_tm_proto_info_t info;
+        ASSERT_EQ(UCS_OK, wait_request(both, to, rreq, &info));
+        if (st == UCS_INPROGRESS) {
+            ASSERT_EQ(UCS_OK, wait_request(both, from, sreq));
+        }
+        EXPECT_EQ(x, in);
+        EXPECT_EQ(uct_tm_proto_worker_id(from), info.source);
+    }
+    uct_tm_proto_ep_destroy(bc);
+    destroy_pair(&q);
+}
+
 INSTANTIATE_TEST_SUITE_P(transports, ProtoTest, ::testing::ValuesIn(proto_transports()),
                          transport_name);
 

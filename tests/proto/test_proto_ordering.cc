@@ -37,11 +37,23 @@ struct Recv {
 
 class ProtoOrdering : public ProtoTest {
   protected:
+    /* Every tag list held to 3 entries: tm_sm's, tm_rc's software one and
+     * the tag-matching device model's (UCX_TM_RC_TM_MODEL=y). */
+    static constexpr const char *kListSizes[] = {"UCX_TM_SM_TAG_LIST_SIZE",
+                                                 "UCX_TM_RC_TAG_LIST_SIZE",
+                                                 "UCX_TM_RC_TM_MODEL_TAGS"};
+    static constexpr unsigned    kListSize    = 3;
     void SetUp() override {
-        setenv("UCX_TM_SM_TAG_LIST_SIZE", "3", 1);
+        for (const char *v : kListSizes) {
+            setenv(v, "3", 1);
+        }
         ProtoTest::SetUp();
-        unsetenv("UCX_TM_SM_TAG_LIST_SIZE");
+        for (const char *v : kListSizes) {
+            unsetenv(v);
+        }
     }
+    /* Whether the pair's receives go to a transport's tag list. */
+    bool offloads() const { return (GetParam() == "tm_sm") || (GetParam() == "tm_rc"); }
 
     Recv post_recv(void *buf, size_t len, uint64_t tag, uint64_t mask, uct_tm_proto_ep_h source,
                    bool user) {
@@ -89,6 +101,78 @@ TEST_P(ProtoOrdering, RandomMixMatchesTheModel) {
 
 TEST_P(ProtoOrdering, RandomMixInCallerMemoryMatchesTheModel) {
     random_mix(true);
+}
+
+/* The tag list (3 entries) fills mid-stream: a receive it refuses is held in
+ * software, and a later one must wait there behind it even once the list
+ * has room again, or a message would take the later receive first. Each
+ * message k must land in receive k (same tag; eager, rendezvous, and one
+ * unexpected). */
+TEST_P(ProtoOrdering, TagListFullMidStreamKeepsPostingOrder) {
+    constexpr uint64_t  kTag     = 0x5150;
+    /* the first four fit the NIC model's minimum receive (our rendezvous
+     * request): smaller ones never go to its list */
+    const size_t        lens[]   = {1000, 1000, 300000, 1000, 8, 20000, 8};
+    constexpr size_t    kMsgs    = sizeof(lens) / sizeof(lens[0]);
+    std::vector<std::vector<char>> bufs, data;
+    for (size_t k = 0; k < kMsgs; ++k) {
+        bufs.emplace_back(lens[k] + 16, 'g');
+        data.push_back(pattern(lens[k], static_cast<uint32_t>(k + 1)));
+    }
+    std::vector<Recv> r(kMsgs);
+    auto post_k = [&](size_t k, uint64_t mask, bool user) {
+        r[k] = post_recv(bufs[k].data(), lens[k], kTag, mask, nullptr, user);
+    };
+    std::vector<uct_tm_proto_request_t> sreqs;
+    auto send_k = [&](size_t k) {
+        uct_tm_proto_request_t sreq = 0;
+        const ucs_status_t st = send(data[k].data(), lens[k], kTag, 0, static_cast<uint32_t>(k), &sreq);
+        ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << k << ": " << ucs_status_string(st);
+        if (sreq != 0) {
+            sreqs.push_back(sreq);
+        }
+    };
+    uct_tm_proto_stats_t before;
+    uct_tm_proto_worker_stats(p_.b, &before);
+    /* the list's 3 entries, then one it refuses (software holds it) */
+    for (size_t k = 0; k < kListSize + 1; ++k) {
+        post_k(k, ~uint64_t{0}, (k % 2) == 1);
+    }
+    /* two arrivals free two entries of the list */
+    ASSERT_NO_FATAL_FAILURE(send_k(0));
+    ASSERT_NO_FATAL_FAILURE(send_k(1));
+    uct_tm_proto_info_t info;
+    ASSERT_EQ(UCS_OK, wait_recv(r[0], &info));
+    EXPECT_EQ(0u, info.imm);
+    ASSERT_EQ(UCS_OK, wait_recv(r[1], &info));
+    EXPECT_EQ(1u, info.imm);
+    /* the list has room, but software holds an older receive: these wait there */
+    post_k(4, 0, false);                 /* wildcard */
+    post_k(5, ~uint64_t{0} << 4, true);  /* masked */
+    for (size_t k = 2; k < kMsgs; ++k) { /* the last one arrives unexpected */
+        ASSERT_NO_FATAL_FAILURE(send_k(k));
+    }
+    ASSERT_TRUE(wait_unexpected(kTag)) << "message 6 did not arrive";
+    post_k(6, ~uint64_t{0}, false); /* takes the unexpected message */
+    for (size_t k = 2; k < kMsgs; ++k) {
+        ASSERT_EQ(UCS_OK, wait_recv(r[k], &info)) << "receive " << k;
+        EXPECT_EQ(k, info.imm) << "receive " << k << " took message " << info.imm;
+        EXPECT_EQ(lens[k], info.length) << k;
+    }
+    for (size_t k = 0; k < kMsgs; ++k) {
+        EXPECT_TRUE(same_bytes(bufs[k].data(), data[k].data(), lens[k])) << "receive " << k;
+        EXPECT_EQ('g', bufs[k][lens[k]]) << "receive " << k;
+    }
+    for (auto s : sreqs) {
+        EXPECT_EQ(UCS_OK, wait_request(p_, p_.a, s));
+    }
+    uct_tm_proto_stats_t after;
+    uct_tm_proto_worker_stats(p_.b, &after);
+    if (offloads()) {
+        EXPECT_GE(after.offloaded_recvs - before.offloaded_recvs, kListSize);
+        /* the refused one and the two behind it */
+        EXPECT_GE(after.software_recvs - before.software_recvs, 3u);
+    }
 }
 
 void ProtoOrdering::random_mix(bool caller_memory) {
@@ -184,7 +268,7 @@ void ProtoOrdering::random_mix(bool caller_memory) {
     }
     uct_tm_proto_stats_t st;
     uct_tm_proto_worker_stats(p_.b, &st);
-    if (GetParam() == "tm_sm") {
+    if (offloads()) {
         EXPECT_GT(st.offloaded_recvs, 0u); /* the tag list was used ... */
         EXPECT_GT(st.software_recvs, 0u);  /* ... and was full or bypassed at times */
     }

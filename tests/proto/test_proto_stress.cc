@@ -69,6 +69,21 @@ bool xfer(int fd, void *p, size_t n, bool out) {
     return uct_tm::fd_transfer(fd, p, n, out);
 }
 
+/* A length-prefixed blob (an address) over the control socket. */
+bool send_blob(int fd, std::vector<char> &blob) {
+    uint64_t len = blob.size();
+    return xfer(fd, &len, 8, true) && xfer(fd, blob.data(), blob.size(), true);
+}
+
+bool recv_blob(int fd, std::vector<char> *blob) {
+    uint64_t len = 0;
+    if (!xfer(fd, &len, 8, false) || (len > 65536)) {
+        return false;
+    }
+    blob->resize(len);
+    return xfer(fd, blob->data(), len, false);
+}
+
 bool readable(int fd) {
     struct pollfd pfd = {fd, POLLIN, 0};
     return (poll(&pfd, 1, 0) > 0) && (pfd.revents & (POLLIN | POLLHUP));
@@ -133,23 +148,37 @@ int run_rank(int rank, int fd, const std::string &transports) {
     size_t len = 0;
     uct_tm_proto_worker_address(w, nullptr, &len);
     std::vector<char> addr(len);
-    uint64_t          l64 = len;
-    if ((uct_tm_proto_worker_address(w, addr.data(), &len) != UCS_OK) || !xfer(fd, &l64, 8, true) ||
-        !xfer(fd, addr.data(), len, true)) {
+    if ((uct_tm_proto_worker_address(w, addr.data(), &len) != UCS_OK) || !send_blob(fd, addr)) {
         return 91;
     }
     std::vector<uct_tm_proto_ep_h> eps(kProcs, nullptr);
+    std::vector<char>              peer;
     for (int r = 0; r < kProcs; ++r) {
-        uint64_t plen;
-        if (!xfer(fd, &plen, 8, false) || (plen > 65536)) {
+        if (!recv_blob(fd, &peer)) {
             return 92;
         }
-        std::vector<char> peer(plen);
-        if (!xfer(fd, peer.data(), plen, false)) {
-            return 92;
+        if (r != rank) {
+            const ucs_status_t st = uct_tm_proto_ep_create(w, peer.data(), peer.size(), &eps[r]);
+            if ((st != UCS_OK) && (st != UCS_INPROGRESS)) {
+                return 93;
+            }
         }
-        if ((r != rank) && (uct_tm_proto_ep_create(w, peer.data(), plen, &eps[r]) != UCS_OK)) {
-            return 93;
+    }
+    /* endpoint addresses: ours to each peer (empty to ourselves) out, each
+     * peer's to us back, through the parent; then connect (every transport:
+     * over a connect-to-iface one it only checks the address) */
+    for (int r = 0; r < kProcs; ++r) {
+        std::vector<char> a = (r != rank) ? ep_address(eps[r]) : std::vector<char>();
+        if (((r != rank) && a.empty()) || !send_blob(fd, a)) {
+            return 95;
+        }
+    }
+    for (int r = 0; r < kProcs; ++r) {
+        if (!recv_blob(fd, &peer)) {
+            return 96;
+        }
+        if ((r != rank) && (uct_tm_proto_ep_connect(eps[r], peer.data(), peer.size()) != UCS_OK)) {
+            return 97;
         }
     }
     char b = 0;
@@ -371,21 +400,27 @@ TEST_P(ProtoStress, RandomTrafficEveryMessageOnce) {
     std::vector<std::vector<char>> addrs(kProcs);
     bool                           ok = true;
     for (int r = 0; ok && (r < kProcs); ++r) {
-        uint64_t len = 0;
-        ok = xfer(fds[r], &len, 8, false) && (len < 65536);
-        if (ok) {
-            addrs[r].resize(len);
-            ok = xfer(fds[r], addrs[r].data(), len, false);
-        }
+        ok = recv_blob(fds[r], &addrs[r]);
     }
     for (int r = 0; ok && (r < kProcs); ++r) {
         for (int k = 0; ok && (k < kProcs); ++k) {
-            uint64_t len = addrs[k].size();
-            ok = xfer(fds[r], &len, 8, true) && xfer(fds[r], addrs[k].data(), len, true);
+            ok = send_blob(fds[r], addrs[k]);
+        }
+    }
+    /* endpoint addresses: rank r's to k, relayed to k */
+    std::vector<std::vector<std::vector<char>>> ep_addrs(kProcs, std::vector<std::vector<char>>(kProcs));
+    for (int r = 0; ok && (r < kProcs); ++r) {
+        for (int k = 0; ok && (k < kProcs); ++k) {
+            ok = recv_blob(fds[r], &ep_addrs[r][k]);
+        }
+    }
+    for (int k = 0; ok && (k < kProcs); ++k) {
+        for (int r = 0; ok && (r < kProcs); ++r) {
+            ok = send_blob(fds[k], ep_addrs[r][k]);
         }
     }
     char b = 0;
-    for (int pass = 0; pass < 2; ++pass) { /* endpoints created; then traffic done */
+    for (int pass = 0; pass < 2; ++pass) { /* endpoints connected; then traffic done */
         for (int r = 0; ok && (r < kProcs); ++r) {
             ok = xfer(fds[r], &b, 1, false);
         }
@@ -406,7 +441,8 @@ TEST_P(ProtoStress, RandomTrafficEveryMessageOnce) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(transports, ProtoStress, ::testing::Values("tm_sm", "tm_sm+sw", "posix"),
+INSTANTIATE_TEST_SUITE_P(transports, ProtoStress,
+                         ::testing::ValuesIn(test_transports({"tm_sm", "tm_sm+sw", "posix"})),
                          transport_name);
 
 }  // namespace

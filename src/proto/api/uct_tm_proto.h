@@ -108,9 +108,29 @@ void uct_tm_proto_worker_stats(uct_tm_proto_worker_h worker, uct_tm_proto_stats_
 
 /* Connects to the worker whose address is given. Replies (rendezvous, sync
  * acknowledgements, credits) travel back over the peer's endpoint to this
- * worker: two workers that talk create endpoints to each other. */
+ * worker: two workers that talk create endpoints to each other.
+ * UCS_OK: the endpoint is ready. UCS_INPROGRESS: *ep_p is created over a
+ * transport that connects endpoint to endpoint (tm_rc); pass its
+ * uct_tm_proto_ep_address() to the peer, which gives it to
+ * uct_tm_proto_ep_connect() on its endpoint to this worker, and connect this
+ * one to the peer's likewise (docs/proto.md "Wireup"); sends return
+ * UCS_ERR_NOT_CONNECTED until then. Any other status: no endpoint. */
 ucs_status_t uct_tm_proto_ep_create(uct_tm_proto_worker_h worker, const void *address,
                                     size_t length, uct_tm_proto_ep_h *ep_p);
+/* The address the peer's endpoint to this worker connects to (any
+ * endpoint: over a connect-to-iface transport it carries no transport
+ * address, and connecting to it only checks it). *length as
+ * uct_tm_proto_worker_address(). */
+ucs_status_t uct_tm_proto_ep_address(uct_tm_proto_ep_h ep, void *buffer, size_t *length);
+/* Connects `ep` to the peer endpoint whose uct_tm_proto_ep_address() is
+ * given; the address must come from the endpoint of ep's peer to ep's
+ * worker, over the same transport (else UCS_ERR_INVALID_PARAM, nothing done).
+ * UCS_OK also when `ep` is connected to that endpoint already;
+ * UCS_ERR_ALREADY_EXISTS when it is connected to another one. Both sides
+ * connect before either sends: a message to an endpoint whose peer has not
+ * connected yet waits for the transport's retries (tm_rc: UCX_TM_RC_TIMEOUT,
+ * UCX_TM_RC_RETRY_COUNT), and fails the connection after them. */
+ucs_status_t uct_tm_proto_ep_connect(uct_tm_proto_ep_h ep, const void *address, size_t length);
 /* Requests still using the endpoint are completed with UCS_ERR_CANCELED. */
 void         uct_tm_proto_ep_destroy(uct_tm_proto_ep_h ep);
 
