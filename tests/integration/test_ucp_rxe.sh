@@ -14,18 +14,16 @@
 # assertions: UCP chose tm_rc for the tag lane (its ep_cfg log line), tm_rc's
 # counters show receives UCP posted into its tag list, and with the model that
 # the model matched messages and saw no anomaly.
-# Exits 77 (SKIP) when QEMU cannot run here, or RXE_TESTS=no, or without UCP.
+# Exits 77 (SKIP) when QEMU cannot run here, or RXE_TESTS=no.
+# Run from the build's tests/integration (make check), where ucp_tag_test is built.
 set -uo pipefail
 [[ ${RXE_TESTS:-yes} != no ]] || { echo "SKIP: RXE_TESTS=no"; exit 77; }
 top_srcdir=$(cd "${srcdir:-$(dirname "$0")}/../.." && pwd)
-builddir=${abs_top_builddir:-$(pwd)/../..}
-plugin=${PLUGIN:-$builddir/uct_tm/.libs/libuct_tm.so}
-[[ -e $plugin ]] || { echo "test_rxe_ucp: $plugin is missing (build first)"; exit 1; }
-[[ -x $builddir/tests/integration/ucp_tag_test ]] ||
-    { echo "SKIP: tests/integration/ucp_tag_test not built (no UCP)"; exit 77; }
+plugin=${PLUGIN:?set PLUGIN to the libuct_tm.so to preload}
+[[ -e $plugin ]] || { echo "test_ucp_rxe: $plugin is missing (build first)"; exit 1; }
+[[ -x ./ucp_tag_test ]] || { echo "test_ucp_rxe: ./ucp_tag_test is missing (make check builds it)"; exit 1; }
 
 seed=${RXE_MODEL_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
-cd "$builddir/tests/integration" || exit 1
 exec "$top_srcdir/contrib/rxe_qemu.sh" /bin/sh -c '
 plugin=$1; seed=$2
 run() { # what, then VAR=VALUE...
@@ -54,4 +52,4 @@ if grep "tag matching model" /tmp/ucp.log | grep -Eq "anomalies [1-9]|violations
     echo "FAIL: the tag list driver saw anomalies or the model violations"; exit 1
 fi
 echo "PASS: UCP over tm_rc, tag matching model"
-' test_rxe_ucp "$plugin" "$seed"
+' test_ucp_rxe "$plugin" "$seed"
