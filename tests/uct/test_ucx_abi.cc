@@ -42,6 +42,7 @@ struct IsConnectedParams {
     const uct_iface_addr_t  *iface_addr;
     const uct_ep_addr_t     *ep_addr;
 };
+#if UCX_RELEASE >= 114
 /* The head of uct_md_attr_v2_t (uct_md_query_v2, libuct 1.14+), room for the
  * rest behind it; 1.15 inserted reg_nonblock_mem_types before cache_mem_types. */
 struct MdAttrV2Head {
@@ -59,6 +60,7 @@ struct MdAttrV2Head {
 constexpr uint64_t kMdAttrFieldRegMemTypes   = 1u << 3;
 constexpr uint64_t kMdAttrFieldCacheMemTypes = (UCX_RELEASE >= 115) ? (1u << 5) : (1u << 4);
 extern "C" ucs_status_t uct_md_query_v2(uct_md_h md, MdAttrV2Head *attr);
+#endif
 extern "C" int uct_iface_is_reachable_v2(uct_iface_h iface, const ReachableParams *params);
 extern "C" int uct_ep_is_connected(uct_ep_h ep, const IsConnectedParams *params);
 
