@@ -26,11 +26,8 @@ void TagTest::SetUp() {
 
 void TagTest::TearDown() {
     close();
-    const auto after = shm_leftovers();
-    for (const std::string &name : after) {
-        if (std::find(shm_before_.begin(), shm_before_.end(), name) == shm_before_.end()) {
-            ADD_FAILURE() << "left in /dev/shm: " << name;
-        }
+    for (const std::string &name : shm_leaked_since(shm_before_)) {
+        ADD_FAILURE() << "left in /dev/shm: " << name;
     }
 }
 

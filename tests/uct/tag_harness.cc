@@ -1,6 +1,10 @@
 #include "tag_harness.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -707,6 +711,67 @@ std::vector<std::string> shm_leftovers() {
     }
     closedir(dir);
     return names;
+}
+
+namespace {
+
+/* This process has /dev/shm/`name` open or mapped. */
+bool held_by_this_process(const std::string &name) {
+    const std::string path = "/dev/shm/" + name;
+    if (DIR *fds = opendir("/proc/self/fd")) {
+        bool found = false;
+        while (struct dirent *entry = readdir(fds)) {
+            char          target[512];
+            const ssize_t n = readlinkat(dirfd(fds), entry->d_name, target, sizeof(target) - 1);
+            if (n > 0) {
+                target[n] = '\0';
+                found     = found || (strncmp(target, path.c_str(), path.size()) == 0);
+            }
+        }
+        closedir(fds);
+        if (found) {
+            return true;
+        }
+    }
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (maps == nullptr) {
+        return false;
+    }
+    char line[1024];
+    bool found = false;
+    while (!found && (fgets(line, sizeof(line), maps) != nullptr)) {
+        found = strstr(line, path.c_str()) != nullptr;
+    }
+    fclose(maps);
+    return found;
+}
+
+/* Another live process holds the segment's lock (or is creating it). */
+bool owned_by_another_process(const std::string &name) {
+    const int fd = open(("/dev/shm/" + name).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        return true; /* gone meanwhile: its owner removed it */
+    }
+    struct stat st;
+    bool        other = flock(fd, LOCK_EX | LOCK_NB) != 0;
+    if (!other && (fstat(fd, &st) == 0) && (st.st_size == 0) && (time(nullptr) - st.st_ctime < 5)) {
+        other = true; /* just created: its creator locks it next */
+    }
+    close(fd); /* drops the lock if we took it */
+    return other;
+}
+
+}  // namespace
+
+std::vector<std::string> shm_leaked_since(const std::vector<std::string> &before) {
+    std::vector<std::string> leaked;
+    for (const std::string &name : shm_leftovers()) {
+        if ((std::find(before.begin(), before.end(), name) == before.end()) &&
+            (held_by_this_process(name) || !owned_by_another_process(name))) {
+            leaked.push_back(name);
+        }
+    }
+    return leaked;
 }
 
 }  // namespace uct_tm_test

@@ -324,6 +324,14 @@ uct_allocated_memory_t md_alloc(uct_md_h md, size_t length, ucs_status_t *status
 
 /* The /dev/shm entries of this project (uct_tm.*). */
 std::vector<std::string> shm_leftovers();
+/* The entries that appeared since `before` (a shm_leftovers()) and that no
+ * other live process owns: what this process, or a process of the test that
+ * has ended, left behind. Test programs run side by side (make check -j), and
+ * a segment's creator holds an flock on it while it exists (named segments
+ * are named at random, not by pid), so a segment whose lock another process
+ * holds is that process's; one this process still has open or mapped is a
+ * leak all the same. */
+std::vector<std::string> shm_leaked_since(const std::vector<std::string> &before);
 
 }  // namespace uct_tm_test
 

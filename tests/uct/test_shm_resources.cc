@@ -168,7 +168,7 @@ class NamedSegments : public ::testing::Test {
   protected:
     void SetUp() override { before_ = shm_leftovers(); }
     void TearDown() override {
-        for (const std::string &name : new_entries(before_)) {
+        for (const std::string &name : shm_leaked_since(before_)) {
             ADD_FAILURE() << "left in /dev/shm: " << name;
             unlink(("/dev/shm/" + name).c_str());
         }
