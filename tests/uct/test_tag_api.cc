@@ -569,6 +569,7 @@ TEST_P(TagTest, GetFromRndvCallbackCompletesAfterItReturns) {
         Completion    c;
         ucs_status_t  get_status      = UCS_ERR_LAST;
         int           calls_in_the_cb = -1;
+        ucs_status_t  iface_flush     = UCS_ERR_LAST;
         RecvCtx       r;
         r.on_done = [&](RecvCtx &) {
             uct_iov_t iov   = {dest.data(), length, nullptr, 0, 1};
@@ -576,6 +577,7 @@ TEST_P(TagTest, GetFromRndvCallbackCompletesAfterItReturns) {
                                                                   source.data()),
                                                rkey.rkey, &c.comp);
             calls_in_the_cb = c.calls;
+            iface_flush     = uct_iface_flush(rx_->iface, 0, nullptr);
         };
         RecvBuffers     b(4096);
         const uct_tag_t tag = rng.next();
@@ -591,6 +593,7 @@ TEST_P(TagTest, GetFromRndvCallbackCompletesAfterItReturns) {
         EXPECT_EQ(r.sequence(), "consumed,rndv");
         EXPECT_EQ(get_status, UCS_INPROGRESS) << ucs_status_string(get_status);
         EXPECT_EQ(calls_in_the_cb, 0) << "the get completed inside rndv_cb";
+        EXPECT_EQ(iface_flush, UCS_INPROGRESS) << "the iface flushed with a get not reported";
         if (get_status == UCS_INPROGRESS) {
             ASSERT_TRUE(wait([&] { return c.calls == 1; }));
         }

@@ -19,6 +19,7 @@
 
 #include <uct/api/uct.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace uct_tm {
@@ -30,8 +31,11 @@ class DeferredGets {
   public:
     /* Room for one more, before the copy starts: add() then cannot fail. */
     ucs_status_t make_room() {
+        if (pending_.size() < pending_.capacity()) {
+            return UCS_OK;
+        }
         return alloc_status([this] {
-            pending_.reserve(pending_.size() + 1);
+            pending_.reserve(std::max<size_t>(4, 2 * pending_.capacity()));
             delivering_.reserve(pending_.capacity());
         });
     }

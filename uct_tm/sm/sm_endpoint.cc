@@ -119,7 +119,9 @@ bool SmIface::flush_done(const SmEp *ep) const {
     if (ep != nullptr) {
         return (ep->rndv_outstanding == 0) && (ep->gets_outstanding == 0) && ep->peer->outbox.empty();
     }
-    return rndv_.sends_idle() && staging_.pulls_idle() && !has_outbox_;
+    /* every endpoint's gets too: split ones and those reported later */
+    return rndv_.sends_idle() && staging_.pulls_idle() && !rndv_.has_splits() &&
+           !rndv_.has_deferred_gets() && !has_outbox_;
 }
 
 ucs_status_t SmIface::flush(unsigned flags, uct_completion_t *comp) {
