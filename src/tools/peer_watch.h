@@ -8,11 +8,16 @@
  *   - the control channel (the socket the addresses went over) was closed at
  *     the other end: its process is gone, whatever killed it;
  *   - a wait lasted longer than the timeout: the peer is stopped or hung.
+ * And a keepalive, as UCP's: while a wait lasts, the endpoint to the peer is
+ * checked (uct_ep_check) every keepalive interval, so that a peer that cannot
+ * be reached any more (its link down, its host gone) fails the endpoint after
+ * the transport's retries although nothing else is in flight.
  */
 #ifndef UCT_TM_TOOLS_PEER_WATCH_H_
 #define UCT_TM_TOOLS_PEER_WATCH_H_
 
 #include <ucs/type/status.h>
+#include <uct/api/uct.h>
 
 #include <cerrno>
 #include <chrono>
@@ -60,6 +65,8 @@ struct PeerLink {
     int          fd        = -1;   /* control channel */
     double       timeout_s = 60;   /* longest wait for one thing */
     ucs_status_t failure   = UCS_OK; /* set by the transport's error handler */
+    uct_ep_h     ep          = nullptr; /* UCT tools: the endpoint to the peer */
+    double       keepalive_s = 0;       /* 0: no keepalive */
 
     /* what: what the tool was waiting for, or null */
     [[noreturn]] void lost(const char *why, const char *what) const {
@@ -98,6 +105,11 @@ class WaitBound {
             snprintf(why, sizeof(why), "no progress for %.0f s (peer stopped or hung?)", waited);
             link_.lost(why, what_);
         }
+        if ((link_.ep != nullptr) && (link_.keepalive_s > 0) && (waited >= next_probe_)) {
+            /* NO_RESOURCE or UNSUPPORTED: the timeout above still bounds the wait */
+            (void)uct_ep_check(link_.ep, 0, nullptr);
+            next_probe_ = waited + link_.keepalive_s;
+        }
     }
 
   private:
@@ -107,6 +119,7 @@ class WaitBound {
     const char                                        *what_;
     std::chrono::steady_clock::time_point              start_;
     unsigned                                           spins_ = 0;
+    double                                             next_probe_ = link_.keepalive_s;
 };
 
 }  // namespace uct_tm

@@ -7,7 +7,9 @@
  *             bandwidth at the sender
  *
  * The process forks: the child is the receiver ("server"), the parent the
- * sender ("client"); addresses travel over a socketpair. Each message size
+ * sender ("client"); addresses travel over a socketpair. Between two hosts,
+ * `tm_perftest -p PORT` is the receiver and `tm_perftest [options] -p PORT HOST`
+ * the sender: they meet over TCP and the receiver takes the sender's options. Each message size
  * picks the path a protocol layer would: eager short / bcopy / zcopy within
  * the iface's eager limits, tag_rndv_zcopy above. Receives are posted before
  * the message arrives (expected) unless --unexpected, where the receiver takes
@@ -24,6 +26,7 @@
  */
 #include "peer_watch.h"
 #include "size_list.h"
+#include "tcp_link.h"
 #include "transport_iface.h"
 
 #include <uct/api/uct.h>
@@ -67,10 +70,15 @@ struct Options {
     int                 cpu_client = -1, cpu_server = -1;
     bool                header     = true;
     double              timeout    = 60; /* longest wait for one event of the peer */
+    double              keepalive  = 1;  /* check the endpoint every this long in a wait */
+    uint16_t            port       = 0;  /* two hosts: meet over TCP on this port */
+    std::string         host;            /* two hosts: the receiver's host (we send) */
 };
 
 void usage() {
-    printf("usage: tm_perftest [options]\n"
+    printf("usage: tm_perftest [options]                  both processes on this host\n"
+           "       tm_perftest -p PORT                      receiver, on one host\n"
+           "       tm_perftest [options] -p PORT HOST       sender, on another host\n"
            "  -t, --test tag_lat|tag_bw   benchmark (default tag_lat)\n"
            "  -x, --transport NAME        UCT transport (default tm_sm)\n"
            "  -s, --sizes LIST            message sizes, e.g. 8,1k,64k,1m (default 8)\n"
@@ -87,11 +95,16 @@ void usage() {
            "  -c, --cpus C,S              pin client (sender) and server to CPUs\n"
            "      --csv FILE              append results as CSV\n"
            "      --no-header             no table/CSV header\n"
-           "      --timeout SEC           give up when the peer does not answer for SEC s (default 60)\n");
+           "      --timeout SEC           give up when the peer does not answer for SEC s (default 60)\n"
+           "      --keepalive SEC         in a wait, check the endpoint to the peer (uct_ep_check)\n"
+           "                              every SEC s, as UCP's keepalive does (default 1, 0: off)\n"
+           "  -p, --port PORT             two hosts: the receiver listens on PORT, the sender\n"
+           "                              connects to HOST:PORT; the receiver runs the sender's\n"
+           "                              options\n");
 }
 
 bool parse(int argc, char **argv, Options *o) {
-    enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory, kCheck, kNoPtrace, kTimeout };
+    enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory, kCheck, kNoPtrace, kTimeout, kKeepalive };
     static const struct option longopts[] = {
         {"test", required_argument, nullptr, 't'},      {"transport", required_argument, nullptr, 'x'},
         {"sizes", required_argument, nullptr, 's'},     {"iters", required_argument, nullptr, 'n'},
@@ -103,9 +116,12 @@ bool parse(int argc, char **argv, Options *o) {
         {"cpus", required_argument, nullptr, 'c'},      {"csv", required_argument, nullptr, kCsv},
         {"no-header", no_argument, nullptr, kNoHeader}, {"help", no_argument, nullptr, 'h'},
         {"timeout", required_argument, nullptr, kTimeout},
+        {"port", required_argument, nullptr, 'p'},
+        {"keepalive", required_argument, nullptr, kKeepalive},
         {nullptr, 0, nullptr, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "t:x:s:n:w:D:Uc:h", longopts, nullptr)) != -1) {
+    optind = 0; /* parsed twice in the receiver of two hosts: start over */
+    while ((c = getopt_long(argc, argv, "t:x:s:n:w:D:Uc:hp:", longopts, nullptr)) != -1) {
         switch (c) {
         case 't': o->test = optarg; break;
         case 'x': o->transport = optarg; break;
@@ -133,8 +149,19 @@ bool parse(int argc, char **argv, Options *o) {
             o->timeout = strtod(optarg, nullptr);
             if (!(o->timeout > 0)) return false;
             break;
+        case 'p':
+            if (!uct_tm::parse_tcp_port(optarg, &o->port)) return false;
+            break;
+        case kKeepalive:
+            o->keepalive = strtod(optarg, nullptr);
+            if (!(o->keepalive >= 0)) return false;
+            break;
         default: return false;
         }
+    }
+    if (optind < argc) {
+        if ((o->port == 0) || (optind + 1 != argc)) return false;
+        o->host = argv[optind];
     }
     return ((o->test == "tag_lat") || (o->test == "tag_bw")) && !o->sizes.empty();
 }
@@ -444,6 +471,7 @@ void open_peer(Peer &p, int fd) {
 }
 
 void close_peer(Peer &p) {
+    g_link.ep = nullptr;
     uct_ep_destroy(p.ep);
     uct_tm::close_transport_iface(&p);
     uct_tm::close_transport_worker(&p);
@@ -816,6 +844,8 @@ int run(const Options &opt, bool server, int fd) {
         return 2;
     }
     open_peer(p, fd);
+    g_link.ep          = p.ep;
+    g_link.keepalive_s = opt.keepalive;
     if (server) post_deep(p);
     FILE *csv = nullptr;
     if (!server && !opt.csv.empty()) {
@@ -864,6 +894,33 @@ int run(const Options &opt, bool server, int fd) {
 
 }  // namespace
 
+/* One side of a run between two hosts (-p). */
+int run_two_hosts(const Options &opt, int argc, char **argv) {
+    if (!opt.host.empty()) {
+        const int fd = uct_tm::tcp_link_connect("tm_perftest", opt.host.c_str(), opt.port, opt.timeout);
+        if ((fd < 0) || !uct_tm::tcp_link_send_args(fd, argc, argv)) {
+            fprintf(stderr, "tm_perftest: no receiver at %s port %u\n", opt.host.c_str(), opt.port);
+            return 2;
+        }
+        return run(opt, false, fd);
+    }
+    const int fd = uct_tm::tcp_link_accept("tm_perftest", opt.port, opt.timeout);
+    std::vector<std::string> args;
+    if ((fd < 0) || !uct_tm::tcp_link_recv_args(fd, &args)) {
+        fprintf(stderr, "tm_perftest: no sender's options on port %u\n", opt.port);
+        return 2;
+    }
+    std::vector<char *> peer_argv;
+    for (std::string &a : args) peer_argv.push_back(&a[0]);
+    peer_argv.push_back(nullptr);
+    Options peer;
+    if (!parse(static_cast<int>(args.size()), peer_argv.data(), &peer)) {
+        fprintf(stderr, "tm_perftest: the sender's options do not parse\n");
+        return 2;
+    }
+    return run(peer, true, fd);
+}
+
 int main(int argc, char **argv) {
     Options opt;
     if (!parse(argc, argv, &opt)) {
@@ -871,6 +928,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     signal(SIGPIPE, SIG_IGN); /* a dead peer's channel: EPIPE, reported as such */
+    if (opt.port != 0) {
+        return run_two_hosts(opt, argc, argv);
+    }
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) {
         perror("tm_perftest: socketpair");

@@ -11,7 +11,9 @@
  *             bandwidth and message rate at the sender
  *
  * The process forks: the child receives ("server"), the parent sends
- * ("client"); worker addresses travel over a socketpair. --check verifies
+ * ("client"); worker addresses travel over a socketpair. Between two hosts,
+ * `tm_proto_perf -p PORT` receives and `tm_proto_perf [options] -p PORT HOST`
+ * sends: they meet over TCP and the receiver takes the sender's options. --check verifies
  * every payload byte. Output: one row per size.
  *
  * A peer that dies or stops makes the other process exit with status 2 and a
@@ -22,6 +24,7 @@
 #include "fd_io.h"
 #include "peer_watch.h"
 #include "size_list.h"
+#include "tcp_link.h"
 
 #include <algorithm>
 #include <chrono>
@@ -51,15 +54,19 @@ struct Options {
     bool                user       = false; /* -u: requests in our memory, not handles */
     int                 cpu_client = -1, cpu_server = -1;
     double              timeout    = 60; /* -T: longest wait for one event of the peer */
+    uint16_t            port       = 0;  /* -p: two hosts, meet over TCP on this port */
+    std::string         host;            /* two hosts: the receiver's host (we send) */
 };
 
 void usage() {
     fprintf(stderr,
             "usage: tm_proto_perf [-t tag_lat|tag_bw] [-x transports] [-s size,size,...] [-n iters]\n"
             "                     [-w window] [-c client_cpu,server_cpu] [--check] [-v] [-u]\n"
-            "                     [-T|--timeout seconds]\n"
+            "                     [-T|--timeout seconds] [-p port [host]]\n"
             "  -u  build requests in this program's memory (UCT_TM_PROTO_OP_USER_REQUEST)\n"
-            "  -T  give up when the peer does not answer for that long (default 60)\n");
+            "  -T  give up when the peer does not answer for that long (default 60)\n"
+            "  -p  two hosts: without host, receive on this TCP port (the sender's options\n"
+            "      apply); with host, send to the receiver listening there\n");
     exit(2);
 }
 
@@ -67,9 +74,11 @@ Options parse(int argc, char **argv) {
     Options              o;
     static const option  longs[] = {{"check", no_argument, nullptr, 'C'},
                                      {"timeout", required_argument, nullptr, 'T'},
+                                     {"port", required_argument, nullptr, 'p'},
                                      {nullptr, 0, nullptr, 0}};
     int                  c;
-    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:T:vuh", longs, nullptr)) != -1) {
+    optind = 0; /* parsed twice in the receiver of two hosts: start over */
+    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:T:p:vuh", longs, nullptr)) != -1) {
         switch (c) {
         case 't': o.test = optarg; break;
         case 'x': o.transports = optarg; break;
@@ -88,8 +97,15 @@ Options parse(int argc, char **argv) {
             o.timeout = strtod(optarg, nullptr);
             if (!(o.timeout > 0)) usage();
             break;
+        case 'p':
+            if (!uct_tm::parse_tcp_port(optarg, &o.port)) usage();
+            break;
         default: usage();
         }
+    }
+    if (optind < argc) {
+        if ((o.port == 0) || (optind + 1 != argc)) usage();
+        o.host = argv[optind];
     }
     if (((o.test != "tag_lat") && (o.test != "tag_bw")) || o.sizes.empty() || (o.window == 0)) {
         usage();
@@ -435,27 +451,57 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
 
 }  // namespace
 
+/* Between two hosts: the control channel to the peer (the receiver takes
+ * the sender's options into *o); -1 when there is none. */
+int meet_over_tcp(Options *o, int argc, char **argv) {
+    if (!o->host.empty()) {
+        const int fd = uct_tm::tcp_link_connect("tm_proto_perf", o->host.c_str(), o->port, o->timeout);
+        return ((fd >= 0) && uct_tm::tcp_link_send_args(fd, argc, argv)) ? fd : -1;
+    }
+    const int                fd = uct_tm::tcp_link_accept("tm_proto_perf", o->port, o->timeout);
+    std::vector<std::string> args;
+    if ((fd < 0) || !uct_tm::tcp_link_recv_args(fd, &args)) {
+        fprintf(stderr, "tm_proto_perf: no sender's options on port %u\n", o->port);
+        return -1;
+    }
+    std::vector<char *> peer_argv;
+    for (std::string &a : args) peer_argv.push_back(&a[0]);
+    peer_argv.push_back(nullptr);
+    *o = parse(static_cast<int>(args.size()), peer_argv.data());
+    return fd;
+}
+
 int main(int argc, char **argv) {
-    const Options o = parse(argc, argv);
+    Options o = parse(argc, argv);
     signal(SIGPIPE, SIG_IGN); /* a dead peer's channel: EPIPE, reported as such */
-    int           sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
-        perror("socketpair");
-        return 1;
+    pid_t child  = -1;
+    bool  client = false;
+    int   fd     = -1;
+    if (o.port != 0) {
+        client = !o.host.empty();
+        fd     = meet_over_tcp(&o, argc, argv);
+        if (fd < 0) return 1;
+    } else {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+            perror("socketpair");
+            return 1;
+        }
+        child = fork();
+        if (child < 0) {
+            perror("fork");
+            return 1;
+        }
+        client = child != 0;
+        /* The peer's end closed here: its death then closes the channel, which
+         * every wait watches (no PR_SET_PDEATHSIG: it would kill the receiver
+         * without a word). */
+        close(client ? sv[1] : sv[0]);
+        fd = client ? sv[0] : sv[1];
     }
-    const pid_t child = fork();
-    if (child < 0) {
-        perror("fork");
-        return 1;
-    }
-    const bool client = child != 0;
-    /* The peer's end closed here: its death then closes the channel, which
-     * every wait watches (no PR_SET_PDEATHSIG: it would kill the receiver
-     * without a word). */
-    close(client ? sv[1] : sv[0]);
     g_link.tool      = "tm_proto_perf";
     g_link.role      = client ? "sender" : "receiver";
-    g_link.fd        = client ? sv[0] : sv[1];
+    g_link.fd        = fd;
     g_link.timeout_s = o.timeout;
     pin(client ? o.cpu_client : o.cpu_server);
     const Side s = connect_side(o, g_link.fd);
@@ -489,8 +535,8 @@ int main(int argc, char **argv) {
     }
     /* let the last replies drain before tearing down */
     char b = 0;
-    xfer(client ? sv[0] : sv[1], &b, 1, true);
-    xfer(client ? sv[0] : sv[1], &b, 1, false);
+    xfer(fd, &b, 1, true);
+    xfer(fd, &b, 1, false);
     if (o.stats) {
         /* which protocols the run took, e.g. eager sends pushed to rendezvous for lack of credit */
         uct_tm_proto_stats_t st;
@@ -505,7 +551,7 @@ int main(int argc, char **argv) {
                 (unsigned long)st.unexpected, st.unexpected_peak);
     }
     uct_tm_proto_worker_destroy(s.worker);
-    if (client) {
+    if (child > 0) {
         int status = 0;
         waitpid(child, &status, 0);
         return (WIFEXITED(status) && WEXITSTATUS(status) == 0) ? 0 : 1;

@@ -19,12 +19,17 @@
  * skips that (for transports other than tm_sm); --offload-off asserts that nothing was
  * posted (UCP told not to offload).
  *
+ * Between two hosts: `ucp_tag_test -p PORT` receives, `ucp_tag_test -p PORT HOST` sends;
+ * they meet over TCP. The offload check is then the caller's (the receiver's transport
+ * prints its counters to the receiver's stderr).
+ *
  * UCP_TAG_TEST_SOCKADDR=IP connects through UCP's connection manager (the receiver
  * listens on IP) instead of exchanging worker addresses: for transports that connect
  * endpoint to endpoint where no UD transport can carry UCP's wireup.
  *
  * Exit: 0 pass, 1 failure (each failure printed), 77 when no UCP transport connects.
  */
+#include "tcp_link.h"
 #include "ucp_peer.h"
 
 #include <ucp/api/ucp.h>
@@ -518,13 +523,48 @@ int run_sender(int fd) { return run_peer(kSender, fd); }
 
 }  // namespace
 
+/* One side of a run between two hosts. */
+int run_two_hosts(uint16_t port, const char *host) {
+    const double timeout = std::chrono::duration<double>(ucp_test::kTimeout).count();
+    const int    fd      = host != nullptr
+                                   ? uct_tm::tcp_link_connect("ucp_tag_test", host, port, timeout)
+                                   : uct_tm::tcp_link_accept("ucp_tag_test", port, timeout);
+    if (fd < 0) {
+        return 1;
+    }
+    const int rc = run_peer(host != nullptr ? kSender : kReceiver, fd);
+    if (rc != 77) {
+        printf("%s (%s): %zu cases, %d failures\n", failures == 0 ? "PASS" : "FAIL",
+               host != nullptr ? "sender" : "receiver", cases().size(), failures);
+    }
+    close(fd);
+    return rc;
+}
+
+int usage() {
+    fprintf(stderr, "usage: ucp_tag_test [--no-offload-check | --offload-off]\n"
+                    "       ucp_tag_test -p PORT        (receiver, on one host)\n"
+                    "       ucp_tag_test -p PORT HOST   (sender, on another host)\n");
+    return 2;
+}
+
 int main(int argc, char **argv) {
     /* --offload-off: UCP was told not to offload; tm_sm must see no posted receive */
     const char *mode          = argc > 1 ? argv[1] : "";
     const bool  offload_check = strcmp(mode, "--no-offload-check") != 0;
     const bool  offload_off   = strcmp(mode, "--offload-off") == 0;
-    setenv("UCX_TM_SM_PRINT_STATS", "y", 1);
     setvbuf(stdout, nullptr, _IONBF, 0);
+    if (strcmp(mode, "-p") == 0) {
+        uint16_t port;
+        if ((argc < 3) || (argc > 4) || !uct_tm::parse_tcp_port(argv[2], &port)) {
+            return usage();
+        }
+        return run_two_hosts(port, argc == 4 ? argv[3] : nullptr);
+    }
+    if ((argc > 2) || ((argc == 2) && !offload_off && offload_check)) {
+        return usage();
+    }
+    setenv("UCX_TM_SM_PRINT_STATS", "y", 1);
 
     std::string                receiver_err;
     const ucp_test::PairResult r = ucp_test::run_pair(run_receiver, run_sender, &receiver_err);

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# The stack between two hosts: boots two QEMU guests, host1 and host2, each
+# with its own kernel, address (10.9.0.N) and Soft-RoCE device rxe0 on its
+# eth0, RoCE v2 between them (RXE_HOSTS=2 contrib/rxe_qemu.sh), and runs, with
+# the receiver on host2 (started through contrib/rxe_host.sh) and the sender on
+# host1:
+#   - tm_perftest over tm_rc, every payload byte checked, posted and
+#     unexpected, eager and rendezvous sizes: software matching, the device
+#     model in fixed and in random order (it matched, no anomaly);
+#   - the protocol layer (tm_proto_perf --check) over tm_rc, software and model,
+#     receives offloaded to tm_rc;
+#   - UCP's integration program (ucp_tag_test: 45 cases) over tm_rc, connected
+#     through UCP's connection manager, software and model, UCP posting into
+#     tm_rc's tag list;
+#   - Open MPI: mpirun starting ranks on both hosts through its rsh launcher
+#     with contrib/rxe_host.sh as the agent, mpi_tag_test passing with tm_sm
+#     inside each host (tcp between: UCP cannot wire tm_rc up from worker
+#     addresses here, see docs/across-hosts.md);
+#   - failures: host2's link taken down in the middle of a tm_perftest stream,
+#     and the receiver (tm_perftest, tm_proto_perf) killed on host2: the sender
+#     reports the lost peer (exit 2) within the bound its settings give, the
+#     receiver ends too, no process is left and no shared memory leaked.
+# Exits 77 (SKIP) when QEMU cannot run here, or RXE_TESTS=no.
+# Run from the build's tests/integration (make check), where ucp_tag_test is built.
+set -uo pipefail
+
+if [[ ${1:-} != --in-guest ]]; then
+    [[ ${RXE_TESTS:-yes} != no ]] || { echo "SKIP: RXE_TESTS=no"; exit 77; }
+    top_srcdir=$(cd "${srcdir:-$(dirname "$0")}/../.." && pwd)
+    builddir=$(cd ../.. && pwd)
+    plugin=${PLUGIN:?set PLUGIN to the libuct_tm.so to preload}
+    for f in "$plugin" ./ucp_tag_test "$builddir/src/tools/tm_perftest" "$builddir/src/tools/tm_proto_perf"; do
+        [[ -e $f ]] || { echo "test_hosts_rxe: $f is missing (build first)"; exit 1; }
+    done
+    seed=${RXE_MODEL_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
+    RXE_HOSTS=2 exec "$top_srcdir/contrib/rxe_qemu.sh" bash "$top_srcdir/tests/integration/test_hosts_rxe.sh" \
+        --in-guest "$top_srcdir" "$builddir" "$plugin" "$seed"
+fi
+
+# ---- on host1 --------------------------------------------------------------------------
+top_srcdir=$2 builddir=$3 plugin=$4 seed=$5
+H=$top_srcdir/contrib/rxe_host.sh
+tools=$builddir/src/tools
+export LD_PRELOAD=$plugin
+fail() { echo "FAIL: $*"; exit 1; }
+pass() { echo "PASS: $*"; }
+now() { date +%s.%N; }
+
+"$H" wait host2 300 || fail "host2's agent does not answer"
+
+echo "== two hosts"
+gid_of() { cat /sys/class/infiniband/rxe0/ports/1/gids/1; }
+gid1=$(gid_of) gid2=$("$H" host2 cat /sys/class/infiniband/rxe0/ports/1/gids/1)
+boot1=$(cat /proc/sys/kernel/random/boot_id) boot2=$("$H" host2 cat /proc/sys/kernel/random/boot_id)
+echo "host1: $(hostname) GID $gid1 boot $boot1"
+echo "host2: $("$H" host2 hostname) GID $gid2 boot $boot2"
+[[ $gid1 == *0a09:0001 && $gid2 == *0a09:0002 ]] || fail "the hosts' RoCE v2 GIDs are not 10.9.0.1 and 10.9.0.2"
+[[ $boot1 != "$boot2" ]] || fail "the two hosts share a kernel"
+pass "two hosts, distinct kernels and GIDs"
+
+# across NAME SETTINGS RECEIVER SENDER: RECEIVER on host2, SENDER here, both
+# under SETTINGS (VAR=VALUE...); logs in /tmp/NAME.{rcv,snd}; fails unless
+# both exit 0.
+across() {
+    local name=$1 settings=$2 rcv=$3 snd=$4
+    echo "== $name${settings:+ ($settings)}"
+    "$H" host2 "cd $PWD && env $settings $rcv" >"/tmp/$name.rcv" 2>&1 &
+    local rpid=$!
+    env $settings $snd >"/tmp/$name.snd" 2>&1
+    local src=$?
+    wait "$rpid"
+    local rrc=$?
+    grep -v "^\[" "/tmp/$name.snd" | tail -12
+    if ((src != 0 || rrc != 0)); then
+        echo "-- receiver (host2):"; tail -20 "/tmp/$name.rcv"
+        fail "$name: sender exit $src, receiver exit $rrc"
+    fi
+}
+
+# model_clean LOG: the model matched and nobody saw an anomaly
+model_clean() {
+    grep "tag matching model" "$1"
+    grep "tag matching model" "$1" | grep -q "hw_matches [1-9]" || fail "the model matched nothing"
+    if grep "tag matching model" "$1" | grep -Eq "anomalies [1-9]|violations [1-9]"; then
+        fail "the tag list driver saw anomalies or the model violations"
+    fi
+}
+
+cd "$tools" || exit 1
+tmp="-x tm_rc --check --timeout 120"
+model="UCX_TM_RC_TM_MODEL=y UCX_TM_RC_PRINT_STATS=y"
+# (rendezvous sizes kept small: the virtual link drops a packet now and then,
+# and RC retransmits it after its ACK timeout, about 1 s)
+across perftest_sw "" "./tm_perftest -p 9101" "./tm_perftest $tmp -s 8,4k,64k -n 20 -p 9101 10.9.0.2"
+across perftest_sw_unexp "" "./tm_perftest -p 9102" "./tm_perftest $tmp -U -s 8,4k,64k -n 20 -p 9102 10.9.0.2"
+pass "tm_perftest over tm_rc between hosts, software matching"
+across perftest_model "$model" "./tm_perftest -p 9103" "./tm_perftest $tmp -s 8,4k,64k -n 20 -p 9103 10.9.0.2"
+model_clean /tmp/perftest_model.rcv
+across perftest_model_random "$model UCX_TM_RC_TM_MODEL_SEED=$seed" "./tm_perftest -p 9104" \
+    "./tm_perftest $tmp -s 8,4k,64k -n 20 -p 9104 10.9.0.2"
+model_clean /tmp/perftest_model_random.rcv
+pass "tm_perftest over tm_rc between hosts, device model (fixed order; random order, seed $seed)"
+
+# offloaded LOG: the receiver's protocol layer posted receives into tm_rc
+offloaded() {
+    local n
+    n=$(sed -n 's/^# receiver: .* offloaded_recvs \([0-9]*\) .*/\1/p' "$1")
+    grep "^# receiver" "$1"
+    [[ ${n:-0} -gt 0 ]] || fail "the protocol layer offloaded no receive to tm_rc"
+}
+ppt="-x tm_rc --check -v -T 120"
+across proto_sw "" "./tm_proto_perf -p 9105" "./tm_proto_perf $ppt -s 8,4k,64k,256k -n 5 -p 9105 10.9.0.2"
+offloaded /tmp/proto_sw.rcv
+across proto_model "$model" "./tm_proto_perf -p 9106" "./tm_proto_perf $ppt -s 8,4k,64k -n 20 -p 9106 10.9.0.2"
+offloaded /tmp/proto_model.rcv
+model_clean /tmp/proto_model.rcv
+pass "the protocol layer over tm_rc between hosts, software matching and device model"
+
+cd "$builddir/tests/integration" || exit 1
+ucp="UCX_TLS=tm_rc,tcp,self UCP_TAG_TEST_SOCKADDR=10.9.0.2 UCX_LOG_LEVEL=info UCX_TM_RC_PRINT_STATS=y"
+for mode in software model; do
+    settings=$ucp
+    [[ $mode == model ]] && settings="$ucp UCX_TM_RC_TM_MODEL=y UCX_TM_RC_TM_MODEL_SEED=$seed"
+    across "ucp_$mode" "$settings" "timeout 600 ./ucp_tag_test -p 9107" "timeout 600 ./ucp_tag_test -p 9107 10.9.0.2"
+    grep -q "^PASS (receiver): 45 cases" "/tmp/ucp_$mode.rcv" || fail "ucp_tag_test's receiver did not pass"
+    grep -q "ep_cfg.*tag(tm_rc/tm_rxe0:1)" "/tmp/ucp_$mode.snd" ||
+        { grep ep_cfg "/tmp/ucp_$mode.snd"; fail "UCP did not choose tm_rc for tags"; }
+    if [[ $mode == software ]]; then
+        posted=$(sed -n "s/^tm_rc .*: posted \([0-9]*\) .*/\1/p" /tmp/ucp_software.rcv | sort -n | tail -1)
+        echo "receiver's tm_rc: ${posted:-0} receives posted into its tag list"
+        [[ ${posted:-0} -ge 10 ]] || fail "UCP posted (almost) no receive into tm_rc"
+    else
+        model_clean /tmp/ucp_model.rcv
+    fi
+    pass "UCP over tm_rc between hosts, $mode"
+done
+
+echo "== Open MPI across the hosts"
+if command -v mpirun >/dev/null && [[ -x ./mpi_tag_test ]]; then
+    mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 600
+         mpirun -np 4 --host 10.9.0.1:2,10.9.0.2:2 --mca plm_rsh_agent "$H" --mca oob_tcp_if_include eth0
+         --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca btl self --mca osc '^ucx'
+         -x LD_PRELOAD=$plugin ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH} -x UCX_TLS=tm_sm,tcp,self
+         -x UCX_TM_SM_PRINT_STATS=y)
+    hosts=$("${mpi[@]}" hostname 2>&1 | sort | uniq -c)
+    echo "$hosts"
+    [[ $(grep -c " host1$" <<<"$hosts") -eq 1 && $(grep -c " host2$" <<<"$hosts") -eq 1 ]] &&
+        grep -q "2 host1" <<<"$hosts" && grep -q "2 host2" <<<"$hosts" ||
+        fail "mpirun did not start two ranks on each host"
+    out=$("${mpi[@]}" ./mpi_tag_test 2>&1)
+    rc=$?
+    grep -v "^tm_sm iface\|^\[" <<<"$out" | tail -5
+    stats=$(grep -c "^tm_sm iface" <<<"$out")
+    [[ $rc -eq 0 ]] && grep -q "^mpi_tag_test: PASS (4 ranks" <<<"$out" || fail "mpi_tag_test across the hosts"
+    [[ $stats -eq 4 ]] || fail "$stats tm_sm counter lines, expected one per rank"
+    pass "Open MPI: 4 ranks on two hosts, tm_sm inside each"
+else
+    echo "not run: mpirun or mpi_tag_test missing"
+fi
+
+# ---- failures ----------------------------------------------------------------------------
+# Short transport timeouts, as a job that wants to learn of a lost peer
+# quickly sets them: 4.096 us * 2^14 = 67 ms per try, 4 tries.
+fast="UCX_TM_RC_TIMEOUT=14 UCX_TM_RC_RETRY_COUNT=3 UCX_TM_RC_KEEPALIVE_INTERVAL=500ms"
+bound=20 # seconds: nominally 1 s of keepalive and 4 x 67 ms of retries; 8-11 s seen under the emulation
+
+# stream NAME TOOL PORT: a long stream, receiver on host2 and sender here (in
+# the background); returns once the sender has connected.
+stream() {
+    local name=$1 tool=$2 port=$3 args
+    if [[ $tool == tm_perftest ]]; then
+        args="-x tm_rc -t tag_bw -s 4k -n 10000000 --timeout 60"
+    else
+        args="-x tm_rc -t tag_bw -s 4k -n 10000000 -T 60"
+    fi
+    "$H" host2 "cd $tools && env $fast ./$tool -p $port" >"/tmp/$name.rcv" 2>&1 &
+    rpid=$!
+    (cd "$tools" && exec env $fast ./$tool $args -p "$port" 10.9.0.2) >"/tmp/$name.snd" 2>&1 &
+    spid=$!
+    local until=$((SECONDS + 120))
+    until grep -q "^# $tool" "/tmp/$name.snd"; do
+        kill -0 "$spid" 2>/dev/null || { cat "/tmp/$name.snd"; fail "$name: the sender ended before it connected"; }
+        ((SECONDS < until)) || fail "$name: the sender did not connect"
+        sleep 0.5
+    done
+    sleep 3 # traffic flowing
+}
+
+# sender_fails NAME T0: the sender exits 2 (peer lost) within $bound s of T0
+sender_fails() {
+    local name=$1 t0=$2 rc elapsed
+    wait "$spid"
+    rc=$?
+    elapsed=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')
+    grep -v "^ *[0-9]" "/tmp/$name.snd" | tail -4
+    echo "sender: exit $rc after ${elapsed}s"
+    [[ $rc -eq 2 ]] || fail "$name: the sender exited $rc, not 2 (peer lost)"
+    grep -q "peer lost\|ENDPOINT_TIMEOUT\|Endpoint timeout\|Connection reset" "/tmp/$name.snd" ||
+        fail "$name: the sender did not say why"
+    awk -v e="$elapsed" -v b="$bound" 'BEGIN { exit !(e < b) }' || fail "$name: the sender took ${elapsed}s (bound ${bound}s)"
+}
+
+# nothing_left NAME: no process of the test and no shared memory left on either host
+nothing_left() {
+    local check='pgrep -x tm_perftest; pgrep -x tm_proto_perf; ls /dev/shm' left
+    left=$(bash -c "$check")
+    [[ -z $left ]] || fail "$1: left on host1: $left"
+    left=$("$H" host2 "$check")
+    [[ -z $left ]] || fail "$1: left on host2: $left"
+}
+
+# The link: tm_perftest checks its endpoint once a second while it waits
+# (--keepalive, as UCP's keepalive does), so a peer it cannot reach fails the
+# endpoint after tm_rc's retries. (The protocol layer has no keepalive yet.)
+stream linkdown tm_perftest 9110
+echo "== tm_perftest: host2's link down for 30 s in the middle of a stream"
+# (host2's own link: Soft-RoCE retries a send that its link refuses for as
+# long as the link stays down, where a NIC's retry counter would expire; the
+# sender on host1 sees what it would see on a real network: no answer)
+t0=$(now)
+"$H" host2 'setsid sh -c "ip link set eth0 down; sleep 30; ip link set eth0 up" >/dev/null 2>&1 < /dev/null &'
+sender_fails linkdown "$t0"
+# the receiver learns of it once its link is back: the sender's end of the
+# control connection is closed
+wait "$rpid"
+rrc=$?
+tail -2 /tmp/linkdown.rcv
+[[ $rrc -eq 2 ]] || fail "link down: the receiver exited $rrc, not 2"
+nothing_left "link down"
+pass "tm_perftest: link down mid-stream: both sides report the lost peer, nothing left"
+
+for tool in tm_perftest tm_proto_perf; do
+    stream "kill_$tool" "$tool" 9111
+    echo "== $tool: the receiver killed on host2 in the middle of a stream"
+    t0=$(now)
+    "$H" host2 pkill -9 -x "$tool"
+    sender_fails "kill_$tool" "$t0"
+    wait "$rpid"
+    nothing_left "kill, $tool"
+    pass "$tool: receiver killed on the other host: the sender reports it, nothing left"
+done
+echo "PASS: all between two hosts"
