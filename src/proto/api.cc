@@ -109,8 +109,9 @@ ucs_status_t uct_tm_proto_send(uct_tm_proto_ep_h ep, const void *buffer, size_t 
     if (!valid(ep)) {
         return UCS_ERR_INVALID_PARAM;
     }
-    if (ucs_unlikely(!ep->connected)) {
-        return UCS_ERR_NOT_CONNECTED; /* uct_tm_proto_ep_connect() first */
+    if (ucs_unlikely(!ep->connected || (ep->failure != UCS_OK))) {
+        /* uct_tm_proto_ep_connect() first; or the peer failed */
+        return ep->connected ? ep->failure : UCS_ERR_NOT_CONNECTED;
     }
     return ep->worker->send(ep, buffer, length, tag, params, req);
 }

@@ -17,6 +17,7 @@ struct EnvConfig {
     size_t   unexpected_cap;
     unsigned max_peers;
     int      offload;
+    double   keepalive;
 };
 
 ucs_config_field_t env_table[] = {
@@ -35,6 +36,11 @@ ucs_config_field_t env_table[] = {
      UCS_CONFIG_TYPE_UINT},
     {"OFFLOAD", "y", "Post receives to the transport's tag list when it has one.",
      offsetof(EnvConfig, offload), UCS_CONFIG_TYPE_BOOL},
+    {"KEEPALIVE_INTERVAL", "1s",
+     "Every this long, each endpoint whose transport can check its peer (uct_ep_check) is\n"
+     "checked, so that a peer that died or cannot be reached fails the endpoint -- and the\n"
+     "sends waiting on it -- even when nothing is in flight to it; 0 turns it off.",
+     offsetof(EnvConfig, keepalive), UCS_CONFIG_TYPE_TIME},
     {}};
 
 /* UCX 1.15 changed the parser's entry point: it takes the table's global-list
@@ -65,6 +71,7 @@ ucs_status_t read_config(const uct_tm_proto_worker_params_t *params, Config *con
     config->unexpected_cap = env.unexpected_cap;
     config->max_peers      = env.max_peers;
     config->offload        = env.offload != 0;
+    config->keepalive_s    = env.keepalive;
     ucs_config_parser_release_opts(&env, env_table);
 
     if (params != nullptr) {
@@ -92,6 +99,10 @@ ucs_status_t read_config(const uct_tm_proto_worker_params_t *params, Config *con
         }
         if (f & UCT_TM_PROTO_WORKER_FIELD_OFFLOAD) {
             config->offload = params->offload != 0;
+        }
+        if (f & UCT_TM_PROTO_WORKER_FIELD_ERR_HANDLER) {
+            config->err_handler     = params->err_handler;
+            config->err_handler_arg = params->err_handler_arg;
         }
     }
     if ((config->max_peers == 0) || config->transports.empty() ||

@@ -20,6 +20,9 @@ struct Config {
     size_t      unexpected_cap = 64 << 20;
     unsigned    max_peers      = 256;
     bool        offload        = true;
+    double      keepalive_s    = 1; /* 0: no keepalive */
+    uct_tm_proto_ep_err_cb_t err_handler     = nullptr;
+    void                    *err_handler_arg = nullptr;
 };
 
 /* Environment first, then params. Returns UCS_ERR_INVALID_PARAM for values

@@ -42,6 +42,9 @@ class Endpoint {
      * endpoint to endpoint: no send, and not among the worker's peers (no
      * arrival finds it, no reply goes over it) */
     bool     connected   = true;
+    /* set when the transport reported the peer failed (its error handler):
+     * sends on the endpoint fail with it from then on */
+    ucs_status_t failure = UCS_OK;
     Worker  *worker      = nullptr;
     Iface   *iface       = nullptr;
     uct_ep_h uct_ep      = nullptr;

@@ -75,6 +75,13 @@ class Peers {
         }
     }
 
+    /* Calls f(Endpoint *) for each endpoint (keepalive, failures: not per message). */
+    template <typename F> void for_each(F &&f) const {
+        for (const auto &e : all_) {
+            f(e.get());
+        }
+    }
+
     /* Whether `ep` is one of ours (a walk: endpoint destruction only). */
     bool owns(const Endpoint *ep) const {
         for (const auto &e : all_) {

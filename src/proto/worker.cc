@@ -14,6 +14,14 @@ namespace proto {
 
 namespace {
 
+/* The ifaces' error handler: the transport reports a failed peer. */
+ucs_status_t ep_error_cb(void *arg, uct_ep_h ep, ucs_status_t status) {
+    guarded("an endpoint failure", [&]() __attribute__((always_inline)) {
+        static_cast<Worker *>(arg)->ep_failed(ep, status);
+    });
+    return UCS_OK;
+}
+
 /* Splits "a,b:dev" into (tl, dev) pairs. */
 std::vector<std::pair<std::string, std::string>> parse_transports(const std::string &spec) {
     std::vector<std::pair<std::string, std::string>> out;
@@ -178,6 +186,13 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
             params.mode.device.dev_name  = device.c_str();
             params.stats_root            = nullptr;
             params.rx_headroom           = 0;
+            /* a failed peer fails its endpoint's sends instead of leaving them waiting */
+            params.field_mask |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                 UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                 UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+            params.err_handler       = ep_error_cb;
+            params.err_handler_arg   = this;
+            params.err_handler_flags = 0; /* called from progress */
             set_tag_callbacks(&params, iface.get());
             status = uct_iface_open(md, uworker_, &params, ic, &iface->iface);
             uct_config_release(ic);
@@ -571,6 +586,9 @@ void Worker::mark_busy(Endpoint *ep) {
 }
 
 unsigned Worker::progress_rest(unsigned n) {
+    if ((progress_calls_ % kKeepaliveEvery) == 0) {
+        keepalive();
+    }
     if (!busy_.empty()) {
         n += progress_queues();
     }
@@ -578,6 +596,56 @@ unsigned Worker::progress_rest(unsigned n) {
         n += deliver_completions();
     }
     return n;
+}
+
+void Worker::keepalive() {
+    if (config_.keepalive_s <= 0) {
+        return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now < keepalive_next_) {
+        return;
+    }
+    keepalive_next_ = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(config_.keepalive_s));
+    peers_.for_each([](Endpoint *ep) {
+        if (ep->connected && (ep->failure == UCS_OK) &&
+            (ep->iface->attr.cap.flags & UCT_IFACE_FLAG_EP_CHECK)) {
+            /* a failure comes back through the error handler, from a later progress */
+            (void)uct_ep_check(ep->uct_ep, 0, nullptr);
+        }
+    });
+}
+
+void Worker::ep_failed(uct_ep_h uep, ucs_status_t status) {
+    Endpoint *ep = nullptr;
+    peers_.for_each([&](Endpoint *e) {
+        if (e->uct_ep == uep) {
+            ep = e;
+        }
+    });
+    if ((ep == nullptr) || (ep->failure != UCS_OK)) {
+        return;
+    }
+    ucs_diag("tm_proto: the peer of worker %u's endpoint to worker %u failed: %s", config_.id,
+             ep->peer_id, ucs_status_string(status));
+    ep->failure = (status == UCS_OK) ? UCS_ERR_CONNECTION_RESET : status;
+    ep->ctrl.clear();
+    ep->sends.clear(); /* the walk below completes them */
+    /* Every send on it that no transport operation refers to: queued, or
+     * waiting for the receiver (ack, CTS, its read), or pushing data. One
+     * writing into the receiver (kPutting) completes when the transport
+     * fails that write. */
+    for (uint32_t i = 0; i < reqs_.issued(); ++i) {
+        Request &r = reqs_.at(i);
+        if ((r.kind == ReqKind::kSend) && !r.done && (r.ep == ep) &&
+            (r.sstate != SendState::kPutting)) {
+            complete(r, ep->failure);
+        }
+    }
+    if (config_.err_handler != nullptr) {
+        config_.err_handler(config_.err_handler_arg, static_cast<uct_tm_proto_ep_h>(ep), ep->failure);
+    }
 }
 
 unsigned Worker::deliver_completions() {

@@ -34,6 +34,7 @@
 #include <uct/api/uct.h>
 #include <ucs/debug/log_def.h>
 
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -117,6 +118,12 @@ class Worker {
 
     bool owns(const Endpoint *ep) const { return peers_.owns(ep); }
 
+    /* The transport reported the peer of `uep` failed (the iface error
+     * handler, worker.cc): the endpoint fails, and so does every send on it
+     * that no transport operation still refers to (those fail when the
+     * transport completes them). */
+    void ep_failed(uct_ep_h uep, ucs_status_t status);
+
     /* --- Arrivals: what UCT's callbacks hand the worker. Only those
      * callbacks call these (inside uct_worker_progress); each unpacks its
      * context and passes it on, exceptions caught (guarded()) except on the
@@ -161,8 +168,11 @@ class Worker {
     void         mark_busy(Endpoint *ep);
     unsigned     progress_queues();
     unsigned     deliver_completions();
-    /* progress() found queued sends or completions: n plus their count */
+    /* progress() found queued sends or completions, or it is time to look at
+     * the keepalive: n plus what it did */
     [[gnu::noinline]] unsigned progress_rest(unsigned n);
+    /* Checks every endpoint with uct_ep_check once per keepalive interval. */
+    void         keepalive();
     void         complete(Request &r, ucs_status_t status);
     /* Nothing unexpected, no receive held in software, no tagged message
      * arriving in fragments: a new receive may go straight to the tag list.
@@ -318,6 +328,10 @@ class Worker {
     /* what the sources we hold no endpoint to hold here, together (one window) */
     Account                         unbound_;
     uint64_t                        refused_ = 0; /* messages dropped by the checks of refuse() */
+    /* the keepalive: progress() looks at the clock every kKeepaliveEvery calls */
+    static constexpr uint32_t       kKeepaliveEvery = 4096;
+    uint32_t                        progress_calls_ = 0;
+    std::chrono::steady_clock::time_point keepalive_next_{};
     ucs_async_context_t            *async_  = nullptr;
     uct_worker_h                    uworker_ = nullptr;
     std::vector<std::unique_ptr<Iface>> ifaces_;
@@ -445,8 +459,9 @@ template <bool kOffloaded>
 
 /* Inline into the C entry point: a caller polls it in its wait loop. */
 [[gnu::always_inline]] inline unsigned Worker::progress() {
-    const unsigned n = uct_worker_progress(uworker_);
-    if (ucs_likely(busy_.empty() && completions_.empty())) {
+    const unsigned n    = uct_worker_progress(uworker_);
+    const bool     tick = (++progress_calls_ % kKeepaliveEvery) == 0; /* busy or not */
+    if (ucs_likely(busy_.empty() && completions_.empty() && !tick)) {
         return n;
     }
     return progress_rest(n); /* out of line: an idle poll stays cheap */

@@ -126,6 +126,12 @@ void die(const char *what, ucs_status_t status) {
     exit(1);
 }
 
+/* The layer's error handler: the peer failed (found by the transport, or by
+ * the layer's keepalive when nothing was in flight to it). */
+void on_peer_failed(void *, uct_tm_proto_ep_h, ucs_status_t status) {
+    g_link.failure = status;
+}
+
 /* Control channel transfer; the peer's death or silence ends the process.
  * (SIGPIPE is ignored: writing to a closed channel fails with EPIPE.) */
 void xfer(int fd, void *p, size_t n, bool out) {
@@ -164,8 +170,9 @@ std::vector<char> swap_blobs(int fd, const std::vector<char> &mine, const char *
 Side connect_side(const Options &o, int fd) {
     Side                         s;
     uct_tm_proto_worker_params_t wp = {};
-    wp.field_mask = UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS;
-    wp.transports = o.transports.c_str();
+    wp.field_mask  = UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS | UCT_TM_PROTO_WORKER_FIELD_ERR_HANDLER;
+    wp.transports  = o.transports.c_str();
+    wp.err_handler = on_peer_failed; /* also while waiting for a receive */
     ucs_status_t st = uct_tm_proto_worker_create(&wp, &s.worker);
     if (st != UCS_OK) {
         die("worker_create", st);

@@ -61,8 +61,14 @@ enum uct_tm_proto_worker_field {
     UCT_TM_PROTO_WORKER_FIELD_RNDV_THRESH    = 1u << 2,
     UCT_TM_PROTO_WORKER_FIELD_UNEXPECTED_CAP = 1u << 3,
     UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS      = 1u << 4,
-    UCT_TM_PROTO_WORKER_FIELD_OFFLOAD        = 1u << 5
+    UCT_TM_PROTO_WORKER_FIELD_OFFLOAD        = 1u << 5,
+    UCT_TM_PROTO_WORKER_FIELD_ERR_HANDLER    = 1u << 6  /* err_handler and err_handler_arg */
 };
+
+/* Called once, inside uct_tm_proto_worker_progress(), when the transport reports that the peer of
+ * `ep` failed (docs/proto.md, "Peer failure"): the sends waiting on it have failed with `status`,
+ * later sends on it return `status`. Destroy the endpoint after progress returns, not here. */
+typedef void (*uct_tm_proto_ep_err_cb_t)(void *arg, uct_tm_proto_ep_h ep, ucs_status_t status);
 
 /* Parameters override the UCX_TM_PROTO_* environment (docs/proto.md). */
 typedef struct uct_tm_proto_worker_params {
@@ -74,6 +80,8 @@ typedef struct uct_tm_proto_worker_params {
     size_t      unexpected_cap; /* bytes of eager data buffered for unmatched messages */
     unsigned    max_peers;      /* peers sharing unexpected_cap (each gets cap / max_peers) */
     int         offload;        /* post receives to the transport's tag list when it has one */
+    uct_tm_proto_ep_err_cb_t err_handler; /* a peer failed (null: none) */
+    void                    *err_handler_arg;
 } uct_tm_proto_worker_params_t;
 
 ucs_status_t uct_tm_proto_worker_create(const uct_tm_proto_worker_params_t *params,
