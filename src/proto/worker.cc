@@ -531,24 +531,25 @@ ucs_status_t Worker::ep_connect(Endpoint *ep, const void *address, size_t length
     return UCS_OK;
 }
 
-void Worker::ep_destroy(Endpoint *ep) {
-    for (uint64_t h : ep->sends) {
-        if (Request *r = reqs_.lookup(h)) {
-            complete(*r, UCS_ERR_CANCELED);
+void Worker::end_sends(Endpoint *ep, ucs_status_t status, bool keep_writes) {
+    ep->ctrl.clear();
+    ep->sends.clear(); /* the walk below completes them */
+    for (uint32_t i = 0; i < reqs_.issued(); ++i) {
+        Request &r = reqs_.at(i);
+        if ((r.kind == ReqKind::kSend) && !r.done && (r.ep == ep) &&
+            !(keep_writes && (r.sstate == SendState::kPutting))) {
+            complete(r, status);
         }
     }
-    ep->sends.clear();
-    /* sends waiting for replies over this endpoint's peer */
-    const auto forget = [this, ep](Request &r) {
-        if ((r.kind == ReqKind::kSend) && !r.done && (r.ep == ep)) {
-            complete(r, UCS_ERR_CANCELED);
-        }
+}
+
+void Worker::ep_destroy(Endpoint *ep) {
+    end_sends(ep, UCS_ERR_CANCELED, false);
+    for (uint32_t i = 0; i < reqs_.issued(); ++i) {
+        Request &r = reqs_.at(i);
         if ((r.kind == ReqKind::kRecv) && (r.info.ep == reinterpret_cast<uct_tm_proto_ep_h>(ep))) {
             r.info.ep = nullptr;
         }
-    };
-    for (uint32_t i = 0; i < reqs_.issued(); ++i) {
-        forget(reqs_.at(i));
     }
     for (auto it = busy_.begin(); it != busy_.end(); ++it) {
         if (*it == ep) {
@@ -630,19 +631,9 @@ void Worker::ep_failed(uct_ep_h uep, ucs_status_t status) {
     ucs_diag("tm_proto: the peer of worker %u's endpoint to worker %u failed: %s", config_.id,
              ep->peer_id, ucs_status_string(status));
     ep->failure = (status == UCS_OK) ? UCS_ERR_CONNECTION_RESET : status;
-    ep->ctrl.clear();
-    ep->sends.clear(); /* the walk below completes them */
-    /* Every send on it that no transport operation refers to: queued, or
-     * waiting for the receiver (ack, CTS, its read), or pushing data. One
-     * writing into the receiver (kPutting) completes when the transport
+    /* One writing into the receiver (kPutting) completes when the transport
      * fails that write. */
-    for (uint32_t i = 0; i < reqs_.issued(); ++i) {
-        Request &r = reqs_.at(i);
-        if ((r.kind == ReqKind::kSend) && !r.done && (r.ep == ep) &&
-            (r.sstate != SendState::kPutting)) {
-            complete(r, ep->failure);
-        }
-    }
+    end_sends(ep, ep->failure, true);
     if (config_.err_handler != nullptr) {
         config_.err_handler(config_.err_handler_arg, static_cast<uct_tm_proto_ep_h>(ep), ep->failure);
     }

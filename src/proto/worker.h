@@ -173,6 +173,11 @@ class Worker {
     [[gnu::noinline]] unsigned progress_rest(unsigned n);
     /* Checks every endpoint with uct_ep_check once per keepalive interval. */
     void         keepalive();
+    /* Completes with `status` every send on `ep` (queued, waiting for the
+     * receiver's ack, CTS or read, pushing data) and drops its queued control
+     * messages; `keep_writes`: not one whose write into the peer the transport
+     * still holds (kPutting: it completes with that write). */
+    void         end_sends(Endpoint *ep, ucs_status_t status, bool keep_writes);
     void         complete(Request &r, ucs_status_t status);
     /* Nothing unexpected, no receive held in software, no tagged message
      * arriving in fragments: a new receive may go straight to the tag list.

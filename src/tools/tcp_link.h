@@ -143,6 +143,38 @@ inline bool tcp_link_recv_args(int fd, std::vector<std::string> *args) {
     return true;
 }
 
+/* Both sides of a tool between two hosts: with `host`, connects there and
+ * sends our command line; without, takes one connection on `port` and its
+ * sender's command line into *peer_args. The control channel, or -1 (said
+ * why after `who`). */
+inline int tcp_link_meet(const char *who, const char *host, uint16_t port, double timeout_s,
+                         int argc, char **argv, std::vector<std::string> *peer_args) {
+    if (host != nullptr) {
+        const int fd = tcp_link_connect(who, host, port, timeout_s);
+        if ((fd >= 0) && !tcp_link_send_args(fd, argc, argv)) {
+            fprintf(stderr, "%s: cannot send the options to %s\n", who, host);
+            close(fd);
+            return -1;
+        }
+        return fd;
+    }
+    const int fd = tcp_link_accept(who, port, timeout_s);
+    if ((fd >= 0) && !tcp_link_recv_args(fd, peer_args)) {
+        fprintf(stderr, "%s: no sender's options on port %u\n", who, port);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* argv-style pointers into `args` (null-terminated), for getopt. */
+inline std::vector<char *> argv_of(std::vector<std::string> &args) {
+    std::vector<char *> argv;
+    for (std::string &a : args) argv.push_back(&a[0]);
+    argv.push_back(nullptr);
+    return argv;
+}
+
 }  // namespace uct_tm
 
 #endif

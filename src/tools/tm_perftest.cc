@@ -896,24 +896,18 @@ int run(const Options &opt, bool server, int fd) {
 
 /* One side of a run between two hosts (-p). */
 int run_two_hosts(const Options &opt, int argc, char **argv) {
-    if (!opt.host.empty()) {
-        const int fd = uct_tm::tcp_link_connect("tm_perftest", opt.host.c_str(), opt.port, opt.timeout);
-        if ((fd < 0) || !uct_tm::tcp_link_send_args(fd, argc, argv)) {
-            fprintf(stderr, "tm_perftest: no receiver at %s port %u\n", opt.host.c_str(), opt.port);
-            return 2;
-        }
-        return run(opt, false, fd);
-    }
-    const int fd = uct_tm::tcp_link_accept("tm_perftest", opt.port, opt.timeout);
+    const bool               sender = !opt.host.empty();
     std::vector<std::string> args;
-    if ((fd < 0) || !uct_tm::tcp_link_recv_args(fd, &args)) {
-        fprintf(stderr, "tm_perftest: no sender's options on port %u\n", opt.port);
+    const int fd = uct_tm::tcp_link_meet("tm_perftest", sender ? opt.host.c_str() : nullptr,
+                                         opt.port, opt.timeout, argc, argv, &args);
+    if (fd < 0) {
         return 2;
     }
-    std::vector<char *> peer_argv;
-    for (std::string &a : args) peer_argv.push_back(&a[0]);
-    peer_argv.push_back(nullptr);
-    Options peer;
+    if (sender) {
+        return run(opt, false, fd);
+    }
+    std::vector<char *> peer_argv = uct_tm::argv_of(args);
+    Options             peer;
     if (!parse(static_cast<int>(args.size()), peer_argv.data(), &peer)) {
         fprintf(stderr, "tm_perftest: the sender's options do not parse\n");
         return 2;

@@ -461,20 +461,14 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
 /* Between two hosts: the control channel to the peer (the receiver takes
  * the sender's options into *o); -1 when there is none. */
 int meet_over_tcp(Options *o, int argc, char **argv) {
-    if (!o->host.empty()) {
-        const int fd = uct_tm::tcp_link_connect("tm_proto_perf", o->host.c_str(), o->port, o->timeout);
-        return ((fd >= 0) && uct_tm::tcp_link_send_args(fd, argc, argv)) ? fd : -1;
-    }
-    const int                fd = uct_tm::tcp_link_accept("tm_proto_perf", o->port, o->timeout);
+    const bool               sender = !o->host.empty();
     std::vector<std::string> args;
-    if ((fd < 0) || !uct_tm::tcp_link_recv_args(fd, &args)) {
-        fprintf(stderr, "tm_proto_perf: no sender's options on port %u\n", o->port);
-        return -1;
+    const int fd = uct_tm::tcp_link_meet("tm_proto_perf", sender ? o->host.c_str() : nullptr, o->port,
+                                         o->timeout, argc, argv, &args);
+    if ((fd >= 0) && !sender) {
+        std::vector<char *> peer_argv = uct_tm::argv_of(args);
+        *o = parse(static_cast<int>(args.size()), peer_argv.data());
     }
-    std::vector<char *> peer_argv;
-    for (std::string &a : args) peer_argv.push_back(&a[0]);
-    peer_argv.push_back(nullptr);
-    *o = parse(static_cast<int>(args.size()), peer_argv.data());
     return fd;
 }
 
