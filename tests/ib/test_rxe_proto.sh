@@ -7,7 +7,9 @@
 # printed in the log, RXE_MODEL_SEED to replay):
 #   1. tests/proto/test_proto_api's transport suites over tm_rc (endpoints
 #      wired up endpoint to endpoint; the ordering model test and the tag
-#      list filling mid-stream with every tag list held to 3 entries);
+#      list filling mid-stream with every tag list held to 3 entries) and
+#      its peer-failure suite (a forked peer killed while sends wait on it:
+#      tm_rc's probe, through the layer's keepalive, must find it);
 #   2. tests/proto/test_proto_stress: 3 processes of random traffic;
 #   with the model, its counters must show hardware matches and no anomaly
 #   or violation.
@@ -59,7 +61,7 @@ run() {
     echo "PASS: $prog over $tls, $what"
 }
 # the suites parameterized on the transport (ProtoWire.* runs its own, on the host)
-api="--gtest_filter=transports/*"
+api="--gtest_filter=transports/*:peer_failure/*"
 mode() {
     run test_proto_api tm_rc "$1" "$api"
     run test_proto_stress tm_rc "$1"

@@ -233,9 +233,12 @@ int run_rank(int rank, int fd, const std::string &transports) {
         ++received;
     };
     /* a window of filtered receives may match none of the messages still to
-     * come: after a quiet spell, an extra any-source any-tag receive */
+     * come: when none has completed for a while, an extra any-source any-tag
+     * receive (by the clock: a progress call may report events of no
+     * receive's, such as the transport's keepalive probes) */
     size_t     extra = 0;
-    unsigned   quiet = 0;
+    size_t     received_before = 0;
+    auto       last_receipt    = std::chrono::steady_clock::now();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while ((received < to_receive) || (next < kMsgs) || !sends.empty()) {
         if (std::chrono::steady_clock::now() > deadline) {
@@ -243,10 +246,14 @@ int run_rank(int rank, int fd, const std::string &transports) {
                    next, sends.size());
             break;
         }
-        quiet = (uct_tm_proto_worker_progress(w) == 0) ? quiet + 1 : 0;
-        if ((quiet > 20000) && (received < to_receive)) {
+        uct_tm_proto_worker_progress(w);
+        const auto now = std::chrono::steady_clock::now();
+        if (received != received_before) {
+            received_before = received;
+            last_receipt    = now;
+        } else if ((received < to_receive) && (now - last_receipt > std::chrono::milliseconds(100))) {
             ++extra;
-            quiet = 0;
+            last_receipt = now;
         }
         /* keep the window of receives posted */
         while (outstanding_recv < kWindow + extra) {

@@ -51,7 +51,9 @@ ucs_config_field_t rc_config_table[] = {
      "RETRY_COUNT it bounds how long a dead peer goes unnoticed.",
      offsetof(RcConfig, timeout), UCS_CONFIG_TYPE_UINT},
 
-    {"RETRY_COUNT", "7", "Transport retries before a send fails (0..7).",
+    {"RETRY_COUNT", "6",
+     "Transport retries before a send fails (0..7). Not 7 by default: Soft-RoCE takes 7 as\n"
+     "retry forever, and a dead peer would then never fail the endpoint.",
      offsetof(RcConfig, retry_count), UCS_CONFIG_TYPE_UINT},
 
     {"KEEPALIVE_INTERVAL", "1s",

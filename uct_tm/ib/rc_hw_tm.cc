@@ -99,7 +99,9 @@ HwTagTransport RcHwTags::transport(RcHwTags *self) {
             hw->cancel_acks_.emplace_back(src_qp, be32toh(hdr.app_ctx));
             return UCS_OK;
         }
-        ++hw->iface_.counters().dropped;
+        if (hdr.kind != static_cast<uint8_t>(Kind::kProbe)) {
+            ++hw->iface_.counters().dropped;
+        }
         return UCS_OK;
     };
     t.fin = [](void *arg, uint32_t, uint32_t app_ctx) {

@@ -506,7 +506,7 @@ void RcIface::handle_rx(const struct ibv_wc &wc) {
             rndv_.receive_cancel(ep_by_qp(wc.qp_num), be32toh(hdr.app_ctx));
         } else if (hdr.kind == static_cast<uint8_t>(Kind::kRndvFailed)) {
             rndv_.receive_failed(ep_by_qp(wc.qp_num), be32toh(hdr.app_ctx));
-        } else {
+        } else if (hdr.kind != static_cast<uint8_t>(Kind::kProbe)) {
             ++counters_.dropped;
         }
         break;

@@ -77,7 +77,7 @@ struct RcEp {
 
 /* What a signalled send work request was for; wr_id is its index. */
 struct TxOp {
-    enum class Type : uint8_t { kFree, kSend, kZcopy, kRndvRead, kGet, kPut, kProbe };
+    enum class Type : uint8_t { kFree, kSend, kZcopy, kRndvRead, kGet, kPut };
     Type              type    = Type::kFree;
     RcEp             *ep      = nullptr;
     uct_completion_t *comp    = nullptr;

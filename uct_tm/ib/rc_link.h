@@ -34,7 +34,7 @@ struct RcCounters {
     uint64_t rndv_reads  = 0; /* rendezvous receives read with RDMA READ */
     uint64_t temp_regs   = 0; /* buffers registered for one operation (no memh) */
     uint64_t tx_errors   = 0; /* send completions with an error */
-    uint64_t keepalives  = 0; /* probes posted while rendezvous sends waited */
+    uint64_t keepalives  = 0; /* probes posted (uct_ep_check; rendezvous sends waiting) */
     uint64_t dropped     = 0; /* malformed or unwanted messages */
 };
 

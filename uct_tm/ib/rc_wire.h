@@ -31,7 +31,8 @@ namespace uct_tm {
 namespace ib {
 
 enum class Kind : uint8_t { kTag = 0, kAm = 1, kRndvRequest = 2, kRndvCancel = 3,
-                           kRndvFailed = 4 /* the receiver's READ failed: the connection is failed */ };
+                           kRndvFailed = 4, /* the receiver's READ failed: the connection is failed */
+                           kProbe = 5 /* liveness: the peer's QP acknowledging it is all that counts */ };
 
 struct WireHeader {
     uint8_t  opcode;  /* enum ibv_tmh_op */
@@ -64,6 +65,10 @@ inline WireHeader rndv_request_header(uint64_t tag) {
 
 inline WireHeader rndv_cancel_header(uint32_t op) {
     return WireHeader{IBV_TMH_NO_TAG, static_cast<uint8_t>(Kind::kRndvCancel), 0, 0, htobe32(op), 0};
+}
+
+inline WireHeader probe_header() {
+    return WireHeader{IBV_TMH_NO_TAG, static_cast<uint8_t>(Kind::kProbe), 0, 0, 0, 0};
 }
 
 inline WireHeader rndv_failed_header(uint32_t op) {
