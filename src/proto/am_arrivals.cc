@@ -201,7 +201,7 @@ void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t le
 void Worker::handle_data(const DataHeader &d, const char *payload, size_t len) {
     Request *r = reqs_.lookup(d.rreq);
     if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done ||
-        (r->rstate != RecvState::kArriving) || (r->parts == 0) || (d.offset != r->offset) ||
+        (r->rstate != RecvState::kArriving) || !r->peer_part || (d.offset != r->offset) ||
         (len > r->limit - r->offset) || (len == 0) || (d.source != r->info.source)) {
         TM_PROTO_DROPPED("dropped rendezvous data (offset %llu, %zu bytes)",
                          static_cast<unsigned long long>(d.offset), len);
@@ -210,6 +210,7 @@ void Worker::handle_data(const DataHeader &d, const char *payload, size_t len) {
     place(*r, d.offset, payload, len);
     r->offset += len;
     if (r->offset == r->limit) {
+        r->peer_part = false;
         part_done(*r, UCS_OK);
     }
 }

@@ -13,6 +13,9 @@ namespace uct_tm {
 namespace proto {
 
 void Worker::send_ctrl(Endpoint *ep, const CtrlHeader &hdr) {
+    if (ep->failure != UCS_OK) {
+        return; /* nobody to tell */
+    }
     if (ep->ctrl.empty()) {
         const ssize_t n = am_send(ep, &hdr, sizeof(hdr), nullptr, 0);
         if (n >= 0) {
@@ -66,11 +69,12 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
     }
     if (hdr.kind == Kind::kPutDone) {
         Request *r = reqs_.lookup(hdr.req);
-        if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done || (r->parts == 0) ||
+        if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done || !r->peer_part ||
             (r->rmemh == nullptr) || (r->gctx.source != hdr.source)) {
             TM_PROTO_DROPPED("unexpected write completion from worker %u", hdr.source);
             return;
         }
+        r->peer_part = false;
         part_done(*r, static_cast<ucs_status_t>(hdr.status));
         return;
     }

@@ -91,6 +91,15 @@ class Partials {
 
     size_t size() const { return pool_.live(); }
 
+    /* Erases every entry fn(Partial &) returns true for (rare: a peer failed). */
+    template <typename Fn> void erase_if(Fn &&fn) {
+        for (uint32_t i = 0; i < pool_.issued(); ++i) {
+            if (pool_[i].live && fn(pool_[i].partial)) {
+                erase(static_cast<uint32_t>(pool_[i].key >> 32), static_cast<uint32_t>(pool_[i].key));
+            }
+        }
+    }
+
     /* Calls fn(Partial &) for every entry (rare: endpoint destruction). */
     template <typename Fn> void for_each(Fn &&fn) {
         for (uint32_t i = 0; i < pool_.issued(); ++i) {

@@ -37,11 +37,16 @@ void Worker::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const c
         finish_recv(r);
         return;
     }
+    if (const ucs_status_t failure = peer_failure(source); failure != UCS_OK) {
+        complete(r, failure); /* its data cannot come any more */
+        return;
+    }
     if ((get_len != 0) && start_get(r, source, sreq, get, get_len)) {
         return;
     }
-    r.parts  = 1; /* kData up to r.limit */
-    r.limit  = r.expect;
+    r.parts     = 1; /* kData up to r.limit */
+    r.peer_part = true;
+    r.limit     = r.expect;
     r.offset = 0;
     h.kind   = Kind::kCts;
     h.value  = r.self;
@@ -231,6 +236,9 @@ void Worker::deliver_unexpected(Request &r, uint32_t idx) {
     if (u.arrived == u.length) {
         finish_recv(r);
         message_consumed(u.source, u.length, u.sync, u.sreq);
+    } else if (const ucs_status_t failure = peer_failure(u.source); failure != UCS_OK) {
+        complete(r, failure); /* the rest cannot come any more */
+        erase_partial(u.source, u.msg_id);
     } else {
         if (Partial *part = partial_.find(u.source, u.msg_id)) {
             part->unex = UINT32_MAX;
@@ -253,10 +261,10 @@ void Worker::drop_unexpected(uint32_t idx) {
         release_charge(u);
         if (u.arrived == u.length) {
             message_consumed(u.source, u.length, u.sync, u.sreq);
-        } else {
-            if (Partial *part = partial_.find(u.source, u.msg_id)) {
-                part->unex = UINT32_MAX; /* later fragments are dropped */
-            }
+        } else if (peer_failure(u.source) != UCS_OK) {
+            erase_partial(u.source, u.msg_id); /* the rest cannot come any more */
+        } else if (Partial *part = partial_.find(u.source, u.msg_id)) {
+            part->unex = UINT32_MAX; /* later fragments are dropped */
         }
     }
     unexpected_.remove(idx);

@@ -127,6 +127,7 @@ struct Request {
     bool        await_ack = false; /* the receiver also reads our buffer: done on its kAck */
     uint8_t     parts     = 0;     /* receive: rendezvous transfers still running */
     bool        ack_after = false; /* receive: the sender waits for kAck (we read its memory) */
+    bool        peer_part = false; /* receive: one of the parts is the sender's to deliver (kData, kPutDone) */
     ucs_status_t xfer_status = UCS_OK; /* receive: first failed rendezvous transfer */
     std::vector<char> bounce;      /* INJECT data that could not leave at once */
 
@@ -202,6 +203,7 @@ struct Request {
         await_ack = false;
         parts     = 0;
         ack_after = false;
+        peer_part = false;
         xfer_status = UCS_OK;
         rmemh     = nullptr;
         bounce.clear();

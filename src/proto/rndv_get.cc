@@ -134,6 +134,7 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
     const size_t front = (r.expect >= kSplitMin) ? r.expect / 2 : 0;
     const bool   put   = (front != 0) && ask_put(r, ep, front);
     r.parts            = put ? 2 : 1;
+    r.peer_part        = put;
     r.ack_after        = true;
     if (put) {
         r.limit  = front; /* kData for the front, if the sender pushes it */
@@ -145,6 +146,7 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
         if (!put) {
             uct_rkey_release(c.component, &c.rkey);
             r.parts     = 0;
+            r.peer_part = false;
             r.ack_after = false;
             return false; /* nothing asked of the sender yet: CTS / DATA instead */
         }

@@ -543,6 +543,37 @@ void Worker::end_sends(Endpoint *ep, ucs_status_t status, bool keep_writes) {
     }
 }
 
+void Worker::end_arrivals(const Endpoint *ep, ucs_status_t status) {
+    partial_.erase_if([&](Partial &part) {
+        if (part.source != ep->peer_id) {
+            return false;
+        }
+        if (part.unex != UINT32_MAX) {
+            return false; /* still unexpected: fails the receive that takes it */
+        }
+        if (Request *r = (part.req != 0) ? reqs_.lookup(part.req) : nullptr) {
+            complete(*r, status);
+        }
+        if (part.charged != nullptr) {
+            part.charged->fragmented -= std::min<uint32_t>(part.charged->fragmented, 1);
+        }
+        return true;
+    });
+    for (uint32_t i = 0; i < reqs_.issued(); ++i) {
+        Request &r = reqs_.at(i);
+        if ((r.kind == ReqKind::kRecv) && !r.done && r.peer_part && (r.info.source == ep->peer_id)) {
+            /* a read of ours still running completes through the transport */
+            r.peer_part = false;
+            part_done(r, status);
+        }
+    }
+}
+
+ucs_status_t Worker::peer_failure(uint32_t source) const {
+    const Endpoint *ep = peers_.of(source);
+    return (ep != nullptr) ? ep->failure : UCS_OK;
+}
+
 void Worker::ep_destroy(Endpoint *ep) {
     end_sends(ep, UCS_ERR_CANCELED, false);
     for (uint32_t i = 0; i < reqs_.issued(); ++i) {
@@ -634,6 +665,7 @@ void Worker::ep_failed(uct_ep_h uep, ucs_status_t status) {
     /* One writing into the receiver (kPutting) completes when the transport
      * fails that write. */
     end_sends(ep, ep->failure, true);
+    end_arrivals(ep, ep->failure);
     if (config_.err_handler != nullptr) {
         config_.err_handler(config_.err_handler_arg, static_cast<uct_tm_proto_ep_h>(ep), ep->failure);
     }

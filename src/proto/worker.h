@@ -178,6 +178,11 @@ class Worker {
      * messages; `keep_writes`: not one whose write into the peer the transport
      * still holds (kPutting: it completes with that write). */
     void         end_sends(Endpoint *ep, ucs_status_t status, bool keep_writes);
+    /* Completes with the peer's `status` every receive waiting for data from
+     * it: later fragments, or rendezvous data it was to write or push. */
+    void         end_arrivals(const Endpoint *ep, ucs_status_t status);
+    /* The failure of our endpoint to worker `source`, or UCS_OK. */
+    ucs_status_t peer_failure(uint32_t source) const;
     void         complete(Request &r, ucs_status_t status);
     /* Nothing unexpected, no receive held in software, no tagged message
      * arriving in fragments: a new receive may go straight to the tag list.

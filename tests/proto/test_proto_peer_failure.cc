@@ -9,7 +9,9 @@
  */
 #include "fd_io.h"
 #include "proto_fixture.h"
+#include "raw_iface.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -51,7 +53,8 @@ std::vector<char> worker_address(uct_tm_proto_worker_h w) {
 /* One side's worker and its endpoint to the other side, connected over the
  * socket `fd`; false on any failure. */
 bool connect_over(int fd, const std::string &param, uct_tm_proto_worker_h *w, uct_tm_proto_ep_h *ep,
-                  const uct_tm_proto_worker_params_t &extra = {}) {
+                  const uct_tm_proto_worker_params_t &extra = {},
+                  std::vector<char> *peer_address = nullptr) {
     uct_tm_proto_worker_params_t params = extra;
     std::string                  tls;
     apply_transport(param, &params, &tls);
@@ -69,6 +72,9 @@ bool connect_over(int fd, const std::string &param, uct_tm_proto_worker_h *w, uc
     std::vector<char> peer_ep;
     if (!send_blob(fd, ep_address(*ep)) || !recv_blob(fd, &peer_ep)) {
         return false;
+    }
+    if (peer_address != nullptr) {
+        *peer_address = peer;
     }
     return uct_tm_proto_ep_connect(*ep, peer_ep.data(), peer_ep.size()) == UCS_OK;
 }
@@ -99,36 +105,76 @@ void on_ep_error(void *arg, uct_tm_proto_ep_h ep, ucs_status_t status) {
     f->status = status;
 }
 
+/* A forked peer running `run` over a socket, and our worker (its error
+ * handler counting into `failures`) with an endpoint to it. */
+class ForkedPeer {
+  public:
+    using Run = void (*)(int fd, const std::string &param);
+    ForkedPeer() = default;
+    ForkedPeer(const ForkedPeer &) = delete;
+    ForkedPeer &operator=(const ForkedPeer &) = delete;
+    ~ForkedPeer() {
+        kill_peer();
+        if (ep != nullptr) uct_tm_proto_ep_destroy(ep);
+        if (w != nullptr) uct_tm_proto_worker_destroy(w);
+    }
+
+    /* Forks the peer and connects to it; false if that failed. */
+    bool start(const std::string &param, Run run) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+            return false;
+        }
+        fflush(nullptr);
+        pid_ = fork();
+        if (pid_ == 0) {
+            close(sv[0]);
+            run(sv[1], param);
+            _exit(1);
+        }
+        close(sv[1]);
+        fd = sv[0];
+        if (pid_ < 0) {
+            return false;
+        }
+        uct_tm_proto_worker_params_t extra = {};
+        extra.field_mask      = UCT_TM_PROTO_WORKER_FIELD_ERR_HANDLER;
+        extra.err_handler     = on_ep_error;
+        extra.err_handler_arg = &failures;
+        char peer_ok          = 0;
+        return connect_over(fd, param, &w, &ep, extra) && uct_tm::fd_transfer(fd, &peer_ok, 1, false) &&
+               peer_ok;
+    }
+
+    void kill_peer() {
+        if (pid_ > 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+            pid_ = -1;
+        }
+        if (fd >= 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+
+    int                   fd = -1; /* our end of the socket */
+    uct_tm_proto_worker_h w  = nullptr;
+    uct_tm_proto_ep_h     ep = nullptr;
+    Failures              failures;
+
+  private:
+    pid_t pid_ = -1;
+};
+
 class ProtoPeerFailureTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ProtoPeerFailureTest, SendsWaitingOnADeadPeerFail) {
-    int sv[2];
-    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
-    fflush(nullptr);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-        close(sv[0]);
-        run_peer(sv[1], GetParam());
-    }
-    close(sv[1]);
-    uct_tm_proto_worker_h w  = nullptr;
-    uct_tm_proto_ep_h     ep = nullptr;
-    char                  peer_ok = 0;
-    Failures              failures;
-    uct_tm_proto_worker_params_t extra = {};
-    extra.field_mask      = UCT_TM_PROTO_WORKER_FIELD_ERR_HANDLER;
-    extra.err_handler     = on_ep_error;
-    extra.err_handler_arg = &failures;
-    const bool ok = connect_over(sv[0], GetParam(), &w, &ep, extra) &&
-                    uct_tm::fd_transfer(sv[0], &peer_ok, 1, false);
-    if (!ok || !peer_ok) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-        close(sv[0]);
-        if (w != nullptr) uct_tm_proto_worker_destroy(w);
-        FAIL() << "the two workers did not connect over " << GetParam();
-    }
+    ForkedPeer peer;
+    ASSERT_TRUE(peer.start(GetParam(), run_peer)) << "the two workers did not connect over " << GetParam();
+    uct_tm_proto_worker_h w        = peer.w;
+    uct_tm_proto_ep_h     ep       = peer.ep;
+    const Failures       &failures = peer.failures;
 
     /* no receive is posted on the peer: both sends wait on it */
     const std::vector<char> big = pattern(kRndvLength, 1), small = pattern(64, 2);
@@ -141,9 +187,7 @@ TEST_P(ProtoPeerFailureTest, SendsWaitingOnADeadPeerFail) {
         uct_tm_proto_worker_progress(w); /* the messages are out */
     }
 
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    close(sv[0]);
+    peer.kill_peer();
 
     ucs_status_t rs = UCS_INPROGRESS, ss = UCS_INPROGRESS;
     const auto   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -167,17 +211,121 @@ TEST_P(ProtoPeerFailureTest, SendsWaitingOnADeadPeerFail) {
     uct_tm_proto_request_t later = 0;
     const ucs_status_t     s     = uct_tm_proto_send(ep, small.data(), small.size(), 9, nullptr, &later);
     EXPECT_LT(s, UCS_OK) << ucs_status_string(s);
-    uct_tm_proto_ep_destroy(ep);
-    uct_tm_proto_worker_destroy(w);
+}
+
+/* Messages a peer begins and never finishes (written by hand through a raw
+ * posix iface of the peer's process, claiming its worker): a fragmented
+ * eager message and a rendezvous request whose data the peer is to push
+ * (no read offered), each matched by a receive; then the same two
+ * unexpected. When the peer dies, the two matched receives complete with an
+ * error, and a receive that takes one of the unexpected ones later does too
+ * -- none waits forever for data that cannot come. */
+enum : uint64_t { kTagFragmented = 1, kTagPushed, kTagFragmentedLate, kTagPushedLate };
+
+[[noreturn]] void run_raw_peer(int fd, const std::string &) {
+    alarm(60);
+    uct_tm_proto_worker_h w  = nullptr;
+    uct_tm_proto_ep_h     ep = nullptr;
+    std::vector<char>     parent;
+    RawIface              raw;
+    char                  ok = (connect_over(fd, "posix", &w, &ep, {}, &parent) &&
+                                (raw.open(parent) == UCS_OK)) ? 1 : 0;
+    char                  go = 0;
+    if (!uct_tm::fd_transfer(fd, &ok, 1, true) || !ok || !uct_tm::fd_transfer(fd, &go, 1, false)) {
+        _exit(1);
+    }
+    using uct_tm::proto::Kind;
+    const uint32_t me = uct_tm_proto_worker_id(w);
+    raw.send(uct_tm::proto::kAmId, eager_message(me, kTagFragmented, 100, Kind::kFirst, 1000, 1), w);
+    raw.send(uct_tm::proto::kAmId, eager_message(me, kTagPushed, 0, Kind::kRts, 100000), w);
+    raw.send(uct_tm::proto::kAmId, eager_message(me, kTagFragmentedLate, 100, Kind::kFirst, 1000, 2), w);
+    raw.send(uct_tm::proto::kAmId, eager_message(me, kTagPushedLate, 0, Kind::kRts, 100000), w);
+    uct_tm::fd_transfer(fd, &go, 1, true);
+    for (;;) {
+        uct_tm_proto_worker_progress(w); /* drops the CTS it gets */
+        uct_worker_progress(raw.worker);
+    }
+}
+
+TEST(ProtoPeerFailure, ArrivalsFromADeadPeerFail) {
+    ForkedPeer peer;
+    ASSERT_TRUE(peer.start("posix", run_raw_peer)) << "the two workers did not connect over posix";
+    uct_tm_proto_worker_h w        = peer.w;
+    const int             fd       = peer.fd;
+    const Failures       &failures = peer.failures;
+
+    std::vector<char>      fragmented(1000), pushed(100000);
+    uct_tm_proto_request_t rf = 0, rp = 0;
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(w, fragmented.data(), fragmented.size(), kTagFragmented,
+                                                ~uint64_t{0}, nullptr, nullptr, &rf));
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(w, pushed.data(), pushed.size(), kTagPushed,
+                                                ~uint64_t{0}, nullptr, nullptr, &rp));
+    char go = 1;
+    bool sent = uct_tm::fd_transfer(fd, &go, 1, true);
+    /* the peer's raw sends need our progress to leave its posix FIFO */
+    sent = sent && [&] {
+        pollfd p = {fd, POLLIN, 0};
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (std::chrono::steady_clock::now() < deadline) {
+            uct_tm_proto_worker_progress(w);
+            if (poll(&p, 1, 0) == 1) {
+                return uct_tm::fd_transfer(fd, &go, 1, false);
+            }
+        }
+        return false;
+    }();
+    uct_tm_proto_info_t info;
+    const auto          arrived = [&](uint64_t tag) {
+        return uct_tm_proto_probe(w, tag, ~uint64_t{0}, nullptr, UCT_TM_PROTO_PROBE_PEEK, &info,
+                                  nullptr) == UCS_OK;
+    };
+    for (int i = 0; sent && (i < 100000) && !(arrived(kTagFragmentedLate) && arrived(kTagPushedLate)); ++i) {
+        uct_tm_proto_worker_progress(w);
+    }
+    if (!sent || !arrived(kTagFragmentedLate) || !arrived(kTagPushedLate)) {
+        FAIL() << "the peer's messages did not arrive";
+    }
+    EXPECT_EQ(UCS_INPROGRESS, uct_tm_proto_request_test(w, rf, nullptr)) << "the rest is still to come";
+    EXPECT_EQ(UCS_INPROGRESS, uct_tm_proto_request_test(w, rp, nullptr)) << "the data is still to come";
+
+    peer.kill_peer();
+    ucs_status_t sf = UCS_INPROGRESS, sp = UCS_INPROGRESS;
+    const auto   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (((sf == UCS_INPROGRESS) || (sp == UCS_INPROGRESS) || (failures.calls == 0)) &&
+           (std::chrono::steady_clock::now() < deadline)) {
+        uct_tm_proto_worker_progress(w);
+        sf = uct_tm_proto_request_test(w, rf, nullptr);
+        sp = uct_tm_proto_request_test(w, rp, nullptr);
+    }
+    EXPECT_EQ(1, failures.calls) << "the error handler, once";
+    EXPECT_LT(sf, UCS_OK) << "the fragmented message's receive: " << ucs_status_string(sf);
+    EXPECT_LT(sp, UCS_OK) << "the pushed rendezvous receive: " << ucs_status_string(sp);
+    if (sf != UCS_INPROGRESS) uct_tm_proto_request_release(w, rf);
+    if (sp != UCS_INPROGRESS) uct_tm_proto_request_release(w, rp);
+
+    /* the unexpected ones: a receive that takes one fails at once */
+    for (uint64_t tag : {kTagFragmentedLate, kTagPushedLate}) {
+        std::vector<char>      buf(100000);
+        uct_tm_proto_request_t r = 0;
+        const ucs_status_t     st = uct_tm_proto_recv(w, buf.data(), buf.size(), tag, ~uint64_t{0},
+                                                      nullptr, nullptr, &r);
+        ucs_status_t done = st;
+        for (int i = 0; (done == UCS_INPROGRESS) && (i < 1000); ++i) {
+            uct_tm_proto_worker_progress(w);
+            done = uct_tm_proto_request_test(w, r, nullptr);
+        }
+        EXPECT_LT(done, UCS_OK) << "tag " << tag << ": " << ucs_status_string(done);
+        if (st == UCS_INPROGRESS) uct_tm_proto_request_release(w, r);
+    }
+    EXPECT_FALSE(arrived(kTagFragmentedLate) || arrived(kTagPushedLate));
 }
 
 /* Transports whose ifaces report a dead peer: tm_sm and posix watch the
- * peer's process, tcp its connection. Not tm_rc yet: in the guest, a peer
- * killed with nothing in flight to it went unreported for 60 s (the layer's
- * uct_ep_check probes; under investigation), though a peer behind a dead
- * link is reported (tests/integration/test_hosts_rxe.sh). */
+ * peer's process, tcp its connection; tm_rc (UCT_TM_PROTO_TEST_TRANSPORTS=
+ * tm_rc, in the guest: tests/ib/test_rxe_proto.sh) the retries of its probe. */
 INSTANTIATE_TEST_SUITE_P(peer_failure, ProtoPeerFailureTest,
-                         ::testing::Values("tm_sm", "tm_sm+sw", "posix", "tcp"), transport_name);
+                         ::testing::ValuesIn(test_transports({"tm_sm", "tm_sm+sw", "posix", "tcp"})),
+                         transport_name);
 
 }  // namespace
 }  // namespace uct_tm_test

@@ -8,9 +8,9 @@
  * message afterwards.
  */
 #include "proto_fixture.h"
+#include "raw_iface.h"
 #include "wire.h"
 
-#include <ucs/async/async_fwd.h>
 #include <uct/api/uct.h>
 
 #include <chrono>
@@ -19,129 +19,6 @@
 
 namespace uct_tm_test {
 namespace {
-
-using uct_tm::proto::AddressHeader;
-
-/* A bare iface of transport `tl` (component and MD `md`, device `dev`) and an
- * endpoint to the first iface of a worker address. */
-struct RawIface {
-    ucs_async_context_t *async  = nullptr;
-    uct_worker_h         worker = nullptr;
-    uct_component_h      comp   = nullptr;
-    uct_md_h             md     = nullptr;
-    uct_iface_h          iface  = nullptr;
-    uct_ep_h             ep     = nullptr;
-
-    ucs_status_t open(const std::vector<char> &addr, const char *md_name = "posix",
-                      const char *tl = "posix", const char *dev_name = "memory") {
-        ucs_status_t st = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async);
-        if (st == UCS_OK) {
-            st = uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker);
-        }
-        uct_component_h *comps;
-        unsigned         n;
-        if ((st != UCS_OK) || (uct_query_components(&comps, &n) != UCS_OK)) {
-            return UCS_ERR_NO_DEVICE;
-        }
-        for (unsigned i = 0; i < n; ++i) {
-            uct_component_attr_t a = {};
-            a.field_mask           = UCT_COMPONENT_ATTR_FIELD_NAME;
-            if ((uct_component_query(comps[i], &a) == UCS_OK) && (strcmp(a.name, md_name) == 0)) {
-                comp = comps[i];
-            }
-        }
-        uct_release_component_list(comps);
-        uct_md_config_t *mdc;
-        if ((comp == nullptr) || (uct_md_config_read(comp, nullptr, nullptr, &mdc) != UCS_OK)) {
-            return UCS_ERR_NO_DEVICE;
-        }
-        st = uct_md_open(comp, md_name, mdc, &md);
-        uct_config_release(mdc);
-        uct_iface_config_t *ic;
-        if ((st != UCS_OK) || (uct_md_iface_config_read(md, tl, nullptr, nullptr, &ic) != UCS_OK)) {
-            return UCS_ERR_NO_DEVICE;
-        }
-        uct_iface_params_t p = {};
-        p.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
-        p.open_mode  = UCT_IFACE_OPEN_MODE_DEVICE;
-        p.mode.device.tl_name  = tl;
-        p.mode.device.dev_name = dev_name;
-        st = uct_iface_open(md, worker, &p, ic, &iface);
-        uct_config_release(ic);
-        if (st != UCS_OK) {
-            return st;
-        }
-        /* the worker address: header, then per iface tl name, device
-         * address, iface address; the entry of transport `tl` */
-        AddressHeader h;
-        memcpy(&h, addr.data(), sizeof(h));
-        const char *q   = addr.data() + sizeof(AddressHeader);
-        const char *dev = nullptr;
-        for (unsigned n = 0; (n < h.ifaces) && (dev == nullptr); ++n) {
-            const size_t      tl_len = static_cast<unsigned char>(*q++);
-            const std::string name(q, tl_len);
-            q += tl_len;
-            uint16_t dev_len, iface_len;
-            memcpy(&dev_len, q, 2);
-            q += 2;
-            const char *d = q;
-            q += dev_len;
-            memcpy(&iface_len, q, 2);
-            q += 2;
-            if (name == tl) {
-                dev = d;
-            } else {
-                q += iface_len;
-            }
-        }
-        if (dev == nullptr) {
-            return UCS_ERR_UNREACHABLE;
-        }
-        uct_ep_params_t ep = {};
-        ep.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
-        ep.iface      = iface;
-        ep.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(dev);
-        ep.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(q);
-        return uct_ep_create(&ep, &this->ep);
-    }
-    /* Sends `msg` with AM id `id`, progressing `w` while the transport is busy. */
-    void send(uint8_t id, const std::vector<char> &msg, uct_tm_proto_worker_h w);
-    ~RawIface() {
-        if (ep != nullptr) uct_ep_destroy(ep);
-        if (iface != nullptr) uct_iface_close(iface);
-        if (md != nullptr) uct_md_close(md);
-        if (worker != nullptr) uct_worker_destroy(worker);
-        if (async != nullptr) ucs_async_context_destroy(async);
-    }
-};
-
-struct Bytes {
-    const std::vector<char> *v;
-};
-size_t pack_bytes(void *dest, void *arg) {
-    const auto *b = static_cast<const Bytes *>(arg);
-    if (!b->v->empty()) { /* an empty vector's data() may be null: no memcpy from it */
-        memcpy(dest, b->v->data(), b->v->size());
-    }
-    return b->v->size();
-}
-
-void RawIface::send(uint8_t id, const std::vector<char> &msg, uct_tm_proto_worker_h w) {
-    Bytes        b{&msg};
-    ssize_t      st;
-    const auto   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while ((st = uct_ep_am_bcopy(ep, id, pack_bytes, &b, 0)) == UCS_ERR_NO_RESOURCE) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            ADD_FAILURE() << "the transport did not take a message in time";
-            return;
-        }
-        uct_worker_progress(worker);
-        uct_tm_proto_worker_progress(w);
-    }
-    EXPECT_GE(st, 0) << ucs_status_string(static_cast<ucs_status_t>(st));
-    uct_tm_proto_worker_progress(w); /* posix: the receiver must keep polling to free elements */
-}
 
 TEST(ProtoWire, MalformedMessagesAreDropped) {
     Pair pair;
@@ -174,13 +51,7 @@ TEST(ProtoWire, MalformedMessagesAreDropped) {
             memcpy(&msg[8], &h, 8);
             memcpy(&msg[16], &h, 8);
         }
-        Bytes         b{&msg};
-        const uint8_t id = (rng() % 2) ? uct_tm::proto::kAmId : uct_tm::proto::kAmShortId;
-        while (uct_ep_am_bcopy(raw.ep, id, pack_bytes, &b, 0) == UCS_ERR_NO_RESOURCE) {
-            uct_worker_progress(raw.worker);
-            uct_tm_proto_worker_progress(pair.b);
-        }
-        uct_tm_proto_worker_progress(pair.b);
+        raw.send((rng() % 2) ? uct_tm::proto::kAmId : uct_tm::proto::kAmShortId, msg, pair.b);
     }
     for (int i = 0; i < 1000; ++i) {
         uct_tm_proto_worker_progress(pair.b);
@@ -278,19 +149,6 @@ namespace {
 using uct_tm::proto::Kind;
 using uct_tm::proto::MsgHeader;
 
-/* A kEager (or kFirst, `length` > payload) message claiming worker `source`. */
-std::vector<char> eager_message(uint32_t source, uint64_t tag, size_t payload, Kind kind = Kind::kEager,
-                                uint64_t length = 0, uint32_t msg_id = 0) {
-    MsgHeader h = {};
-    h.kind   = kind;
-    h.source = source;
-    h.tag    = tag;
-    h.length = (kind == Kind::kEager) ? payload : length;
-    h.msg_id = msg_id;
-    std::vector<char> m(sizeof(h) + payload, 'S');
-    memcpy(m.data(), &h, sizeof(h));
-    return m;
-}
 
 /* An am_short message (AM header = tag, then source and imm) claiming `source`. */
 std::vector<char> short_message(uint32_t source, uint64_t tag, size_t payload) {
