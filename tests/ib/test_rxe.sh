@@ -4,8 +4,9 @@
 #   1. ucx_info with the plugin: MD tm_rxe0 of component tm_ib, transport
 #      tm_rc on device tm_rxe0:1; the ABI checks (test_ucx_abi) with a verbs
 #      MD present (each component lists its own MDs and transports only);
-#   2. the UCT tag conformance suite over tm_rc (software matching: rxe has
-#      no tag matching);
+#   2. the UCT tag conformance suite over tm_rc and over tm_dc (its
+#      endpoints connected on demand by iface address; software matching:
+#      rxe has no tag matching);
 #   3. the same suite with the receive side on the device model of a NIC's
 #      tag matcher (UCX_TM_RC_TM_MODEL=y): events in a fixed order, then in a
 #      random order from a seed printed in the log (RXE_MODEL_SEED to replay);
@@ -45,25 +46,38 @@ if ! printf "%s\n" "$devices" | grep -A1 "Transport: tm_rc" | grep -q "Device: t
     echo "FAIL: ucx_info does not list tm_rc on tm_rxe0:1"; exit 1
 fi
 echo "PASS: ucx_info lists tm_rc on tm_rxe0:1"
+if ! printf "%s\n" "$devices" | grep -A1 "Transport: tm_dc" | grep -q "Device: tm_rxe0:1"; then
+    echo "FAIL: ucx_info does not list tm_dc on tm_rxe0:1"; exit 1
+fi
+echo "PASS: ucx_info lists tm_dc on tm_rxe0:1"
 echo "== ABI checks with a verbs MD"
 ./test_ucx_abi --gtest_color=no > /tmp/abi.log 2>&1 || { tail -40 /tmp/abi.log; echo "FAIL: test_ucx_abi"; exit 1; }
 grep -E "^\[ +(PASSED|SKIPPED) +\]" /tmp/abi.log
+# suite TL MODE: the conformance suite over transport TL (tm_rc, tm_dc)
 suite() {
-    echo "== conformance suite over tm_rc: $1"
-    ./test_tag_conformance --gtest_filter="*tm_rc*" --gtest_color=no > /tmp/conformance.log 2>&1
+    echo "== conformance suite over $1: $2"
+    ./test_tag_conformance --gtest_filter="*$1*" --gtest_color=no > /tmp/conformance.log 2>&1
     rc=$?
     grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|Failure|tests from .* ran" /tmp/conformance.log
     n=$(sed -n "s/^\[==========\] \([0-9]*\) tests.*ran.*/\1/p" /tmp/conformance.log)
-    if [ "${n:-0}" -eq 0 ]; then echo "FAIL: no tm_rc conformance test ran"; tail -30 /tmp/conformance.log; exit 1; fi
-    [ $rc -eq 0 ] || { tail -60 /tmp/conformance.log; echo "FAIL: conformance over tm_rc, $1"; exit 1; }
+    if [ "${n:-0}" -eq 0 ]; then echo "FAIL: no $1 conformance test ran"; tail -30 /tmp/conformance.log; exit 1; fi
+    [ $rc -eq 0 ] || { tail -60 /tmp/conformance.log; echo "FAIL: conformance over $1, $2"; exit 1; }
 }
-suite "software matching"
-UCX_TM_RC_TM_MODEL=y suite "tag matching model, fixed order"
-UCX_TM_RC_TM_MODEL=y UCX_TM_RC_TM_MODEL_SEED=$seed suite "tag matching model, random order, UCX_TM_RC_TM_MODEL_SEED=$seed"
+for tl in tm_rc tm_dc; do
+    prefix=UCX_$(echo $tl | tr a-z A-Z)_
+    suite $tl "software matching"
+    (export "${prefix}TM_MODEL=y"; suite $tl "tag matching model, fixed order") || exit 1
+    (export "${prefix}TM_MODEL=y" "${prefix}TM_MODEL_SEED=$seed"
+     suite $tl "tag matching model, random order, ${prefix}TM_MODEL_SEED=$seed") || exit 1
+done
 echo "== two processes: tm_perftest -x tm_rc --check"
 LD_PRELOAD=$plugin timeout 300 $perftest -x tm_rc -t tag_lat -s 8,4k,64k,1m -n 50 --check || exit 1
 LD_PRELOAD=$plugin timeout 300 $perftest -x tm_rc -t tag_lat -s 8,4k,1m -n 50 -U --check || exit 1
 echo "PASS: tm_perftest over tm_rc"
+echo "== two processes: tm_perftest -x tm_dc --check (connected on demand by iface address)"
+LD_PRELOAD=$plugin timeout 300 $perftest -x tm_dc -t tag_lat -s 8,4k,64k,1m -n 50 --check || exit 1
+LD_PRELOAD=$plugin timeout 300 $perftest -x tm_dc -t tag_bw -s 8,64k -n 200 -U --check || exit 1
+echo "PASS: tm_perftest over tm_dc"
 echo "== two processes: tm_perftest -x tm_rc --check, tag matching model (random order, seed $seed)"
 export UCX_TM_RC_TM_MODEL=y UCX_TM_RC_TM_MODEL_SEED=$seed UCX_TM_RC_PRINT_STATS=y
 LD_PRELOAD=$plugin timeout 300 $perftest -x tm_rc -t tag_lat -s 8,4k,64k,1m -n 50 --check 2> /tmp/stats.log || { cat /tmp/stats.log; exit 1; }

@@ -12,10 +12,11 @@
 #   - UCP's integration program (ucp_tag_test: 45 cases) over tm_rc, connected
 #     through UCP's connection manager, software and model, UCP posting into
 #     tm_rc's tag list;
+#   - ucx_perftest tag_lat and tag_bw over tm_dc (connected by iface address:
+#     UCP wires it up from worker addresses), receives offloaded to it;
 #   - Open MPI: mpirun starting ranks on both hosts through its rsh launcher
 #     with contrib/rxe_host.sh as the agent, mpi_tag_test passing with tm_sm
-#     inside each host (tcp between: UCP cannot wire tm_rc up from worker
-#     addresses here, see docs/across-hosts.md);
+#     inside each host and tm_dc between them;
 #   - failures: host2's link taken down in the middle of a stream, and the
 #     receiver killed on host2 (tm_perftest, tm_proto_perf): the sender
 #     reports the lost peer (exit 2) within the bound its settings give, the
@@ -135,13 +136,36 @@ for mode in software model; do
     pass "UCP over tm_rc between hosts, $mode"
 done
 
+echo "== ucx_perftest between the hosts over tm_dc (UCP wires it from worker addresses)"
+if command -v ucx_perftest >/dev/null; then
+    dc="UCX_TLS=tm_dc,self UCX_TM_DC_PRINT_STATS=y"
+    for t in tag_lat tag_bw; do
+        "$H" host2 "env $dc timeout 120 ucx_perftest -p 9110 -t $t -s 16384 -n 500" >"/tmp/uperf_$t.rcv" 2>&1 &
+        rpid=$!
+        sleep 3
+        env $dc timeout 120 ucx_perftest 10.9.0.2 -p 9110 -t $t -s 16384 -n 500 >"/tmp/uperf_$t.snd" 2>&1
+        src=$?
+        wait "$rpid"
+        rrc=$?
+        grep -i final "/tmp/uperf_$t.snd" | tail -1
+        ((src == 0 && rrc == 0)) || { tail -20 "/tmp/uperf_$t.snd" "/tmp/uperf_$t.rcv"; fail "ucx_perftest $t over tm_dc"; }
+        posted=$(cat "/tmp/uperf_$t.snd" "/tmp/uperf_$t.rcv" | sed -n "s/^tm_dc .*: posted \([0-9]*\) .*/\1/p" |
+                 sort -n | tail -1)
+        echo "ucx_perftest $t: ${posted:-0} receives offloaded to tm_dc (the most of one host)"
+        [[ ${posted:-0} -gt 0 ]] || fail "ucx_perftest $t: no receive offloaded to tm_dc"
+    done
+    pass "ucx_perftest tag_lat and tag_bw between the hosts over tm_dc, receives offloaded"
+else
+    echo "not run: ucx_perftest missing"
+fi
+
 echo "== Open MPI across the hosts"
 if command -v mpirun >/dev/null && [[ -x ./mpi_tag_test ]]; then
     mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 600
          mpirun -np 4 --host 10.9.0.1:2,10.9.0.2:2 --mca plm_rsh_agent "$H" --mca oob_tcp_if_include eth0
          --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca btl self --mca osc '^ucx'
-         -x LD_PRELOAD=$plugin ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH} -x UCX_TLS=tm_sm,tcp,self
-         -x UCX_TM_SM_PRINT_STATS=y)
+         -x LD_PRELOAD=$plugin ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH} -x UCX_TLS=tm_sm,tm_dc,self
+         -x UCX_TM_SM_PRINT_STATS=y -x UCX_TM_DC_PRINT_STATS=y)
     hosts=$("${mpi[@]}" hostname 2>&1 | sort | uniq -c)
     echo "$hosts"
     [[ $(grep -c " host1$" <<<"$hosts") -eq 1 && $(grep -c " host2$" <<<"$hosts") -eq 1 ]] &&
@@ -149,11 +173,15 @@ if command -v mpirun >/dev/null && [[ -x ./mpi_tag_test ]]; then
         fail "mpirun did not start two ranks on each host"
     out=$("${mpi[@]}" ./mpi_tag_test 2>&1)
     rc=$?
-    grep -v "^tm_sm iface\|^\[" <<<"$out" | tail -5
+    grep -v "^tm_sm iface\|^tm_dc \|^\[" <<<"$out" | tail -5
     stats=$(grep -c "^tm_sm iface" <<<"$out")
     [[ $rc -eq 0 ]] && grep -q "^mpi_tag_test: PASS (4 ranks" <<<"$out" || fail "mpi_tag_test across the hosts"
     [[ $stats -eq 4 ]] || fail "$stats tm_sm counter lines, expected one per rank"
-    pass "Open MPI: 4 ranks on two hosts, tm_sm inside each"
+    grep "^tm_dc " <<<"$out"
+    dc_msgs=$(sed -n "s/^tm_dc .*: posted [0-9]* matched \([0-9]*\) unexpected \([0-9]*\) .*/\1 \2/p" <<<"$out" |
+              awk '{ n += $1 + $2 } END { print n + 0 }')
+    [[ $dc_msgs -gt 0 ]] || fail "no tagged message between the hosts went over tm_dc"
+    pass "Open MPI: 4 ranks on two hosts, tm_sm inside each, tm_dc between ($dc_msgs tagged messages)"
 else
     echo "not run: mpirun or mpi_tag_test missing"
 fi

@@ -57,11 +57,24 @@ void TagTest::reopen(const Settings &rx_settings, const Settings &tx_settings,
     tx_.reset(new Node(*env_, GetParam(), tx_settings, rx_headroom));
     ASSERT_EQ(tx_->status, UCS_OK) << "sender iface of " << GetParam();
     ASSERT_EQ(tx_->connect_pair(*rx_, &ep_, &rx_ep_), UCS_OK);
+    ASSERT_TRUE(wait([&] { return sends_now(ep_); })) << "the endpoint never connected";
+}
+
+bool TagTest::sends_now(uct_ep_h ep) {
+    uct_pending_req_t req = {};
+    req.func              = [](uct_pending_req_t *) { return UCS_OK; };
+    const ucs_status_t st = uct_ep_pending_add(ep, &req, 0);
+    if (st == UCS_OK) {
+        uct_ep_pending_purge(ep, nullptr, nullptr); /* queued: not yet */
+        return false;
+    }
+    return true; /* BUSY: it can send now; an error: the test's own checks will say */
 }
 
 uct_ep_h TagTest::reverse_ep() {
     if (rx_ep_ == nullptr) {
         EXPECT_EQ(rx_->connect(tx_->address(), &rx_ep_), UCS_OK);
+        EXPECT_TRUE(wait([&] { return sends_now(rx_ep_); })) << "the endpoint never connected";
     }
     return rx_ep_;
 }

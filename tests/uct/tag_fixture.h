@@ -63,6 +63,10 @@ class TagTest : public ::testing::TestWithParam<std::string> {
     /* An endpoint from rx to tx: the one bound to ep_ for CONNECT_TO_EP
      * transports, else one made on first use. Closed by close(). */
     uct_ep_h reverse_ep();
+    /* Whether `ep` takes a send now (uct_ep_pending_add answers BUSY): an
+     * endpoint that connects on demand (tm_dc) does once its connection is
+     * made; tests post into a ready one. */
+    static bool sends_now(uct_ep_h ep);
 
     std::unique_ptr<UctEnv> env_;
     std::unique_ptr<Node>   rx_;

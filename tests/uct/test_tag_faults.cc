@@ -19,6 +19,7 @@
 #include "tag_fixture.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace uct_tm_test {
 namespace {
@@ -54,16 +55,22 @@ class TagFaultTest : public TagTest {
         EXPECT_EQ(s.comp->calls, 1);
         EXPECT_EQ(s.comp->status, UCS_ERR_IO_ERROR);
         ASSERT_TRUE(wait([&] { return tx_->errors.count(ep_) > 0; }));
-        EXPECT_EQ(rx_->errors.count(rx_ep_), 1);
+        /* Endpoint to endpoint (tm_rc), the receiver's endpoint is the other
+         * end of the sender's connection: failed too. Connected on demand
+         * (tm_dc), the receiver's end of it is the iface's own (passive) and
+         * fails silently; no endpoint of the receiver's user is touched. */
+        const bool pairwise = rx_ep_ != nullptr;
+        EXPECT_EQ(rx_->errors.entries.size(), pairwise ? 1u : 0u);
         EXPECT_EQ(tx_->errors.count(ep_), 1);
-        /* The connection is failed on both sides. */
         EXPECT_NE(uct_ep_tag_eager_short(ep_, kTag, "x", 1), UCS_OK);
-        EXPECT_NE(uct_ep_tag_eager_short(rx_ep_, kTag, "x", 1), UCS_OK);
+        if (pairwise) {
+            EXPECT_NE(uct_ep_tag_eager_short(rx_ep_, kTag, "x", 1), UCS_OK);
+        }
         Send again(Path::kRndv, kTag, 0, 8, kRndvLength);
         EXPECT_NE(again.post(ep_), UCS_OK);
         drain();
         EXPECT_EQ(s.comp->calls, 1);
-        EXPECT_EQ(rx_->errors.count(rx_ep_), 1);
+        EXPECT_EQ(rx_->errors.entries.size(), pairwise ? 1u : 0u);
         EXPECT_EQ(tx_->errors.count(ep_), 1);
     }
 };
@@ -87,8 +94,10 @@ class PeerDeathTest : public TagTest {
     }
     /* The receiver's endpoint and iface go, and with them its QP. */
     void kill_receiver() {
-        uct_ep_destroy(rx_ep_);
-        rx_ep_ = nullptr;
+        if (rx_ep_ != nullptr) { /* CONNECT_TO_EP: the other end of ep_ */
+            uct_ep_destroy(rx_ep_);
+            rx_ep_ = nullptr;
+        }
         rx_.reset();
     }
 };
@@ -168,11 +177,49 @@ TEST_P(TagFaultTest, TruncatedReadRejectedByTheDeviceFailsTheConnection) {
     expect_failed_rndv_fails_connection("CORRUPT_RKEY", kRndvLength / 2);
 }
 
+/* Transports that connect on demand (tm_dc): an endpoint to an iface that
+ * never answers its connection request -- the address of a real iface with
+ * the number of its connection queue pair changed to one nobody owns -- fails
+ * through the error handler with UCS_ERR_ENDPOINT_TIMEOUT after CONN_TIMEOUT;
+ * until then a send waits (NO_RESOURCE), afterwards it fails. */
+class ConnectTimeoutTest : public TagTest {
+  protected:
+    void SetUp() override {
+        TagTest::SetUp();
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+        const Settings quick = {{"CONN_TIMEOUT", "500ms"}};
+        reopen(quick, quick); /* skipped where there is no such setting */
+    }
+};
+
+TEST_P(ConnectTimeoutTest, UnansweredRequestFailsTheEndpoint) {
+    std::string    addr = rx_->address();
+    const uint32_t nobody = 0xfffff0; /* a 24-bit QP number no QP of the guest has */
+    ASSERT_GE(addr.size(), rx_->attr.device_addr_len + sizeof(nobody));
+    memcpy(&addr[rx_->attr.device_addr_len], &nobody, sizeof(nobody));
+    uct_ep_h ep = nullptr;
+    ASSERT_EQ(tx_->connect(addr, &ep), UCS_OK);
+    EXPECT_EQ(uct_ep_tag_eager_short(ep, kTag, "x", 1), UCS_ERR_NO_RESOURCE);
+    ASSERT_TRUE(wait([&] { return tx_->errors.count(ep) > 0; }, 20))
+        << "an endpoint nobody answers did not fail";
+    drain();
+    EXPECT_EQ(tx_->errors.count(ep), 1);
+    EXPECT_EQ(tx_->errors.entries.back().status, UCS_ERR_ENDPOINT_TIMEOUT);
+    EXPECT_NE(uct_ep_tag_eager_short(ep, kTag, "x", 1), UCS_OK);
+    EXPECT_NE(uct_ep_tag_eager_short(ep, kTag, "x", 1), UCS_ERR_NO_RESOURCE);
+    uct_ep_destroy(ep);
+}
+
 INSTANTIATE_TEST_SUITE_P(tm, TagFaultTest, ::testing::ValuesIn(tag_transports()),
                          transport_param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TagFaultTest);
 INSTANTIATE_TEST_SUITE_P(tm, PeerDeathTest, ::testing::ValuesIn(tag_transports()),
                          transport_param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(PeerDeathTest);
+INSTANTIATE_TEST_SUITE_P(tm, ConnectTimeoutTest, ::testing::ValuesIn(tag_transports()),
+                         transport_param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ConnectTimeoutTest);
 
 }  // namespace uct_tm_test

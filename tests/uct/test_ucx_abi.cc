@@ -121,7 +121,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> mds_of(uct_compone
 /* One component per MD family, as UCX has: "tm" holds the shared-memory MD
  * "tm" and tm_sm only; "tm_ib", registered exactly when the build has
  * rdma-core, holds the verbs MDs "tm_<device>" (none without a device) and
- * tm_rc only. */
+ * tm_rc and tm_dc only. */
 TEST(UcxAbi, OneComponentPerMdFamily) {
     const auto tm = mds_of(find_tm_component("tm"));
     ASSERT_EQ(tm.size(), 1u);
@@ -132,9 +132,7 @@ TEST(UcxAbi, OneComponentPerMdFamily) {
     ASSERT_NE(ib, nullptr);
     for (const auto &md : mds_of(ib)) {
         EXPECT_EQ(md.first.rfind("tm_", 0), 0u) << md.first;
-        for (const std::string &tl : md.second) {
-            EXPECT_EQ(tl, "tm_rc") << md.first;
-        }
+        EXPECT_EQ(md.second, (std::vector<std::string>{"tm_rc", "tm_dc"})) << md.first;
     }
 #else
     EXPECT_EQ(ib, nullptr) << "built without rdma-core";

@@ -82,7 +82,16 @@ template <typename Iface, typename Ep> class IfaceBase {
     /* tl_iface_open of the transport. */
     static ucs_status_t open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                              const uct_iface_config_t *config, uct_iface_h *iface_p) {
-        const char *tl = Iface::transport().name;
+        return open_as<&Iface::transport>(md, worker, params, config, iface_p);
+    }
+
+    /* tl_iface_open of another transport the same class serves (its
+     * descriptor from Desc(), e.g. tm_dc's from RcIface). */
+    template <const abi::TransportDesc &(*Desc)()>
+    static ucs_status_t open_as(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                                const uct_iface_config_t *config, uct_iface_h *iface_p) {
+        const abi::TransportDesc &desc = Desc();
+        const char               *tl   = desc.name;
         if ((params == nullptr) || (config == nullptr) || (iface_p == nullptr)) {
             return UCS_ERR_INVALID_PARAM;
         }
@@ -92,7 +101,7 @@ template <typename Iface, typename Ep> class IfaceBase {
             return status;
         }
         abi::DeviceDesc devices[abi::kMaxDevices];
-        if ((md == nullptr) || (Iface::transport().devices(md, devices) == 0)) {
+        if ((md == nullptr) || (desc.devices(md, devices) == 0)) {
             ucs_error("%s: the MD has no device of this transport", tl);
             return UCS_ERR_NO_DEVICE;
         }
@@ -109,8 +118,8 @@ template <typename Iface, typename Ep> class IfaceBase {
         }
         IfaceBase &shell = *iface;
         shell.params_    = decoded;
-        status = abi::init_base_iface(&shell.base, Iface::transport(), ops(), md, worker, params,
-                                      config);
+        shell.desc_      = &desc;
+        status = abi::init_base_iface(&shell.base, desc, ops(), md, worker, params, config);
         if (status == UCS_OK) {
             shell.base_initialized_ = true;
             status                  = iface->init(md, worker, params, tl_config);
@@ -128,8 +137,15 @@ template <typename Iface, typename Ep> class IfaceBase {
                                                  unsigned (*devices)(uct_md_h, abi::DeviceDesc *),
                                                  const char *description, const char *prefix,
                                                  ucs_config_field_t *table) {
+        return describe_as<&Iface::transport>(name, devices, description, prefix, table);
+    }
+    template <const abi::TransportDesc &(*Desc)()>
+    static constexpr abi::TransportDesc describe_as(const char *name,
+                                                    unsigned (*devices)(uct_md_h, abi::DeviceDesc *),
+                                                    const char *description, const char *prefix,
+                                                    ucs_config_field_t *table) {
         return abi::TransportDesc{name,   devices,
-                                  open,   description,
+                                  open_as<Desc>, description,
                                   prefix, table,
                                   sizeof(typename Iface::Config), ep_is_connected,
                                   estimate_op()};
@@ -158,6 +174,8 @@ template <typename Iface, typename Ep> class IfaceBase {
     IfaceBase &operator=(const IfaceBase &) = delete;
 
     const IfaceParams &params() const { return params_; }
+    /* The transport this iface was opened as. */
+    const abi::TransportDesc &opened_as() const { return *desc_; }
     bool               tag_enabled() const { return params_.tag_enabled; }
     bool               base_initialized() const { return base_initialized_; }
 
@@ -355,6 +373,7 @@ template <typename Iface, typename Ep> class IfaceBase {
     }
 
     IfaceParams      params_;
+    const abi::TransportDesc *desc_ = nullptr;
     bool             base_initialized_ = false;
     DescOwner        desc_owner_{};
     uct_recv_desc_t *recv_desc_ptr_    = nullptr;

@@ -120,5 +120,25 @@ ucs_config_field_t rc_config_table[] = {
 
     {}};
 
+ucs_config_field_t dc_config_table[] = {
+    {"", "", nullptr, 0, UCS_CONFIG_TYPE_TABLE(rc_config_table)},
+
+    {"CONN_TIMEOUT", "10s",
+     "An endpoint whose connection request the target iface has not answered in this long\n"
+     "fails with UCS_ERR_ENDPOINT_TIMEOUT.",
+     offsetof(RcConfig, conn_timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"CONN_RETRY", "100ms",
+     "The connection request of an endpoint is sent again after this long without an answer\n"
+     "(datagrams may be lost).",
+     offsetof(RcConfig, conn_retry), UCS_CONFIG_TYPE_TIME},
+
+    {"MAX_PASSIVE", "4096",
+     "Queue pairs an iface makes for peers' connection requests; requests beyond are refused\n"
+     "(the requester times out).",
+     offsetof(RcConfig, max_passive), UCS_CONFIG_TYPE_UINT},
+
+    {}};
+
 }  // namespace ib
 }  // namespace uct_tm

@@ -37,9 +37,15 @@ struct RcConfig {
     unsigned         rndv_ops;
     unsigned         progress_budget;
     int              print_stats;
+    /* tm_dc only (dc_config_table) */
+    double           conn_timeout; /* seconds */
+    double           conn_retry;   /* seconds */
+    unsigned         max_passive;
 };
 
 extern ucs_config_field_t rc_config_table[];
+/* tm_dc (UCX_TM_DC_*): tm_rc's settings and the on-demand connections'. */
+extern ucs_config_field_t dc_config_table[];
 
 }  // namespace ib
 }  // namespace uct_tm

@@ -21,9 +21,21 @@ namespace ib {
 /* ---- endpoint lifetime ------------------------------------------------------------------- */
 
 ucs_status_t RcIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
+    if (on_demand_) {
+        return ep_create_connect(params, ep_p);
+    }
     if (params->field_mask & (UCT_EP_PARAM_FIELD_IFACE_ADDR | UCT_EP_PARAM_FIELD_SOCKADDR)) {
         return UCS_ERR_UNSUPPORTED; /* CONNECT_TO_EP only */
     }
+    RcEp *ep = nullptr;
+    const ucs_status_t status = new_ep(&ep);
+    if (status == UCS_OK) {
+        *ep_p = &ep->super;
+    }
+    return status;
+}
+
+ucs_status_t RcIface::new_ep(RcEp **ep_p) {
     RcEp *ep = new (std::nothrow) RcEp;
     if (ep == nullptr) {
         return UCS_ERR_NO_MEMORY;
@@ -71,11 +83,14 @@ ucs_status_t RcIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
         delete ep;
         return UCS_ERR_NO_MEMORY;
     }
-    *ep_p = &ep->super;
+    *ep_p = ep;
     return UCS_OK;
 }
 
 void RcIface::ep_destroy(RcEp *ep) {
+    if (on_demand_ && !ep->passive) {
+        disconnect(ep);
+    }
     pending_purge(ep, nullptr, nullptr);
     pending_eps_.remove(ep);
     flush_waiters_.forget(ep);
@@ -103,6 +118,7 @@ void RcIface::ep_destroy(RcEp *ep) {
 void RcIface::free_ep(RcEp *ep) {
     ibv_destroy_qp(ep->qp);
     eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
+    connecting_.erase(std::remove(connecting_.begin(), connecting_.end(), ep), connecting_.end());
     delete ep;
 }
 
@@ -114,6 +130,9 @@ ucs_status_t RcIface::ep_get_address(RcEp *ep, uct_ep_addr_t *addr) const {
 
 ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_addr,
                                        const uct_ep_addr_t *ep_addr) {
+    if (on_demand_) {
+        return UCS_ERR_UNSUPPORTED; /* CONNECT_TO_IFACE */
+    }
     if ((dev_addr == nullptr) || (ep_addr == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -132,6 +151,10 @@ ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_ad
                   "least SEG_SIZE (%zu): malformed", rep.qp_num, rep.seg_size, kMinSegSize);
         return UCS_ERR_INVALID_PARAM;
     }
+    return connect_qp(ep, remote, rep);
+}
+
+ucs_status_t RcIface::connect_qp(RcEp *ep, const DeviceAddress &remote, const EpAddress &rep) {
     const auto &dev = md_->attr.orig_attr;
     struct ibv_qp_attr attr = {};
     attr.qp_state = IBV_QPS_RTR;
@@ -190,8 +213,19 @@ ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_ad
 }
 
 bool RcIface::ep_is_connected(const RcEp *ep, const uct_device_addr_t *dev_addr,
-                              const uct_iface_addr_t *,
+                              const uct_iface_addr_t *iface_addr,
                               const uct_ep_addr_t *ep_addr) const {
+    if (on_demand_) {
+        if ((dev_addr == nullptr) || (iface_addr == nullptr)) {
+            return false;
+        }
+        DeviceAddress remote;
+        IfaceAddress  ia;
+        memcpy(&remote, dev_addr, sizeof(remote));
+        memcpy(&ia, iface_addr, sizeof(ia));
+        return !ep->passive && (ia.uid == ep->peer_uid) && (remote.lid == ep->remote_dev.lid) &&
+               (memcmp(remote.gid, ep->remote_dev.gid, sizeof(remote.gid)) == 0);
+    }
     if (!ep->connected || (dev_addr == nullptr) || (ep_addr == nullptr)) {
         return false;
     }
@@ -240,6 +274,7 @@ void RcIface::error_qp_when_idle(RcEp *ep) {
 
 void RcIface::fail_ep(RcEp *ep, ucs_status_t status) {
     ep->failed = true;
+    reap_passive_ = reap_passive_ || ep->passive; /* nobody else will destroy it */
     error_qp_when_idle(ep);
     rndv_.fail_ep(ep, status); /* its rendezvous sends will never see their FIN */
     if (!ep->notified && (ep->super.iface != nullptr)) {
@@ -267,7 +302,7 @@ void RcIface::pending_purge(RcEp *ep, uct_pending_purge_callback_t cb, void *arg
 unsigned RcIface::dispatch_pending() {
     return pending_eps_.dispatch(
         [this](RcEp *ep) {
-            return !ep->failed && (ep->sq_avail > 0) && !free_tx_bufs_.empty() &&
+            return !ep->failed && ep->connected && (ep->sq_avail > 0) && !free_tx_bufs_.empty() &&
                    (tx_ops_used_ < tx_ops_.size());
         },
         dispatching_);

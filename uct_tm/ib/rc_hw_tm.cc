@@ -367,13 +367,14 @@ bool RcHwTags::read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t
     return ok;
 }
 
-void RcHwTags::print_counters(FILE *stream, const std::string &device, unsigned port) const {
+void RcHwTags::print_counters(FILE *stream, const char *tl, const std::string &device,
+                              unsigned port) const {
     with([&](const auto &e) {
         const auto &hc = e.counters();
         fprintf(stream,
-                "tm_rc %s:%u (tag matching %s): posted %lu hw_matches %lu sw_claims %lu "
+                "%s %s:%u (tag matching %s): posted %lu hw_matches %lu sw_claims %lu "
                 "unexpected %lu syncs %lu sync_requests %lu sw_rndv %lu anomalies %lu",
-                device.c_str(), port, model_ ? "model" : "TM SRQ",
+                tl, device.c_str(), port, model_ ? "model" : "TM SRQ",
                 (unsigned long)hc.posts, (unsigned long)hc.hw_matches,
                 (unsigned long)hc.sw_claims, (unsigned long)hc.unexpected,
                 (unsigned long)hc.syncs, (unsigned long)hc.sync_requests,

@@ -74,7 +74,7 @@ class RcHwTags {
     bool         has_stashed_tx() const { return !stashed_tx_.empty(); }
     std::vector<struct ibv_wc> take_stashed_tx() { return std::move(stashed_tx_); }
 
-    void         print_counters(FILE *stream, const std::string &device, unsigned port) const;
+    void         print_counters(FILE *stream, const char *tl, const std::string &device, unsigned port) const;
 
   private:
     using ModelTagEngine = HwTagEngine<TmModel>;

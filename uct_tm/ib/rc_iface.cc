@@ -5,6 +5,7 @@
 
 #include "ib_device.h"
 #include "rc_transport.h"
+#include "base/clock.h"
 #include "common/alloc_status.h"
 #include "tag/eager_delivery.h"
 
@@ -14,6 +15,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <random>
+
+#include <unistd.h>
 #include <ctime>
 #include <new>
 
@@ -101,7 +105,21 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     if (rndv_status != UCS_OK) {
         return rndv_status;
     }
-    return init_verbs(config_);
+    const ucs_status_t verbs_status = init_verbs(config_);
+    on_demand_ = strcmp(opened_as().name, "tm_dc") == 0;
+    if ((verbs_status != UCS_OK) || !on_demand_) {
+        return verbs_status;
+    }
+    if ((config_.conn_retry <= 0) || !(config_.conn_timeout > 0)) {
+        ucs_error("tm_dc: CONN_RETRY and CONN_TIMEOUT must be positive");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    /* tells this iface's incarnations apart: a reply to an earlier one is not ours */
+    std::random_device rd;
+    uid_ = (uint64_t{rd()} << 32) ^ rd() ^ (monotonic_ns() << 16) ^ static_cast<uint64_t>(getpid());
+    /* connection ids from a random start: a reply is not guessed from the count */
+    next_conn_id_ = (uint64_t{rd()} << 32) | rd();
+    return conn_.open(md_->pd, port_, gid_index_, 64);
 }
 
 ucs_status_t RcIface::init_verbs(const RcConfig &config) {
@@ -214,12 +232,12 @@ size_t RcIface::max_rndv_hdr() const {
 
 RcIface::~RcIface() {
     if (print_stats_ && hw_mode()) {
-        hw_.print_counters(stderr, md_->device, port_);
+        hw_.print_counters(stderr, opened_as().name, md_->device, port_);
     } else if (print_stats_) {
         fprintf(stderr,
-                "tm_rc %s:%u: posted %lu matched %lu unexpected %lu rndv_reads %lu temp_regs %lu "
+                "%s %s:%u: posted %lu matched %lu unexpected %lu rndv_reads %lu temp_regs %lu "
                 "tx_errors %lu keepalives %lu dropped %lu\n",
-                md_ ? md_->device.c_str() : "?", port_, (unsigned long)tags_.counters().posts,
+                opened_as().name, md_ ? md_->device.c_str() : "?", port_, (unsigned long)tags_.counters().posts,
                 (unsigned long)tags_.counters().matches, (unsigned long)counters_.unexpected,
                 (unsigned long)counters_.rndv_reads, (unsigned long)counters_.temp_regs,
                 (unsigned long)counters_.tx_errors, (unsigned long)counters_.keepalives,
@@ -269,8 +287,8 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
     attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
                       UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
-                      UCT_IFACE_FLAG_CONNECT_TO_EP | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
-                      UCT_IFACE_FLAG_EP_CHECK;
+                      (on_demand_ ? UCT_IFACE_FLAG_CONNECT_TO_IFACE : UCT_IFACE_FLAG_CONNECT_TO_EP) |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK;
     if (tag_enabled()) {
         attr->cap.flags |= UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
                            UCT_IFACE_FLAG_TAG_EAGER_ZCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
@@ -318,8 +336,8 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
     }
 
     attr->device_addr_len = sizeof(DeviceAddress);
-    attr->iface_addr_len  = 0;
-    attr->ep_addr_len     = sizeof(EpAddress);
+    attr->iface_addr_len  = on_demand_ ? sizeof(IfaceAddress) : 0;
+    attr->ep_addr_len     = on_demand_ ? 0 : sizeof(EpAddress);
     attr->max_conn_priv   = 0;
     attr->overhead        = 75e-9;
     attr->latency.c       = 1.5e-6;
@@ -337,8 +355,8 @@ ucs_status_t RcIface::get_device_address(uct_device_addr_t *addr) const {
     return UCS_OK;
 }
 
-int RcIface::is_reachable(const uct_device_addr_t *dev_addr, const uct_iface_addr_t *) const {
-    if (dev_addr == nullptr) {
+int RcIface::is_reachable(const uct_device_addr_t *dev_addr, const uct_iface_addr_t *iface_addr) const {
+    if ((dev_addr == nullptr) || (on_demand_ && (iface_addr == nullptr))) {
         return 0;
     }
     DeviceAddress remote;
@@ -351,6 +369,9 @@ int RcIface::is_reachable(const uct_device_addr_t *dev_addr, const uct_iface_add
 
 unsigned RcIface::progress() {
     unsigned count = poll_tx() + poll_rx();
+    if (on_demand_) {
+        count += progress_connections();
+    }
     count += hw_mode() ? hw_.progress() : tags_.progress();
     if (ucs_unlikely(rndv_.sending())) {
         rndv_.check_qps();

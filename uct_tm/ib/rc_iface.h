@@ -28,6 +28,7 @@
 #include "rc_link.h"
 #include "rc_rndv.h"
 #include "rc_wire.h"
+#include "ud_channel.h"
 
 #include "base/flush_waiters.h"
 #include "base/iface_base.h"
@@ -73,6 +74,13 @@ struct RcEp {
     uint32_t       rndv_sends  = 0; /* rendezvous sends on it waiting for a FIN */
     uint64_t       probe_due_ns = 0; /* keepalive: 0 = not armed (see check_rndv_qps) */
     PendingQueue   pending;
+    /* tm_dc (on demand): the connection this QP is one end of */
+    bool           passive      = false; /* the target's end: made for a peer's request, not a user's */
+    uint64_t       conn_id      = 0;     /* the initiator's name for it */
+    uint64_t       peer_uid     = 0;     /* initiator: the target iface; passive: the initiator's */
+    uint32_t       peer_ud_qpn  = 0;     /* where connection datagrams to the peer go */
+    uint64_t       conn_retry_ns = 0;    /* initiator, connecting: when to ask again */
+    uint64_t       conn_deadline_ns = 0; /* initiator, connecting: when to give up */
 };
 
 /* What a signalled send work request was for; wr_id is its index. */
@@ -92,6 +100,8 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     /* ---- what IfaceBase opens, tells UCX about and calls ---- */
     using Config = RcConfig;
     static const abi::TransportDesc &transport();
+    /* tm_dc: this iface with on-demand connections (dc_connect.cc). */
+    static const abi::TransportDesc &dc_transport();
     explicit RcIface(const RcConfig &config);
     ucs_status_t init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                       const RcConfig &config);
@@ -103,8 +113,9 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     /* ---- iface operations ---- */
     ucs_status_t query(uct_iface_attr_t *attr) const;
     ucs_status_t get_device_address(uct_device_addr_t *addr) const;
-    /* No iface address: endpoints connect QP to QP. */
-    ucs_status_t get_address(uct_iface_addr_t *) const { return UCS_OK; }
+    /* tm_rc: no iface address (endpoints connect QP to QP); tm_dc: its
+     * connection channel (IfaceAddress). */
+    ucs_status_t get_address(uct_iface_addr_t *addr) const;
     int          is_reachable(const uct_device_addr_t *dev_addr,
                               const uct_iface_addr_t *iface_addr) const;
     unsigned     progress();
@@ -169,6 +180,25 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     friend class RcIfaceLink;
 
     ucs_status_t init_verbs(const RcConfig &config);
+
+    /* ---- endpoints: queue pairs (rc_ep.cc) ---- */
+    /* A new endpoint with its QP in INIT, listed in eps_. */
+    ucs_status_t new_ep(RcEp **ep_p);
+    /* Binds `ep`'s QP to the peer's QP `rep` on the port `remote` (RTR, RTS). */
+    ucs_status_t connect_qp(RcEp *ep, const DeviceAddress &remote, const EpAddress &rep);
+
+    /* ---- tm_dc's on-demand connections (dc_connect.cc) ---- */
+    /* An endpoint to the iface `iface_addr` names, connecting: sends wait
+     * (NO_RESOURCE, pending) until the target's reply binds its QP. */
+    ucs_status_t ep_create_connect(const uct_ep_params_t *params, uct_ep_h *ep_p);
+    unsigned     progress_connections();
+    void         handle_conn_message(const void *data, size_t length);
+    void         accept_connection(const ConnMessage &req);
+    void         complete_connection(const ConnMessage &rep);
+    ucs_status_t send_conn_message(ConnKind kind, const RcEp *ep, const DeviceAddress &to);
+    /* A user's endpoint going: the target may drop its end. */
+    void         disconnect(RcEp *ep);
+    RcEp        *passive_ep(uint64_t uid, uint64_t conn_id) const;
 
     /* ---- hardware tag list (RcHwTags, rc_hw_tm.cc) ---- */
     /* What HwTagEngine gets of this iface's receive buffers. */
@@ -289,6 +319,14 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
      * which uses the rendezvous and goes first */
     RcRendezvous rndv_;
     RcHwTags     hw_;
+
+    /* tm_dc: endpoints connect on demand through the connection channel */
+    bool                on_demand_ = false;
+    UdChannel           conn_;
+    uint64_t            uid_          = 0;
+    uint64_t            next_conn_id_ = 1;
+    std::vector<RcEp *> connecting_; /* initiators waiting for their reply */
+    bool                reap_passive_ = false; /* a passive endpoint failed: destroy it when idle */
 };
 
 /* ---- RcIfaceLink: what the iface's parts call ---- */

@@ -34,11 +34,19 @@ unsigned rc_devices(uct_md_h md, abi::DeviceDesc *out) {
 constexpr abi::TransportDesc transport_desc = RcIface::describe(
     "tm_rc", rc_devices, "TM RC verbs transport", "TM_RC_", rc_config_table);
 
+/* The same iface, its endpoints connected on demand by iface address. */
+constexpr abi::TransportDesc dc_transport_desc = RcIface::describe_as<&RcIface::dc_transport>(
+    "tm_dc", rc_devices, "TM DC verbs transport (on-demand RC)", "TM_DC_", dc_config_table);
+
 }  // namespace
 
 const abi::TransportDesc &RcIface::transport() { return transport_desc; }
+const abi::TransportDesc &RcIface::dc_transport() { return dc_transport_desc; }
 
-ucs_status_t register_rc_transport() { return abi::register_transport(md_component(), transport_desc); }
+ucs_status_t register_rc_transport() {
+    const ucs_status_t status = abi::register_transport(md_component(), transport_desc);
+    return (status == UCS_OK) ? abi::register_transport(md_component(), dc_transport_desc) : status;
+}
 
 }  // namespace ib
 }  // namespace uct_tm

@@ -92,6 +92,36 @@ struct EpAddress {
 };
 static_assert(sizeof(EpAddress) == 8, "endpoint address layout");
 
+/* tm_dc (on-demand provider): an iface's address -- the UD queue pair its
+ * connection requests go to, and an id that tells its incarnations apart. */
+struct IfaceAddress {
+    uint32_t ud_qpn;
+    uint32_t reserved;
+    uint64_t uid;
+};
+static_assert(sizeof(IfaceAddress) == 16, "iface address layout");
+
+/* tm_dc connection datagrams (UdChannel): an initiator asks a target iface
+ * for a queue pair bound to its own (kConnRequest, repeated until answered),
+ * the target answers with it (kConnReply, again for a repeated request), and
+ * the initiator lets it go when its endpoint goes (kDisconnect). */
+enum class ConnKind : uint8_t { kConnRequest = 1, kConnReply = 2, kDisconnect = 3 };
+inline constexpr uint8_t kConnVersion = 1;
+
+struct ConnMessage {
+    ConnKind      kind;
+    uint8_t       version;
+    uint16_t      reserved;
+    uint32_t      rc_qpn;    /* the sender's RC QP of this connection */
+    uint32_t      seg_size;  /* the largest message the sender receives */
+    uint32_t      reply_qpn; /* the sender's UD QP */
+    uint64_t      uid;       /* the initiator's iface */
+    uint64_t      conn_id;   /* the initiator's name for the connection */
+    DeviceAddress dev;       /* the sender's port */
+    uint32_t      reserved2;
+};
+static_assert(sizeof(ConnMessage) == 56, "connection message layout");
+
 }  // namespace ib
 }  // namespace uct_tm
 
