@@ -138,17 +138,25 @@ done
 
 echo "== ucx_perftest between the hosts over tm_dc (UCP wires it from worker addresses)"
 if command -v ucx_perftest >/dev/null; then
-    dc="UCX_TLS=tm_dc,self UCX_TM_DC_PRINT_STATS=y"
+    dc="UCX_TLS=tm_dc,self UCX_TM_DC_PRINT_STATS=y" port=9110
     for t in tag_lat tag_bw; do
-        "$H" host2 "env $dc timeout 120 ucx_perftest -p 9110 -t $t -s 16384 -n 500" >"/tmp/uperf_$t.rcv" 2>&1 &
+        port=$((port + 1))
+        "$H" host2 "env $dc timeout 300 ucx_perftest -p $port -t $t -s 16384 -n 500" >"/tmp/uperf_$t.rcv" 2>&1 &
         rpid=$!
-        sleep 3
-        env $dc timeout 120 ucx_perftest 10.9.0.2 -p 9110 -t $t -s 16384 -n 500 >"/tmp/uperf_$t.snd" 2>&1
-        src=$?
+        # the client connects once the server listens (it starts slowly on a loaded machine)
+        for _ in $(seq 60); do
+            sleep 1
+            env $dc timeout 300 ucx_perftest 10.9.0.2 -p $port -t $t -s 16384 -n 500 >"/tmp/uperf_$t.snd" 2>&1
+            src=$?
+            grep -q "Connection refused" "/tmp/uperf_$t.snd" || break
+        done
         wait "$rpid"
         rrc=$?
-        grep -i final "/tmp/uperf_$t.snd" | tail -1
-        ((src == 0 && rrc == 0)) || { tail -20 "/tmp/uperf_$t.snd" "/tmp/uperf_$t.rcv"; fail "ucx_perftest $t over tm_dc"; }
+        grep -i final "/tmp/uperf_$t.snd" | tail -n 1
+        ((src == 0 && rrc == 0)) || {
+            echo "-- sender (exit $src):"; tail -n 20 "/tmp/uperf_$t.snd"
+            echo "-- receiver on host2 (exit $rrc):"; tail -n 20 "/tmp/uperf_$t.rcv"
+            fail "ucx_perftest $t over tm_dc"; }
         posted=$(cat "/tmp/uperf_$t.snd" "/tmp/uperf_$t.rcv" | sed -n "s/^tm_dc .*: posted \([0-9]*\) .*/\1/p" |
                  sort -n | tail -1)
         echo "ucx_perftest $t: ${posted:-0} receives offloaded to tm_dc (the most of one host)"

@@ -69,18 +69,26 @@ echo "tm_dc: ${posted:-0} receives posted into its tag list (the most of one pro
 echo "PASS: UCP over tm_dc"
 
 echo "== ucx_perftest over tm_dc (UCP tag API, offloaded)"
+port=13401
 for t in tag_lat tag_bw tag_sync_lat; do
+    port=$((port + 1))
     env LD_PRELOAD=$plugin UCX_TLS=tm_dc,self UCX_TM_DC_PRINT_STATS=y \
-        timeout 120 ucx_perftest -p 13401 -t $t -s 16384 -n 2000 > /tmp/server.log 2>&1 &
+        timeout 300 ucx_perftest -p $port -t $t -s 16384 -n 2000 > /tmp/server.log 2>&1 &
     server=$!
-    sleep 2
-    env LD_PRELOAD=$plugin UCX_TLS=tm_dc,self UCX_TM_DC_PRINT_STATS=y \
-        timeout 120 ucx_perftest 127.0.0.1 -p 13401 -t $t -s 16384 -n 2000 > /tmp/client.log 2>&1
-    crc=$?
+    # the client connects once the server listens (it starts slowly on a loaded machine)
+    for try in $(seq 60); do
+        sleep 1
+        env LD_PRELOAD=$plugin UCX_TLS=tm_dc,self UCX_TM_DC_PRINT_STATS=y \
+            timeout 300 ucx_perftest 127.0.0.1 -p $port -t $t -s 16384 -n 2000 > /tmp/client.log 2>&1
+        crc=$?
+        grep -q "Connection refused" /tmp/client.log || break
+    done
     wait $server
     src=$?
-    [ $crc -eq 0 ] && [ $src -eq 0 ] ||
-        { tail -20 /tmp/client.log /tmp/server.log; echo "FAIL: ucx_perftest $t over tm_dc"; exit 1; }
+    [ $crc -eq 0 ] && [ $src -eq 0 ] || {
+        echo "-- client (exit $crc):"; tail -n 20 /tmp/client.log
+        echo "-- server (exit $src):"; tail -n 20 /tmp/server.log
+        echo "FAIL: ucx_perftest $t over tm_dc"; exit 1; }
     grep -i "final" /tmp/client.log | tail -1
     posted=$(cat /tmp/client.log /tmp/server.log | sed -n "s/^tm_dc .*: posted \([0-9]*\) .*/\1/p" |
              sort -n | tail -1)
