@@ -156,6 +156,7 @@ void RcIface::handle_conn_message(const void *data, size_t length) {
         break;
     case ConnKind::kDisconnect:
         if (RcEp *ep = passive_ep(m.uid, m.conn_id); (ep != nullptr) && (ep->remote_qp_num == m.rc_qpn)) {
+            /* its operations end with it (ep_destroy flushes the QP) */
             ep_destroy(ep);
         }
         break;
@@ -230,9 +231,8 @@ void RcIface::complete_connection(const ConnMessage &rep) {
 }
 
 void RcIface::disconnect(RcEp *ep) {
-    if (ep->connected) {
-        (void)send_conn_message(ConnKind::kDisconnect, ep, ep->remote_dev);
-    }
+    /* also while connecting: the target may have made its end already */
+    (void)send_conn_message(ConnKind::kDisconnect, ep, ep->remote_dev);
 }
 
 }  // namespace ib

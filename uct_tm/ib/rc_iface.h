@@ -170,8 +170,8 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     /* uct_ep_check: a probe on the QP unless something is in flight already;
      * a dead peer is reported through the iface's error handler. */
     ucs_status_t ep_check(RcEp *ep, unsigned flags, uct_completion_t *comp);
-    /* A signalled zero-length RDMA WRITE on `ep`'s QP: succeeds while the peer's
-     * QP lives, fails with retries exceeded when it is gone. */
+    /* A header-only SEND on `ep`'s QP that the peer drops: succeeds while the
+     * peer's QP lives, fails with retries exceeded when it is gone. */
     ucs_status_t post_probe(RcEp *ep);
 
     using Counters = RcCounters;
