@@ -353,6 +353,7 @@ TEST_P(TagBadInput, EpCreateWithGarbageAddresses) {
         /* Its endpoints connect when first used: a closed iface never
          * answers, and the endpoint fails through the error handler. */
         ASSERT_EQ(to_closed, UCS_OK);
+        EXPECT_EQ(uct_ep_tag_eager_short(ep, 1, "x", 1), UCS_ERR_NO_RESOURCE); /* connecting */
         EXPECT_TRUE(wait([&] { return tx_->errors.count(ep) > 0; }, 30))
                 << "an endpoint to a closed iface did not fail";
         EXPECT_EQ(tx_->errors.count(ep), 1);

@@ -1,15 +1,26 @@
 /*
  * tm_dc's on-demand provider: an endpoint made from an iface address gets
- * its own RC queue pair, bound to one the target makes for it, by a
- * handshake over the ifaces' UD connection channels (UdChannel):
+ * an RC queue pair from the iface's pool when it first sends, bound to one
+ * the target makes for it, by a handshake over the ifaces' UD connection
+ * channels (UdChannel):
  *
  *   initiator                              target
- *   ep_create: QP in INIT, kConnRequest -> accept_connection: a passive
+ *   first send: QP in INIT, kConnRequest -> accept_connection: a passive
  *   (again every CONN_RETRY until            endpoint, its QP bound to the
  *    answered, failed after CONN_TIMEOUT)    initiator's (RTR, RTS)
  *   complete_connection: QP bound      <- kConnReply (again for a repeat)
  *   sends flow (pending ones first)
- *   ep_destroy: kDisconnect            -> the passive endpoint goes
+ *   ep_destroy or eviction: kDisconnect -> the passive endpoint goes
+ *   (again until acknowledged)         <- kDisconnectAck
+ *
+ * The pool (NUM_DCI) bounds the QPs an iface holds as initiator, as a DC
+ * iface's DCIs do: an endpoint that sends while every QP of the pool is
+ * taken gets the least recently used idle one's -- that connection is
+ * closed (nothing of it is in flight: every send acknowledged, no
+ * rendezvous waiting for its FIN, so the target has all of it) -- or, when
+ * none is idle, waits (NO_RESOURCE, pending) until one is. The evicted
+ * endpoint connects again when it next sends; what it sends then follows
+ * what the closed connection delivered.
  *
  * The target's QP is bound before it answers, so nothing the initiator
  * sends after the reply can reach an unbound QP. Every QP of the iface
@@ -34,6 +45,12 @@ namespace ib {
 namespace {
 
 uint64_t ns_of(double seconds) { return static_cast<uint64_t>(seconds * 1e9); }
+
+/* Closes not confirmed yet that an iface keeps asking about. */
+constexpr size_t kMaxDisconnects = 4096;
+
+/* Closed connections a target remembers (a late request copy of one makes nothing). */
+constexpr size_t kClosedMemory = 256;
 
 /* A queue pair number fits in 24 bits. */
 bool valid_qpn(uint32_t qpn) { return (qpn != 0) && (qpn < (1u << 24)); }
@@ -65,42 +82,138 @@ ucs_status_t RcIface::ep_create_connect(const uct_ep_params_t *params, uct_ep_h 
         return UCS_ERR_INVALID_PARAM;
     }
     RcEp              *ep     = nullptr;
-    const ucs_status_t status = new_ep(&ep);
+    const ucs_status_t status = new_ep(&ep, false); /* its QP when it first sends */
     if (status != UCS_OK) {
         return status;
     }
     ep->remote_dev  = remote;
     ep->peer_uid    = ia.uid;
     ep->peer_ud_qpn = ia.ud_qpn;
-    ep->conn_id     = next_conn_id_++;
-    if (alloc_status([&] { connecting_.push_back(ep); }) != UCS_OK) {
-        free_ep(ep);
-        return UCS_ERR_NO_MEMORY;
-    }
-    const uint64_t now   = monotonic_ns();
-    ep->conn_deadline_ns = now + ns_of(config_.conn_timeout);
-    ep->conn_retry_ns    = now + ns_of(config_.conn_retry);
-    /* lost or refused for now (no send slot): CONN_RETRY asks again */
-    (void)send_conn_message(ConnKind::kConnRequest, ep, remote);
     *ep_p = &ep->super;
     return UCS_OK;
 }
 
+void RcIface::request_dci(RcEp *ep) {
+    if (ep->dci_waiting || ep->failed) {
+        return;
+    }
+    if (dci_waiters_.empty() &&
+        ((dci_eps_.size() < num_dci_) || evict_idle(monotonic_ns()))) {
+        start_connect(ep);
+        return;
+    }
+    if (alloc_status([&] { dci_waiters_.push_back(ep); }) == UCS_OK) {
+        ep->dci_waiting = true;
+    }
+}
+
+void RcIface::start_connect(RcEp *ep) {
+    ucs_status_t status = create_qp(ep);
+    if ((status == UCS_OK) &&
+        (alloc_status([&] {
+             dci_eps_.reserve(dci_eps_.size() + 1);
+             connecting_.push_back(ep);
+             dci_eps_.push_back(ep);
+         }) != UCS_OK)) {
+        connecting_.erase(std::remove(connecting_.begin(), connecting_.end(), ep), connecting_.end());
+        destroy_qp(ep);
+        status = UCS_ERR_NO_MEMORY;
+    }
+    if (status != UCS_OK) {
+        /* the error handler is called from progress, not inside the send */
+        ep->failed = true;
+        if (alloc_status([&] { connect_failures_.push_back(ep); }) != UCS_OK) {
+            ep->notified = true; /* cannot even queue the report: the sends fail */
+        }
+        return;
+    }
+    ep->conn_id          = next_conn_id_++;
+    const uint64_t now   = monotonic_ns();
+    ep->conn_deadline_ns = now + ns_of(config_.conn_timeout);
+    ep->conn_retry_ns    = now + ns_of(config_.conn_retry);
+    ep->probe_due_ns     = 0;
+    ++counters_.connects;
+    /* lost or refused for now (no send slot): CONN_RETRY asks again */
+    (void)send_conn_message(ConnKind::kConnRequest, ep, ep->remote_dev);
+}
+
+bool RcIface::evictable(const RcEp *ep, uint64_t now) const {
+    /* Nothing of the connection in flight: every send acknowledged (so the
+     * target holds it), no rendezvous waiting for its FIN or read. A fresh
+     * connection is kept until it was used or CONN_RETRY passed, so that
+     * two endpoints cannot take a QP from each other forever. */
+    return ep->connected && !ep->failed && (ep->outstanding == 0) && (ep->rndv_sends == 0) &&
+           ep->pending.empty() &&
+           ((ep->last_use != ep->connect_use) ||
+            (now >= ep->connected_ns + ns_of(config_.conn_retry)));
+}
+
+bool RcIface::evict_idle(uint64_t now) {
+    RcEp *lru = nullptr;
+    for (RcEp *ep : dci_eps_) {
+        if (evictable(ep, now) && ((lru == nullptr) || (ep->last_use < lru->last_use))) {
+            lru = ep;
+        }
+    }
+    if (lru == nullptr) {
+        return false;
+    }
+    disconnect(lru);
+    destroy_qp(lru);
+    dci_eps_.erase(std::find(dci_eps_.begin(), dci_eps_.end(), lru));
+    ++counters_.evictions;
+    return true;
+}
+
+void RcIface::serve_dci_waiters(uint64_t now) {
+    size_t served = 0;
+    while ((served < dci_waiters_.size()) &&
+           ((dci_eps_.size() < num_dci_) || evict_idle(now))) {
+        RcEp *ep        = dci_waiters_[served++];
+        ep->dci_waiting = false;
+        start_connect(ep);
+    }
+    dci_waiters_.erase(dci_waiters_.begin(), dci_waiters_.begin() + served);
+}
+
 ucs_status_t RcIface::send_conn_message(ConnKind kind, const RcEp *ep, const DeviceAddress &to) {
+    return send_conn_message(kind, ep->qp->qp_num, ep->passive ? ep->peer_uid : uid_, ep->conn_id,
+                             to, ep->peer_ud_qpn);
+}
+
+ucs_status_t RcIface::send_conn_message(ConnKind kind, uint32_t rc_qpn, uint64_t uid,
+                                        uint64_t conn_id, const DeviceAddress &to,
+                                        uint32_t to_qpn) {
     ConnMessage m = {};
     m.kind      = kind;
     m.version   = kConnVersion;
-    m.rc_qpn    = ep->qp->qp_num;
+    m.rc_qpn    = rc_qpn;
     m.seg_size  = static_cast<uint32_t>(seg_size_);
     m.reply_qpn = conn_.qp_num();
-    m.uid       = ep->passive ? ep->peer_uid : uid_; /* the initiator's */
-    m.conn_id   = ep->conn_id;
+    m.uid       = uid; /* the initiator's */
+    m.conn_id   = conn_id;
     m.dev       = dev_addr_;
-    return conn_.send(to, ep->peer_ud_qpn, &m, sizeof(m));
+    return conn_.send(to, to_qpn, &m, sizeof(m));
 }
 
 unsigned RcIface::progress_connections() {
     unsigned n = conn_.poll([this](const char *data, size_t length) { handle_conn_message(data, length); });
+    if (ucs_unlikely(!connect_failures_.empty())) {
+        const std::vector<RcEp *> failed = connect_failures_; /* fail_ep calls the user */
+        connect_failures_.clear();
+        for (RcEp *ep : failed) {
+            fail_ep(ep, UCS_ERR_NO_RESOURCE);
+        }
+    }
+    if (!dci_waiters_.empty()) {
+        serve_dci_waiters(monotonic_ns());
+    }
+    if (!disconnects_.empty()) {
+        retry_disconnects(monotonic_ns());
+    }
+    if ((passive_count_ > 0) && ((++progress_count_ & 1023) == 0)) {
+        probe_passive(monotonic_ns());
+    }
     if (!connecting_.empty()) {
         const uint64_t            now = monotonic_ns();
         const std::vector<RcEp *> waiting = connecting_; /* fail_ep may call the user */
@@ -158,6 +271,21 @@ void RcIface::handle_conn_message(const void *data, size_t length) {
         if (RcEp *ep = passive_ep(m.uid, m.conn_id); (ep != nullptr) && (ep->remote_qp_num == m.rc_qpn)) {
             /* its operations end with it (ep_destroy flushes the QP) */
             ep_destroy(ep);
+        } else if (ep == nullptr) {
+            remember_closed(ConnKey{m.uid, m.conn_id}); /* its request may still come */
+        }
+        /* whether or not it was still here: the initiator stops asking */
+        (void)send_conn_message(ConnKind::kDisconnectAck, m.rc_qpn, m.uid, m.conn_id, m.dev,
+                                m.reply_qpn);
+        break;
+    case ConnKind::kDisconnectAck:
+        if (m.uid == uid_) {
+            const auto it = std::find_if(disconnects_.begin(), disconnects_.end(), [&](const Disconnect &d) {
+                return (d.conn_id == m.conn_id) && (d.rc_qpn == m.rc_qpn);
+            });
+            if (it != disconnects_.end()) {
+                disconnects_.erase(it);
+            }
         }
         break;
     default:
@@ -167,12 +295,42 @@ void RcIface::handle_conn_message(const void *data, size_t length) {
 }
 
 RcEp *RcIface::passive_ep(uint64_t uid, uint64_t conn_id) const {
-    for (RcEp *ep : eps_) {
-        if (ep->passive && (ep->peer_uid == uid) && (ep->conn_id == conn_id)) {
-            return ep;
+    const auto it = passive_eps_.find(ConnKey{uid, conn_id});
+    return (it != passive_eps_.end()) ? it->second : nullptr;
+}
+
+void RcIface::probe_passive(uint64_t now) {
+    /* An initiator that died sends no disconnect: its peer's passive queue
+     * pairs would stay until the iface closes. A probe on each idle one every
+     * CONN_TIMEOUT fails (retries exceeded) where the other end is gone, and
+     * the failed passive endpoint is reaped. */
+    if (now < next_passive_probe_ns_) {
+        return;
+    }
+    next_passive_probe_ns_ = now + ns_of(config_.conn_timeout);
+    for (const auto &entry : passive_eps_) {
+        RcEp *ep = entry.second;
+        if (ep->connected && !ep->failed && (ep->outstanding == 0)) {
+            (void)post_probe(ep); /* NO_RESOURCE: the next round */
         }
     }
-    return nullptr;
+}
+
+void RcIface::forget_passive(const RcEp *ep) {
+    const ConnKey key = {ep->peer_uid, ep->conn_id};
+    if (passive_eps_.erase(key) == 0) {
+        return; /* never listed (failed to set up) */
+    }
+    --passive_count_;
+    remember_closed(key);
+}
+
+void RcIface::remember_closed(const ConnKey &key) {
+    if (closed_.size() < kClosedMemory) {
+        (void)alloc_status([&] { closed_.push_back(key); });
+    } else {
+        closed_[closed_next_++ % closed_.size()] = key;
+    }
 }
 
 void RcIface::accept_connection(const ConnMessage &req) {
@@ -183,11 +341,12 @@ void RcIface::accept_connection(const ConnMessage &req) {
         }
         return;
     }
-    const size_t passive = static_cast<size_t>(
-            std::count_if(eps_.begin(), eps_.end(), [](const RcEp *e) { return e->passive; }));
-    if (passive >= config_.max_passive) {
+    if (std::find(closed_.begin(), closed_.end(), ConnKey{req.uid, req.conn_id}) != closed_.end()) {
+        return; /* a late copy of a request whose connection is closed already */
+    }
+    if (passive_count_ >= config_.max_passive) {
         ucs_diag("tm_dc: %zu peers connected to this iface already (MAX_PASSIVE): request refused",
-                 passive);
+                 passive_count_);
         ++counters_.dropped;
         return;
     }
@@ -200,10 +359,15 @@ void RcIface::accept_connection(const ConnMessage &req) {
     ep->peer_uid    = req.uid;
     ep->conn_id     = req.conn_id;
     ep->peer_ud_qpn = req.reply_qpn;
-    if (connect_qp(ep, req.dev, EpAddress{req.rc_qpn, req.seg_size}) != UCS_OK) {
+    if (alloc_status([&] { passive_eps_[ConnKey{req.uid, req.conn_id}] = ep; }) == UCS_OK) {
+        ++passive_count_;
+    }
+    if ((passive_ep(req.uid, req.conn_id) != ep) ||
+        (connect_qp(ep, req.dev, EpAddress{req.rc_qpn, req.seg_size}) != UCS_OK)) {
         free_ep(ep);
         return;
     }
+    ++counters_.accepts;
     (void)send_conn_message(ConnKind::kConnReply, ep, req.dev);
 }
 
@@ -227,12 +391,43 @@ void RcIface::complete_connection(const ConnMessage &rep) {
     const ucs_status_t status = connect_qp(ep, ep->remote_dev, EpAddress{rep.rc_qpn, rep.seg_size});
     if (status != UCS_OK) {
         fail_ep(ep, status);
+        return;
     }
+    ep->connected_ns = monotonic_ns();
+    ep->connect_use  = ep->last_use;
 }
 
 void RcIface::disconnect(RcEp *ep) {
     /* also while connecting: the target may have made its end already */
-    (void)send_conn_message(ConnKind::kDisconnect, ep, ep->remote_dev);
+    const uint64_t now = monotonic_ns();
+    Disconnect     d   = {ep->remote_dev,
+                          ep->peer_ud_qpn,
+                          ep->qp->qp_num,
+                          ep->conn_id,
+                          now + ns_of(config_.conn_retry),
+                          now + ns_of(config_.conn_timeout)};
+    (void)send_conn_message(ConnKind::kDisconnect, d.rc_qpn, uid_, d.conn_id, d.to, d.to_qpn);
+    if (disconnects_.size() >= kMaxDisconnects) {
+        disconnects_.erase(disconnects_.begin()); /* the oldest goes unconfirmed */
+    }
+    (void)alloc_status([&] { disconnects_.push_back(d); }); /* unconfirmed if not */
+}
+
+void RcIface::retry_disconnects(uint64_t now) {
+    size_t kept = 0;
+    for (Disconnect &d : disconnects_) {
+        if (now >= d.deadline_ns) {
+            ucs_diag("tm_dc: the target never confirmed closing connection %#lx (QP 0x%x)",
+                     static_cast<unsigned long>(d.conn_id), d.rc_qpn);
+            continue;
+        }
+        if (now >= d.retry_ns) {
+            d.retry_ns = now + ns_of(config_.conn_retry);
+            (void)send_conn_message(ConnKind::kDisconnect, d.rc_qpn, uid_, d.conn_id, d.to, d.to_qpn);
+        }
+        disconnects_[kept++] = d;
+    }
+    disconnects_.resize(kept);
 }
 
 }  // namespace ib

@@ -58,9 +58,10 @@ ucs_config_field_t rc_config_table[] = {
 
     {"KEEPALIVE_INTERVAL", "1s",
      "While rendezvous sends wait for their FIN on an endpoint with nothing else in flight,\n"
-     "a zero-length RDMA WRITE is posted on its QP after this long without a FIN, so that a\n"
-     "peer that died (its QP gone) fails the endpoint after TIMEOUT/RETRY_COUNT instead of\n"
-     "leaving the sends waiting forever. Checked at most every 100 ms.",
+     "a probe (a header-only SEND the peer drops) is posted on its QP after this long without\n"
+     "a FIN, so that a peer that died (its QP gone) fails the endpoint after\n"
+     "TIMEOUT/RETRY_COUNT instead of leaving the sends waiting forever. Checked at most every\n"
+     "100 ms.",
      offsetof(RcConfig, keepalive_interval), UCS_CONFIG_TYPE_TIME},
 
     {"RNR_RETRY", "7",
@@ -125,7 +126,8 @@ ucs_config_field_t dc_config_table[] = {
 
     {"CONN_TIMEOUT", "10s",
      "An endpoint whose connection request the target iface has not answered in this long\n"
-     "fails with UCS_ERR_ENDPOINT_TIMEOUT.",
+     "fails with UCS_ERR_ENDPOINT_TIMEOUT. Also how often the queue pairs made for peers'\n"
+     "requests are probed when idle (those of a peer that died then go).",
      offsetof(RcConfig, conn_timeout), UCS_CONFIG_TYPE_TIME},
 
     {"CONN_RETRY", "100ms",
@@ -137,6 +139,13 @@ ucs_config_field_t dc_config_table[] = {
      "Queue pairs an iface makes for peers' connection requests; requests beyond are refused\n"
      "(the requester times out).",
      offsetof(RcConfig, max_passive), UCS_CONFIG_TYPE_UINT},
+
+    {"NUM_DCI", "8",
+     "Queue pairs an iface keeps connected to targets at once (its initiators). An endpoint\n"
+     "holds one while it sends; beyond this many, the least recently used idle connection is\n"
+     "closed for the next endpoint that sends, and endpoints wait (pending) while every one\n"
+     "of them has operations in flight.",
+     offsetof(RcConfig, num_dci), UCS_CONFIG_TYPE_UINT},
 
     {}};
 

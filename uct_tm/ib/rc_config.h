@@ -41,6 +41,7 @@ struct RcConfig {
     double           conn_timeout; /* seconds */
     double           conn_retry;   /* seconds */
     unsigned         max_passive;
+    unsigned         num_dci;      /* initiator queue pairs connected at once */
 };
 
 extern ucs_config_field_t rc_config_table[];

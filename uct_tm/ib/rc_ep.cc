@@ -35,13 +35,30 @@ ucs_status_t RcIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
     return status;
 }
 
-ucs_status_t RcIface::new_ep(RcEp **ep_p) {
+ucs_status_t RcIface::new_ep(RcEp **ep_p, bool with_qp) {
     RcEp *ep = new (std::nothrow) RcEp;
     if (ep == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
     ep->super.iface = abi::to_uct(&base);
     ep->iface       = this;
+    if (with_qp) {
+        const ucs_status_t status = create_qp(ep);
+        if (status != UCS_OK) {
+            delete ep;
+            return status;
+        }
+    }
+    if (alloc_status([&] { eps_.push_back(ep); }) != UCS_OK) {
+        destroy_qp(ep);
+        delete ep;
+        return UCS_ERR_NO_MEMORY;
+    }
+    *ep_p = ep;
+    return UCS_OK;
+}
+
+ucs_status_t RcIface::create_qp(RcEp *ep) {
     struct ibv_qp_init_attr qa = {};
     qa.send_cq          = tx_cq_;
     qa.recv_cq          = rx_cq_;
@@ -58,37 +75,47 @@ ucs_status_t RcIface::new_ep(RcEp **ep_p) {
         ep->qp = ibv_create_qp(md_->pd, &qa);
     }
     if (ep->qp == nullptr) {
-        ucs_error("tm_rc: ibv_create_qp on %s: %s", md_->device.c_str(), strerror(errno));
-        delete ep;
+        ucs_error("%s: ibv_create_qp on %s (%zu queue pairs open): %s", opened_as().name,
+                  md_->device.c_str(), qp_eps_.size(), strerror(errno));
         return UCS_ERR_IO_ERROR;
     }
-    max_inline_  = eps_.empty() ? qa.cap.max_inline_data : std::min(max_inline_, qa.cap.max_inline_data);
+    max_inline_  = qp_eps_.empty() ? qa.cap.max_inline_data : std::min(max_inline_, qa.cap.max_inline_data);
     ep->sq_avail = tx_queue_len_;
     struct ibv_qp_attr attr = {};
     attr.qp_state        = IBV_QPS_INIT;
     attr.pkey_index      = 0;
     attr.port_num        = port_;
     attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-    if (ibv_modify_qp(ep->qp, &attr,
-                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-        ucs_error("tm_rc: QP to INIT: %s", strerror(errno));
+    if ((ibv_modify_qp(ep->qp, &attr,
+                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)) {
+        ucs_error("%s: QP to INIT: %s", opened_as().name, strerror(errno));
         ibv_destroy_qp(ep->qp);
-        delete ep;
+        ep->qp = nullptr;
         return UCS_ERR_IO_ERROR;
     }
-    if (alloc_status([&] {
-            eps_.push_back(ep);
-        }) != UCS_OK) {
+    if (alloc_status([&] { qp_eps_[ep->qp->qp_num] = ep; }) != UCS_OK) {
         ibv_destroy_qp(ep->qp);
-        delete ep;
+        ep->qp = nullptr;
         return UCS_ERR_NO_MEMORY;
     }
-    *ep_p = ep;
+    counters_.max_qps = std::max<uint64_t>(counters_.max_qps, qp_eps_.size());
     return UCS_OK;
 }
 
+void RcIface::destroy_qp(RcEp *ep) {
+    if (ep->qp == nullptr) {
+        return;
+    }
+    qp_eps_.erase(ep->qp->qp_num);
+    ibv_destroy_qp(ep->qp);
+    ep->qp            = nullptr;
+    ep->connected     = false;
+    ep->qp_in_error   = false;
+    ep->remote_qp_num = 0;
+}
+
 void RcIface::ep_destroy(RcEp *ep) {
-    if (on_demand_ && !ep->passive) {
+    if (on_demand_ && !ep->passive && (ep->qp != nullptr)) {
         disconnect(ep);
     }
     pending_purge(ep, nullptr, nullptr);
@@ -109,6 +136,7 @@ void RcIface::ep_destroy(RcEp *ep) {
         free_ep(ep);
         return;
     }
+    /* outstanding sends: it has a QP */
     struct ibv_qp_attr attr = {};
     attr.qp_state           = IBV_QPS_ERR;
     ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
@@ -116,13 +144,25 @@ void RcIface::ep_destroy(RcEp *ep) {
 }
 
 void RcIface::free_ep(RcEp *ep) {
-    ibv_destroy_qp(ep->qp);
+    if (on_demand_ && !ep->passive) {
+        dci_eps_.erase(std::remove(dci_eps_.begin(), dci_eps_.end(), ep), dci_eps_.end());
+        dci_waiters_.erase(std::remove(dci_waiters_.begin(), dci_waiters_.end(), ep), dci_waiters_.end());
+        connect_failures_.erase(std::remove(connect_failures_.begin(), connect_failures_.end(), ep),
+                                connect_failures_.end());
+    }
+    if (ep->passive) {
+        forget_passive(ep);
+    }
+    destroy_qp(ep);
     eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
     connecting_.erase(std::remove(connecting_.begin(), connecting_.end(), ep), connecting_.end());
     delete ep;
 }
 
 ucs_status_t RcIface::ep_get_address(RcEp *ep, uct_ep_addr_t *addr) const {
+    if (on_demand_ || (ep->qp == nullptr)) {
+        return UCS_ERR_UNSUPPORTED; /* CONNECT_TO_IFACE: no endpoint address */
+    }
     const EpAddress a = {ep->qp->qp_num, static_cast<uint32_t>(seg_size_)};
     memcpy(addr, &a, sizeof(a));
     return UCS_OK;
@@ -264,7 +304,7 @@ ucs_status_t RcIface::ep_check(RcEp *ep, unsigned flags, uct_completion_t *comp)
 }
 
 void RcIface::error_qp_when_idle(RcEp *ep) {
-    if (ep->failed && (ep->outstanding == 0) && !ep->qp_in_error) {
+    if (ep->failed && (ep->outstanding == 0) && !ep->qp_in_error && (ep->qp != nullptr)) {
         ep->qp_in_error         = true;
         struct ibv_qp_attr attr = {};
         attr.qp_state           = IBV_QPS_ERR;
@@ -275,6 +315,13 @@ void RcIface::error_qp_when_idle(RcEp *ep) {
 void RcIface::fail_ep(RcEp *ep, ucs_status_t status) {
     ep->failed = true;
     reap_passive_ = reap_passive_ || ep->passive; /* nobody else will destroy it */
+    if (on_demand_ && !ep->passive) {
+        /* its QP is no use to it any more: the pool's slot goes to others
+         * (the QP itself when the user destroys the endpoint) */
+        dci_eps_.erase(std::remove(dci_eps_.begin(), dci_eps_.end(), ep), dci_eps_.end());
+        dci_waiters_.erase(std::remove(dci_waiters_.begin(), dci_waiters_.end(), ep), dci_waiters_.end());
+        ep->dci_waiting = false;
+    }
     error_qp_when_idle(ep);
     rndv_.fail_ep(ep, status); /* its rendezvous sends will never see their FIN */
     if (!ep->notified && (ep->super.iface != nullptr)) {
@@ -323,9 +370,11 @@ ucs_status_t RcIface::ep_flush(RcEp *ep, unsigned flags, uct_completion_t *comp)
         rndv_.cancel_ep(ep);
         ep->failed   = true;
         ep->notified = true;
-        struct ibv_qp_attr attr = {};
-        attr.qp_state           = IBV_QPS_ERR;
-        ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
+        if (ep->qp != nullptr) {
+            struct ibv_qp_attr attr = {};
+            attr.qp_state           = IBV_QPS_ERR;
+            ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
+        }
     } else if (!ep->pending.empty()) {
         return UCS_ERR_NO_RESOURCE;
     }

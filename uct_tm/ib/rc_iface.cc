@@ -114,6 +114,11 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
         ucs_error("tm_dc: CONN_RETRY and CONN_TIMEOUT must be positive");
         return UCS_ERR_INVALID_PARAM;
     }
+    if (config_.num_dci == 0) {
+        ucs_error("tm_dc: NUM_DCI must be at least 1");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    num_dci_ = config_.num_dci;
     /* tells this iface's incarnations apart: a reply to an earlier one is not ours */
     std::random_device rd;
     uid_ = (uint64_t{rd()} << 32) ^ rd() ^ (monotonic_ns() << 16) ^ static_cast<uint64_t>(getpid());
@@ -242,6 +247,15 @@ RcIface::~RcIface() {
                 (unsigned long)counters_.rndv_reads, (unsigned long)counters_.temp_regs,
                 (unsigned long)counters_.tx_errors, (unsigned long)counters_.keepalives,
                 (unsigned long)counters_.dropped);
+    }
+    if (print_stats_ && on_demand_) {
+        fprintf(stderr,
+                "%s %s:%u: connects %lu accepts %lu evictions %lu max_qps %lu passive_open %zu "
+                "(NUM_DCI %u)\n",
+                opened_as().name, md_ ? md_->device.c_str() : "?", port_,
+                (unsigned long)counters_.connects, (unsigned long)counters_.accepts,
+                (unsigned long)counters_.evictions, (unsigned long)counters_.max_qps,
+                passive_count_, num_dci_);
     }
     if (base_initialized()) {
         /* Before the QPs go: nothing may progress them any more. */
@@ -456,12 +470,8 @@ void RcIface::post_rx(uint32_t) {
 void RcIface::repost(uint32_t buf) { rx_repost_.push_back(buf); }
 
 RcEp *RcIface::ep_by_qp(uint32_t qp_num) const {
-    for (RcEp *ep : eps_) {
-        if ((ep->qp != nullptr) && (ep->qp->qp_num == qp_num)) {
-            return ep;
-        }
-    }
-    return nullptr;
+    const auto it = qp_eps_.find(qp_num);
+    return (it != qp_eps_.end()) ? it->second : nullptr;
 }
 
 bool RcIface::rx_completed(const struct ibv_wc &wc, uint32_t *buf) {

@@ -40,6 +40,7 @@
 #include <uct/api/uct.h>
 
 #include <cstdio>
+#include <unordered_map>
 #include <vector>
 
 namespace uct_tm {
@@ -81,6 +82,10 @@ struct RcEp {
     uint32_t       peer_ud_qpn  = 0;     /* where connection datagrams to the peer go */
     uint64_t       conn_retry_ns = 0;    /* initiator, connecting: when to ask again */
     uint64_t       conn_deadline_ns = 0; /* initiator, connecting: when to give up */
+    uint64_t       last_use      = 0;    /* initiator: the iface's send count at its last send */
+    uint64_t       connect_use   = 0;    /* initiator: last_use when it connected */
+    uint64_t       connected_ns  = 0;    /* initiator: when it connected */
+    bool           dci_waiting   = false; /* initiator: waits for a queue pair of the pool */
 };
 
 /* What a signalled send work request was for; wr_id is its index. */
@@ -182,8 +187,11 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     ucs_status_t init_verbs(const RcConfig &config);
 
     /* ---- endpoints: queue pairs (rc_ep.cc) ---- */
-    /* A new endpoint with its QP in INIT, listed in eps_. */
-    ucs_status_t new_ep(RcEp **ep_p);
+    /* A new endpoint with its QP in INIT (none if !with_qp), listed in eps_. */
+    ucs_status_t new_ep(RcEp **ep_p, bool with_qp = true);
+    /* `ep`'s QP, in INIT, on this iface's CQs and SRQ. */
+    ucs_status_t create_qp(RcEp *ep);
+    void         destroy_qp(RcEp *ep);
     /* Binds `ep`'s QP to the peer's QP `rep` on the port `remote` (RTR, RTS). */
     ucs_status_t connect_qp(RcEp *ep, const DeviceAddress &remote, const EpAddress &rep);
 
@@ -196,9 +204,29 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     void         accept_connection(const ConnMessage &req);
     void         complete_connection(const ConnMessage &rep);
     ucs_status_t send_conn_message(ConnKind kind, const RcEp *ep, const DeviceAddress &to);
-    /* A user's endpoint going: the target may drop its end. */
+    ucs_status_t send_conn_message(ConnKind kind, uint32_t rc_qpn, uint64_t uid, uint64_t conn_id,
+                                   const DeviceAddress &to, uint32_t to_qpn);
+    /* A user's endpoint going or evicted: the target drops its end (told
+     * until it acknowledges, or CONN_TIMEOUT). */
     void         disconnect(RcEp *ep);
     RcEp        *passive_ep(uint64_t uid, uint64_t conn_id) const;
+    /* A passive endpoint going: unlisted, its connection remembered as closed. */
+    void         forget_passive(const RcEp *ep);
+    struct ConnKey;
+    void         remember_closed(const ConnKey &key);
+    /* The pool of initiator QPs (NUM_DCI): `ep` gets one now -- a free one
+     * or the least recently used idle connection's -- or waits for one. */
+    void         request_dci(RcEp *ep);
+    /* Makes `ep`'s QP and asks the target for its end. */
+    void         start_connect(RcEp *ep);
+    /* Closes the least recently used connection with nothing in flight;
+     * false if every one is busy. */
+    bool         evict_idle(uint64_t now);
+    bool         evictable(const RcEp *ep, uint64_t now) const;
+    void         serve_dci_waiters(uint64_t now);
+    void         retry_disconnects(uint64_t now);
+    /* Probes idle passive endpoints every CONN_TIMEOUT (a dead initiator's fail). */
+    void         probe_passive(uint64_t now);
 
     /* ---- hardware tag list (RcHwTags, rc_hw_tm.cc) ---- */
     /* What HwTagEngine gets of this iface's receive buffers. */
@@ -213,7 +241,9 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     size_t       max_rndv_hdr() const;
 
     /* ---- sending (rc_send.cc; endpoint failure, pending, flush: rc_ep.cc) ---- */
-    ucs_status_t tx_ready(RcEp *ep, bool needs_buf) const;
+    /* UCS_OK: a send on `ep` may be posted now. An on-demand endpoint with
+     * no queue pair asks the pool for one (NO_RESOURCE until connected). */
+    ucs_status_t tx_ready(RcEp *ep, bool needs_buf);
     /* Posts one signalled work request on `ep`; `op` describes it. */
     ucs_status_t post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &op);
     /* Sends `header`, then `prefix`, then the iov list (copied when it has no memh, or
@@ -327,6 +357,40 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     uint64_t            next_conn_id_ = 1;
     std::vector<RcEp *> connecting_; /* initiators waiting for their reply */
     bool                reap_passive_ = false; /* a passive endpoint failed: destroy it when idle */
+    unsigned            num_dci_      = 0;
+    uint64_t            use_clock_    = 0; /* sends posted: the LRU order of connections */
+    size_t              passive_count_ = 0;
+    uint64_t            progress_count_ = 0;        /* the clock is read every 1024 calls */
+    uint64_t            next_passive_probe_ns_ = 0;
+    std::vector<RcEp *> dci_eps_;      /* initiators holding a QP of the pool (connecting or connected) */
+    std::vector<RcEp *> dci_waiters_;  /* initiators waiting for the pool, first come first */
+    std::vector<RcEp *> connect_failures_; /* no QP could be made: failed from progress */
+    struct Disconnect {                /* a kDisconnect not acknowledged yet */
+        DeviceAddress to;
+        uint32_t      to_qpn;
+        uint32_t      rc_qpn;
+        uint64_t      conn_id;
+        uint64_t      retry_ns;
+        uint64_t      deadline_ns;
+    };
+    std::vector<Disconnect> disconnects_;
+    /* endpoints by QP number (arrivals name their QP) */
+    std::unordered_map<uint32_t, RcEp *> qp_eps_;
+    struct ConnKey {
+        uint64_t uid;
+        uint64_t conn_id;
+        bool operator==(const ConnKey &o) const { return (uid == o.uid) && (conn_id == o.conn_id); }
+    };
+    struct ConnKeyHash {
+        size_t operator()(const ConnKey &k) const {
+            return std::hash<uint64_t>()(k.uid * 0x9e3779b97f4a7c15ull ^ k.conn_id);
+        }
+    };
+    /* passive endpoints by the initiator's (uid, conn_id) */
+    std::unordered_map<ConnKey, RcEp *, ConnKeyHash> passive_eps_;
+    /* connections closed lately: a late copy of their request makes no QP */
+    std::vector<ConnKey> closed_;
+    size_t               closed_next_ = 0;
 };
 
 /* ---- RcIfaceLink: what the iface's parts call ---- */

@@ -36,6 +36,11 @@ struct RcCounters {
     uint64_t tx_errors   = 0; /* send completions with an error */
     uint64_t keepalives  = 0; /* probes posted (uct_ep_check; rendezvous sends waiting) */
     uint64_t dropped     = 0; /* malformed or unwanted messages */
+    /* tm_dc */
+    uint64_t connects    = 0; /* connection requests started (initiator) */
+    uint64_t accepts     = 0; /* queue pairs made for peers' requests (target) */
+    uint64_t evictions   = 0; /* idle connections closed for another endpoint */
+    uint64_t max_qps     = 0; /* most RC queue pairs open at once */
 };
 
 class RcIfaceLink {

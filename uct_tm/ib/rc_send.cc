@@ -50,11 +50,17 @@ ucs_status_t RcIface::refuse_oversized(RcEp *ep, size_t total) {
     return UCS_ERR_EXCEEDS_LIMIT;
 }
 
-ucs_status_t RcIface::tx_ready(RcEp *ep, bool needs_buf) const {
+ucs_status_t RcIface::tx_ready(RcEp *ep, bool needs_buf) {
     if (ucs_unlikely(ep->failed)) {
         return UCS_ERR_CONNECTION_RESET;
     }
-    if (ucs_unlikely(!ep->connected || (ep->sq_avail == 0) || (tx_ops_used_ == tx_ops_.size()) ||
+    if (ucs_unlikely(!ep->connected)) {
+        if ((ep->qp == nullptr) && on_demand_) {
+            request_dci(ep); /* connected when a reply comes; pending requests go then */
+        }
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (ucs_unlikely((ep->sq_avail == 0) || (tx_ops_used_ == tx_ops_.size()) ||
                      (needs_buf && free_tx_bufs_.empty()) ||
                      (!ep->pending.empty() && !dispatching_))) {
         return UCS_ERR_NO_RESOURCE;
@@ -105,6 +111,7 @@ ucs_status_t RcIface::post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &de
     }
     --ep->sq_avail;
     ++ep->outstanding;
+    ep->last_use = ++use_clock_; /* tm_dc: the least recently used connection goes first */
     return UCS_OK;
 }
 

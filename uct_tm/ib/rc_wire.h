@@ -104,8 +104,15 @@ static_assert(sizeof(IfaceAddress) == 16, "iface address layout");
 /* tm_dc connection datagrams (UdChannel): an initiator asks a target iface
  * for a queue pair bound to its own (kConnRequest, repeated until answered),
  * the target answers with it (kConnReply, again for a repeated request), and
- * the initiator lets it go when its endpoint goes (kDisconnect). */
-enum class ConnKind : uint8_t { kConnRequest = 1, kConnReply = 2, kDisconnect = 3 };
+ * the initiator lets it go when its endpoint goes or its queue pair is
+ * evicted (kDisconnect, repeated until the target acknowledges it with
+ * kDisconnectAck, which it sends whether or not it still had that end). */
+enum class ConnKind : uint8_t {
+    kConnRequest   = 1,
+    kConnReply     = 2,
+    kDisconnect    = 3,
+    kDisconnectAck = 4,
+};
 inline constexpr uint8_t kConnVersion = 1;
 
 struct ConnMessage {
