@@ -18,7 +18,11 @@
 #   4. tm_perftest between two processes over tm_rc, every payload byte
 #      verified (eager short/bcopy/zcopy, rendezvous; posted and unexpected),
 #      with software matching and with the model (whose counters must show
-#      hardware matches and no anomaly).
+#      hardware matches and no anomaly);
+#   5. tm_mesh: 16 processes each sending to all the others, over tm_rc and
+#      over tm_dc with a pool of 4 initiator queue pairs (connections evicted
+#      for nearly every message): every message once and intact, and the
+#      counters show evictions.
 # Exits 77 (SKIP) with the reason when QEMU cannot run here, or RXE_TESTS=no.
 set -uo pipefail
 [[ ${RXE_TESTS:-yes} != no ]] || { echo "SKIP: RXE_TESTS=no"; exit 77; }
@@ -26,14 +30,14 @@ top_srcdir=$(cd "${srcdir:-$(dirname "$0")}/../.." && pwd)
 builddir=${abs_top_builddir:-$(pwd)/../..}
 plugin=${PLUGIN:-$builddir/uct_tm/.libs/libuct_tm.so}
 for f in "$plugin" "$builddir/tests/uct/test_tag_conformance" "$builddir/tests/uct/test_ucx_abi" \
-         "$builddir/src/tools/tm_perftest"; do
+         "$builddir/src/tools/tm_perftest" "$builddir/src/tools/tm_mesh"; do
     [[ -e $f ]] || { echo "test_rxe: $f is missing (build first)"; exit 1; }
 done
 
 seed=${RXE_MODEL_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
 cd "$builddir/tests/uct" || exit 1
 exec "$top_srcdir/contrib/rxe_qemu.sh" /bin/sh -c '
-plugin=$1; perftest=$2; seed=$3
+plugin=$1; perftest=$2; seed=$3; mesh=$4
 echo "== $(ucx_info -v | head -1) ($(command -v ucx_info))"
 echo "== devices"
 ibv_devices
@@ -78,6 +82,16 @@ echo "== two processes: tm_perftest -x tm_dc --check (connected on demand by ifa
 LD_PRELOAD=$plugin timeout 300 $perftest -x tm_dc -t tag_lat -s 8,4k,64k,1m -n 50 --check || exit 1
 LD_PRELOAD=$plugin timeout 300 $perftest -x tm_dc -t tag_bw -s 8,64k -n 200 -U --check || exit 1
 echo "PASS: tm_perftest over tm_dc"
+echo "== 16 processes, each sending to all the others: tm_mesh"
+LD_PRELOAD=$plugin timeout 300 $mesh -x tm_rc -n 16 -m 4 > /tmp/mesh.log
+rc=$?; head -2 /tmp/mesh.log; tail -1 /tmp/mesh.log
+[ $rc -eq 0 ] || { cat /tmp/mesh.log; echo "FAIL: tm_mesh over tm_rc"; exit 1; }
+UCX_TM_DC_NUM_DCI=4 LD_PRELOAD=$plugin timeout 300 $mesh -x tm_dc -n 16 -m 4 > /tmp/mesh.log
+rc=$?; head -3 /tmp/mesh.log; tail -1 /tmp/mesh.log
+[ $rc -eq 0 ] || { cat /tmp/mesh.log; echo "FAIL: tm_mesh over tm_dc"; exit 1; }
+evictions=$(awk "\$1 == \"median\" { print \$6 }" /tmp/mesh.log)
+[ "${evictions:-0}" -gt 0 ] || { echo "FAIL: tm_mesh over tm_dc evicted no connection"; exit 1; }
+echo "PASS: tm_mesh over tm_rc and tm_dc (median evictions per process: $evictions)"
 echo "== two processes: tm_perftest -x tm_rc --check, tag matching model (random order, seed $seed)"
 export UCX_TM_RC_TM_MODEL=y UCX_TM_RC_TM_MODEL_SEED=$seed UCX_TM_RC_PRINT_STATS=y
 LD_PRELOAD=$plugin timeout 300 $perftest -x tm_rc -t tag_lat -s 8,4k,64k,1m -n 50 --check 2> /tmp/stats.log || { cat /tmp/stats.log; exit 1; }
@@ -88,4 +102,4 @@ if grep "tag matching model" /tmp/stats.log | grep -Eq "anomalies [1-9]|violatio
     echo "FAIL: the tag list driver saw anomalies or the model violations"; exit 1
 fi
 echo "PASS: tm_perftest over tm_rc with the tag matching model"
-' test_rxe "$plugin" "$builddir/src/tools/tm_perftest" "$seed"
+' test_rxe "$plugin" "$builddir/src/tools/tm_perftest" "$seed" "$builddir/src/tools/tm_mesh"
