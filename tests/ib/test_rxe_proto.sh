@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# The protocol layer (src/proto) over tm_rc on real verbs: boots the QEMU
-# guest with a Soft-RoCE device (contrib/rxe_qemu.sh, as test_rxe.sh) and
-# runs there, from this build tree, in the three matching modes of tm_rc
-# (software matching; UCX_TM_RC_TM_MODEL=y, the device model of a NIC's tag
-# matcher, events in a fixed order; the model in a random order from a seed
-# printed in the log, RXE_MODEL_SEED to replay):
+# The protocol layer (src/proto) over tm_rc and tm_dc on real verbs: boots
+# the QEMU guest with a Soft-RoCE device (contrib/rxe_qemu.sh, as
+# test_rxe.sh) and runs there, from this build tree, in the three matching
+# modes of the verbs ifaces (software matching; TM_MODEL=y, the device model
+# of a NIC's tag matcher, events in a fixed order; the model in a random
+# order from a seed printed in the log, RXE_MODEL_SEED to replay):
 #   1. tests/proto/test_proto_api's transport suites over tm_rc (endpoints
-#      wired up endpoint to endpoint; the ordering model test and the tag
-#      list filling mid-stream with every tag list held to 3 entries) and
-#      its peer-failure suite (a forked peer killed while sends wait on it:
-#      tm_rc's probe, through the layer's keepalive, must find it);
-#   2. tests/proto/test_proto_stress: 3 processes of random traffic;
+#      wired up endpoint to endpoint) and over tm_dc (the layer connects to
+#      iface addresses; connections made on demand): the ordering model
+#      test and the tag list filling mid-stream with every tag list held to
+#      3 entries, and the peer-failure suite (a forked peer killed while
+#      sends wait on it: the transport's probe, through the layer's
+#      keepalive, must find it);
+#   2. tests/proto/test_proto_stress: 3 processes of random traffic, over
+#      each; over tm_dc also with a pool of one initiator queue pair
+#      (UCX_TM_DC_NUM_DCI=1: a connection closed and made for nearly every
+#      message, rendezvous included; the counters must show evictions);
 #   with the model, its counters must show hardware matches and no anomaly
 #   or violation.
 # Once, in software matching: the same suites with offload off ("tm_rc+sw":
 # data over AM on RC), test_proto_alloc over it, and tm_proto_perf between two
-# processes over tm_rc, every byte checked.
+# processes over tm_rc and over tm_dc, every byte checked.
 # Exits 77 (SKIP) with the reason when QEMU cannot run here, or RXE_TESTS=no.
 set -uo pipefail
 [[ ${RXE_TESTS:-yes} != no ]] || { echo "SKIP: RXE_TESTS=no"; exit 77; }
@@ -35,7 +40,8 @@ perf=$1; seed=$2
 run() {
     prog=$1; tls=$2; what=$3; shift 3
     echo "== $prog over $tls: $what"
-    UCT_TM_PROTO_TEST_TRANSPORTS=$tls UCX_TM_RC_PRINT_STATS=y timeout 600 ./$prog --gtest_color=no "$@" \
+    UCT_TM_PROTO_TEST_TRANSPORTS=$tls UCX_TM_RC_PRINT_STATS=y UCX_TM_DC_PRINT_STATS=y \
+        timeout 600 ./$prog --gtest_color=no "$@" \
         > /tmp/proto.log 2>&1
     rc=$?
     grep -E "^\[ +(FAILED|PASSED|SKIPPED) +\]|Failure|tests from .* ran" /tmp/proto.log
@@ -63,8 +69,15 @@ run() {
 # the suites parameterized on the transport (ProtoWire.* runs its own, on the host)
 api="--gtest_filter=transports/*:peer_failure/*"
 mode() {
-    run test_proto_api tm_rc "$1" "$api"
-    run test_proto_stress tm_rc "$1"
+    for tl in tm_rc tm_dc; do
+        run test_proto_api $tl "$1" "$api"
+        run test_proto_stress $tl "$1"
+    done
+    (export UCX_TM_DC_NUM_DCI=1
+     run test_proto_stress tm_dc "$1, UCX_TM_DC_NUM_DCI=1"
+     if ! grep -q "evictions [1-9]" /tmp/proto.log; then
+         grep "evictions" /tmp/proto.log; echo "FAIL: no connection was evicted"; exit 1
+     fi) || exit 1
 }
 mode "software matching"
 run test_proto_api tm_rc+sw "software matching, offload off" "$api"
@@ -73,8 +86,11 @@ echo "== two processes: tm_proto_perf -x tm_rc --check"
 timeout 300 $perf -x tm_rc -t tag_lat -s 8,4k,64k,1m -n 50 --check || { echo "FAIL: tm_proto_perf"; exit 1; }
 timeout 300 $perf -x tm_rc -t tag_bw -s 8,64k -n 200 -w 16 --check -u || { echo "FAIL: tm_proto_perf -u"; exit 1; }
 echo "PASS: tm_proto_perf over tm_rc"
-export UCX_TM_RC_TM_MODEL=y
+timeout 300 $perf -x tm_dc -t tag_lat -s 8,4k,64k,1m -n 50 --check || { echo "FAIL: tm_proto_perf -x tm_dc"; exit 1; }
+timeout 300 $perf -x tm_dc -t tag_bw -s 8,64k -n 200 -w 16 --check -u || { echo "FAIL: tm_proto_perf -x tm_dc -u"; exit 1; }
+echo "PASS: tm_proto_perf over tm_dc"
+export UCX_TM_RC_TM_MODEL=y UCX_TM_DC_TM_MODEL=y
 mode "tag matching model, fixed order"
-export UCX_TM_RC_TM_MODEL_SEED=$seed
-mode "tag matching model, random order, UCX_TM_RC_TM_MODEL_SEED=$seed"
+export UCX_TM_RC_TM_MODEL_SEED=$seed UCX_TM_DC_TM_MODEL_SEED=$seed
+mode "tag matching model, random order, TM_MODEL_SEED=$seed"
 ' test_rxe_proto "$builddir/src/tools/tm_proto_perf" "$seed"
