@@ -19,7 +19,9 @@
 #include "tag_fixture.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <memory>
 
 namespace uct_tm_test {
 namespace {
@@ -209,6 +211,31 @@ TEST_P(ConnectTimeoutTest, UnansweredRequestFailsTheEndpoint) {
     EXPECT_EQ(tx_->errors.entries.back().status, UCS_ERR_ENDPOINT_TIMEOUT);
     EXPECT_NE(uct_ep_tag_eager_short(ep, kTag, "x", 1), UCS_OK);
     EXPECT_NE(uct_ep_tag_eager_short(ep, kTag, "x", 1), UCS_ERR_NO_RESOURCE);
+    uct_ep_destroy(ep);
+}
+
+/* uct_ep_check of an on-demand endpoint that never connected (or whose
+ * connection was evicted): no queue pair to probe, so the target iface is
+ * asked over the connection channel. A live one answers (no error, however
+ * long); once it has closed, the endpoint fails with ENDPOINT_TIMEOUT. */
+TEST_P(ConnectTimeoutTest, CheckWithoutAConnectionFindsAClosedIface) {
+    std::unique_ptr<Node> peer(new Node(*env_, GetParam()));
+    ASSERT_EQ(peer->status, UCS_OK);
+    uct_ep_h ep = nullptr;
+    ASSERT_EQ(tx_->connect(peer->address(), &ep), UCS_OK);
+    for (int i = 0; i < 3; ++i) { /* three CONN_TIMEOUTs of checks answered */
+        EXPECT_EQ(uct_ep_check(ep, 0, nullptr), UCS_OK);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+        wait([&] { return std::chrono::steady_clock::now() > until; });
+    }
+    EXPECT_EQ(tx_->errors.count(ep), 0) << "a live iface was reported dead";
+    peer.reset();
+    EXPECT_EQ(uct_ep_check(ep, 0, nullptr), UCS_OK);
+    ASSERT_TRUE(wait([&] { return tx_->errors.count(ep) > 0; }, 20))
+            << "the check of an endpoint to a closed iface reported nothing";
+    drain();
+    EXPECT_EQ(tx_->errors.count(ep), 1);
+    EXPECT_EQ(tx_->errors.entries.back().status, UCS_ERR_ENDPOINT_TIMEOUT);
     uct_ep_destroy(ep);
 }
 

@@ -211,6 +211,9 @@ unsigned RcIface::progress_connections() {
     if (!disconnects_.empty()) {
         retry_disconnects(monotonic_ns());
     }
+    if (!pinging_.empty()) {
+        progress_pings(monotonic_ns());
+    }
     if ((passive_count_ > 0) && ((++progress_count_ & 1023) == 0)) {
         probe_passive(monotonic_ns());
     }
@@ -278,6 +281,22 @@ void RcIface::handle_conn_message(const void *data, size_t length) {
         (void)send_conn_message(ConnKind::kDisconnectAck, m.rc_qpn, m.uid, m.conn_id, m.dev,
                                 m.reply_qpn);
         break;
+    case ConnKind::kPing:
+        if (m.conn_id == uid_) { /* for this iface, not an earlier one at the same QP */
+            (void)send_conn_message(ConnKind::kPong, m.rc_qpn, m.uid, m.conn_id, m.dev, m.reply_qpn);
+        }
+        break;
+    case ConnKind::kPong:
+        if (m.uid == uid_) {
+            const auto it = std::find_if(pinging_.begin(), pinging_.end(), [&](const RcEp *ep) {
+                return (ep->ping_seq == m.rc_qpn) && (ep->peer_uid == m.conn_id);
+            });
+            if (it != pinging_.end()) {
+                (*it)->ping_seq = 0;
+                pinging_.erase(it);
+            }
+        }
+        break;
     case ConnKind::kDisconnectAck:
         if (m.uid == uid_) {
             const auto it = std::find_if(disconnects_.begin(), disconnects_.end(), [&](const Disconnect &d) {
@@ -297,6 +316,39 @@ void RcIface::handle_conn_message(const void *data, size_t length) {
 RcEp *RcIface::passive_ep(uint64_t uid, uint64_t conn_id) const {
     const auto it = passive_eps_.find(ConnKey{uid, conn_id});
     return (it != passive_eps_.end()) ? it->second : nullptr;
+}
+
+void RcIface::ping(RcEp *ep) {
+    if (ep->ping_seq != 0) {
+        return; /* one at a time */
+    }
+    if (alloc_status([&] { pinging_.push_back(ep); }) != UCS_OK) {
+        return; /* the next check asks again */
+    }
+    ep->ping_seq = next_ping_seq_;
+    next_ping_seq_ = (next_ping_seq_ % ((1u << 24) - 1)) + 1; /* 1 .. 2^24 - 1: a valid field */
+    const uint64_t now   = monotonic_ns();
+    ep->ping_retry_ns    = now + ns_of(config_.conn_retry);
+    ep->ping_deadline_ns = now + ns_of(config_.conn_timeout);
+    (void)send_conn_message(ConnKind::kPing, ep->ping_seq, uid_, ep->peer_uid, ep->remote_dev,
+                            ep->peer_ud_qpn);
+}
+
+void RcIface::progress_pings(uint64_t now) {
+    const std::vector<RcEp *> waiting = pinging_; /* fail_ep calls the user */
+    for (RcEp *ep : waiting) {
+        if (now >= ep->ping_deadline_ns) {
+            pinging_.erase(std::find(pinging_.begin(), pinging_.end(), ep));
+            ep->ping_seq = 0;
+            ucs_diag("tm_dc: the iface an endpoint was made to did not answer for %.1f s",
+                     config_.conn_timeout);
+            fail_ep(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+        } else if (now >= ep->ping_retry_ns) {
+            ep->ping_retry_ns = now + ns_of(config_.conn_retry);
+            (void)send_conn_message(ConnKind::kPing, ep->ping_seq, uid_, ep->peer_uid,
+                                    ep->remote_dev, ep->peer_ud_qpn);
+        }
+    }
 }
 
 void RcIface::probe_passive(uint64_t now) {

@@ -149,6 +149,7 @@ void RcIface::free_ep(RcEp *ep) {
         dci_waiters_.erase(std::remove(dci_waiters_.begin(), dci_waiters_.end(), ep), dci_waiters_.end());
         connect_failures_.erase(std::remove(connect_failures_.begin(), connect_failures_.end(), ep),
                                 connect_failures_.end());
+        pinging_.erase(std::remove(pinging_.begin(), pinging_.end(), ep), pinging_.end());
     }
     if (ep->passive) {
         forget_passive(ep);
@@ -296,8 +297,12 @@ ucs_status_t RcIface::ep_check(RcEp *ep, unsigned flags, uct_completion_t *comp)
     if ((flags != 0) || (comp != nullptr)) {
         return UCS_ERR_INVALID_PARAM; /* uct.h: reserved, reported through the error handler */
     }
+    if (on_demand_ && !ep->passive && (ep->qp == nullptr) && !ep->failed) {
+        ping(ep); /* no connection to probe: ask the target iface itself */
+        return UCS_OK;
+    }
     if (ep->failed || !ep->connected || (ep->outstanding > 0)) {
-        return UCS_OK; /* reported already, nothing to check yet, or in flight tells */
+        return UCS_OK; /* reported already, connecting (times out), or in flight tells */
     }
     const ucs_status_t status = post_probe(ep);
     return (status == UCS_ERR_NO_RESOURCE) ? UCS_OK : status;

@@ -86,6 +86,9 @@ struct RcEp {
     uint64_t       connect_use   = 0;    /* initiator: last_use when it connected */
     uint64_t       connected_ns  = 0;    /* initiator: when it connected */
     bool           dci_waiting   = false; /* initiator: waits for a queue pair of the pool */
+    uint32_t       ping_seq      = 0;     /* initiator, no connection: uct_ep_check's ping, 0 = none */
+    uint64_t       ping_retry_ns = 0;
+    uint64_t       ping_deadline_ns = 0;
 };
 
 /* What a signalled send work request was for; wr_id is its index. */
@@ -225,6 +228,10 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     bool         evictable(const RcEp *ep, uint64_t now) const;
     void         serve_dci_waiters(uint64_t now);
     void         retry_disconnects(uint64_t now);
+    /* uct_ep_check of an endpoint with no connection: a ping over UD, the
+     * endpoint failed (UCS_ERR_ENDPOINT_TIMEOUT) if no pong in CONN_TIMEOUT. */
+    void         ping(RcEp *ep);
+    void         progress_pings(uint64_t now);
     /* Probes idle passive endpoints every CONN_TIMEOUT (a dead initiator's fail). */
     void         probe_passive(uint64_t now);
 
@@ -365,6 +372,8 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     std::vector<RcEp *> dci_eps_;      /* initiators holding a QP of the pool (connecting or connected) */
     std::vector<RcEp *> dci_waiters_;  /* initiators waiting for the pool, first come first */
     std::vector<RcEp *> connect_failures_; /* no QP could be made: failed from progress */
+    std::vector<RcEp *> pinging_;          /* endpoints waiting for a pong */
+    uint32_t            next_ping_seq_ = 1;
     struct Disconnect {                /* a kDisconnect not acknowledged yet */
         DeviceAddress to;
         uint32_t      to_qpn;

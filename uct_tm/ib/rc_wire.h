@@ -106,12 +106,17 @@ static_assert(sizeof(IfaceAddress) == 16, "iface address layout");
  * the target answers with it (kConnReply, again for a repeated request), and
  * the initiator lets it go when its endpoint goes or its queue pair is
  * evicted (kDisconnect, repeated until the target acknowledges it with
- * kDisconnectAck, which it sends whether or not it still had that end). */
+ * kDisconnectAck, which it sends whether or not it still had that end).
+ * uct_ep_check on an endpoint without a connection asks the target iface
+ * whether it lives (kPing: conn_id is the target's uid, rc_qpn a sequence
+ * number; the target answers kPong with the same fields if it is that iface). */
 enum class ConnKind : uint8_t {
     kConnRequest   = 1,
     kConnReply     = 2,
     kDisconnect    = 3,
     kDisconnectAck = 4,
+    kPing          = 5,
+    kPong          = 6,
 };
 inline constexpr uint8_t kConnVersion = 1;
 
