@@ -420,6 +420,15 @@ void RcIface::accept_connection(const ConnMessage &req) {
         return;
     }
     ++counters_.accepts;
+    if (hw_.model()) {
+        /* Whatever this initiator sent on a connection it closed was
+         * acknowledged, so it is in the receive CQ already: into the model
+         * before the new QP is marked, so that nothing on it overtakes that
+         * (the model's rule 10; a NIC processes before it acknowledges). */
+        while (poll_rx() == std::min<unsigned>(budget_, 16)) {
+        }
+        hw_.model_connected(ep->qp->qp_num);
+    }
     (void)send_conn_message(ConnKind::kConnReply, ep, req.dev);
 }
 

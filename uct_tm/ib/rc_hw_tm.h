@@ -67,6 +67,12 @@ class RcHwTags {
 
     /* A message polled from the SRQ goes to the model, as to a TM NIC. */
     void         model_receive(const struct ibv_wc &wc);
+    /* QP `qp_num` was connected just now (the model's ordering rule 7). */
+    void         model_connected(uint32_t qp_num) {
+        if (model_) {
+            model_->connected_now(qp_num);
+        }
+    }
     unsigned     progress();
 
     /* Send completions polled while the model waited for its READ, for

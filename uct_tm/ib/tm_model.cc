@@ -212,6 +212,13 @@ bool TmModel::arrival_ready(uint32_t src_qp) const {
     if ((it == arrivals_.end()) || it->second.empty()) {
         return false;
     }
+    if (auto bar = barriers_.find(src_qp); bar != barriers_.end()) {
+        for (const auto &[qp, queue] : arrivals_) {
+            if ((qp != src_qp) && !queue.empty() && (queue.front().seq < bar->second)) {
+                return false; /* rule 7: delivered before src_qp was connected */
+            }
+        }
+    }
     auto b = blocked_.find(src_qp);
     if ((b != blocked_.end()) && b->second) {
         return false;
@@ -305,6 +312,7 @@ bool TmModel::process_arrival(uint32_t src_qp) {
     std::deque<Message> &queue = arrivals_[src_qp];
     const Message        msg   = queue.front();
     queue.pop_front();
+    barriers_.erase(src_qp); /* what came before it has been processed */
 
     TmHeader tmh{};
     if (msg.bytes.size() >= sizeof(tmh)) {

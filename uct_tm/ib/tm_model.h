@@ -35,6 +35,12 @@
  *  6. Unexpected tagged messages, NO_TAG and FIN messages land whole in the
  *     next untagged buffer (FIFO); with none posted the arrival waits (RNR).
  *     NO_TAG and FIN are not counted as unexpected.
+ *  7. (docs: rule 10) Messages of different connections are processed in any order, except
+ *     that a connection made after a message arrived cannot deliver ahead of
+ *     it: a NIC processes a message before it acknowledges it, and the new
+ *     connection's messages may have been sent because of that
+ *     acknowledgement (tm_dc closes an idle connection once every send on it
+ *     was acknowledged and connects again: its order must hold).
  *
  * Scheduling: nothing happens until a step function runs. Tests choose the
  * order (step_command / step_arrival / step_transfer), run everything in a
@@ -99,6 +105,9 @@ class TmModel {
     /* A message from connection src_qp (TMH [+ RVH] + payload, or NO_TAG). */
     void deliver(uint32_t src_qp, const void *msg, size_t len, bool with_imm = false,
                  uint32_t imm = 0);
+    /* Connection src_qp was connected just now: its messages do not overtake
+     * any delivered before (rule 7). */
+    void connected_now(uint32_t src_qp) { barriers_[src_qp] = msg_seq_; }
 
     /* ---- the scheduler ---- */
     bool   step_command();                /* the oldest posted list operation */
@@ -210,6 +219,7 @@ class TmModel {
     std::deque<Command>                    commands_;
     std::map<uint32_t, std::deque<Message>> arrivals_;
     std::map<uint32_t, bool>               blocked_; /* sender with a multi-packet eager in flight */
+    std::map<uint32_t, uint64_t>           barriers_; /* rule 7: msg_seq_ when src_qp connected */
     std::deque<std::pair<uint64_t, TmSge>> untagged_;
     std::vector<Transfer>                  transfers_;
     std::deque<Cqe>                        cq_;
