@@ -35,7 +35,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
-#include <regex>
 #include <string>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -310,6 +309,18 @@ int run_rank(const Options &opt, int me, int fd) {
 
 /* ---- the parent ---------------------------------------------------------------------------- */
 
+/* The word after " key " in `text`, or empty. */
+std::string word_after(const std::string &text, const std::string &key) {
+    const std::string k  = " " + key + " ";
+    const size_t      at = text.find(k);
+    if (at == std::string::npos) {
+        return {};
+    }
+    const size_t from = at + k.size();
+    const size_t end  = text.find_first_of(" \n", from);
+    return text.substr(from, (end == std::string::npos) ? std::string::npos : end - from);
+}
+
 /* RC/UD queue pairs of each pid, from `rdma resource show qp`; empty if unavailable. */
 std::vector<std::pair<long, std::string>> rdma_qps() {
     std::vector<std::pair<long, std::string>> out;
@@ -317,24 +328,22 @@ std::vector<std::pair<long, std::string>> rdma_qps() {
     if (p == nullptr) {
         return out;
     }
-    char              line[512];
-    const std::regex  pid_re(" pid ([0-9]+)"), type_re(" type ([A-Z]+)");
+    char line[512];
     while (fgets(line, sizeof(line), p) != nullptr) {
-        std::cmatch pm, tm;
-        if (std::regex_search(line, pm, pid_re) && std::regex_search(line, tm, type_re)) {
-            out.emplace_back(std::stol(pm[1].str()), tm[1].str());
+        const std::string pid  = word_after(line, "pid");
+        const std::string type = word_after(line, "type");
+        if (!pid.empty() && !type.empty()) {
+            out.emplace_back(strtol(pid.c_str(), nullptr, 10), type);
         }
     }
     pclose(p);
     return out;
 }
 
+/* Counter `name` of a PRINT_STATS line, or -1. */
 long counter(const std::string &stats, const char *name) {
-    std::smatch m;
-    if (std::regex_search(stats, m, std::regex(std::string(name) + " ([0-9]+)"))) {
-        return std::stol(m[1]);
-    }
-    return -1;
+    const std::string v = word_after(stats, name);
+    return (!v.empty() && isdigit(static_cast<unsigned char>(v[0]))) ? strtol(v.c_str(), nullptr, 10) : -1;
 }
 
 template <typename T> T median(std::vector<T> v) {
