@@ -107,6 +107,16 @@ void RcIface::request_dci(RcEp *ep) {
     }
 }
 
+void RcIface::leave_pool(RcEp *ep) {
+    const auto drop = [ep](std::vector<RcEp *> &v) { v.erase(std::remove(v.begin(), v.end(), ep), v.end()); };
+    drop(dci_eps_);
+    drop(dci_waiters_);
+    drop(connect_failures_);
+    drop(pinging_);
+    ep->dci_waiting = false;
+    ep->ping_seq    = 0;
+}
+
 void RcIface::start_connect(RcEp *ep) {
     ucs_status_t status = create_qp(ep);
     if ((status == UCS_OK) &&
@@ -199,30 +209,39 @@ ucs_status_t RcIface::send_conn_message(ConnKind kind, uint32_t rc_qpn, uint64_t
 unsigned RcIface::progress_connections() {
     unsigned n = conn_.poll([this](const char *data, size_t length) { handle_conn_message(data, length); });
     if (ucs_unlikely(!connect_failures_.empty())) {
-        const std::vector<RcEp *> failed = connect_failures_; /* fail_ep calls the user */
-        connect_failures_.clear();
-        for (RcEp *ep : failed) {
+        while (!connect_failures_.empty()) { /* fail_ep calls the user, who may destroy others */
+            RcEp *ep = connect_failures_.back();
+            connect_failures_.pop_back();
             fail_ep(ep, UCS_ERR_NO_RESOURCE);
         }
     }
+    const bool probe = (passive_count_ > 0) && ((++progress_count_ & 1023) == 0);
+    if (!probe && dci_waiters_.empty() && disconnects_.empty() && pinging_.empty() &&
+        connecting_.empty()) {
+        return n + reap_failed_passive();
+    }
+    const uint64_t now = monotonic_ns(); /* once: the clock is no free call */
     if (!dci_waiters_.empty()) {
-        serve_dci_waiters(monotonic_ns());
+        serve_dci_waiters(now);
     }
     if (!disconnects_.empty()) {
-        retry_disconnects(monotonic_ns());
+        retry_disconnects(now);
     }
     if (!pinging_.empty()) {
-        progress_pings(monotonic_ns());
+        progress_pings(now);
     }
-    if ((passive_count_ > 0) && ((++progress_count_ & 1023) == 0)) {
-        probe_passive(monotonic_ns());
+    if (probe) {
+        probe_passive(now);
     }
     if (!connecting_.empty()) {
-        const uint64_t            now = monotonic_ns();
         const std::vector<RcEp *> waiting = connecting_; /* fail_ep may call the user */
         for (RcEp *ep : waiting) {
+            const auto it = std::find(connecting_.begin(), connecting_.end(), ep);
+            if (it == connecting_.end()) {
+                continue; /* destroyed by an error handler meanwhile */
+            }
             if (now >= ep->conn_deadline_ns) {
-                connecting_.erase(std::find(connecting_.begin(), connecting_.end(), ep));
+                connecting_.erase(it);
                 ucs_diag("tm_dc: no answer to the connection request of QP 0x%x in %.1f s",
                          ep->qp->qp_num, config_.conn_timeout);
                 fail_ep(ep, UCS_ERR_ENDPOINT_TIMEOUT);
@@ -232,21 +251,27 @@ unsigned RcIface::progress_connections() {
             }
         }
     }
-    if (ucs_unlikely(reap_passive_)) {
-        reap_passive_ = false;
-        const std::vector<RcEp *> all = eps_;
-        for (RcEp *ep : all) {
-            if (ep->passive && ep->failed) {
-                if (ep->outstanding == 0) {
-                    ep_destroy(ep);
-                    ++n;
-                } else {
-                    reap_passive_ = true; /* when its sends are back */
-                }
+    return n + reap_failed_passive();
+}
+
+unsigned RcIface::reap_failed_passive() {
+    if (ucs_likely(!reap_passive_)) {
+        return 0;
+    }
+    reap_passive_    = false;
+    unsigned reaped  = 0;
+    const std::vector<RcEp *> all = eps_; /* ep_destroy edits eps_ */
+    for (RcEp *ep : all) {
+        if (ep->passive && ep->failed) {
+            if (ep->outstanding == 0) {
+                ep_destroy(ep);
+                ++reaped;
+            } else {
+                reap_passive_ = true; /* when its sends are back */
             }
         }
     }
-    return n;
+    return reaped;
 }
 
 void RcIface::handle_conn_message(const void *data, size_t length) {
@@ -337,8 +362,12 @@ void RcIface::ping(RcEp *ep) {
 void RcIface::progress_pings(uint64_t now) {
     const std::vector<RcEp *> waiting = pinging_; /* fail_ep calls the user */
     for (RcEp *ep : waiting) {
+        const auto it = std::find(pinging_.begin(), pinging_.end(), ep);
+        if (it == pinging_.end()) {
+            continue; /* destroyed by an error handler meanwhile */
+        }
         if (now >= ep->ping_deadline_ns) {
-            pinging_.erase(std::find(pinging_.begin(), pinging_.end(), ep));
+            pinging_.erase(it);
             ep->ping_seq = 0;
             ucs_diag("tm_dc: the iface an endpoint was made to did not answer for %.1f s",
                      config_.conn_timeout);

@@ -145,11 +145,7 @@ void RcIface::ep_destroy(RcEp *ep) {
 
 void RcIface::free_ep(RcEp *ep) {
     if (on_demand_ && !ep->passive) {
-        dci_eps_.erase(std::remove(dci_eps_.begin(), dci_eps_.end(), ep), dci_eps_.end());
-        dci_waiters_.erase(std::remove(dci_waiters_.begin(), dci_waiters_.end(), ep), dci_waiters_.end());
-        connect_failures_.erase(std::remove(connect_failures_.begin(), connect_failures_.end(), ep),
-                                connect_failures_.end());
-        pinging_.erase(std::remove(pinging_.begin(), pinging_.end(), ep), pinging_.end());
+        leave_pool(ep);
     }
     if (ep->passive) {
         forget_passive(ep);
@@ -323,9 +319,7 @@ void RcIface::fail_ep(RcEp *ep, ucs_status_t status) {
     if (on_demand_ && !ep->passive) {
         /* its QP is no use to it any more: the pool's slot goes to others
          * (the QP itself when the user destroys the endpoint) */
-        dci_eps_.erase(std::remove(dci_eps_.begin(), dci_eps_.end(), ep), dci_eps_.end());
-        dci_waiters_.erase(std::remove(dci_waiters_.begin(), dci_waiters_.end(), ep), dci_waiters_.end());
-        ep->dci_waiting = false;
+        leave_pool(ep);
     }
     error_qp_when_idle(ep);
     rndv_.fail_ep(ep, status); /* its rendezvous sends will never see their FIN */

@@ -203,6 +203,10 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
      * (NO_RESOURCE, pending) until the target's reply binds its QP. */
     ucs_status_t ep_create_connect(const uct_ep_params_t *params, uct_ep_h *ep_p);
     unsigned     progress_connections();
+    /* Destroys failed passive endpoints whose sends are back; how many. */
+    unsigned     reap_failed_passive();
+    /* `ep` (an initiator) leaves the pool, its waiters and its pending pings. */
+    void         leave_pool(RcEp *ep);
     void         handle_conn_message(const void *data, size_t length);
     void         accept_connection(const ConnMessage &req);
     void         complete_connection(const ConnMessage &rep);
