@@ -377,6 +377,31 @@ TEST_F(TmModelRules, UnexpectedWaitsForAnUntaggedBuffer) {
     EXPECT_EQ(5u, tmh_tag(tmh));
 }
 
+TEST_F(TmModelRules, ASendersStateGoesWithItsLastMessage) {
+    /* tm_dc's connections come and go by the thousand; a scheduler step
+     * walks the senders, so what a finished sender leaves must go too. */
+    std::vector<uint8_t> un(64), big(1024);
+    const uint8_t        notag[3] = {0, 1, 2};
+    for (uint32_t qp = 100; qp < 2100; ++qp) {
+        untagged(un, qp);
+        model->connected_now(qp);
+        model->deliver(qp, notag, sizeof(notag));
+        model->run_until_idle();
+        ASSERT_EQ(1u, poll().size());
+    }
+    model->connected_now(5000); /* connected, closed, never sent */
+    EXPECT_EQ(1u, model->tracked_senders());
+    add(1, ~0ull, big, 1);
+    model->run_until_idle();
+    poll();
+    eager(3, 1, 600); /* multi-packet: its sender is held until the transfer ends */
+    ASSERT_TRUE(model->step_arrival(3));
+    EXPECT_EQ(1u, model->tracked_senders());
+    ASSERT_TRUE(model->step_transfer());
+    EXPECT_EQ(0u, model->tracked_senders());
+    EXPECT_EQ(2u, poll().size());
+}
+
 TEST_F(TmModelRules, NoTagAndFinAreNotCountedAsUnexpected) {
     std::vector<uint8_t> a(64), b(64);
     untagged(a, 1);

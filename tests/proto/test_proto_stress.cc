@@ -36,7 +36,12 @@ constexpr int      kProcs      = 3;
 constexpr int      kMsgs       = 1500; /* sent by each process */
 constexpr int      kWindow     = 12;   /* receives kept posted */
 constexpr size_t   kMaxLen     = 170000;
-constexpr unsigned kChildAlarm = 150;
+constexpr unsigned kChildAlarm = 480; /* above kRunCap: a child stuck outside the loop */
+/* A hang is a stall: nothing received and no send completed for kStall. The
+ * cap bounds a run that crawls (a debug build in an emulated guest shared
+ * with another takes minutes). */
+constexpr std::chrono::seconds kStall(60);
+constexpr std::chrono::seconds kRunCap(420);
 constexpr uint64_t kSeed       = 20261123;
 
 struct Planned {
@@ -239,16 +244,21 @@ int run_rank(int rank, int fd, const std::string &transports) {
      * receive's, such as the transport's keepalive probes) -- one, then twice
      * as many each 100 ms without a receipt (up to 16), so that a backlog of
      * unexpected messages drains in seconds, not at ten a second. The
-     * deadline catches a hang; a loaded two-CPU guest runs this in 8 to 40 s. */
+     * stall detector catches a hang; a loaded two-CPU guest runs this in 8 to 90 s. */
     size_t     extra = 0;
     size_t     extra_step = 1;
     size_t     received_before = 0;
     auto       last_receipt    = std::chrono::steady_clock::now();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    const auto start     = last_receipt;
+    auto       last_got  = start; /* a message received */
+    auto       last_sent = start; /* a send completed */
     while ((received < to_receive) || (next < kMsgs) || !sends.empty()) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            f.fail("timed out: received %zu of %zu, sent %d, %zu sends open", received, to_receive,
-                   next, sends.size());
+        const auto t     = std::chrono::steady_clock::now();
+        const auto quiet = t - std::max(last_got, last_sent);
+        if ((quiet > kStall) || (t - start > kRunCap)) {
+            f.fail("%s: received %zu of %zu, sent %d, %zu sends open",
+                   (quiet > kStall) ? "stalled" : "too slow", received, to_receive, next,
+                   sends.size());
             break;
         }
         uct_tm_proto_worker_progress(w);
@@ -256,6 +266,7 @@ int run_rank(int rank, int fd, const std::string &transports) {
         if (received != received_before) {
             received_before = received;
             last_receipt    = now;
+            last_got        = now;
             extra_step      = 1;
         } else if ((received < to_receive) && (now - last_receipt > std::chrono::milliseconds(100))) {
             extra += extra_step;
@@ -330,6 +341,7 @@ int run_rank(int rank, int fd, const std::string &transports) {
             }
             uct_tm_proto_request_release(w, sends[i].second);
             sends.erase(sends.begin() + i);
+            last_sent = std::chrono::steady_clock::now();
         }
     }
     /* per sender and class, matched in sending order (receives in posting order) */

@@ -309,10 +309,19 @@ void TmModel::place_eager(uint32_t entry, const std::vector<uint8_t> &message, b
 }
 
 bool TmModel::process_arrival(uint32_t src_qp) {
-    std::deque<Message> &queue = arrivals_[src_qp];
-    const Message        msg   = queue.front();
-    queue.pop_front();
+    const auto    it  = arrivals_.find(src_qp);
+    const Message msg = it->second.front();
+    it->second.pop_front();
+    if (it->second.empty()) {
+        /* Every step walks the senders with messages: a sender's entry goes
+         * with its last message, or the walk grows with every QP ever seen
+         * (thousands where connections come and go). */
+        arrivals_.erase(it);
+    }
     barriers_.erase(src_qp); /* what came before it has been processed */
+    if (arrivals_.empty()) {
+        barriers_.clear(); /* nothing is left to overtake: also those of QPs that sent nothing */
+    }
 
     TmHeader tmh{};
     if (msg.bytes.size() >= sizeof(tmh)) {
@@ -450,7 +459,7 @@ bool TmModel::step_transfer(size_t index) {
         }
     } else {
         place_eager(t.entry, t.message, t.with_imm, t.imm, &c);
-        blocked_[t.src_qp] = false;
+        blocked_.erase(t.src_qp); /* absent: not blocked */
     }
     complete_entry(t.entry, c);
     return true;

@@ -133,6 +133,9 @@ class TmModel {
     size_t   listed() const { return list_.size(); }
     size_t   held_handles() const { return held_; }
     size_t   outstanding_ops() const { return static_cast<size_t>(op_posted_ - op_retired_); }
+    /* Per-sender entries held (queued messages, a multi-packet eager in
+     * flight, a connection barrier): 0 once everything delivered is done. */
+    size_t   tracked_senders() const { return arrivals_.size() + blocked_.size() + barriers_.size(); }
 
     struct Counters {
         uint64_t matches         = 0;
