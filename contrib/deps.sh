@@ -13,6 +13,11 @@ PACKAGES=(
     libbenchmark-dev              # Google Benchmark
     clang libclang-rt-14-dev      # libFuzzer targets, clang warning build
 )
+# CI's "packages" stage (contrib/packages.sh): the .debs and RPMs of the
+# release tarball, built, linted, installed and purged.
+if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
+    PACKAGES+=(dpkg-dev debhelper fakeroot lintian rpm)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

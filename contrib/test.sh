@@ -4,7 +4,9 @@
 #   CI=true contrib/test.sh    also: clang -Werror build, the suite built --enable-debug
 #                              (assertions on), the suites under ASan/LSan/UBSan,
 #                              a 60 s soak (contrib/soak.sh), make distcheck (without
-#                              rdma-core), the tarball built with rdma-core
+#                              rdma-core), the tarball built with rdma-core, and its
+#                              Debian and RPM packages built, installed, run and purged
+#                              (contrib/packages.sh)
 #   UCT_TM_UCX_TREES="t1 t2"   also: the UCX compatibility matrix over those UCX source trees
 #                              (contrib/ucx_matrix.sh; colon- or space-separated)
 # Ends with one line "uct-tm tests: N passed, M failed".
@@ -104,6 +106,14 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
         echo "built $tarball with verbs"
     else
         echo "FAIL: $tarball with verbs"; tail -30 "$build"/dist-verbs/*.log 2>/dev/null; extra_rc=1
+    fi
+    echo "== packages: the tarball's .debs built, linted, installed, run, purged; its RPMs (contrib/packages.sh)"
+    if [[ -n "$tarball" ]]; then
+        "$src/contrib/packages.sh" "$tarball" "$build/packages" | tee "$build/packages.log" || extra_rc=1
+        passed=$((passed + $(grep -c '^PASS: ' "$build/packages.log" || true)))
+        failed=$((failed + $(grep -c '^FAIL: ' "$build/packages.log" || true)))
+    else
+        failed=$((failed + 1)); echo "FAIL: packages: no release tarball"
     fi
 fi
 

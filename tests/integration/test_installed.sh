@@ -7,7 +7,8 @@
 #    a program that never calls it still gets component "tm" (--no-as-needed), and
 #    component "tm_ib" when the installed component links rdma-core;
 #  - a program linked without it does not list "tm" (the check is not vacuous).
-# Usage: test_installed.sh DESTDIR   (run by contrib/test.sh with CI=true)
+# Usage: test_installed.sh DESTDIR   (run by contrib/test.sh with CI=true; DESTDIR /:
+# what the packages installed, contrib/packages.sh)
 set -u
 destdir=${1:?usage: test_installed.sh DESTDIR}
 destdir=$(cd "$destdir" && pwd)
@@ -15,7 +16,13 @@ fail=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
 
-pc=$(find "$destdir" -name uct-tm.pc -path '*/pkgconfig/*' | head -1)
+# DESTDIR / : the system's installation (contrib/packages.sh, the installed .debs).
+if [ "$destdir" = / ]; then
+    pc=$(pkg-config --variable=pcfiledir uct-tm 2>/dev/null)/uct-tm.pc
+else
+    pc=$(find "$destdir" -name uct-tm.pc -path '*/pkgconfig/*' | head -1)
+fi
+[ -f "$pc" ] || pc=""
 [ -n "$pc" ] || { echo "FAIL: uct-tm.pc not installed"; exit 1; }
 pkg() { PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$destdir pkg-config "$@"; }
 # pkgconf prefixes the sysroot to variables too; older pkg-config does not.

@@ -1,0 +1,59 @@
+# Spack package for uct-tm. From the top of the tree or an unpacked release
+# tarball:  spack repo add contrib/spack && spack dev-build uct-tm@0.1.0
+# (tests/integration/test_spack_package.py checks this file against
+# configure.ac.)
+
+import os
+
+from spack.package import *
+
+
+class UctTm(AutotoolsPackage):
+    """UCT tag-matching transports for UCX: tm_sm (shared memory, software
+    tag matching) and, with rdma-core, tm_rc and tm_dc (verbs), loaded into
+    UCX as components tm and tm_ib; the protocol layer libuct_tm_proto and
+    the tools (tm_perftest, tm_proto_perf)."""
+
+    # Not published yet: build from the tree or an unpacked release tarball
+    # with `spack dev-build uct-tm@0.1.0` run there.
+    version("0.1.0")
+
+    variant("verbs", default=False, description="Build the verbs transports tm_rc and tm_dc (rdma-core)")
+
+    # The release tarball carries configure; a git tree runs autogen.sh.
+    depends_on("autoconf", type="build")
+    depends_on("automake", type="build")
+    depends_on("libtool", type="build")
+    depends_on("pkgconfig", type="build")
+
+    # uct-tm mirrors UCX's private layouts, one compat header per release
+    # (uct_tm/compat/ucx_1_13.h .. ucx_1_22.h).
+    depends_on("ucx@1.13:1.22")
+    depends_on("hwloc@2.0:")
+    depends_on("rdma-core", when="+verbs")
+    # configure checks for them (the suite: `spack install --test=root`).
+    depends_on("googletest@1.10:", type=("build", "test"))
+    depends_on("benchmark@1.5:", type=("build", "test"))
+
+    def autoreconf(self, spec, prefix):
+        if not os.path.exists("configure"):
+            Executable("./autogen.sh")()
+
+    def configure_args(self):
+        spec = self.spec
+        args = [
+            "--with-ucx={0}".format(spec["ucx"].prefix),
+            "--without-fuzzer",
+            # the plugin next to the package's own libraries, found through
+            # UCX_PLUGIN_PATH (setup_run_environment)
+            "--with-ucx-moduledir={0}".format(join_path(self.prefix.lib, "ucx")),
+        ]
+        args += self.with_or_without("verbs")
+        return args
+
+    def setup_run_environment(self, env):
+        # UCX 1.22 loads lib<framework>_<name>.so.0 from each UCX_PLUGIN_PATH
+        # directory; earlier releases read no such variable and take the
+        # plugin by LD_PRELOAD or a link (pkg-config uct-tm).
+        if self.spec.satisfies("^ucx@1.22:"):
+            env.prepend_path("UCX_PLUGIN_PATH", join_path(self.prefix.lib, "ucx"))
