@@ -6,7 +6,8 @@
 #      MD present (each component lists its own MDs and transports only);
 #   2. the UCT tag conformance suite over tm_rc and over tm_dc (its
 #      endpoints connected on demand by iface address; software matching:
-#      rxe has no tag matching);
+#      rxe has no tag matching), tm_dc's provider selection with it
+#      (DcProviderTest: on-demand RC, as rxe is no mlx5 device, and why);
 #   3. the same suite with the receive side on the device model of a NIC's
 #      tag matcher (UCX_TM_RC_TM_MODEL=y): events in a fixed order, then in a
 #      random order from a seed printed in the log (RXE_MODEL_SEED to replay);

@@ -774,4 +774,29 @@ std::vector<std::string> shm_leaked_since(const std::vector<std::string> &before
     return leaked;
 }
 
+std::string capture_stderr(const std::function<void()> &f) {
+    char path[] = "/tmp/uct_tm_stderr_XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0) {
+        f();
+        return {};
+    }
+    fflush(stderr);
+    const int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    f();
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    std::string out;
+    char        buf[4096];
+    lseek(fd, 0, SEEK_SET);
+    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) {
+        out.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    unlink(path);
+    return out;
+}
+
 }  // namespace uct_tm_test

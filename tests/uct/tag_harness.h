@@ -333,6 +333,10 @@ std::vector<std::string> shm_leftovers();
  * leak all the same. */
 std::vector<std::string> shm_leaked_since(const std::vector<std::string> &before);
 
+/* Runs `f` with stderr going to a file; what it wrote (an iface's
+ * PRINT_STATS lines when `f` closes it). */
+std::string capture_stderr(const std::function<void()> &f);
+
 }  // namespace uct_tm_test
 
 #endif

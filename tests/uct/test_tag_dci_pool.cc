@@ -40,32 +40,6 @@ constexpr size_t   kTargets       = 5;  /* receiver ifaces */
 constexpr size_t   kEpsPerTarget  = 2;  /* two connections to each */
 constexpr size_t   kRounds        = 12; /* every endpoint sends once per round */
 
-/* Runs `f` with stderr going to a file; what it wrote. */
-template <typename F> std::string capture_stderr(F &&f) {
-    char path[] = "/tmp/uct_tm_dci_XXXXXX";
-    const int fd = mkstemp(path);
-    if (fd < 0) {
-        f();
-        return {};
-    }
-    fflush(stderr);
-    const int saved = dup(STDERR_FILENO);
-    dup2(fd, STDERR_FILENO);
-    f();
-    fflush(stderr);
-    dup2(saved, STDERR_FILENO);
-    close(saved);
-    std::string out;
-    char        buf[4096];
-    lseek(fd, 0, SEEK_SET);
-    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) {
-        out.append(buf, static_cast<size_t>(n));
-    }
-    close(fd);
-    unlink(path);
-    return out;
-}
-
 /* The value of counter `name` in an iface's PRINT_STATS line, or -1. */
 long stats_counter(const std::string &stats, const std::string &name) {
     std::smatch m;

@@ -59,7 +59,10 @@ bool valid_qpn(uint32_t qpn) { return (qpn != 0) && (qpn < (1u << 24)); }
 
 ucs_status_t RcIface::get_address(uct_iface_addr_t *addr) const {
     if (on_demand_) {
-        const IfaceAddress a = {conn_.qp_num(), 0, uid_};
+        IfaceAddress a = {};
+        a.ud_qpn   = conn_.qp_num();
+        a.provider = static_cast<uint8_t>(DcProvider::kOnDemand);
+        a.uid      = uid_;
         memcpy(addr, &a, sizeof(a));
     }
     return UCS_OK;
@@ -71,13 +74,17 @@ ucs_status_t RcIface::ep_create_connect(const uct_ep_params_t *params, uct_ep_h 
         (params->iface_addr == nullptr)) {
         return UCS_ERR_INVALID_PARAM; /* CONNECT_TO_IFACE only */
     }
+    IfaceAddress ia;
+    memcpy(&ia, params->iface_addr, sizeof(ia));
+    const ucs_status_t provider_status = check_provider(ia);
+    if (provider_status != UCS_OK) {
+        return provider_status;
+    }
     if (!is_reachable(params->dev_addr, params->iface_addr)) {
         return UCS_ERR_UNREACHABLE;
     }
     DeviceAddress remote;
-    IfaceAddress  ia;
     memcpy(&remote, params->dev_addr, sizeof(remote));
-    memcpy(&ia, params->iface_addr, sizeof(ia));
     if (!valid_qpn(ia.ud_qpn)) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -91,6 +98,20 @@ ucs_status_t RcIface::ep_create_connect(const uct_ep_params_t *params, uct_ep_h 
     ep->peer_ud_qpn = ia.ud_qpn;
     *ep_p = &ep->super;
     return UCS_OK;
+}
+
+ucs_status_t RcIface::check_provider(const IfaceAddress &ia) const {
+    if (ia.provider == static_cast<uint8_t>(DcProvider::kOnDemand)) {
+        return UCS_OK;
+    }
+    if (ia.provider == static_cast<uint8_t>(DcProvider::kMlx5)) {
+        ucs_error("tm_dc: the iface address is one of an mlx5 DC iface; this iface (%s) runs the "
+                  "on-demand RC provider, which reaches on-demand ifaces only "
+                  "(UCX_TM_DC_PROVIDER must match on both sides)", md_->device.c_str());
+        return UCS_ERR_UNREACHABLE;
+    }
+    ucs_error("tm_dc: the iface address names an unknown provider (%u)", unsigned{ia.provider});
+    return UCS_ERR_INVALID_PARAM;
 }
 
 void RcIface::request_dci(RcEp *ep) {

@@ -1,5 +1,7 @@
 #include "rc_config.h"
 
+#include "dc_provider.h"
+
 #include <ucs/config/parser.h>
 
 #include <cstddef>
@@ -146,6 +148,17 @@ ucs_config_field_t dc_config_table[] = {
      "closed for the next endpoint that sends, and endpoints wait (pending) while every one\n"
      "of them has operations in flight.",
      offsetof(RcConfig, num_dci), UCS_CONFIG_TYPE_UINT},
+
+    {"PROVIDER", "auto",
+     "Which implementation runs tm_dc's endpoints on the device:\n"
+     " auto     mlx5 DC where the device is an mlx5 device that supports DC, else\n"
+     "          on-demand RC (the reason mlx5 DC was not selected is logged at diag level\n"
+     "          and printed with PRINT_STATS).\n"
+     " mlx5     mlx5 DC (a DCT and DCIs through mlx5dv); opening the iface fails with\n"
+     "          UCS_ERR_UNSUPPORTED, and the reason, where it is not usable.\n"
+     " ondemand RC queue pairs connected on demand by a UD handshake, on any device.\n"
+     "An iface only connects to ifaces of the same provider.",
+     offsetof(RcConfig, dc_provider), UCS_CONFIG_TYPE_ENUM(dc_provider_names)},
 
     {}};
 

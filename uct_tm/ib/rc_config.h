@@ -42,6 +42,7 @@ struct RcConfig {
     double           conn_retry;   /* seconds */
     unsigned         max_passive;
     unsigned         num_dci;      /* initiator queue pairs connected at once */
+    unsigned         dc_provider;  /* DcProviderSetting (dc_provider.h) */
 };
 
 extern ucs_config_field_t rc_config_table[];

@@ -119,6 +119,10 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
         return UCS_ERR_INVALID_PARAM;
     }
     num_dci_ = config_.num_dci;
+    const ucs_status_t provider_status = select_dc_provider();
+    if (provider_status != UCS_OK) {
+        return provider_status;
+    }
     /* tells this iface's incarnations apart: a reply to an earlier one is not ours */
     std::random_device rd;
     uid_ = (uint64_t{rd()} << 32) ^ rd() ^ (monotonic_ns() << 16) ^ static_cast<uint64_t>(getpid());
@@ -220,6 +224,35 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
                           mtu_bytes(static_cast<enum ibv_mtu>(dev_addr_.mtu)), md_->device);
 }
 
+ucs_status_t RcIface::select_dc_provider() {
+    const auto setting = static_cast<DcProviderSetting>(config_.dc_provider);
+    Mlx5DcSupport mlx5;
+    if (setting != DcProviderSetting::kOnDemand) {
+        DcProbePort port;
+        port.num       = port_;
+        port.roce      = roce_;
+        port.gid_index = gid_index_;
+        port.mtu       = static_cast<enum ibv_mtu>(dev_addr_.mtu);
+        mlx5 = probe_mlx5_dc(md_->ctx, md_->device, md_->pd, rx_cq_, srq_, port);
+    }
+    dc_choice_ = choose_dc_provider(setting, mlx5, md_->device);
+    if (dc_choice_.status != UCS_OK) {
+        ucs_error("%s", dc_choice_.note.c_str());
+        return dc_choice_.status;
+    }
+    if (dc_choice_.provider == DcProvider::kMlx5) {
+        /* The probe reports mlx5 DC unusable while the provider has no data
+         * path (dc_provider.cc): never chosen in this build. */
+        ucs_error("tm_dc: mlx5 DC chosen on %s, which this build cannot run", md_->device.c_str());
+        return UCS_ERR_UNSUPPORTED;
+    }
+    if (setting == DcProviderSetting::kAuto) {
+        ucs_diag("tm_dc: mlx5 DC not selected on %s: %s; on-demand RC", md_->device.c_str(),
+                 mlx5.reason.c_str());
+    }
+    return UCS_OK;
+}
+
 HwTagEngineConfig RcIface::hw_engine_config() const {
     HwTagEngineConfig ec;
     ec.list_size      = config_.tag_list.list_size;
@@ -249,6 +282,9 @@ RcIface::~RcIface() {
                 (unsigned long)counters_.dropped);
     }
     if (print_stats_ && on_demand_) {
+        fprintf(stderr, "%s %s:%u: provider %s: %s\n", opened_as().name,
+                md_ ? md_->device.c_str() : "?", port_, dc_provider_name(dc_choice_.provider),
+                dc_choice_.note.c_str());
         fprintf(stderr,
                 "%s %s:%u: connects %lu accepts %lu evictions %lu max_qps %lu passive_open %zu "
                 "(NUM_DCI %u)\n",
@@ -372,6 +408,13 @@ ucs_status_t RcIface::get_device_address(uct_device_addr_t *addr) const {
 int RcIface::is_reachable(const uct_device_addr_t *dev_addr, const uct_iface_addr_t *iface_addr) const {
     if ((dev_addr == nullptr) || (on_demand_ && (iface_addr == nullptr))) {
         return 0;
+    }
+    if (on_demand_) {
+        IfaceAddress ia;
+        memcpy(&ia, iface_addr, sizeof(ia));
+        if (ia.provider != static_cast<uint8_t>(dc_choice_.provider)) {
+            return 0; /* another provider's iface (ep_create says so) */
+        }
     }
     DeviceAddress remote;
     memcpy(&remote, dev_addr, sizeof(remote));

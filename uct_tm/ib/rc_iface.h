@@ -22,6 +22,7 @@
 #ifndef UCT_TM_IB_RC_IFACE_H_
 #define UCT_TM_IB_RC_IFACE_H_
 
+#include "dc_provider.h"
 #include "ib_md.h"
 #include "rc_config.h"
 #include "rc_hw_tm.h"
@@ -202,6 +203,11 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     /* An endpoint to the iface `iface_addr` names, connecting: sends wait
      * (NO_RESOURCE, pending) until the target's reply binds its QP. */
     ucs_status_t ep_create_connect(const uct_ep_params_t *params, uct_ep_h *ep_p);
+    /* UCS_OK if `ia` was written by an iface of this iface's provider;
+     * else logs why not. */
+    ucs_status_t check_provider(const IfaceAddress &ia) const;
+    /* UCX_TM_DC_PROVIDER against what the device offers (dc_provider.h). */
+    ucs_status_t select_dc_provider();
     unsigned     progress_connections();
     /* Destroys failed passive endpoints whose sends are back; how many. */
     unsigned     reap_failed_passive();
@@ -363,6 +369,7 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
 
     /* tm_dc: endpoints connect on demand through the connection channel */
     bool                on_demand_ = false;
+    DcChoice            dc_choice_; /* tm_dc: the provider and why */
     UdChannel           conn_;
     uint64_t            uid_          = 0;
     uint64_t            next_conn_id_ = 1;

@@ -93,12 +93,17 @@ struct EpAddress {
 static_assert(sizeof(EpAddress) == 8, "endpoint address layout");
 
 /* tm_dc (on-demand provider): an iface's address -- the UD queue pair its
- * connection requests go to, and an id that tells its incarnations apart. */
+ * connection requests go to, and an id that tells its incarnations apart.
+ * `provider` (DcProvider, dc_provider.h) names the provider that wrote it:
+ * 0 for on-demand, as the byte always was; an iface refuses the address of
+ * another provider, whose other fields mean something else. */
 struct IfaceAddress {
     uint32_t ud_qpn;
-    uint32_t reserved;
+    uint8_t  provider;
+    uint8_t  reserved[3];
     uint64_t uid;
 };
+static_assert(offsetof(IfaceAddress, provider) == 4, "provider byte after the queue pair");
 static_assert(sizeof(IfaceAddress) == 16, "iface address layout");
 
 /* tm_dc connection datagrams (UdChannel): an initiator asks a target iface
