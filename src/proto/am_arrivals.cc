@@ -145,8 +145,9 @@ void Worker::am_short_arrived(const void *data, size_t length, const Iface *ifac
     memcpy(&sh, p + sizeof(tag), sizeof(sh));
     MsgHeader h = {};
     h.kind   = Kind::kEager;
-    h.source = sh.source;
-    h.imm    = sh.imm;
+    h.flags  = word_has_data(sh.source) ? kFlagData : 0;
+    h.source = word_source(sh.source);
+    h.data   = sh.data;
     h.tag    = tag;
     h.length = length - sizeof(tag) - sizeof(sh);
     handle_message(h, p + sizeof(tag) + sizeof(sh), h.length, iface);

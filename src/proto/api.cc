@@ -132,7 +132,20 @@ ucs_status_t uct_tm_proto_probe(uct_tm_proto_worker_h worker, uct_tm_proto_tag_t
     if (worker == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
-    return worker->probe(tag, mask, source, flags, info, msg);
+    return worker->probe(tag, mask, source, flags, nullptr, 0, nullptr, info, msg);
+}
+
+ucs_status_t uct_tm_proto_probe_copy(uct_tm_proto_worker_h worker, uct_tm_proto_tag_t tag,
+                                     uct_tm_proto_tag_t mask, uct_tm_proto_ep_h source,
+                                     unsigned flags, void *buffer, size_t length, size_t *copied,
+                                     uct_tm_proto_info_t *info, uct_tm_proto_msg_t *msg) {
+    if (worker == nullptr) {
+        if (copied != nullptr) {
+            *copied = 0;
+        }
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return worker->probe(tag, mask, source, flags, buffer, length, copied, info, msg);
 }
 
 ucs_status_t uct_tm_proto_recv_claimed(uct_tm_proto_worker_h worker, uct_tm_proto_msg_t msg,

@@ -1,4 +1,5 @@
 #include "config.h"
+#include "wire.h"
 
 #include <ucs/config/parser.h>
 #include <ucs/debug/log_def.h>
@@ -83,7 +84,7 @@ ucs_status_t read_config(const uct_tm_proto_worker_params_t *params, Config *con
             config->transports = params->transports;
         }
         if (f & UCT_TM_PROTO_WORKER_FIELD_ID) {
-            if (params->id == 0) {
+            if ((params->id == 0) || (params->id > kMaxWorkerId)) {
                 return UCS_ERR_INVALID_PARAM;
             }
             config->id = params->id;

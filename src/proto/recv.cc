@@ -172,7 +172,8 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
     u.rndv   = (h.kind == Kind::kRts);
     u.sync   = sync;
     u.source = h.source;
-    u.imm    = h.imm;
+    u.has_data = (h.flags & kFlagData) != 0;
+    u.rdata    = h.data;
     u.tag    = h.tag;
     u.length = h.length;
     u.sreq   = h.sreq;
@@ -220,7 +221,8 @@ void Worker::deliver_unexpected(Request &r, uint32_t idx) {
     MsgHeader   h = {};
     h.tag    = u.tag;
     h.length = u.length;
-    h.imm    = u.imm;
+    h.data   = u.rdata;
+    h.flags  = u.has_data ? kFlagData : 0;
     h.source = u.source;
     r.set_state(RecvState::kArriving);
     accept_message(r, h);
@@ -274,7 +276,8 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
     info->status = UCS_OK;
     info->tag    = u.tag;
     info->length = u.length;
-    info->imm    = u.imm;
+    info->data   = u.rdata;
+    info->flags  = u.has_data ? UCT_TM_PROTO_INFO_REMOTE_DATA : 0;
     info->source = u.source;
     info->ep     = reinterpret_cast<uct_tm_proto_ep_h>(peers_.of(u.source));
 }
@@ -390,14 +393,19 @@ ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uin
 }
 
 ucs_status_t Worker::probe(uint64_t tag, uint64_t mask, Endpoint *source, unsigned flags,
-                           uct_tm_proto_info_t *info, uint64_t *msg) {
+                           void *buffer, size_t length, size_t *copied, uct_tm_proto_info_t *info,
+                           uint64_t *msg) {
+    if (copied != nullptr) {
+        *copied = 0;
+    }
     const unsigned action = flags & (UCT_TM_PROTO_PROBE_CLAIM | UCT_TM_PROTO_PROBE_DISCARD);
     if (!(flags & UCT_TM_PROTO_PROBE_PEEK) ||
         (flags & ~unsigned(UCT_TM_PROTO_PROBE_PEEK | UCT_TM_PROTO_PROBE_CLAIM |
                            UCT_TM_PROTO_PROBE_DISCARD)) ||
         (action == (UCT_TM_PROTO_PROBE_CLAIM | UCT_TM_PROTO_PROBE_DISCARD)) ||
         ((action == UCT_TM_PROTO_PROBE_CLAIM) && (msg == nullptr)) ||
-        ((source != nullptr) && ((source->magic != Endpoint::kMagic) || (source->worker != this)))) {
+        ((source != nullptr) && ((source->magic != Endpoint::kMagic) || (source->worker != this))) ||
+        ((buffer == nullptr) && (length != 0))) {
         return UCS_ERR_INVALID_PARAM;
     }
     uint32_t idx;
@@ -408,6 +416,14 @@ ucs_status_t Worker::probe(uint64_t tag, uint64_t mask, Endpoint *source, unsign
     Unexpected &u = unexpected_[idx];
     if (info != nullptr) {
         fill_info(info, u);
+    }
+    /* the eager bytes here so far: fragments arrive in order, so a prefix */
+    const size_t n = u.rndv ? 0 : std::min<uint64_t>(length, u.arrived);
+    if (n != 0) {
+        memcpy(buffer, u.data.data(), n);
+    }
+    if (copied != nullptr) {
+        *copied = n;
     }
     if (action == UCT_TM_PROTO_PROBE_CLAIM) {
         *msg = unexpected_.claim(idx);

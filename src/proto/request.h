@@ -115,7 +115,7 @@ struct Request {
     const char *sbuf      = nullptr;
     size_t      length    = 0;
     uint64_t    tag       = 0;
-    uint32_t    imm       = 0;
+    uint64_t    data      = 0;     /* remote data, with kFlagData in wire_flags */
     uint32_t    msg_id    = 0;
     uint8_t     wire_flags = 0;
     bool        rndv      = false;
@@ -194,7 +194,8 @@ struct Request {
         ep   = nullptr;
         sbuf = nullptr;
         length = 0;
-        imm = msg_id = 0;
+        data   = 0;
+        msg_id = 0;
         wire_flags = 0;
         rndv = started = false;
         sstate = SendState::kQueued;

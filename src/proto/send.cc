@@ -59,7 +59,7 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
     h.flags  = r.wire_flags;
     h.source = config_.id;
     h.tag    = r.tag;
-    h.imm    = r.imm;
+    h.data   = r.data;
     h.length = r.length;
     h.sreq   = r.self;
     return h;
@@ -68,15 +68,14 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
 /* Inlined into its two callers here. send_eager_now() makes the same calls
  * its own way: it keeps nothing live across them (eager_now_ holds what a
  * refusal needs). */
-[[gnu::always_inline]] inline ssize_t Worker::tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm,
+[[gnu::always_inline]] inline ssize_t Worker::tag_eager(Endpoint *ep, uint64_t tag, uint64_t imm,
                                                         const void *data, size_t len) {
-    const uint64_t wire_imm = (uint64_t{config_.id} << 32) | imm;
     if (ep->iface->eager_by_zcopy(len)) {
-        return tag_eager_zcopy(ep, tag, wire_imm, data, len);
+        return tag_eager_zcopy(ep, tag, imm, data, len);
     }
     eager_iov_.buffer = const_cast<void *>(data);
     eager_iov_.length = len;
-    return uct_ep_tag_eager_bcopy(ep->uct_ep, tag, wire_imm, pack_iov_cb, &eager_iov_, 0);
+    return uct_ep_tag_eager_bcopy(ep->uct_ep, tag, imm, pack_iov_cb, &eager_iov_, 0);
 }
 
 /* A tagged eager message straight from the caller's buffer: on tm_sm a small
@@ -110,10 +109,11 @@ ucs_status_t Worker::wait_eager_zcopy() {
     return status;
 }
 
-[[gnu::always_inline]] inline ssize_t Worker::am_short(Endpoint *ep, uint64_t tag, uint32_t imm,
-                                                       const void *data, size_t len) {
+[[gnu::always_inline]] inline ssize_t Worker::am_short(Endpoint *ep, uint64_t tag, uint32_t word,
+                                                       uint32_t rdata, const void *data,
+                                                       size_t len) {
     char              buf[sizeof(ShortHeader) + kShortMax];
-    const ShortHeader h = {config_.id, imm};
+    const ShortHeader h = {word, rdata};
     memcpy(buf, &h, sizeof(h));
     if (len != 0) { /* data may be null then */
         memcpy(buf + sizeof(h), data, len);
@@ -126,7 +126,9 @@ ucs_status_t Worker::send_eager(Request &r) {
     const char  *data = send_data(r);
     const size_t room = ep->iface->max_bcopy;
     if (ep->tag_path) {
-        const ssize_t n = tag_eager(ep, r.tag, r.imm, data, r.length);
+        /* wide remote data went as a rendezvous request (send_general) */
+        const ssize_t n = tag_eager(ep, r.tag, eager_imm(r.wire_flags & kFlagData, r.data), data,
+                                    r.length);
         if (n < 0) {
             return static_cast<ucs_status_t>(n);
         }
@@ -241,21 +243,25 @@ ucs_status_t Worker::start_send(Request &r) {
 }
 
 /* One eager message in one transport call: the transport's tagged eager
- * message on the tag path, else one am_short or one am_bcopy after a
- * MsgHeader. */
-[[gnu::always_inline]] inline ssize_t Worker::send_single(Endpoint *ep, uint64_t tag, uint32_t imm,
+ * message on the tag path (narrow remote data only: send_general sends
+ * wide data there as a rendezvous request), else one am_short (narrow
+ * data) or one am_bcopy after a MsgHeader. */
+[[gnu::always_inline]] inline ssize_t Worker::send_single(Endpoint *ep, uint64_t tag,
+                                                          bool has_data, uint64_t rdata,
                                                           const void *buffer, size_t length) {
     if (ep->tag_path) {
-        return tag_eager(ep, tag, imm, buffer, length);
+        return tag_eager(ep, tag, eager_imm(has_data, rdata), buffer, length);
     }
-    if (length <= ep->short_max) {
-        return am_short(ep, tag, imm, buffer, length);
+    if ((length <= ep->short_max) && data_is_narrow(rdata)) {
+        return am_short(ep, tag, source_word(config_.id, has_data), static_cast<uint32_t>(rdata),
+                        buffer, length);
     }
     MsgHeader h = {};
     h.kind   = Kind::kEager;
+    h.flags  = has_data ? kFlagData : 0;
     h.source = config_.id;
     h.tag    = tag;
-    h.imm    = imm;
+    h.data   = rdata;
     h.length = length;
     return am_send(ep, &h, sizeof(h), buffer, length);
 }
@@ -269,8 +275,7 @@ ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t len
                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
     Worker *w = ep->worker;
     if (ucs_likely(ep->tag_path)) {
-        const uint64_t imm = (uint64_t{w->config_.id} << 32) |
-                             ((params != nullptr) ? params->imm : 0);
+        const uint64_t imm = uint64_t{w->config_.id} << 32; /* no remote data here */
         w->eager_iov_.buffer = const_cast<void *>(buffer);
         w->eager_iov_.length = length;
         w->eager_now_        = {ep, tag, params, req};
@@ -318,7 +323,7 @@ ucs_status_t Worker::eager_now_refused(ucs_status_t status) {
 ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size_t length,
                                           uint64_t tag, const uct_tm_proto_op_params_t *params,
                                           uint64_t *req) {
-    const ssize_t n = send_single(ep, tag, (params != nullptr) ? params->imm : 0, buffer, length);
+    const ssize_t n = send_single(ep, tag, false, 0, buffer, length); /* no remote data here */
     if (n >= 0) {
         ep->credits -= length;
         ++stats_.eager_sends;
@@ -336,19 +341,25 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     const bool     user  = (flags & UCT_TM_PROTO_OP_USER_REQUEST) != 0;
     if ((ep == nullptr) || (ep->magic != Endpoint::kMagic) || (ep->worker != this) ||
         ((buffer == nullptr) && (length != 0)) ||
-        !op_params_valid(params, UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC, req)) {
+        !op_params_valid(params,
+                         UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC |
+                                 UCT_TM_PROTO_SEND_REMOTE_DATA,
+                         req)) {
         return UCS_ERR_INVALID_PARAM;
     }
     uint64_t unused;
     req  = (req != nullptr) ? req : &unused;
     *req = 0;
-    const uint32_t imm  = (params != nullptr) ? params->imm : 0;
-    const bool     sync = (flags & UCT_TM_PROTO_SEND_SYNC) != 0;
+    const bool     sync     = (flags & UCT_TM_PROTO_SEND_SYNC) != 0;
+    const bool     has_data = (flags & UCT_TM_PROTO_SEND_REMOTE_DATA) != 0;
+    const uint64_t rdata    = has_data ? params->data : 0;
     /* over a tag list: one tagged eager message at most, and sync messages
-     * need the rendezvous request's header to be answered */
+     * need the rendezvous request's header to be answered, as does remote
+     * data wider than the 32 bits the eager message's imm has room for */
     const bool tag_send = ep->tag_path;
     bool rndv = (length >= config_.rndv_thresh) ||
-                (tag_send && (sync || (length > ep->iface->tag_eager_max)));
+                (tag_send && (sync || !data_is_narrow(rdata) ||
+                              (length > ep->iface->tag_eager_max)));
     if (!rndv && (length > ep->credits)) {
         /* Credit the peer returned may still sit in the transport: a streaming
          * sender runs ahead of the receiver by the whole window and would
@@ -370,7 +381,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     /* the common case: one eager message, nothing queued before it */
     if (!rndv && !sync && ep->sends.empty() &&
         (tag_send || (sizeof(MsgHeader) + length <= ep->iface->max_bcopy))) {
-        const ssize_t n = send_single(ep, tag, imm, buffer, length);
+        const ssize_t n = send_single(ep, tag, has_data, rdata, buffer, length);
         if (n >= 0) {
             return UCS_OK;
         }
@@ -392,9 +403,9 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     r->sbuf       = static_cast<const char *>(buffer);
     r->length     = length;
     r->tag        = tag;
-    r->imm        = imm;
+    r->data       = rdata;
     r->rndv       = rndv;
-    r->wire_flags = sync ? kFlagSync : 0;
+    r->wire_flags = static_cast<uint8_t>((sync ? kFlagSync : 0) | (has_data ? kFlagData : 0));
     r->msg_id     = ep->next_msg_id++;
     if (params != nullptr) {
         r->cb  = params->cb;

@@ -1,8 +1,8 @@
 /*
  * Arrivals through the transport's tag API, and UCT's callbacks for them.
  * On a tag-capable iface data messages use the tag API: eager messages as
- * tag_eager_zcopy / bcopy with imm = source id << 32 | user imm, rendezvous
- * (and sync) messages as tag_rndv_request carrying our MsgHeader; the rest of
+ * tag_eager_zcopy / bcopy with imm = source word << 32 | 32-bit remote data
+ * (wire.h), rendezvous (and sync, and wider remote data) messages as tag_rndv_request carrying our MsgHeader; the rest of
  * the rendezvous (CTS, DATA, ACK) is the AM protocol. A receive in the tag
  * list (TagList) is placed by the transport: completed_cb for eager data
  * (truncation included), rndv_cb for a rendezvous request, after
@@ -28,8 +28,9 @@ namespace {
                                                     uint64_t imm, size_t length, Endpoint *ep) {
     info.tag    = stag;
     info.length = length;
-    info.imm    = static_cast<uint32_t>(imm);
-    info.source = static_cast<uint32_t>(imm >> 32);
+    info.data   = static_cast<uint32_t>(imm);
+    info.source = imm_source(imm);
+    info.flags  = imm_has_data(imm) ? UCT_TM_PROTO_INFO_REMOTE_DATA : 0;
     info.ep     = reinterpret_cast<uct_tm_proto_ep_h>(ep);
 }
 
@@ -81,7 +82,7 @@ void Worker::tag_consumed(OffloadContext *o) {
         return;
     }
     ++stats_.expected;
-    Endpoint *const ep = peers_.of(static_cast<uint32_t>(imm >> 32));
+    Endpoint *const ep = peers_.of(imm_source(imm));
     describe_arrival(r.info, stag, imm, length, ep);
     complete(r, status);
     return_credit(ep, length);
@@ -99,7 +100,7 @@ void Worker::tag_consumed(OffloadContext *o) {
         (r->memh != nullptr) || ((status != UCS_OK) && (status != UCS_ERR_MESSAGE_TRUNCATED))) {
         return false;
     }
-    Endpoint *const ep = peers_.cached(static_cast<uint32_t>(imm >> 32));
+    Endpoint *const ep = peers_.cached(imm_source(imm));
     if ((ep == nullptr) || !credit_stays_owed(ep, length)) {
         return false;
     }
@@ -162,7 +163,7 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
 [[gnu::always_inline]] inline bool Worker::tag_completed_quietly(DirectRecv *d, uint64_t stag,
                                                                  uint64_t imm, size_t length,
                                                                  ucs_status_t status) {
-    Endpoint *const ep = peers_.cached(static_cast<uint32_t>(imm >> 32));
+    Endpoint *const ep = peers_.cached(imm_source(imm));
     if (ucs_unlikely((status == UCS_ERR_CANCELED) || (ep == nullptr) ||
                      !credit_stays_owed(ep, length))) {
         return false;
@@ -185,7 +186,7 @@ void Worker::tag_completed(DirectRecv *d, uint64_t stag, uint64_t imm, size_t le
     uct_tm_proto_info_t info = {};
     if (ucs_likely(status != UCS_ERR_CANCELED)) {
         ++stats_.expected;
-        Endpoint *const ep = peers_.of(static_cast<uint32_t>(imm >> 32));
+        Endpoint *const ep = peers_.of(imm_source(imm));
         describe_arrival(info, stag, imm, length, ep);
         guarded("returning credit", [&]() __attribute__((always_inline)) {
             return_credit(ep, length);
@@ -254,11 +255,11 @@ void Worker::tagged_eager_arrived(const void *data, size_t length, unsigned flag
         case TagGathers::Step::kMore:
             return;
         case TagGathers::Step::kBeyondOpen:
-            refuse(static_cast<uint32_t>(imm >> 32),
+            refuse(imm_source(imm),
                    "a fragmented tagged message beyond the bound on open ones");
             return;
         case TagGathers::Step::kTooLong:
-            refuse(static_cast<uint32_t>(imm >> 32), "a tagged message above the per-peer credit");
+            refuse(imm_source(imm), "a tagged message above the per-peer credit");
             return;
         case TagGathers::Step::kComplete:
             break;
@@ -268,8 +269,9 @@ void Worker::tagged_eager_arrived(const void *data, size_t length, unsigned flag
     }
     MsgHeader h = {};
     h.kind   = Kind::kEager;
-    h.source = static_cast<uint32_t>(imm >> 32);
-    h.imm    = static_cast<uint32_t>(imm);
+    h.flags  = imm_has_data(imm) ? kFlagData : 0;
+    h.source = imm_source(imm);
+    h.data   = static_cast<uint32_t>(imm);
     h.tag    = stag;
     h.length = total;
     handle_message(h, payload, total, iface);

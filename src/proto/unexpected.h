@@ -34,7 +34,8 @@ struct Unexpected {
     bool     claimed  = false; /* held by a PEEK|CLAIM probe */
     bool     discard  = false; /* dropped while fragments are still coming */
     uint32_t source   = 0;
-    uint32_t imm      = 0;
+    bool     has_data = false; /* remote data sent (rdata) */
+    uint64_t rdata    = 0;
     uint64_t tag      = 0;
     uint64_t length   = 0;     /* the sender's length */
     uint64_t arrived  = 0;     /* eager bytes buffered so far */

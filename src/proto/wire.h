@@ -20,8 +20,8 @@ inline constexpr uint8_t kAmId      = 23;
 inline constexpr uint8_t kAmShortId = 24;
 
 struct ShortHeader {
-    uint32_t source;
-    uint32_t imm;
+    uint32_t source; /* source_word(): the sender's id and whether `data` is remote data */
+    uint32_t data;   /* remote data (the message has no ShortHeader when it does not fit) */
 };
 static_assert(sizeof(ShortHeader) == 8, "ShortHeader is part of the wire format");
 
@@ -43,7 +43,8 @@ enum class Kind : uint8_t {
 
 enum MsgFlags : uint8_t {
     kFlagSync = 1, /* the sender waits for kAck */
-    kFlagGet  = 2  /* kRts: a RndvGet and the packed rkey follow; the receiver reads the data */
+    kFlagGet  = 2, /* kRts: a RndvGet and the packed rkey follow; the receiver reads the data */
+    kFlagData = 4  /* `data` is remote data (UCT_TM_PROTO_SEND_REMOTE_DATA) */
 };
 
 /* Eager, first fragment and rendezvous request. */
@@ -53,12 +54,32 @@ struct MsgHeader {
     uint16_t reserved;
     uint32_t source;  /* sending worker id */
     uint64_t tag;
-    uint32_t imm;
-    uint32_t msg_id;  /* kFirst: key of the following fragments */
+    uint64_t data;    /* remote data, with kFlagData */
     uint64_t length;  /* the whole message */
     uint64_t sreq;    /* sender's request (sync, rendezvous), for replies */
+    uint32_t msg_id;  /* kFirst: key of the following fragments */
+    uint32_t reserved2;
 };
-static_assert(sizeof(MsgHeader) == 40, "MsgHeader is part of the wire format");
+static_assert(sizeof(MsgHeader) == 48, "MsgHeader is part of the wire format");
+
+/* Worker ids are below 2^31: where a message has no MsgHeader -- a
+ * ShortHeader, or the 64-bit imm of a transport's tagged eager message
+ * (source word << 32 | data) -- the top bit of the source word says the
+ * 32-bit data is remote data. Remote data wider than 32 bits goes in a
+ * MsgHeader (an AM eager message; a rendezvous request over a tag list). */
+inline constexpr uint32_t kMaxWorkerId = 0x7fffffffu;
+inline constexpr uint32_t kSourceData  = 0x80000000u;
+
+inline constexpr uint32_t source_word(uint32_t id, bool has_data) {
+    return has_data ? (id | kSourceData) : id;
+}
+inline constexpr uint32_t word_source(uint32_t word) { return word & kMaxWorkerId; }
+inline constexpr bool     word_has_data(uint32_t word) { return (word & kSourceData) != 0; }
+/* A tagged eager message's imm: the source word, then 32 bits of data. */
+inline constexpr uint32_t imm_source(uint64_t imm) { return word_source(static_cast<uint32_t>(imm >> 32)); }
+inline constexpr bool     imm_has_data(uint64_t imm) { return (imm >> 63) != 0; }
+/* Remote data fits the 32 bits beside the source word. */
+inline constexpr bool     data_is_narrow(uint64_t data) { return (data >> 32) == 0; }
 
 /* After a kRts MsgHeader with kFlagGet: where the data is, then `rkey_length`
  * bytes of the sender MD's packed rkey. The receiver reads the data with
@@ -130,8 +151,9 @@ static_assert((offsetof(MsgHeader, source) == kSourceOffset) &&
                       (offsetof(CtrlHeader, source) == kSourceOffset),
               "every AM header has the source at kSourceOffset");
 
-/* Version 2: DataHeader carries the source. */
-inline constexpr uint16_t kAddressVersion = 2;
+/* Version 2: DataHeader carries the source. Version 3: 64-bit remote data
+ * (MsgHeader 48 bytes), worker ids below 2^31. */
+inline constexpr uint16_t kAddressVersion = 3;
 
 /* Worker address: AddressHeader, then per iface: uint8 tl name length, the
  * name, uint16 device address length, it, uint16 iface address length, it. */

@@ -46,7 +46,7 @@ uint32_t random_id() {
     std::random_device rd;
     uint32_t id;
     do {
-        id = static_cast<uint32_t>(rd()) ^ static_cast<uint32_t>(getpid());
+        id = (static_cast<uint32_t>(rd()) ^ static_cast<uint32_t>(getpid())) & kMaxWorkerId;
     } while (id == 0);
     return id;
 }
@@ -321,7 +321,8 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
     AddressHeader h;
     memcpy(&h, p, sizeof(h));
     p += sizeof(h);
-    if ((h.magic != kAddressMagic) || (h.version != kAddressVersion) || (h.id == 0)) {
+    if ((h.magic != kAddressMagic) || (h.version != kAddressVersion) || (h.id == 0) ||
+        (h.id > kMaxWorkerId)) {
         ucs_error("tm_proto: malformed worker address (or of another version of the layer)");
         return UCS_ERR_INVALID_PARAM;
     }

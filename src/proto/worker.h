@@ -106,8 +106,10 @@ class Worker {
      * once; recv_general() takes everything else. */
     ucs_status_t recv(void *buffer, size_t length, uint64_t tag, uint64_t mask, Endpoint *source,
                       const uct_tm_proto_op_params_t *params, uint64_t *req);
+    /* With `buffer`: PEEK copies what is here of the message's data (probe_copy). */
     ucs_status_t probe(uint64_t tag, uint64_t mask, Endpoint *source, unsigned flags,
-                       uct_tm_proto_info_t *info, uint64_t *msg);
+                       void *buffer, size_t length, size_t *copied, uct_tm_proto_info_t *info,
+                       uint64_t *msg);
     ucs_status_t recv_claimed(uint64_t msg, void *buffer, size_t length,
                               const uct_tm_proto_op_params_t *params, uint64_t *req);
     ucs_status_t discard_claimed(uint64_t msg);
@@ -207,8 +209,8 @@ class Worker {
                                                         size_t length, uint64_t tag,
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t *req);
-    ssize_t      send_single(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data,
-                             size_t len);
+    ssize_t      send_single(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
+                             const void *data, size_t len);
     ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
     MsgHeader    message_header(const Request &r, Kind kind) const;
     ucs_status_t send_eager(Request &r);
@@ -217,8 +219,13 @@ class Worker {
     const char  *send_data(const Request &r) const {
         return r.bounce.empty() ? r.sbuf : r.bounce.data();
     }
-    ssize_t      am_short(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len);
-    ssize_t      tag_eager(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data, size_t len);
+    ssize_t      am_short(Endpoint *ep, uint64_t tag, uint32_t word, uint32_t rdata,
+                          const void *data, size_t len);
+    ssize_t      tag_eager(Endpoint *ep, uint64_t tag, uint64_t imm, const void *data, size_t len);
+    /* A tagged eager message's imm: our source word, then narrow remote data. */
+    uint64_t     eager_imm(bool has_data, uint64_t rdata) const {
+        return (uint64_t{source_word(config_.id, has_data)} << 32) | static_cast<uint32_t>(rdata);
+    }
     ssize_t      tag_eager_zcopy(Endpoint *ep, uint64_t tag, uint64_t imm, const void *data,
                                  size_t len);
     ssize_t      am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
@@ -532,7 +539,8 @@ inline void Worker::accept_message(Request &r, const MsgHeader &h) {
                 static_cast<unsigned long long>(r.self), static_cast<int>(r.rstate));
     r.info.tag      = h.tag;
     r.info.length   = h.length;
-    r.info.imm      = h.imm;
+    r.info.data     = h.data;
+    r.info.flags    = (h.flags & kFlagData) ? UCT_TM_PROTO_INFO_REMOTE_DATA : 0;
     r.info.source   = h.source;
     r.info.ep       = reinterpret_cast<uct_tm_proto_ep_h>(peers_.of(h.source));
     r.expect        = std::min<uint64_t>(h.length, r.capacity);

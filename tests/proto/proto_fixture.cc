@@ -183,10 +183,10 @@ void ProtoTest::reopen(const uct_tm_proto_worker_params_t &extra) {
 }
 
 ucs_status_t ProtoTest::send(const void *buf, size_t len, uint64_t tag, unsigned flags,
-                             uint32_t imm, uct_tm_proto_request_t *req_out) {
+                             std::optional<uint64_t> data, uct_tm_proto_request_t *req_out) {
     uct_tm_proto_op_params_t params = {};
-    params.flags = flags;
-    params.imm   = imm;
+    params.flags = flags | (data ? UCT_TM_PROTO_SEND_REMOTE_DATA : 0);
+    params.data  = data.value_or(0);
     uct_tm_proto_request_t req = 0;
     const ucs_status_t status = uct_tm_proto_send(p_.ab, buf, len, tag, &params, &req);
     if (req_out != nullptr) {
@@ -239,7 +239,8 @@ void ProtoTest::transfer(size_t len, uint64_t tag, uint32_t seed, uct_tm_proto_e
     EXPECT_EQ(buf[len], 'x') << len;
     EXPECT_EQ(info.tag, tag);
     EXPECT_EQ(info.length, len);
-    EXPECT_EQ(info.imm, 77u);
+    EXPECT_EQ(info.flags, unsigned{UCT_TM_PROTO_INFO_REMOTE_DATA});
+    EXPECT_EQ(info.data, 77u);
     EXPECT_EQ(info.source, uct_tm_proto_worker_id(p_.a));
     EXPECT_EQ(info.ep, p_.ba);
 }

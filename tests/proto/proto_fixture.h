@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,11 +79,12 @@ class ProtoTest : public ::testing::TestWithParam<std::string> {
     void reopen(const uct_tm_proto_worker_params_t &extra);
     /* Sends and waits for the send to complete if it returned a request. */
     ucs_status_t send(const void *buf, size_t len, uint64_t tag, unsigned flags = 0,
-                      uint32_t imm = 0, uct_tm_proto_request_t *req_out = nullptr);
+                      std::optional<uint64_t> data = std::nullopt,
+                      uct_tm_proto_request_t *req_out = nullptr);
     uct_tm_proto_request_t post(void *buf, size_t len, uint64_t tag, uint64_t mask,
                                 uct_tm_proto_ep_h src = nullptr);
     /* Posts a receive of `len` bytes on b (from `src`, any if null), sends
-     * them from a with `tag` and imm 77, waits for both and checks the data,
+     * them from a with `tag` and remote data 77, waits for both and checks the data,
      * the byte after it and the receive's info. */
     void transfer(size_t len, uint64_t tag, uint32_t seed, uct_tm_proto_ep_h src);
     /* Waits until a message tagged `tag` is unexpected at b (PEEK finds it). */

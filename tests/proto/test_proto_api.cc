@@ -47,7 +47,7 @@ TEST_P(ProtoTest, ReusedRequestSlotStartsFresh) {
         ASSERT_EQ(UCS_ERR_CANCELED, wait_request(p_, p_.b, cancel, &info));
         EXPECT_EQ(info.length, 0u);
         EXPECT_EQ(info.tag, 0u);
-        EXPECT_EQ(info.imm, 0u);
+        EXPECT_EQ(info.flags, 0u);
     }
 }
 
@@ -74,7 +74,7 @@ TEST_P(ProtoTest, UnexpectedEverySize) {
         ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq, &info)) << len;
         EXPECT_TRUE(same_bytes(buf.data(), data.data(), len)) << len;
         EXPECT_EQ(info.length, len);
-        EXPECT_EQ(info.imm, static_cast<uint32_t>(len));
+        EXPECT_EQ(info.data, static_cast<uint32_t>(len));
     }
     for (auto s : sends) {
         if (s != 0) {
@@ -140,7 +140,7 @@ TEST_P(ProtoTest, SameTagInSendingOrder) {
         uct_tm_proto_info_t info;
         auto                r = post(buf.data(), buf.size(), 7, kAll);
         ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r, &info));
-        EXPECT_EQ(info.imm, i);
+        EXPECT_EQ(info.data, i);
         EXPECT_EQ(info.length, lens[i]);
         EXPECT_TRUE(same_bytes(buf.data(), pattern(lens[i], i).data(), lens[i]));
     }
@@ -244,7 +244,7 @@ TEST_P(ProtoTest, CancelRendezvousSend) {
     EXPECT_EQ(UCS_OK, wait_request(p_, p_.a, s));
     uct_tm_proto_info_t rinfo;
     EXPECT_EQ(UCS_OK, wait_request(p_, p_.b, r, &rinfo));
-    EXPECT_EQ(rinfo.imm, 2u) << "the cancelled message was delivered";
+    EXPECT_EQ(rinfo.data, 2u) << "the cancelled message was delivered";
     EXPECT_EQ(buf, data);
 }
 
@@ -262,7 +262,7 @@ TEST_P(ProtoTest, ProbePeekClaimDiscard) {
     ASSERT_EQ(UCS_OK, uct_tm_proto_probe(p_.b, 0x20, 0xf0, nullptr, UCT_TM_PROTO_PROBE_PEEK,
                                          &info, nullptr));
     EXPECT_EQ(info.tag, 0x21u);
-    EXPECT_EQ(info.imm, 11u);
+    EXPECT_EQ(info.data, 11u);
     EXPECT_EQ(info.length, 4u);
     /* CLAIM: held, invisible to receives and probes */
     uct_tm_proto_msg_t msg = 0;

@@ -143,9 +143,9 @@ TEST_P(ProtoOrdering, TagListFullMidStreamKeepsPostingOrder) {
     ASSERT_NO_FATAL_FAILURE(send_k(1));
     uct_tm_proto_info_t info;
     ASSERT_EQ(UCS_OK, wait_recv(r[0], &info));
-    EXPECT_EQ(0u, info.imm);
+    EXPECT_EQ(0u, info.data);
     ASSERT_EQ(UCS_OK, wait_recv(r[1], &info));
-    EXPECT_EQ(1u, info.imm);
+    EXPECT_EQ(1u, info.data);
     /* the list has room, but software holds an older receive: these wait there */
     post_k(4, 0, false);                 /* wildcard */
     post_k(5, ~uint64_t{0} << 4, true);  /* masked */
@@ -156,7 +156,7 @@ TEST_P(ProtoOrdering, TagListFullMidStreamKeepsPostingOrder) {
     post_k(6, ~uint64_t{0}, false); /* takes the unexpected message */
     for (size_t k = 2; k < kMsgs; ++k) {
         ASSERT_EQ(UCS_OK, wait_recv(r[k], &info)) << "receive " << k;
-        EXPECT_EQ(k, info.imm) << "receive " << k << " took message " << info.imm;
+        EXPECT_EQ(k, info.data) << "receive " << k << " took message " << info.data;
         EXPECT_EQ(lens[k], info.length) << k;
     }
     for (size_t k = 0; k < kMsgs; ++k) {
@@ -254,7 +254,7 @@ void ProtoOrdering::random_mix(bool caller_memory) {
             uct_tm_proto_info_t info;
             ASSERT_EQ(UCS_OK, wait_recv(rreqs[k], &info)) << "receive " << k;
             const int j = model[k].got;
-            EXPECT_EQ(info.imm, static_cast<uint32_t>(j)) << "receive " << k << " round " << round;
+            EXPECT_EQ(info.data, static_cast<uint32_t>(j)) << "receive " << k << " round " << round;
             EXPECT_EQ(info.tag, msg_tags[j]);
             ASSERT_EQ(info.length, msg_lens[j]);
             EXPECT_TRUE(same_bytes(bufs[k].data(), pattern(msg_lens[j], j).data(), msg_lens[j]));

@@ -2,11 +2,12 @@
  * Randomized multi-process stress, bounded in count and time: kProcs forked
  * processes over one transport (tm_sm, posix) each send kMsgs messages of
  * random size (empty to rendezvous), tag class, sync or not, inject or not,
- * to random peers, while keeping a window of random receives posted: any
+ * remote data absent, narrow or wide (the sequence number rides in the
+ * tag's upper half, which receives do not match), to random peers, while keeping a window of random receives posted: any
  * source and class, one class, or one source; by handle with a callback, or
  * in the process's memory without one (over tm_sm with offload, DirectRecvs
  * when the tag list takes them). Checks, in every process:
- * every payload byte; every message (sender, sequence) received exactly
+ * every payload byte and remote data; every message (sender, sequence) received exactly
  * once; messages of one sender and class matched in sending order (in the
  * receives' posting order); every request completes exactly once (leftover
  * receives: UCS_ERR_CANCELED); all sends complete with UCS_OK.
@@ -46,9 +47,11 @@ constexpr uint64_t kSeed       = 20261123;
 
 struct Planned {
     int      dest;
-    uint64_t tag; /* sender << 8 | class */
+    uint64_t tag; /* sequence << 32 | sender << 8 | class (receives match the class bits only) */
     size_t   len;
     bool     sync, inject;
+    bool     has_data; /* remote data: narrow or wide (a rendezvous request over a tag list) */
+    uint64_t data;
 };
 
 /* Every process derives the same plan from the seed. */
@@ -60,11 +63,14 @@ std::vector<std::vector<Planned>> make_plan() {
             Planned p;
             p.dest = static_cast<int>(rng() % (kProcs - 1));
             p.dest += (p.dest >= s) ? 1 : 0;
-            p.tag  = (uint64_t(s) << 8) | (rng() % 4);
+            p.tag  = (uint64_t(i) << 32) | (uint64_t(s) << 8) | (rng() % 4);
             const unsigned kind = rng() % 10;
             p.len    = (kind < 6) ? rng() % 64 : (kind < 9) ? rng() % 70000 : 131072 + rng() % 30000;
             p.sync   = (rng() % 8) == 0;
             p.inject = (rng() % 2) == 0;
+            const unsigned data = rng() % 3; /* none, narrow, wide */
+            p.has_data = data != 0;
+            p.data     = (data == 1) ? rng() & 0xffffffffu : (data == 2) ? rng() | (1ull << 63) : 0;
             plan[s].push_back(p);
         }
     }
@@ -219,7 +225,7 @@ int run_rank(int rank, int fd, const std::string &transports) {
             return;
         }
         const int s   = static_cast<int>(p.info.source) - 1;
-        const int seq = static_cast<int>(p.info.imm);
+        const int seq = static_cast<int>(p.info.tag >> 32);
         auto      it  = expect.find({s, seq});
         if (it == expect.end()) {
             f.fail("unplanned message from %d seq %d", s, seq);
@@ -232,6 +238,14 @@ int run_rank(int rank, int fd, const std::string &transports) {
             f.fail("message from %d seq %d: length %zu tag %llx", s, seq, p.info.length,
                    static_cast<unsigned long long>(p.info.tag));
             return;
+        }
+        if (((p.info.flags & UCT_TM_PROTO_INFO_REMOTE_DATA) != 0) != it->second->has_data ||
+            (it->second->has_data && (p.info.data != it->second->data))) {
+            f.fail("message from %d seq %d: remote data %s %llx, sent %s %llx", s, seq,
+                   p.info.flags ? "present" : "absent",
+                   static_cast<unsigned long long>(p.info.data),
+                   it->second->has_data ? "present" : "absent",
+                   static_cast<unsigned long long>(it->second->data));
         }
         if (!same_bytes(p.buf.data(), pattern(p.info.length, s * 100000 + seq).data(), p.info.length)) {
             f.fail("message from %d seq %d: payload differs", s, seq);
@@ -317,7 +331,10 @@ int run_rank(int rank, int fd, const std::string &transports) {
             auto           data = std::make_unique<std::vector<char>>(pattern(m.len, rank * 100000 + next));
             uct_tm_proto_op_params_t op = {};
             op.flags = (m.sync ? UCT_TM_PROTO_SEND_SYNC : 0) | (m.inject ? UCT_TM_PROTO_SEND_INJECT : 0);
-            op.imm   = static_cast<uint32_t>(next);
+            if (m.has_data) {
+                op.flags |= UCT_TM_PROTO_SEND_REMOTE_DATA;
+                op.data   = m.data;
+            }
             uct_tm_proto_request_t req;
             const ucs_status_t st = uct_tm_proto_send(eps[m.dest], data->data(), m.len, m.tag, &op, &req);
             if (st == UCS_INPROGRESS) {
@@ -350,7 +367,7 @@ int run_rank(int rank, int fd, const std::string &transports) {
         if ((p->completions == 1) && (p->info.status == UCS_OK)) {
             const int s   = static_cast<int>(p->info.source) - 1;
             const auto key = std::make_pair(s, p->info.tag & 3);
-            const int seq = static_cast<int>(p->info.imm);
+            const int seq = static_cast<int>(p->info.tag >> 32);
             if ((last.count(key) != 0) && (last[key] >= seq)) {
                 f.fail("from %d class %llu: seq %d matched after %d", s,
                        static_cast<unsigned long long>(key.second), seq, last[key]);

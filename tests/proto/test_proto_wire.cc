@@ -105,7 +105,9 @@ TEST(ProtoWire, OversizedTaggedMessageIsDropped) {
     ASSERT_GE(attr.cap.tag.eager.max_zcopy, size_t(40000));
     ASSERT_LT(attr.cap.tag.eager.max_bcopy, size_t(12000)) << "the small message must be fragmented too";
 
-    const uint64_t source = uint64_t{uct_tm_proto_worker_id(pair.a)} << 32;
+    /* imm: the source word (the id, top bit: remote data follows), then the data */
+    const uint64_t source = uint64_t{uct_tm::proto::source_word(uct_tm_proto_worker_id(pair.a), true)}
+                            << 32;
     const auto     big    = pattern(40000, 3);
     const auto     small  = pattern(12000, 4);
     for (const auto *m : {&big, &small}) {
@@ -129,7 +131,8 @@ TEST(ProtoWire, OversizedTaggedMessageIsDropped) {
     ASSERT_EQ(UCS_OK, uct_tm_proto_probe(pair.b, 78, ~uint64_t{0}, nullptr, UCT_TM_PROTO_PROBE_PEEK,
                                          &info, nullptr));
     EXPECT_EQ(info.length, small.size());
-    EXPECT_EQ(info.imm, 5u);
+    EXPECT_EQ(info.data, 5u);
+    EXPECT_EQ(info.flags, unsigned{UCT_TM_PROTO_INFO_REMOTE_DATA});
     std::vector<char>      buf(small.size());
     uct_tm_proto_request_t r;
     ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(pair.b, buf.data(), buf.size(), 78, ~uint64_t{0},

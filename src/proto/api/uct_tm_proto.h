@@ -40,13 +40,19 @@ typedef uint64_t                     uct_tm_proto_request_t;
 /* An unexpected message held by a PEEK|CLAIM probe (0: none). */
 typedef uint64_t                     uct_tm_proto_msg_t;
 
+enum uct_tm_proto_info_flags {
+    /* info.data is the sender's remote data (it sent UCT_TM_PROTO_SEND_REMOTE_DATA) */
+    UCT_TM_PROTO_INFO_REMOTE_DATA = 1u << 0
+};
+
 /* What a completion (or a probe) reports. */
 typedef struct uct_tm_proto_info {
     ucs_status_t       status; /* UCS_OK, UCS_ERR_MESSAGE_TRUNCATED, UCS_ERR_CANCELED, ... */
     uct_tm_proto_tag_t tag;    /* receives and probes: the sender's tag */
     size_t             length; /* receives and probes: the sender's full length */
-    uint32_t           imm;    /* the sender's immediate data (0 if none was sent) */
+    uint64_t           data;   /* remote data (FI_REMOTE_CQ_DATA), with UCT_TM_PROTO_INFO_REMOTE_DATA */
     uint32_t           source; /* the sending worker's id */
+    unsigned           flags;  /* uct_tm_proto_info_flags */
     uct_tm_proto_ep_h  ep;     /* this worker's endpoint to the sender, or NULL */
 } uct_tm_proto_info_t;
 
@@ -75,7 +81,7 @@ typedef struct uct_tm_proto_worker_params {
     uint64_t    field_mask;     /* uct_tm_proto_worker_field bits of the fields set */
     /* Comma-separated "tl[:device]" list, e.g. "tm_sm", "posix", "tcp:lo". */
     const char *transports;
-    uint32_t    id;             /* this worker's id as peers see it (non-zero) */
+    uint32_t    id;             /* this worker's id as peers see it (1 .. 2^31 - 1) */
     size_t      rndv_thresh;    /* messages of at least this many bytes use rendezvous */
     size_t      unexpected_cap; /* bytes of eager data buffered for unmatched messages */
     unsigned    max_peers;      /* peers sharing unexpected_cap (each gets cap / max_peers) */
@@ -152,12 +158,15 @@ enum uct_tm_proto_op_flags {
     UCT_TM_PROTO_SEND_SYNC   = 1u << 1,
     /* send, recv, recv_claimed: build the request in the caller's memory
      * `request` (see "Requests in the caller's memory" below) */
-    UCT_TM_PROTO_OP_USER_REQUEST = 1u << 2
+    UCT_TM_PROTO_OP_USER_REQUEST = 1u << 2,
+    /* send: deliver op_params.data with the message (FI_REMOTE_CQ_DATA); the
+     * receiver's info has UCT_TM_PROTO_INFO_REMOTE_DATA and the 64 bits */
+    UCT_TM_PROTO_SEND_REMOTE_DATA = 1u << 3
 };
 
 typedef struct uct_tm_proto_op_params {
     unsigned          flags; /* uct_tm_proto_op_flags */
-    uint32_t          imm;   /* send: immediate data delivered with the message */
+    uint64_t          data;  /* send with UCT_TM_PROTO_SEND_REMOTE_DATA: the remote data */
     uct_tm_proto_cb_t cb;    /* optional completion callback */
     void             *arg;   /* its first argument */
     /* With UCT_TM_PROTO_OP_USER_REQUEST only (appended last: callers that
@@ -236,6 +245,17 @@ enum uct_tm_proto_probe_flags {
 ucs_status_t uct_tm_proto_probe(uct_tm_proto_worker_h worker, uct_tm_proto_tag_t tag,
                                 uct_tm_proto_tag_t mask, uct_tm_proto_ep_h source, unsigned flags,
                                 uct_tm_proto_info_t *info, uct_tm_proto_msg_t *msg);
+/* As uct_tm_proto_probe, and with PEEK also copies the found message's data
+ * into `buffer`: its first min(length, info->length) bytes, as far as they
+ * are here. *copied (if not NULL) is the number of bytes copied: all of
+ * them for an eager message that arrived whole, fewer for one whose
+ * fragments are still arriving, 0 for a rendezvous request (its data waits
+ * at the sender until a receive takes it). With DISCARD the data is copied
+ * before the message is dropped. `buffer` may be NULL when `length` is 0. */
+ucs_status_t uct_tm_proto_probe_copy(uct_tm_proto_worker_h worker, uct_tm_proto_tag_t tag,
+                                     uct_tm_proto_tag_t mask, uct_tm_proto_ep_h source,
+                                     unsigned flags, void *buffer, size_t length, size_t *copied,
+                                     uct_tm_proto_info_t *info, uct_tm_proto_msg_t *msg);
 /* Receives a claimed message (as uct_tm_proto_recv, without matching). */
 ucs_status_t uct_tm_proto_recv_claimed(uct_tm_proto_worker_h worker, uct_tm_proto_msg_t msg,
                                        void *buffer, size_t length,
