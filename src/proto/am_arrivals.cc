@@ -117,7 +117,8 @@ void Worker::am_arrived(const void *data, size_t length, const Iface *iface) {
     case Kind::kAck:
     case Kind::kCancel:
     case Kind::kCancelAck:
-    case Kind::kCredit: {
+    case Kind::kCredit:
+    case Kind::kDeliverReq: {
         CtrlHeader c;
         if ((length != sizeof(c)) || !read_header(p, length, &c)) {
             break;

@@ -46,6 +46,18 @@ class Completions {
                 continue;
             }
             const bool user = r->user != nullptr;
+            if (r->quiet) {
+                /* NO_COMPLETION: nobody holds it; the callback hears of failures only */
+                const uct_tm_proto_info_t info = r->info;
+                const uct_tm_proto_cb_t   cb   = r->cb;
+                void *const               arg  = r->arg;
+                reqs.release(h);
+                if ((cb != nullptr) && (info.status != UCS_OK)) {
+                    cb(arg, 0, &info);
+                }
+                ++n;
+                continue;
+            }
             if (r->cb != nullptr) {
                 const uct_tm_proto_info_t info = r->info;
                 r->cb(r->arg, handed_out(*r), &info);

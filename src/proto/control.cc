@@ -67,6 +67,11 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
         cancel_rts(hdr.source, hdr.req);
         return;
     }
+    if (hdr.kind == Kind::kDeliverReq) {
+        /* everything the sender sent before it was processed: delivered */
+        send_ack(hdr.source, hdr.req);
+        return;
+    }
     if (hdr.kind == Kind::kPutDone) {
         Request *r = reqs_.lookup(hdr.req);
         if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done || !r->peer_part ||
@@ -93,18 +98,7 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
         r->limit  = hdr.value2;
         r->offset = 0;
         r->set_state(SendState::kPushing);
-        if (r->ep->sends.empty()) {
-            const ucs_status_t status = push_data(*r);
-            if (status == UCS_OK) {
-                return;
-            }
-            if (status != UCS_ERR_NO_RESOURCE) {
-                complete(*r, status);
-                return;
-            }
-        }
-        r->ep->sends.push_back(r->self);
-        mark_busy(r->ep);
+        push_ahead(*r);
         return;
     case Kind::kAck:
         if ((r->sstate == SendState::kEagerSent) || (r->sstate == SendState::kRtsSent) ||

@@ -62,6 +62,9 @@ class Endpoint {
      * (Worker::send's test); the rest through send_general() */
     size_t   eager_now_limit = 0;
     bool     busy        = false; /* in the worker's list of endpoints with queued work */
+    /* send requests that left `sends` (some completed since: pruned when a
+     * FENCE send looks, which starts when none is left live) */
+    std::deque<uint64_t>   started;
     std::deque<uint64_t>   sends; /* send requests not fully handed to the transport */
     std::deque<CtrlHeader> ctrl;  /* control messages refused with NO_RESOURCE */
     /* Endpoint-to-endpoint transports: the peer's device address (from its

@@ -125,6 +125,12 @@ struct Request {
     size_t      limit     = 0;     /* rendezvous: bytes the receiver asked for */
     uint64_t    rreq      = 0;     /* rendezvous: receiver's request */
     bool        await_ack = false; /* the receiver also reads our buffer: done on its kAck */
+    /* completion level and ordering (uct_tm_proto_op_flags): */
+    bool        fence     = false; /* starts once every earlier send on the endpoint completed */
+    bool        transmit  = false; /* completes once a flush of the endpoint says it left */
+    bool        deliver   = false; /* completes on the receiver's kAck to our kDeliverReq */
+    bool        quiet     = false; /* NO_COMPLETION: nobody holds it; released when done */
+    bool        flushing  = false; /* in the worker's list of sends waiting for a flush */
     uint8_t     parts     = 0;     /* receive: rendezvous transfers still running */
     bool        ack_after = false; /* receive: the sender waits for kAck (we read its memory) */
     bool        peer_part = false; /* receive: one of the parts is the sender's to deliver (kData, kPutDone) */
@@ -202,6 +208,7 @@ struct Request {
         offset = limit = 0;
         rreq   = 0;
         await_ack = false;
+        fence = transmit = deliver = quiet = flushing = false;
         parts     = 0;
         ack_after = false;
         peer_part = false;
@@ -256,7 +263,7 @@ inline bool user_memory_valid(const uct_tm_proto_op_params_t *params) {
 
 /* An operation's params and handle pointer: flags among `allowed` and
  * USER_REQUEST, usable memory with the latter, and a handle pointer unless
- * the request is in the caller's memory. */
+ * the request is in the caller's memory or makes no completion. */
 inline bool op_params_valid(const uct_tm_proto_op_params_t *params, unsigned allowed,
                             const uint64_t *req) {
     if (params == nullptr) {
@@ -265,8 +272,10 @@ inline bool op_params_valid(const uct_tm_proto_op_params_t *params, unsigned all
     if ((params->flags & ~(allowed | UCT_TM_PROTO_OP_USER_REQUEST)) != 0) {
         return false;
     }
-    return (params->flags & UCT_TM_PROTO_OP_USER_REQUEST) ? user_memory_valid(params)
-                                                           : (req != nullptr);
+    /* a send without completion hands out nothing either */
+    return (params->flags & UCT_TM_PROTO_OP_USER_REQUEST)
+                   ? user_memory_valid(params)
+                   : ((req != nullptr) || (params->flags & UCT_TM_PROTO_OP_NO_COMPLETION));
 }
 
 /* The handle an operation hands out: none for a request in the caller's memory. */

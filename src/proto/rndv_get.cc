@@ -243,11 +243,7 @@ void Worker::handle_put_request(const PutHeader &h, const char *rkey, size_t rke
     r->limit  = h.length;
     r->offset = 0;
     r->set_state(SendState::kPushing);
-    if (r->ep->sends.empty() && (push_data(*r) != UCS_ERR_NO_RESOURCE)) {
-        return;
-    }
-    r->ep->sends.push_back(r->self);
-    mark_busy(r->ep);
+    push_ahead(*r);
 }
 
 void Worker::put_done(Request &r, ucs_status_t status) {

@@ -10,6 +10,7 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -17,6 +18,10 @@ namespace uct_tm {
 namespace proto {
 
 namespace {
+
+/* The callback of a NO_COMPLETION send given none: its completion is
+ * queued like one with a callback, and Completions releases it. */
+void quiet_cb(void *, uct_tm_proto_request_t, const uct_tm_proto_info_t *) {}
 
 struct Pack {
     const void *hdr;
@@ -215,9 +220,84 @@ ucs_status_t Worker::push_data(Request &r) {
         r.offset += chunk;
     }
     if (!r.await_ack) {
-        complete(r, UCS_OK); /* else the receiver still reads the rest: done on its kAck */
+        handed_over(r); /* else the receiver still reads the rest: done on its kAck */
     }
     return UCS_OK;
+}
+
+/* Pushes the rendezvous data a receiver asked for. It is no new message
+ * (the receiver places it by its request), so it goes ahead of the queued
+ * sends: a FENCE send there may be waiting for this very one. */
+void Worker::push_ahead(Request &r) {
+    const ucs_status_t status = push_data(r);
+    if (status == UCS_OK) {
+        return;
+    }
+    if (status != UCS_ERR_NO_RESOURCE) {
+        complete(r, status);
+        return;
+    }
+    r.ep->sends.push_front(r.self);
+    mark_busy(r.ep);
+}
+
+/* All of a send's data left and the protocol awaits nothing more: it
+ * completes now, or at the level it asked for. */
+void Worker::handed_over(Request &r) {
+    if (r.deliver) {
+        /* a transport delivers one UCT endpoint's operations in order: the
+         * receiver answers once it has processed everything sent before */
+        CtrlHeader h = {};
+        h.kind      = Kind::kDeliverReq;
+        h.source    = config_.id;
+        h.req       = r.self;
+        r.await_ack = true;
+        if (r.sstate == SendState::kQueued) {
+            r.set_state(SendState::kEagerSent);
+        }
+        send_ctrl(r.ep, h);
+        return;
+    }
+    if (r.transmit) {
+        const ucs_status_t status = uct_ep_flush(r.ep->uct_ep, 0, nullptr);
+        if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
+            if (alloc_status([&] { flushing_.push_back(r.self); }) == UCS_OK) {
+                r.flushing = true;
+                return;
+            }
+            complete(r, UCS_ERR_NO_MEMORY);
+            return;
+        }
+        complete(r, status);
+        return;
+    }
+    complete(r, UCS_OK);
+}
+
+/* The sends waiting for the transport to report their messages left
+ * (TRANSMIT_COMPLETE): a flush without completion says whether the
+ * endpoint still has anything outstanding. */
+unsigned Worker::progress_flushes() {
+    unsigned n = 0;
+    for (size_t i = 0; i < flushing_.size();) {
+        Request *r = reqs_.lookup(flushing_[i]);
+        ucs_status_t status = UCS_OK;
+        if ((r != nullptr) && !r->done) {
+            status = uct_ep_flush(r->ep->uct_ep, 0, nullptr);
+            if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
+                ++i;
+                continue;
+            }
+            complete(*r, status);
+            ++n;
+        }
+        if (r != nullptr) {
+            r->flushing = false;
+        }
+        flushing_[i] = flushing_.back();
+        flushing_.pop_back();
+    }
+    return n;
 }
 
 /* Hands a queued send to the transport as far as it goes. */
@@ -236,7 +316,7 @@ ucs_status_t Worker::start_send(Request &r) {
         if (r.wire_flags & kFlagSync) {
             r.set_state(SendState::kEagerSent);
         } else {
-            complete(r, UCS_OK);
+            handed_over(r);
         }
     }
     return status;
@@ -343,14 +423,23 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
         ((buffer == nullptr) && (length != 0)) ||
         !op_params_valid(params,
                          UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC |
-                                 UCT_TM_PROTO_SEND_REMOTE_DATA,
-                         req)) {
+                                 UCT_TM_PROTO_SEND_REMOTE_DATA |
+                                 UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE |
+                                 UCT_TM_PROTO_SEND_DELIVERY_COMPLETE | UCT_TM_PROTO_SEND_FENCE |
+                                 UCT_TM_PROTO_OP_NO_COMPLETION,
+                         req) ||
+        ((flags & UCT_TM_PROTO_OP_NO_COMPLETION) && user)) {
         return UCS_ERR_INVALID_PARAM;
     }
     uint64_t unused;
     req  = (req != nullptr) ? req : &unused;
     *req = 0;
     const bool     sync     = (flags & UCT_TM_PROTO_SEND_SYNC) != 0;
+    const bool     quiet    = (flags & UCT_TM_PROTO_OP_NO_COMPLETION) != 0;
+    const bool     fence    = (flags & UCT_TM_PROTO_SEND_FENCE) != 0;
+    /* sync completes later than delivery and transmission: it needs neither */
+    const bool     deliver  = !sync && (flags & UCT_TM_PROTO_SEND_DELIVERY_COMPLETE);
+    const bool     transmit = !sync && !deliver && (flags & UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE);
     const bool     has_data = (flags & UCT_TM_PROTO_SEND_REMOTE_DATA) != 0;
     const uint64_t rdata    = has_data ? params->data : 0;
     /* over a tag list: one tagged eager message at most, and sync messages
@@ -378,8 +467,10 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
         ++stats_.rndv_sends;
     }
 
-    /* the common case: one eager message, nothing queued before it */
-    if (!rndv && !sync && ep->sends.empty() &&
+    /* the common case: one eager message, nothing queued (or, fenced,
+     * outstanding) before it, done once handed over */
+    if (!rndv && !sync && !deliver && !transmit && ep->sends.empty() &&
+        !(fence && sends_outstanding(ep)) &&
         (tag_send || (sizeof(MsgHeader) + length <= ep->iface->max_bcopy))) {
         const ssize_t n = send_single(ep, tag, has_data, rdata, buffer, length);
         if (n >= 0) {
@@ -407,9 +498,16 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     r->rndv       = rndv;
     r->wire_flags = static_cast<uint8_t>((sync ? kFlagSync : 0) | (has_data ? kFlagData : 0));
     r->msg_id     = ep->next_msg_id++;
+    r->fence      = fence;
+    r->deliver    = deliver;
+    r->transmit   = transmit;
+    r->quiet      = quiet;
     if (params != nullptr) {
         r->cb  = params->cb;
         r->arg = params->arg;
+    }
+    if (quiet && (r->cb == nullptr)) {
+        r->cb = quiet_cb; /* queued at completion, so that it is released */
     }
     if (user) {
         RequestPool::adopt(*r, params->request);
@@ -420,7 +518,10 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
         status = alloc_status([&] { r->bounce.assign(r->sbuf, r->sbuf + length); });
     }
     if (status == UCS_OK) {
-        status = ep->sends.empty() ? start_send(*r) : UCS_ERR_NO_RESOURCE;
+        status = (ep->sends.empty() && !fence_holds(*r)) ? start_send(*r) : UCS_ERR_NO_RESOURCE;
+        if (status == UCS_OK) {
+            left_queue(*r);
+        }
     }
     if (status == UCS_ERR_NO_RESOURCE) {
         status = alloc_status([&] {
@@ -431,6 +532,9 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
             mark_busy(ep);
         });
         if (status == UCS_OK) {
+            if (quiet) {
+                return UCS_OK; /* the library's now: released when done */
+            }
             *req = handed_out(*r);
             return UCS_INPROGRESS;
         }
@@ -443,13 +547,50 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
         return status;
     }
     if (r->done) {
-        /* eager, fully out: no request for the caller (its completion is dropped) */
+        /* eager, fully out: no request for the caller (its completion is
+         * dropped); a failure found on the way (a flush) is the call's */
+        status = r->info.status;
         completions_.take_last(handle);
         reqs_.release(handle);
+        return status;
+    }
+    if (quiet) {
         return UCS_OK;
     }
     *req = handed_out(*r);
     return UCS_INPROGRESS;
+}
+
+/* Drops the completed sends from the endpoint's started list; whether any
+ * is left. (Completion does not touch the list: the 8 B paths stay as they
+ * are; the list is pruned when it grows and when a fence looks.) */
+bool Worker::sends_outstanding(Endpoint *ep) {
+    auto &s = ep->started;
+    s.erase(std::remove_if(s.begin(), s.end(),
+                           [&](uint64_t h) {
+                               const Request *r = reqs_.lookup(h);
+                               return (r == nullptr) || r->done;
+                           }),
+            s.end());
+    return !s.empty();
+}
+
+/* A fenced send that has not started waits for every send started before it. */
+bool Worker::fence_holds(const Request &r) {
+    return r.fence && (r.sstate == SendState::kQueued) && !r.started && sends_outstanding(r.ep);
+}
+
+/* The send left its endpoint's queue: until it completes, a later fenced
+ * send waits for it. */
+void Worker::left_queue(Request &r) {
+    if (r.done) {
+        return;
+    }
+    auto &s = r.ep->started;
+    if ((s.size() >= kStartedPrune) && ((s.size() % kStartedPrune) == 0)) {
+        sends_outstanding(r.ep); /* amortized: most of them completed long ago */
+    }
+    s.push_back(r.self);
 }
 
 unsigned Worker::progress_queues() {
@@ -470,12 +611,17 @@ unsigned Worker::progress_queues() {
                 ep->sends.pop_front();
                 continue;
             }
+            if (fence_holds(*r)) {
+                break; /* a completion ends the wait, in a later progress */
+            }
             const ucs_status_t status = start_send(*r);
             if (status == UCS_ERR_NO_RESOURCE) {
                 break;
             }
             if (status != UCS_OK) {
                 complete(*r, status);
+            } else {
+                left_queue(*r);
             }
             ep->sends.pop_front();
             ++n;

@@ -38,7 +38,8 @@ enum class Kind : uint8_t {
     kCredit,     /* CtrlHeader: `value` bytes of eager credit returned */
     kPutReq,     /* PutHeader + rkey: write the first `length` bytes into the receiver's buffer */
     kPutDone,    /* CtrlHeader: the sender's write for receive `req` is done */
-    kLast = kPutDone
+    kDeliverReq, /* CtrlHeader: answer kAck to `req` (after everything sent before it) */
+    kLast = kDeliverReq
 };
 
 enum MsgFlags : uint8_t {

@@ -625,6 +625,9 @@ unsigned Worker::progress_rest(unsigned n) {
     if (!busy_.empty()) {
         n += progress_queues();
     }
+    if (!flushing_.empty()) {
+        n += progress_flushes();
+    }
     if (!completions_.empty()) {
         n += deliver_completions();
     }
@@ -677,7 +680,8 @@ unsigned Worker::deliver_completions() {
 }
 
 void Worker::stats(uct_tm_proto_stats_t *out) const {
-    *out = stats_;
+    *out          = stats_;
+    out->requests = reqs_.live();
 }
 
 }  // namespace proto

@@ -212,6 +212,13 @@ class Worker {
     ssize_t      send_single(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
                              const void *data, size_t len);
     ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
+    void         handed_over(Request &r);
+    void         push_ahead(Request &r);
+    unsigned     progress_flushes();
+    bool         fence_holds(const Request &r);
+    bool         sends_outstanding(Endpoint *ep);
+    static constexpr size_t kStartedPrune = 64;
+    void         left_queue(Request &r);
     MsgHeader    message_header(const Request &r, Kind kind) const;
     ucs_status_t send_eager(Request &r);
     ucs_status_t send_rts(Request &r);
@@ -354,6 +361,7 @@ class Worker {
     std::vector<std::unique_ptr<Iface>> ifaces_;
     Peers                           peers_;
     std::vector<Endpoint *>         busy_;          /* endpoints with queued sends or replies */
+    std::vector<uint64_t>           flushing_;      /* TRANSMIT_COMPLETE sends awaiting a flush */
     RequestPool                     reqs_;
     match::TagMatcher               matcher_;       /* tier 1 receives and unexpected messages */
     PostedRecvs                     posted_{matcher_, reqs_};
@@ -478,7 +486,7 @@ template <bool kOffloaded>
 [[gnu::always_inline]] inline unsigned Worker::progress() {
     const unsigned n    = uct_worker_progress(uworker_);
     const bool     tick = (++progress_calls_ % kKeepaliveEvery) == 0; /* busy or not */
-    if (ucs_likely(busy_.empty() && completions_.empty() && !tick)) {
+    if (ucs_likely(busy_.empty() && completions_.empty() && flushing_.empty() && !tick)) {
         return n;
     }
     return progress_rest(n); /* out of line: an idle poll stays cheap */
@@ -526,7 +534,7 @@ inline void Worker::complete(Request &r, ucs_status_t status) {
     }
     r.done        = true;
     r.info.status = status;
-    if ((r.cb != nullptr) || (r.user != nullptr)) {
+    if ((r.cb != nullptr) || (r.user != nullptr)) { /* a NO_COMPLETION send has a cb */
         /* without either, test() is how the caller learns; a request in the
          * caller's memory is published (and let go) at delivery */
         completions_.push(r.self);

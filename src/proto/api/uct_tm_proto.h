@@ -115,6 +115,7 @@ typedef struct uct_tm_proto_stats {
     uint64_t backpressure;      /* sends pushed to rendezvous for lack of eager credit */
     size_t   unexpected_bytes;  /* eager bytes buffered now */
     size_t   unexpected_peak;   /* their maximum so far */
+    size_t   requests;          /* requests live now: in progress or not yet released */
 } uct_tm_proto_stats_t;
 void uct_tm_proto_worker_stats(uct_tm_proto_worker_h worker, uct_tm_proto_stats_t *stats);
 
@@ -161,7 +162,23 @@ enum uct_tm_proto_op_flags {
     UCT_TM_PROTO_OP_USER_REQUEST = 1u << 2,
     /* send: deliver op_params.data with the message (FI_REMOTE_CQ_DATA); the
      * receiver's info has UCT_TM_PROTO_INFO_REMOTE_DATA and the 64 bits */
-    UCT_TM_PROTO_SEND_REMOTE_DATA = 1u << 3
+    UCT_TM_PROTO_SEND_REMOTE_DATA = 1u << 3,
+    /* send: complete once the transport reports the message left for the
+     * peer (a flush of the endpoint: FI_TRANSMIT_COMPLETE) */
+    UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE = 1u << 4,
+    /* send: complete once the receiver has the message -- placed in a
+     * receive or buffered as unexpected, or, for a rendezvous, its data
+     * transferred (FI_DELIVERY_COMPLETE). SYNC implies it. */
+    UCT_TM_PROTO_SEND_DELIVERY_COMPLETE = 1u << 5,
+    /* send: start only once every earlier send on the endpoint completed
+     * (FI_FENCE) */
+    UCT_TM_PROTO_SEND_FENCE = 1u << 6,
+    /* send: no completion unless it fails (selective completion, FI_COMPLETION
+     * not set): UCS_OK once accepted, no request; the library releases it; the
+     * callback, if any, runs only with an error (req 0). Not with
+     * USER_REQUEST. The buffer is the library's until the send completes:
+     * combine with INJECT, or learn it from a later FENCE send's completion. */
+    UCT_TM_PROTO_OP_NO_COMPLETION = 1u << 7
 };
 
 typedef struct uct_tm_proto_op_params {
