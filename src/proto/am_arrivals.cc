@@ -104,6 +104,12 @@ void Worker::am_arrived(const void *data, size_t length, const Iface *iface) {
             break;
         }
         return;
+    case Kind::kBatch:
+        if (length <= sizeof(BatchHeader)) {
+            break;
+        }
+        handle_batch(p, length, iface);
+        return;
     case Kind::kPutReq: {
         PutHeader ph;
         if (!read_header(p, length, &ph)) {
@@ -131,6 +137,39 @@ void Worker::am_arrived(const void *data, size_t length, const Iface *iface) {
     }
     TM_PROTO_DROPPED("dropped a malformed message (kind %u, %zu bytes)",
                      static_cast<unsigned>(static_cast<uint8_t>(kind)), length);
+}
+
+/* Eager messages a sender batched (MORE), in their sending order. The source
+ * was bound to the iface by am_arrived(). A malformed entry drops it and
+ * the rest of the batch. */
+void Worker::handle_batch(const char *p, size_t length, const Iface *iface) {
+    BatchHeader b;
+    memcpy(&b, p, sizeof(b));
+    size_t off = sizeof(b);
+    while (off < length) {
+        BatchEntry e;
+        if (length - off < sizeof(e)) {
+            TM_PROTO_DROPPED("dropped a batch from worker %u: %zu stray bytes", b.source,
+                             length - off);
+            return;
+        }
+        memcpy(&e, p + off, sizeof(e));
+        off += sizeof(e);
+        if ((e.length > length - off) || (e.length > window_) || (e.flags & ~kFlagData)) {
+            TM_PROTO_DROPPED("dropped a batch from worker %u: an entry of %u bytes, flags %#x",
+                             b.source, e.length, e.flags);
+            return;
+        }
+        MsgHeader h = {};
+        h.kind      = Kind::kEager;
+        h.flags     = e.flags;
+        h.source    = b.source;
+        h.tag       = e.tag;
+        h.data      = e.data;
+        h.length    = e.length;
+        handle_message(h, p + off, e.length, iface);
+        off += e.length;
+    }
 }
 
 /* A small eager message: the AM header (the tag), ShortHeader, the payload. */

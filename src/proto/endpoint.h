@@ -61,6 +61,11 @@ class Endpoint {
     /* messages shorter than this are eager and go in one transport call
      * (Worker::send's test); the rest through send_general() */
     size_t   eager_now_limit = 0;
+    /* MORE sends not yet sent (BatchHeader + entries); while it holds any,
+     * eager_now_limit is 0 so that no send overtakes them, and
+     * eager_now_saved keeps the limit */
+    std::vector<char> batch;
+    size_t   eager_now_saved = 0;
     bool     busy        = false; /* in the worker's list of endpoints with queued work */
     /* send requests that left `sends` (some completed since: pruned when a
      * FENCE send looks, which starts when none is left live) */

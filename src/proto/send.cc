@@ -426,7 +426,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
                                  UCT_TM_PROTO_SEND_REMOTE_DATA |
                                  UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE |
                                  UCT_TM_PROTO_SEND_DELIVERY_COMPLETE | UCT_TM_PROTO_SEND_FENCE |
-                                 UCT_TM_PROTO_OP_NO_COMPLETION,
+                                 UCT_TM_PROTO_OP_NO_COMPLETION | UCT_TM_PROTO_SEND_MORE,
                          req) ||
         ((flags & UCT_TM_PROTO_OP_NO_COMPLETION) && user)) {
         return UCS_ERR_INVALID_PARAM;
@@ -467,9 +467,33 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
         ++stats_.rndv_sends;
     }
 
+    /* MORE: a small eager message joins the endpoint's batch; any other
+     * send goes after the batch (sends it, or queues behind it) */
+    const bool batchable = (flags & UCT_TM_PROTO_SEND_MORE) && !tag_send && !rndv && !sync &&
+                           !deliver && !transmit && !fence && ep->sends.empty() &&
+                           (sizeof(BatchHeader) + sizeof(BatchEntry) + length <=
+                            ep->iface->max_bcopy);
+    if (batchable || !ep->batch.empty()) {
+        if (batchable && batch_add(ep, tag, has_data, rdata, buffer, length)) {
+            return UCS_OK;
+        }
+        const ucs_status_t bs = flush_batch(ep);
+        if ((bs == UCS_OK) && batchable && batch_add(ep, tag, has_data, rdata, buffer, length)) {
+            return UCS_OK;
+        }
+        if ((bs != UCS_OK) && (bs != UCS_ERR_NO_RESOURCE)) {
+            if (!rndv) {
+                ep->credits += length;
+                --stats_.eager_sends;
+            }
+            return bs;
+        }
+    }
+    const bool batch_pending = !ep->batch.empty();
+
     /* the common case: one eager message, nothing queued (or, fenced,
      * outstanding) before it, done once handed over */
-    if (!rndv && !sync && !deliver && !transmit && ep->sends.empty() &&
+    if (!rndv && !sync && !deliver && !transmit && ep->sends.empty() && !batch_pending &&
         !(fence && sends_outstanding(ep)) &&
         (tag_send || (sizeof(MsgHeader) + length <= ep->iface->max_bcopy))) {
         const ssize_t n = send_single(ep, tag, has_data, rdata, buffer, length);
@@ -518,7 +542,8 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
         status = alloc_status([&] { r->bounce.assign(r->sbuf, r->sbuf + length); });
     }
     if (status == UCS_OK) {
-        status = (ep->sends.empty() && !fence_holds(*r)) ? start_send(*r) : UCS_ERR_NO_RESOURCE;
+        status = (ep->sends.empty() && !batch_pending && !fence_holds(*r)) ? start_send(*r)
+                                                                            : UCS_ERR_NO_RESOURCE;
         if (status == UCS_OK) {
             left_queue(*r);
         }
@@ -575,6 +600,66 @@ bool Worker::sends_outstanding(Endpoint *ep) {
     return !s.empty();
 }
 
+/* Appends a MORE message to the endpoint's batch (copied: the send is done);
+ * false when it does not fit beside what the batch holds. */
+bool Worker::batch_add(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
+                       const void *data, size_t len) {
+    std::vector<char> &b    = ep->batch;
+    const size_t       room = ep->iface->max_bcopy;
+    const size_t       need = (b.empty() ? sizeof(BatchHeader) : 0) + sizeof(BatchEntry) + len;
+    if ((b.size() + need > room) ||
+        (alloc_status([&] { b.reserve(room); }) != UCS_OK)) { /* once per endpoint */
+        return false;
+    }
+    auto append = [&b](const void *p, size_t n) {
+        const char *c = static_cast<const char *>(p);
+        b.insert(b.end(), c, c + n); /* within the reserved room: no allocation */
+    };
+    if (b.empty()) {
+        BatchHeader h = {};
+        h.kind        = Kind::kBatch;
+        h.source      = config_.id;
+        append(&h, sizeof(h));
+        /* no send may take the one-call path past the batch */
+        ep->eager_now_saved = ep->eager_now_limit;
+        ep->eager_now_limit = 0;
+        mark_busy(ep); /* progress sends it if nothing else does */
+    }
+    ++stats_.batched_sends;
+    BatchEntry e = {};
+    e.tag        = tag;
+    e.data       = rdata;
+    e.length     = static_cast<uint32_t>(len);
+    e.flags      = has_data ? kFlagData : 0;
+    append(&e, sizeof(e));
+    if (len != 0) {
+        append(data, len);
+    }
+    return true;
+}
+
+/* Sends the endpoint's batch, if any. NO_RESOURCE: it stays (and the
+ * endpoint busy); any other failure loses sends that already completed,
+ * which is logged (the transport reports the endpoint's failure too). */
+ucs_status_t Worker::flush_batch(Endpoint *ep) {
+    if (ep->batch.empty()) {
+        return UCS_OK;
+    }
+    const ssize_t n = am_send(ep, ep->batch.data(), ep->batch.size(), nullptr, 0);
+    if (n == UCS_ERR_NO_RESOURCE) {
+        mark_busy(ep);
+        return UCS_ERR_NO_RESOURCE;
+    }
+    ep->batch.clear(); /* keeps its room */
+    ep->eager_now_limit = ep->eager_now_saved;
+    if (n < 0) {
+        ucs_error("tm_proto: batched messages to worker %u lost: %s", ep->peer_id,
+                  ucs_status_string(static_cast<ucs_status_t>(n)));
+        return static_cast<ucs_status_t>(n);
+    }
+    return UCS_OK;
+}
+
 /* A fenced send that has not started waits for every send started before it. */
 bool Worker::fence_holds(const Request &r) {
     return r.fence && (r.sstate == SendState::kQueued) && !r.started && sends_outstanding(r.ep);
@@ -605,7 +690,9 @@ unsigned Worker::progress_queues() {
             ep->ctrl.pop_front();
             ++n;
         }
-        while (!ep->sends.empty()) {
+        /* MORE messages go before the sends queued after them */
+        const bool batch_waits = (flush_batch(ep) == UCS_ERR_NO_RESOURCE);
+        while (!batch_waits && !ep->sends.empty()) {
             Request *r = reqs_.lookup(ep->sends.front());
             if ((r == nullptr) || r->done) {
                 ep->sends.pop_front();
@@ -626,7 +713,7 @@ unsigned Worker::progress_queues() {
             ep->sends.pop_front();
             ++n;
         }
-        if (ep->ctrl.empty() && ep->sends.empty()) {
+        if (ep->ctrl.empty() && ep->sends.empty() && ep->batch.empty()) {
             ep->busy = false;
             busy_[i] = busy_.back();
             busy_.pop_back();

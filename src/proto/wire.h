@@ -39,7 +39,8 @@ enum class Kind : uint8_t {
     kPutReq,     /* PutHeader + rkey: write the first `length` bytes into the receiver's buffer */
     kPutDone,    /* CtrlHeader: the sender's write for receive `req` is done */
     kDeliverReq, /* CtrlHeader: answer kAck to `req` (after everything sent before it) */
-    kLast = kDeliverReq
+    kBatch,      /* BatchHeader, then (BatchEntry + payload)...: eager messages sent with MORE */
+    kLast = kBatch
 };
 
 enum MsgFlags : uint8_t {
@@ -140,8 +141,25 @@ struct CtrlHeader {
     uint64_t value2;
 };
 static_assert(sizeof(CtrlHeader) == 32, "CtrlHeader is part of the wire format");
+/* Small eager messages a sender batched (UCT_TM_PROTO_SEND_MORE), in sending
+ * order: each a BatchEntry and its `length` payload bytes. */
+struct BatchHeader {
+    Kind     kind;
+    uint8_t  reserved[3];
+    uint32_t source;
+};
+static_assert(sizeof(BatchHeader) == 8, "BatchHeader is part of the wire format");
+struct BatchEntry {
+    uint64_t tag;
+    uint64_t data;   /* remote data, with kFlagData */
+    uint32_t length;
+    uint8_t  flags;  /* kFlagData only */
+    uint8_t  reserved[3];
+};
+static_assert(sizeof(BatchEntry) == 24, "BatchEntry is part of the wire format");
+
 /* Every header carries the sending worker's id at this offset (MsgHeader,
- * FragHeader, DataHeader, PutHeader, CtrlHeader): one check binds any
+ * FragHeader, DataHeader, PutHeader, CtrlHeader, BatchHeader): one check binds any
  * message to the endpoint its claimed source was wired up with. */
 inline constexpr size_t kSourceOffset = 4;
 
@@ -149,7 +167,8 @@ static_assert((offsetof(MsgHeader, source) == kSourceOffset) &&
                       (offsetof(FragHeader, source) == kSourceOffset) &&
                       (offsetof(DataHeader, source) == kSourceOffset) &&
                       (offsetof(PutHeader, source) == kSourceOffset) &&
-                      (offsetof(CtrlHeader, source) == kSourceOffset),
+                      (offsetof(CtrlHeader, source) == kSourceOffset) &&
+                      (offsetof(BatchHeader, source) == kSourceOffset),
               "every AM header has the source at kSourceOffset");
 
 /* Version 2: DataHeader carries the source. Version 3: 64-bit remote data

@@ -63,6 +63,7 @@ Worker::Worker(const Config &config)
 }
 
 Worker::~Worker() {
+    peers_.for_each([this](Endpoint *ep) { send_batch_before_close(ep); });
     /* requests in the caller's memory complete (CANCELED): the caller may be
      * waiting on their status word */
     tag_list_.cancel_directs();
@@ -575,7 +576,23 @@ ucs_status_t Worker::peer_failure(uint32_t source) const {
     return (ep != nullptr) ? ep->failure : UCS_OK;
 }
 
+/* MORE messages have completed: they leave before their endpoint closes, as
+ * far as the transport takes them within a bounded wait. */
+void Worker::send_batch_before_close(Endpoint *ep) {
+    for (int i = 0; (i < kCloseFlushTries) && (ep->failure == UCS_OK) &&
+                    (flush_batch(ep) == UCS_ERR_NO_RESOURCE);
+         ++i) {
+        uct_worker_progress(uworker_);
+    }
+    if (!ep->batch.empty()) {
+        ucs_error("tm_proto: %zu bytes of batched messages to worker %u not sent before the "
+                  "endpoint closed", ep->batch.size(), ep->peer_id);
+        ep->batch.clear();
+    }
+}
+
 void Worker::ep_destroy(Endpoint *ep) {
+    send_batch_before_close(ep);
     end_sends(ep, UCS_ERR_CANCELED, false);
     for (uint32_t i = 0; i < reqs_.issued(); ++i) {
         Request &r = reqs_.at(i);

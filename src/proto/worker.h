@@ -213,6 +213,12 @@ class Worker {
                              const void *data, size_t len);
     ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
     void         handed_over(Request &r);
+    bool         batch_add(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
+                           const void *data, size_t len);
+    ucs_status_t flush_batch(Endpoint *ep);
+    void         handle_batch(const char *p, size_t length, const Iface *iface);
+    void         send_batch_before_close(Endpoint *ep);
+    static constexpr int kCloseFlushTries = 100000;
     void         push_ahead(Request &r);
     unsigned     progress_flushes();
     bool         fence_holds(const Request &r);

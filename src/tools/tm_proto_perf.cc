@@ -52,6 +52,7 @@ struct Options {
     bool                check      = false;
     bool                stats      = false; /* -v: each side's protocol counters at the end */
     bool                user       = false; /* -u: requests in our memory, not handles */
+    bool                more       = false; /* -m: tag_bw sends all but a window's last with MORE */
     int                 cpu_client = -1, cpu_server = -1;
     double              timeout    = 60; /* -T: longest wait for one event of the peer */
     uint16_t            port       = 0;  /* -p: two hosts, meet over TCP on this port */
@@ -61,9 +62,10 @@ struct Options {
 void usage() {
     fprintf(stderr,
             "usage: tm_proto_perf [-t tag_lat|tag_bw] [-x transports] [-s size,size,...] [-n iters]\n"
-            "                     [-w window] [-c client_cpu,server_cpu] [--check] [-v] [-u]\n"
+            "                     [-w window] [-c client_cpu,server_cpu] [--check] [-v] [-u] [-m]\n"
             "                     [-T|--timeout seconds] [-p port [host]]\n"
             "  -u  build requests in this program's memory (UCT_TM_PROTO_OP_USER_REQUEST)\n"
+            "  -m  tag_bw: every send but a window's last says more follow (UCT_TM_PROTO_SEND_MORE)\n"
             "  -T  give up when the peer does not answer for that long (default 60)\n"
             "  -p  two hosts: without host, receive on this TCP port (the sender's options\n"
             "      apply); with host, send to the receiver listening there\n");
@@ -78,7 +80,7 @@ Options parse(int argc, char **argv) {
                                      {nullptr, 0, nullptr, 0}};
     int                  c;
     optind = 0; /* parsed twice in the receiver of two hosts: start over */
-    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:T:p:vuh", longs, nullptr)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:T:p:vumh", longs, nullptr)) != -1) {
         switch (c) {
         case 't': o.test = optarg; break;
         case 'x': o.transports = optarg; break;
@@ -93,6 +95,7 @@ Options parse(int argc, char **argv) {
         case 'C': o.check = true; break;
         case 'v': o.stats = true; break;
         case 'u': o.user = true; break;
+        case 'm': o.more = true; break;
         case 'T':
             o.timeout = strtod(optarg, nullptr);
             if (!(o.timeout > 0)) usage();
@@ -107,7 +110,8 @@ Options parse(int argc, char **argv) {
         if ((o.port == 0) || (optind + 1 != argc)) usage();
         o.host = argv[optind];
     }
-    if (((o.test != "tag_lat") && (o.test != "tag_bw")) || o.sizes.empty() || (o.window == 0)) {
+    if (((o.test != "tag_lat") && (o.test != "tag_bw")) || o.sizes.empty() || (o.window == 0) ||
+        (o.more && o.user)) {
         usage();
     }
     return o;
@@ -254,10 +258,15 @@ const uct_tm_proto_op_params_t *params_for(const UserRequest *user) {
     return (user != nullptr) ? &user->params : nullptr;
 }
 
-/* Starts a send; an empty Pending when it finished at once. */
-Pending start_send(const Side &s, const void *buf, size_t len, uint64_t tag, UserRequest *user) {
-    Pending            p;
-    const ucs_status_t st = uct_tm_proto_send(s.ep, buf, len, tag, params_for(user), &p.req);
+/* Starts a send; an empty Pending when it finished at once. `more`: more
+ * sends follow (not with `user`). */
+Pending start_send(const Side &s, const void *buf, size_t len, uint64_t tag, UserRequest *user,
+                   bool more = false) {
+    Pending                        p;
+    uct_tm_proto_op_params_t       more_params = {};
+    more_params.flags                          = UCT_TM_PROTO_SEND_MORE;
+    const uct_tm_proto_op_params_t *params     = more ? &more_params : params_for(user);
+    const ucs_status_t st = uct_tm_proto_send(s.ep, buf, len, tag, params, &p.req);
     if (st == UCS_INPROGRESS) {
         p.user = user;
         return p;
@@ -425,7 +434,8 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
             if (client) {
                 const Pending a = post_recv(s, &ack, 0, 2, user(o.window));
                 for (size_t i = 0; i < o.window; ++i) {
-                    reqs[i] = start_send(s, sbuf.data(), size, 1, user(i));
+                    reqs[i] = start_send(s, sbuf.data(), size, 1, user(i),
+                                         o.more && (i + 1 < o.window));
                 }
                 for (const Pending &r : reqs) {
                     if ((r.req != 0) || (r.user != nullptr)) {

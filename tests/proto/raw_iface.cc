@@ -12,6 +12,15 @@ using uct_tm::proto::AddressHeader;
 using uct_tm::proto::Kind;
 using uct_tm::proto::MsgHeader;
 
+ucs_status_t RawIface::open(uct_tm_proto_worker_h w, const char *md_name, const char *tl,
+                            const char *dev_name) {
+    size_t len = 0;
+    uct_tm_proto_worker_address(w, nullptr, &len);
+    std::vector<char>  addr(len);
+    const ucs_status_t st = uct_tm_proto_worker_address(w, addr.data(), &len);
+    return (st == UCS_OK) ? open(addr, md_name, tl, dev_name) : st;
+}
+
 ucs_status_t RawIface::open(const std::vector<char> &addr, const char *md_name, const char *tl,
                             const char *dev_name) {
     ucs_status_t st = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async);
@@ -114,6 +123,23 @@ void RawIface::send(uint8_t id, const std::vector<char> &msg, uct_tm_proto_worke
     }
     EXPECT_GE(st, 0) << ucs_status_string(static_cast<ucs_status_t>(st));
     uct_tm_proto_worker_progress(w); /* posix: the receiver must keep polling to free elements */
+}
+
+size_t discard_unexpected(uct_tm_proto_worker_h w, uint64_t tag) {
+    size_t              n = 0;
+    uct_tm_proto_info_t info;
+    while (uct_tm_proto_probe(w, tag, ~uint64_t{0}, nullptr,
+                              UCT_TM_PROTO_PROBE_PEEK | UCT_TM_PROTO_PROBE_DISCARD, &info,
+                              nullptr) == UCS_OK) {
+        ++n;
+    }
+    return n;
+}
+
+void progress(uct_tm_proto_worker_h w, int times) {
+    for (int i = 0; i < times; ++i) {
+        uct_tm_proto_worker_progress(w);
+    }
 }
 
 std::vector<char> eager_message(uint32_t source, uint64_t tag, size_t payload, Kind kind,

@@ -31,6 +31,9 @@ struct RawIface {
     /* Opens the iface and an endpoint to the worker address's `tl` iface. */
     ucs_status_t open(const std::vector<char> &addr, const char *md_name = "posix",
                       const char *tl = "posix", const char *dev_name = "memory");
+    /* The same, to worker `w`'s address. */
+    ucs_status_t open(uct_tm_proto_worker_h w, const char *md_name = "posix",
+                      const char *tl = "posix", const char *dev_name = "memory");
     /* Sends `msg` with AM id `id`, progressing `w` while the transport is busy. */
     void send(uint8_t id, const std::vector<char> &msg, uct_tm_proto_worker_h w);
     ~RawIface() {
@@ -41,6 +44,11 @@ struct RawIface {
         if (async != nullptr) ucs_async_context_destroy(async);
     }
 };
+
+/* How many unexpected messages tagged `tag` worker `w` holds, discarding them. */
+size_t discard_unexpected(uct_tm_proto_worker_h w, uint64_t tag);
+/* Progresses `w` alone `times` times (what a raw peer sent is then handled). */
+void progress(uct_tm_proto_worker_h w, int times = 1000);
 
 /* A kEager (or kFirst, `length` > payload) message claiming worker `source`. */
 std::vector<char> eager_message(uint32_t source, uint64_t tag, size_t payload,

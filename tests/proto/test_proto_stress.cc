@@ -3,7 +3,8 @@
  * processes over one transport (tm_sm, posix) each send kMsgs messages of
  * random size (empty to rendezvous), tag class, sync or not, inject or not,
  * remote data absent, narrow or wide (the sequence number rides in the
- * tag's upper half, which receives do not match), to random peers, while keeping a window of random receives posted: any
+ * tag's upper half, which receives do not match), MORE, a completion level
+ * or FENCE on some, to random peers, while keeping a window of random receives posted: any
  * source and class, one class, or one source; by handle with a callback, or
  * in the process's memory without one (over tm_sm with offload, DirectRecvs
  * when the tag list takes them). Checks, in every process:
@@ -52,6 +53,7 @@ struct Planned {
     bool     sync, inject;
     bool     has_data; /* remote data: narrow or wide (a rendezvous request over a tag list) */
     uint64_t data;
+    unsigned extra;    /* MORE, DELIVERY_COMPLETE, TRANSMIT_COMPLETE, FENCE, or none */
 };
 
 /* Every process derives the same plan from the seed. */
@@ -71,6 +73,12 @@ std::vector<std::vector<Planned>> make_plan() {
             const unsigned data = rng() % 3; /* none, narrow, wide */
             p.has_data = data != 0;
             p.data     = (data == 1) ? rng() & 0xffffffffu : (data == 2) ? rng() | (1ull << 63) : 0;
+            const unsigned extra = rng() % 40;
+            p.extra = (extra < 10)   ? unsigned{UCT_TM_PROTO_SEND_MORE}
+                      : (extra < 14) ? unsigned{UCT_TM_PROTO_SEND_DELIVERY_COMPLETE}
+                      : (extra < 18) ? unsigned{UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE}
+                      : (extra < 19) ? unsigned{UCT_TM_PROTO_SEND_FENCE}
+                                     : 0u;
             plan[s].push_back(p);
         }
     }
@@ -330,7 +338,8 @@ int run_rank(int rank, int fd, const std::string &transports) {
             const Planned &m    = plan[rank][next];
             auto           data = std::make_unique<std::vector<char>>(pattern(m.len, rank * 100000 + next));
             uct_tm_proto_op_params_t op = {};
-            op.flags = (m.sync ? UCT_TM_PROTO_SEND_SYNC : 0) | (m.inject ? UCT_TM_PROTO_SEND_INJECT : 0);
+            op.flags = (m.sync ? UCT_TM_PROTO_SEND_SYNC : 0) | (m.inject ? UCT_TM_PROTO_SEND_INJECT : 0) |
+                       m.extra;
             if (m.has_data) {
                 op.flags |= UCT_TM_PROTO_SEND_REMOTE_DATA;
                 op.data   = m.data;

@@ -23,12 +23,8 @@ namespace {
 TEST(ProtoWire, MalformedMessagesAreDropped) {
     Pair pair;
     ASSERT_EQ(UCS_OK, make_pair("posix", &pair));
-    size_t len = 0;
-    uct_tm_proto_worker_address(pair.b, nullptr, &len);
-    std::vector<char> addr(len);
-    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_address(pair.b, addr.data(), &len));
     RawIface raw;
-    ASSERT_EQ(UCS_OK, raw.open(addr));
+    ASSERT_EQ(UCS_OK, raw.open(pair.b));
 
     /* a receive that a forged message must not complete */
     uint64_t               victim_buf[8] = {};
@@ -94,12 +90,8 @@ TEST(ProtoWire, OversizedTaggedMessageIsDropped) {
     extra.max_peers      = 4; /* 16 KiB of credit per peer */
     Pair pair;
     ASSERT_EQ(UCS_OK, make_pair("tm_sm", &pair, &extra));
-    size_t len = 0;
-    uct_tm_proto_worker_address(pair.b, nullptr, &len);
-    std::vector<char> addr(len);
-    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_address(pair.b, addr.data(), &len));
     RawIface raw;
-    ASSERT_EQ(UCS_OK, raw.open(addr, "tm", "tm_sm", "tm_shm"));
+    ASSERT_EQ(UCS_OK, raw.open(pair.b, "tm", "tm_sm", "tm_shm"));
     uct_iface_attr_t attr;
     ASSERT_EQ(UCS_OK, uct_iface_query(raw.iface, &attr));
     ASSERT_GE(attr.cap.tag.eager.max_zcopy, size_t(40000));
@@ -161,24 +153,6 @@ std::vector<char> short_message(uint32_t source, uint64_t tag, size_t payload) {
     return m;
 }
 
-/* How many unexpected messages tagged `tag` b holds, discarding them. */
-size_t discard_unexpected(uct_tm_proto_worker_h w, uint64_t tag) {
-    size_t              n = 0;
-    uct_tm_proto_info_t info;
-    while (uct_tm_proto_probe(w, tag, ~uint64_t{0}, nullptr,
-                              UCT_TM_PROTO_PROBE_PEEK | UCT_TM_PROTO_PROBE_DISCARD, &info,
-                              nullptr) == UCS_OK) {
-        ++n;
-    }
-    return n;
-}
-
-void progress(uct_tm_proto_worker_h w, int times = 1000) {
-    for (int i = 0; i < times; ++i) {
-        uct_tm_proto_worker_progress(w);
-    }
-}
-
 /* Real traffic of every protocol from a to b, data checked. */
 void expect_traffic_flows(const Pair &pair, uint64_t tag) {
     for (size_t n : {size_t(8), size_t(20000), size_t(300000)}) {
@@ -213,12 +187,8 @@ TEST(ProtoWire, SenderIgnoringCreditIsRefused) {
     const size_t window  = 16 << 10;
     Pair pair;
     ASSERT_EQ(UCS_OK, make_pair("posix", &pair, &extra));
-    size_t len = 0;
-    uct_tm_proto_worker_address(pair.b, nullptr, &len);
-    std::vector<char> addr(len);
-    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_address(pair.b, addr.data(), &len));
     RawIface raw;
-    ASSERT_EQ(UCS_OK, raw.open(addr));
+    ASSERT_EQ(UCS_OK, raw.open(pair.b));
 
     const uint32_t a_id    = uct_tm_proto_worker_id(pair.a);
     const uint32_t nobody  = a_id ^ 0x5eed; /* b has no endpoint to it */
@@ -263,12 +233,8 @@ TEST(ProtoWire, SpoofedSourceIsDropped) {
         destroy_pair(&pair);
         GTEST_SKIP() << "tm_sm and posix together are not available";
     }
-    size_t len = 0;
-    uct_tm_proto_worker_address(pair.b, nullptr, &len);
-    std::vector<char> addr(len);
-    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_address(pair.b, addr.data(), &len));
     RawIface raw;
-    ASSERT_EQ(UCS_OK, raw.open(addr)); /* b's posix iface */
+    ASSERT_EQ(UCS_OK, raw.open(pair.b)); /* b's posix iface */
 
     const uint32_t         a_id = uct_tm_proto_worker_id(pair.a);
     uint64_t               victim_buf[16] = {};
@@ -318,12 +284,8 @@ TEST(ProtoWire, SpoofedSourceIsDropped) {
 TEST(ProtoWire, RendezvousDataFromAnotherPeerIsDropped) {
     Pair pair;
     ASSERT_EQ(UCS_OK, make_pair("posix", &pair));
-    size_t len = 0;
-    uct_tm_proto_worker_address(pair.b, nullptr, &len);
-    std::vector<char> addr(len);
-    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_address(pair.b, addr.data(), &len));
     RawIface raw;
-    ASSERT_EQ(UCS_OK, raw.open(addr));
+    ASSERT_EQ(UCS_OK, raw.open(pair.b));
 
     const size_t           n    = 300000;
     const auto             data = pattern(n, 12);

@@ -116,6 +116,7 @@ typedef struct uct_tm_proto_stats {
     size_t   unexpected_bytes;  /* eager bytes buffered now */
     size_t   unexpected_peak;   /* their maximum so far */
     size_t   requests;          /* requests live now: in progress or not yet released */
+    uint64_t batched_sends;     /* MORE messages sent in batches */
 } uct_tm_proto_stats_t;
 void uct_tm_proto_worker_stats(uct_tm_proto_worker_h worker, uct_tm_proto_stats_t *stats);
 
@@ -178,7 +179,13 @@ enum uct_tm_proto_op_flags {
      * callback, if any, runs only with an error (req 0). Not with
      * USER_REQUEST. The buffer is the library's until the send completes:
      * combine with INJECT, or learn it from a later FENCE send's completion. */
-    UCT_TM_PROTO_OP_NO_COMPLETION = 1u << 7
+    UCT_TM_PROTO_OP_NO_COMPLETION = 1u << 7,
+    /* send: more sends to this endpoint follow (FI_MORE): a small eager
+     * message may wait, copied, to leave with the next ones in one transport
+     * message -- until a send without MORE, the batch is full, or the next
+     * progress. It completes at once (UCS_OK). A hint: sends over a
+     * transport's tag list, and other protocols, go as without it. */
+    UCT_TM_PROTO_SEND_MORE = 1u << 8
 };
 
 typedef struct uct_tm_proto_op_params {
