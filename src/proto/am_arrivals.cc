@@ -228,6 +228,14 @@ void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t le
         Unexpected &u = unexpected_[part.unex];
         memcpy(u.data.data() + f.offset, payload, len);
         u.arrived = part.arrived;
+        if (last && u.held) {
+            const uint64_t msg = unexpected_.handle(part.unex);
+            if (alloc_status([&] { later_.push_back({Later::Kind::kBuffered, msg}); }) !=
+                UCS_OK) {
+                ucs_error("tm_proto: out of memory reporting a message from worker %u: kept "
+                          "unreported", u.source);
+            }
+        }
     }
     if (last) {
         const Partial done = part;

@@ -105,6 +105,13 @@ ucs_status_t read_config(const uct_tm_proto_worker_params_t *params, Config *con
             config->err_handler     = params->err_handler;
             config->err_handler_arg = params->err_handler_arg;
         }
+        if (f & UCT_TM_PROTO_WORKER_FIELD_BUFFERED) {
+            if (params->buffered_cb == nullptr) {
+                return UCS_ERR_INVALID_PARAM;
+            }
+            config->buffered_cb  = params->buffered_cb;
+            config->buffered_arg = params->buffered_arg;
+        }
     }
     if ((config->max_peers == 0) || config->transports.empty() ||
         (config->unexpected_cap / config->max_peers > UINT32_MAX)) {

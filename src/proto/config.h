@@ -23,6 +23,8 @@ struct Config {
     double      keepalive_s    = 1; /* 0: no keepalive */
     uct_tm_proto_ep_err_cb_t err_handler     = nullptr;
     void                    *err_handler_arg = nullptr;
+    uct_tm_proto_buffered_cb_t buffered_cb   = nullptr; /* buffered receives when set */
+    void                      *buffered_arg  = nullptr;
 };
 
 /* Environment first, then params. Returns UCS_ERR_INVALID_PARAM for values

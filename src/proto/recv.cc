@@ -201,6 +201,14 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
         acct.bytes += h.length;
         u.charged   = &acct;
     }
+    if (config_.buffered_cb != nullptr) {
+        /* buffered receives: the application's, out of matching */
+        hold_buffered(idx);
+        if (h.kind == Kind::kFirst) {
+            track_fragments(h, len, 0, idx, acct);
+        }
+        return;
+    }
     const ucs_status_t status = unexpected_.enqueue(idx);
     if (status != UCS_OK) {
         ucs_error("tm_proto: unexpected queue refused a message: %s", ucs_status_string(status));
@@ -390,6 +398,35 @@ ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uin
     }
     *req = handed_out(*r);
     return UCS_INPROGRESS;
+}
+
+/* Buffered receives: message `idx` no receive matched is claimed for the
+ * application and reported once it arrived whole (a rendezvous request at
+ * once, its data stays at the sender). */
+void Worker::hold_buffered(uint32_t idx) {
+    Unexpected    &u   = unexpected_[idx];
+    const uint64_t msg = unexpected_.claim(idx);
+    u.held             = true;
+    if (u.rndv || (u.arrived == u.length)) {
+        if (alloc_status([&] { later_.push_back({Later::Kind::kBuffered, msg}); }) != UCS_OK) {
+            ucs_error("tm_proto: out of memory reporting a message from worker %u: dropped",
+                      u.source);
+            drop_unexpected(idx);
+        }
+    }
+}
+
+void Worker::report_buffered(uint64_t msg) {
+    uint32_t          idx;
+    const Unexpected *u = unexpected_.claimed(msg, &idx);
+    if (u == nullptr) {
+        return; /* taken or dropped already */
+    }
+    uct_tm_proto_info_t info;
+    fill_info(&info, *u);
+    const bool data = !u->rndv;
+    config_.buffered_cb(config_.buffered_arg, msg, &info, data ? u->data.data() : nullptr,
+                        data ? u->arrived : 0);
 }
 
 ucs_status_t Worker::probe(uint64_t tag, uint64_t mask, Endpoint *source, unsigned flags,

@@ -130,7 +130,6 @@ struct Request {
     bool        transmit  = false; /* completes once a flush of the endpoint says it left */
     bool        deliver   = false; /* completes on the receiver's kAck to our kDeliverReq */
     bool        quiet     = false; /* NO_COMPLETION: nobody holds it; released when done */
-    bool        flushing  = false; /* in the worker's list of sends waiting for a flush */
     uint8_t     parts     = 0;     /* receive: rendezvous transfers still running */
     bool        ack_after = false; /* receive: the sender waits for kAck (we read its memory) */
     bool        peer_part = false; /* receive: one of the parts is the sender's to deliver (kData, kPutDone) */
@@ -208,7 +207,7 @@ struct Request {
         offset = limit = 0;
         rreq   = 0;
         await_ack = false;
-        fence = transmit = deliver = quiet = flushing = false;
+        fence = transmit = deliver = quiet = false;
         parts     = 0;
         ack_after = false;
         peer_part = false;

@@ -259,44 +259,48 @@ void Worker::handed_over(Request &r) {
         return;
     }
     if (r.transmit) {
-        const ucs_status_t status = uct_ep_flush(r.ep->uct_ep, 0, nullptr);
-        if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
-            if (alloc_status([&] { flushing_.push_back(r.self); }) == UCS_OK) {
-                r.flushing = true;
-                return;
-            }
+        if (!flush_done(r) &&
+            (alloc_status([&] { later_.push_back({Later::Kind::kFlush, r.self}); }) != UCS_OK)) {
             complete(r, UCS_ERR_NO_MEMORY);
-            return;
         }
-        complete(r, status);
         return;
     }
     complete(r, UCS_OK);
 }
 
-/* The sends waiting for the transport to report their messages left
- * (TRANSMIT_COMPLETE): a flush without completion says whether the
- * endpoint still has anything outstanding. */
-unsigned Worker::progress_flushes() {
-    unsigned n = 0;
-    for (size_t i = 0; i < flushing_.size();) {
-        Request *r = reqs_.lookup(flushing_[i]);
-        ucs_status_t status = UCS_OK;
-        if ((r != nullptr) && !r->done) {
-            status = uct_ep_flush(r->ep->uct_ep, 0, nullptr);
-            if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
-                ++i;
-                continue;
-            }
-            complete(*r, status);
-            ++n;
-        }
-        if (r != nullptr) {
-            r->flushing = false;
-        }
-        flushing_[i] = flushing_.back();
-        flushing_.pop_back();
+/* TRANSMIT_COMPLETE: a flush without completion says whether the endpoint
+ * still has anything outstanding; false while it has (ask again later). */
+bool Worker::flush_done(Request &r) {
+    const ucs_status_t status = uct_ep_flush(r.ep->uct_ep, 0, nullptr);
+    if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
+        return false;
     }
+    complete(r, status);
+    return true;
+}
+
+/* The work queued for progress: sends waiting for a flush, held messages to
+ * report. A callback may queue more: it waits for the next call. */
+unsigned Worker::progress_later() {
+    later_work_.swap(later_);
+    unsigned n = 0;
+    for (const Later &l : later_work_) {
+        if (l.kind == Later::Kind::kBuffered) {
+            report_buffered(l.handle);
+            ++n;
+            continue;
+        }
+        Request *r = reqs_.lookup(l.handle);
+        if ((r == nullptr) || r->done) {
+            continue;
+        }
+        if (flush_done(*r)) {
+            ++n;
+        } else if (alloc_status([&] { later_.push_back(l); }) != UCS_OK) {
+            complete(*r, UCS_ERR_NO_MEMORY);
+        }
+    }
+    later_work_.clear();
     return n;
 }
 

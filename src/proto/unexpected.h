@@ -33,6 +33,7 @@ struct Unexpected {
     bool     sync     = false;
     bool     claimed  = false; /* held by a PEEK|CLAIM probe */
     bool     discard  = false; /* dropped while fragments are still coming */
+    bool     held     = false; /* buffered receives: reported once it arrived whole */
     uint32_t source   = 0;
     bool     has_data = false; /* remote data sent (rdata) */
     uint64_t rdata    = 0;
@@ -164,6 +165,9 @@ class UnexpectedQueue {
         pool_[idx].claimed = true;
         return pool_.handle(idx);
     }
+
+    /* The handle that names slot `idx` (claimed: to recv_claimed / discard_claimed). */
+    uint64_t handle(uint32_t idx) { return pool_.handle(idx); }
 
     /* The claimed message a handle names, or null. */
     Unexpected *claimed(uint64_t handle, uint32_t *idx) {

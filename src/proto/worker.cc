@@ -579,8 +579,12 @@ ucs_status_t Worker::peer_failure(uint32_t source) const {
 /* MORE messages have completed: they leave before their endpoint closes, as
  * far as the transport takes them within a bounded wait. */
 void Worker::send_batch_before_close(Endpoint *ep) {
-    for (int i = 0; (i < kCloseFlushTries) && (ep->failure == UCS_OK) &&
-                    (flush_batch(ep) == UCS_ERR_NO_RESOURCE);
+    if (ep->batch.empty()) {
+        return;
+    }
+    int i = 0;
+    for (; (i < kCloseFlushTries) && (ep->failure == UCS_OK) &&
+           (flush_batch(ep) == UCS_ERR_NO_RESOURCE);
          ++i) {
         uct_worker_progress(uworker_);
     }
@@ -588,6 +592,15 @@ void Worker::send_batch_before_close(Endpoint *ep) {
         ucs_error("tm_proto: %zu bytes of batched messages to worker %u not sent before the "
                   "endpoint closed", ep->batch.size(), ep->peer_id);
         ep->batch.clear();
+        return;
+    }
+    /* handed over is not yet sent: a transport may drop what its endpoint
+     * still holds when it is destroyed (an RC queue pair) */
+    ucs_status_t status;
+    while ((i++ < kCloseFlushTries) && (ep->failure == UCS_OK) &&
+           (((status = uct_ep_flush(ep->uct_ep, 0, nullptr)) == UCS_INPROGRESS) ||
+            (status == UCS_ERR_NO_RESOURCE))) {
+        uct_worker_progress(uworker_);
     }
 }
 
@@ -642,8 +655,8 @@ unsigned Worker::progress_rest(unsigned n) {
     if (!busy_.empty()) {
         n += progress_queues();
     }
-    if (!flushing_.empty()) {
-        n += progress_flushes();
+    if (!later_.empty()) {
+        n += progress_later();
     }
     if (!completions_.empty()) {
         n += deliver_completions();

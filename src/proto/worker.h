@@ -220,7 +220,10 @@ class Worker {
     void         send_batch_before_close(Endpoint *ep);
     static constexpr int kCloseFlushTries = 100000;
     void         push_ahead(Request &r);
-    unsigned     progress_flushes();
+    unsigned     progress_later();
+    bool         flush_done(Request &r);
+    void         hold_buffered(uint32_t idx);
+    void         report_buffered(uint64_t msg);
     bool         fence_holds(const Request &r);
     bool         sends_outstanding(Endpoint *ep);
     static constexpr size_t kStartedPrune = 64;
@@ -367,7 +370,14 @@ class Worker {
     std::vector<std::unique_ptr<Iface>> ifaces_;
     Peers                           peers_;
     std::vector<Endpoint *>         busy_;          /* endpoints with queued sends or replies */
-    std::vector<uint64_t>           flushing_;      /* TRANSMIT_COMPLETE sends awaiting a flush */
+    /* work for progress(): TRANSMIT_COMPLETE sends awaiting a flush, held
+     * messages to report (buffered receives) */
+    struct Later {
+        enum class Kind : uint8_t { kFlush, kBuffered } kind;
+        uint64_t handle; /* a send request, or a claimed message */
+    };
+    std::vector<Later>              later_;
+    std::vector<Later>              later_work_;
     RequestPool                     reqs_;
     match::TagMatcher               matcher_;       /* tier 1 receives and unexpected messages */
     PostedRecvs                     posted_{matcher_, reqs_};
@@ -492,7 +502,7 @@ template <bool kOffloaded>
 [[gnu::always_inline]] inline unsigned Worker::progress() {
     const unsigned n    = uct_worker_progress(uworker_);
     const bool     tick = (++progress_calls_ % kKeepaliveEvery) == 0; /* busy or not */
-    if (ucs_likely(busy_.empty() && completions_.empty() && flushing_.empty() && !tick)) {
+    if (ucs_likely(busy_.empty() && completions_.empty() && later_.empty() && !tick)) {
         return n;
     }
     return progress_rest(n); /* out of line: an idle poll stays cheap */

@@ -68,8 +68,23 @@ enum uct_tm_proto_worker_field {
     UCT_TM_PROTO_WORKER_FIELD_UNEXPECTED_CAP = 1u << 3,
     UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS      = 1u << 4,
     UCT_TM_PROTO_WORKER_FIELD_OFFLOAD        = 1u << 5,
-    UCT_TM_PROTO_WORKER_FIELD_ERR_HANDLER    = 1u << 6  /* err_handler and err_handler_arg */
+    UCT_TM_PROTO_WORKER_FIELD_ERR_HANDLER    = 1u << 6, /* err_handler and err_handler_arg */
+    UCT_TM_PROTO_WORKER_FIELD_BUFFERED       = 1u << 7  /* buffered_cb and buffered_arg */
 };
+
+/* Buffered receives (FI_BUFFERED_RECV): with UCT_TM_PROTO_WORKER_FIELD_BUFFERED,
+ * a message that no posted receive matched is not kept for later receives:
+ * it is handed to this callback, once, inside uct_tm_proto_worker_progress(),
+ * when it has arrived whole -- `data` its bytes in the layer's buffer
+ * (`data_length` == info->length; NULL if 0), or NULL and 0 for a rendezvous
+ * request (over a tag list sync messages are rendezvous requests too),
+ * whose data waits at the sender. `msg` is a claimed message: take it with
+ * uct_tm_proto_recv_claimed() (now or later, from anywhere) or drop it with
+ * uct_tm_proto_discard_claimed(); `data` stays valid until then. Held
+ * messages count against their sender's eager credit until taken. */
+typedef void (*uct_tm_proto_buffered_cb_t)(void *arg, uint64_t msg,
+                                           const uct_tm_proto_info_t *info, const void *data,
+                                           size_t data_length);
 
 /* Called once, inside uct_tm_proto_worker_progress(), when the transport reports that the peer of
  * `ep` failed (docs/proto.md, "Peer failure"): the sends waiting on it have failed with `status`,
@@ -88,6 +103,8 @@ typedef struct uct_tm_proto_worker_params {
     int         offload;        /* post receives to the transport's tag list when it has one */
     uct_tm_proto_ep_err_cb_t err_handler; /* a peer failed (null: none) */
     void                    *err_handler_arg;
+    uct_tm_proto_buffered_cb_t buffered_cb; /* unmatched messages (not null) */
+    void                      *buffered_arg;
 } uct_tm_proto_worker_params_t;
 
 ucs_status_t uct_tm_proto_worker_create(const uct_tm_proto_worker_params_t *params,
