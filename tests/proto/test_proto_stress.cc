@@ -129,6 +129,7 @@ struct Posted {
     uct_tm_proto_request_t  req = 0;
     std::unique_ptr<Memory> user; /* set: a receive in this memory, no callback */
     bool                    live = false;
+    bool                    claimed = false; /* buffered mode: took a reported message */
     std::vector<char>       buf;
     int                     completions = 0;
     uct_tm_proto_info_t     info        = {};
@@ -149,8 +150,16 @@ void count_completion(void *arg, uct_tm_proto_request_t, const uct_tm_proto_info
     p->info = *info;
 }
 
-/* One process: `fd` talks to the parent (addresses, then "done" barriers). */
-int run_rank(int rank, int fd, const std::string &transports) {
+/* Buffered receives: the messages reported, taken in the rank's loop. */
+struct Reports {
+    std::vector<std::pair<uint64_t, uct_tm_proto_info_t>> msgs;
+};
+
+/* One process: `fd` talks to the parent (addresses, then "done" barriers).
+ * `buffered`: the worker hands unmatched messages to a callback
+ * (UCT_TM_PROTO_WORKER_FIELD_BUFFERED), and the rank takes each with
+ * recv_claimed beside its posted receives. */
+int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
     Failures                     f;
     const auto                   plan = make_plan();
     uct_tm_proto_worker_params_t wp   = {};
@@ -161,6 +170,16 @@ int run_rank(int rank, int fd, const std::string &transports) {
     wp.id             = static_cast<uint32_t>(rank + 1);
     wp.unexpected_cap = 256 << 10; /* small: back-pressure happens */
     wp.max_peers      = kProcs;
+    Reports reports;
+    if (buffered) {
+        wp.field_mask |= UCT_TM_PROTO_WORKER_FIELD_BUFFERED;
+        wp.buffered_cb = [](void *arg, uint64_t msg, const uct_tm_proto_info_t *info,
+                            const void *, size_t) {
+            static_cast<Reports *>(arg)->msgs.emplace_back(msg, *info);
+        };
+        wp.buffered_arg = &reports;
+    }
+    std::map<std::pair<int, uint64_t>, int> last_reported; /* (sender, class) -> seq */
     uct_tm_proto_worker_h w;
     if (uct_tm_proto_worker_create(&wp, &w) != UCS_OK) {
         return 90;
@@ -284,6 +303,33 @@ int run_rank(int rank, int fd, const std::string &transports) {
             break;
         }
         uct_tm_proto_worker_progress(w);
+        /* buffered: take what was reported (arrival order: per sender and
+         * class, in sending order) */
+        for (const auto &[msg, info] : reports.msgs) {
+            const int  s   = static_cast<int>(info.source) - 1;
+            const auto key = std::make_pair(s, info.tag & 3);
+            const int  seq = static_cast<int>(info.tag >> 32);
+            if ((last_reported.count(key) != 0) && (last_reported[key] >= seq)) {
+                f.fail("from %d class %llu: seq %d reported after %d", s,
+                       static_cast<unsigned long long>(key.second), seq, last_reported[key]);
+            }
+            last_reported[key] = seq;
+            auto p = std::make_unique<Posted>();
+            p->buf.resize(kMaxLen);
+            uct_tm_proto_op_params_t op = {};
+            op.cb  = count_completion;
+            op.arg = p.get();
+            const ucs_status_t st =
+                    uct_tm_proto_recv_claimed(w, msg, p->buf.data(), kMaxLen, &op, &p->req);
+            if (st != UCS_INPROGRESS) {
+                f.fail("recv_claimed: %s", ucs_status_string(st));
+                continue;
+            }
+            p->live    = true;
+            p->claimed = true;
+            recvs.push_back(std::move(p));
+        }
+        reports.msgs.clear();
         const auto now = std::chrono::steady_clock::now();
         if (received != received_before) {
             received_before = received;
@@ -330,7 +376,9 @@ int run_rank(int rank, int fd, const std::string &transports) {
                     uct_tm_proto_request_release(w, p->req);
                 }
                 p->live = false;
-                --outstanding_recv;
+                if (!p->claimed) {
+                    --outstanding_recv;
+                }
             }
         }
         /* send, a few at a time */
@@ -373,7 +421,8 @@ int run_rank(int rank, int fd, const std::string &transports) {
     /* per sender and class, matched in sending order (receives in posting order) */
     std::map<std::pair<int, uint64_t>, int> last;
     for (auto &p : recvs) {
-        if ((p->completions == 1) && (p->info.status == UCS_OK)) {
+        /* a taken message was delivered when reported (checked above) */
+        if ((p->completions == 1) && (p->info.status == UCS_OK) && !p->claimed) {
             const int s   = static_cast<int>(p->info.source) - 1;
             const auto key = std::make_pair(s, p->info.tag & 3);
             const int seq = static_cast<int>(p->info.tag >> 32);
@@ -429,7 +478,7 @@ int run_rank(int rank, int fd, const std::string &transports) {
 
 class ProtoStress : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(ProtoStress, RandomTrafficEveryMessageOnce) {
+void run_stress(const std::string &transports, bool buffered) {
     std::vector<pid_t> pids;
     std::vector<int>   fds;
     for (int r = 0; r < kProcs; ++r) {
@@ -442,7 +491,7 @@ TEST_P(ProtoStress, RandomTrafficEveryMessageOnce) {
         if (pid == 0) {
             close(sv[0]);
             alarm(kChildAlarm);
-            _exit(run_rank(r, sv[1], GetParam()));
+            _exit(run_rank(r, sv[1], transports, buffered));
         }
         close(sv[1]);
         pids.push_back(pid);
@@ -492,6 +541,12 @@ TEST_P(ProtoStress, RandomTrafficEveryMessageOnce) {
                 << "rank " << r << ": status " << status;
     }
 }
+
+TEST_P(ProtoStress, RandomTrafficEveryMessageOnce) { run_stress(GetParam(), false); }
+
+/* The same traffic with buffered receives: unmatched messages reported and
+ * taken with recv_claimed beside the posted window. */
+TEST_P(ProtoStress, RandomTrafficBufferedEveryMessageOnce) { run_stress(GetParam(), true); }
 
 INSTANTIATE_TEST_SUITE_P(transports, ProtoStress,
                          ::testing::ValuesIn(test_transports({"tm_sm", "tm_sm+sw", "posix"})),
