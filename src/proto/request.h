@@ -132,8 +132,9 @@ struct Request {
     std::vector<char> bounce;      /* INJECT data that could not leave at once */
 
     /* receive */
-    char       *rbuf      = nullptr;
+    char       *rbuf      = nullptr; /* null with capacity: the elements in riov (iov.cc) */
     size_t      capacity  = 0;
+    std::vector<uct_tm_proto_iov_t> riov; /* a vectored receive's elements (keeps its capacity) */
     uint64_t    mask      = 0;
     uint32_t    src_filter = 0;    /* 0: any source */
     bool        has_source = false;
@@ -207,6 +208,7 @@ struct Request {
         xfer_status = UCS_OK;
         rmemh     = nullptr;
         bounce.clear();
+        riov.clear();
         src_filter = 0;
         has_source = false;
         mh         = match::RecvHandle();

@@ -14,6 +14,7 @@
 #define UCT_TM_PROTO_WORKER_H_
 
 #include "common/alloc_status.h"
+#include "iov.h"
 #include "completions.h"
 #include "config.h"
 #include "direct_recv.h"
@@ -111,6 +112,13 @@ class Worker {
     ucs_status_t recv_claimed(uint64_t msg, void *buffer, size_t length,
                               const uct_tm_proto_op_params_t *params, uint64_t *req);
     ucs_status_t discard_claimed(uint64_t msg);
+    /* iov.cc: the vectored operations (`ep` valid, as for send) */
+    ucs_status_t sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag,
+                       const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t recvv(const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag, uint64_t mask,
+                       Endpoint *source, const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t recv_claimedv(uint64_t msg, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                               const uct_tm_proto_op_params_t *params, uint64_t *req);
     ucs_status_t test(uint64_t req, uct_tm_proto_info_t *info);
     ucs_status_t release(uint64_t req);
     ucs_status_t cancel(uint64_t req);
@@ -302,6 +310,18 @@ class Worker {
                               Endpoint *source, const uct_tm_proto_op_params_t *params,
                               uint64_t *req);
     ucs_status_t post_recv(Request &r);
+    /* recv_general()'s and recvv()'s end: `r` takes an earlier unexpected
+     * message or is posted; UCS_INPROGRESS and *req, or an error (r freed). */
+    ucs_status_t match_or_post(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
+                               Endpoint *source, uint64_t *req);
+    bool         recv_args_valid(Endpoint *source, const uct_tm_proto_op_params_t *params,
+                                 const uint64_t *req) const;
+    template <typename Contiguous, typename Valid, typename Take>
+    ucs_status_t recv_vector(const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                             const uct_tm_proto_op_params_t *params, uint64_t *req,
+                             Contiguous &&contiguous, Valid &&valid, Take &&take);
+    Request     *new_iov_recv(const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t total,
+                              const uct_tm_proto_op_params_t *params, uint64_t *handle);
     /* inline */
     template <bool kOffloaded = false>
     Request     *new_recv(void *buffer, size_t length, const uct_tm_proto_op_params_t *params,
@@ -376,6 +396,9 @@ class Worker {
         uint64_t                       *req    = nullptr;
     };
     DirectPost                      direct_post_;
+    /* sendv()'s gathered message (capacity kept up to kStageKeep bytes) */
+    std::vector<char>               stage_;
+    static constexpr size_t         kStageKeep = 64 << 10;
 };
 
 /* A source we hold an endpoint to is bound to that endpoint's iface: the
@@ -548,7 +571,11 @@ inline void Worker::place(Request &r, size_t offset, const char *data, size_t le
     }
     const size_t n = std::min(len, r.capacity - offset);
     if (n != 0) { /* data (an empty message's) may be null then */
-        memcpy(r.rbuf + offset, data, n);
+        if (ucs_likely(r.rbuf != nullptr)) {
+            memcpy(r.rbuf + offset, data, n);
+        } else {
+            iov_scatter(r.riov, offset, data, n); /* a vectored receive (uct_tm_proto_recvv) */
+        }
     }
     r.received += n;
 }
