@@ -1,9 +1,10 @@
 /*
  * Vectored sends and receives (docs/proto.md "Vectors"). A vector with at
  * most one nonempty element is the contiguous operation on that element
- * (offload and zero copy as usual). Longer ones: a send is gathered into the
- * worker's staging buffer and sent as INJECT (send_general copies it on when
- * it must outlive the call); a receive is held in software -- the tag list
+ * (offload and zero copy as usual). Longer ones: a send that goes as one
+ * eager message at once is gathered by the transport (send_single_iov);
+ * any other is gathered into the worker's staging buffer and sent as INJECT
+ * (send_general copies it on when it must outlive the call); a receive is held in software -- the tag list
  * takes one buffer per receive -- and every arrival path scatters through
  * place(); its rendezvous is pushed by the sender (kCts / kData) rather than
  * read into one registered buffer.
@@ -75,6 +76,21 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
     if (shape.nonempty <= 1) {
         return send(ep, shape.single, shape.total, tag, params, req);
     }
+    /* one eager message, nothing queued before it (Worker::send's test): the
+     * transport gathers; anything else, or a refusal, is staged below */
+    const unsigned flags = (params != nullptr) ? params->flags : 0;
+    if ((shape.total < ep->eager_now_limit) && (shape.total <= ep->credits) &&
+        ep->sends.empty() && !(flags & UCT_TM_PROTO_SEND_SYNC) &&
+        op_params_valid(params, UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC, req) &&
+        (send_single_iov(ep, tag, (params != nullptr) ? params->imm : 0, iov, iovcnt,
+                         shape.nonempty, shape.total) >= 0)) {
+        ep->credits -= shape.total;
+        ++stats_.eager_sends;
+        if (req != nullptr) {
+            *req = 0;
+        }
+        return UCS_OK;
+    }
     /* INJECT: the staging buffer is the next sendv's; send_general copies a
      * message that must outlive the call into its request (the flags are
      * checked there as for send) */
@@ -95,13 +111,6 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
         std::vector<char>().swap(stage_); /* a rendezvous-sized message: not kept for good */
     }
     return status;
-}
-
-/* The checks recv_general() makes of everything but the buffer. */
-bool Worker::recv_args_valid(Endpoint *source, const uct_tm_proto_op_params_t *params,
-                             const uint64_t *req) const {
-    return op_params_valid(params, 0, req) &&
-           ((source == nullptr) || ((source->magic == Endpoint::kMagic) && (source->worker == this)));
 }
 
 /* The vectored receives' common steps: a vector with at most one nonempty

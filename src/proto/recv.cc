@@ -284,9 +284,10 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
  * no tagged message is arriving in fragments), else tier 1 or 2. */
 [[gnu::always_inline]] inline ucs_status_t Worker::post_recv(Request &r) {
     r.seq = posted_.next_seq();
-    /* the tag list takes one buffer per receive: a vectored one stays here */
-    if (!r.has_source && ((r.rbuf != nullptr) || (r.capacity == 0)) && tag_list_.enabled() &&
-        posted_.empty() && !gathers_.open() && tag_list_.post(r)) {
+    /* the tag list takes one buffer per receive: a vectored one stays here
+     * (tested last: without a tag list it costs nothing) */
+    if (!r.has_source && tag_list_.enabled() && posted_.empty() && !gathers_.open() &&
+        ((r.rbuf != nullptr) || (r.capacity == 0)) && tag_list_.post(r)) {
         ++stats_.offloaded_recvs;
         return UCS_OK;
     }
@@ -370,11 +371,17 @@ ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uin
     if (r == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    return match_or_post(*r, handle, tag, mask, source, req);
+    return match_or_post_inline(*r, handle, tag, mask, source, req);
 }
 
 ucs_status_t Worker::match_or_post(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
                                    Endpoint *source, uint64_t *req) {
+    return match_or_post_inline(r, handle, tag, mask, source, req);
+}
+
+[[gnu::always_inline]] inline ucs_status_t Worker::match_or_post_inline(
+        Request &r, uint64_t handle, uint64_t tag, uint64_t mask, Endpoint *source,
+        uint64_t *req) {
     r.tag        = tag;
     r.mask       = mask;
     r.has_source = source != nullptr;

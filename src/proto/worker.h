@@ -215,6 +215,20 @@ class Worker {
                                                         size_t length, uint64_t tag,
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t *req);
+    /* A single eager message's header (AM path). */
+    MsgHeader    eager_header(uint64_t tag, uint32_t imm, size_t length) const {
+        MsgHeader h = {};
+        h.kind      = Kind::kEager;
+        h.source    = config_.id;
+        h.tag       = tag;
+        h.imm       = imm;
+        h.length    = length;
+        return h;
+    }
+    /* iov.cc: send_single() gathering straight from `nonempty` nonempty elements */
+    ssize_t      send_single_iov(Endpoint *ep, uint64_t tag, uint32_t imm,
+                                 const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t nonempty,
+                                 size_t total);
     ssize_t      send_single(Endpoint *ep, uint64_t tag, uint32_t imm, const void *data,
                              size_t len);
     ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
@@ -311,11 +325,20 @@ class Worker {
                               uint64_t *req);
     ucs_status_t post_recv(Request &r);
     /* recv_general()'s and recvv()'s end: `r` takes an earlier unexpected
-     * message or is posted; UCS_INPROGRESS and *req, or an error (r freed). */
+     * message or is posted; UCS_INPROGRESS and *req, or an error (r freed).
+     * The inline one is recv_general()'s (its instructions as before the
+     * split), the other recvv()'s. */
+    ucs_status_t match_or_post_inline(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
+                                      Endpoint *source, uint64_t *req);
     ucs_status_t match_or_post(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
                                Endpoint *source, uint64_t *req);
+    /* The checks recv_general() makes of everything but the buffer. */
     bool         recv_args_valid(Endpoint *source, const uct_tm_proto_op_params_t *params,
-                                 const uint64_t *req) const;
+                                 const uint64_t *req) const {
+        return op_params_valid(params, 0, req) &&
+               ((source == nullptr) ||
+                ((source->magic == Endpoint::kMagic) && (source->worker == this)));
+    }
     template <typename Contiguous, typename Valid, typename Take>
     ucs_status_t recv_vector(const uct_tm_proto_iov_t *iov, size_t iovcnt,
                              const uct_tm_proto_op_params_t *params, uint64_t *req,
