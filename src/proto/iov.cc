@@ -4,10 +4,11 @@
  * (offload and zero copy as usual). Longer ones: a send that goes as one
  * eager message at once is gathered by the transport (send_single_iov);
  * any other is gathered into the worker's staging buffer and sent as INJECT
- * (send_general copies it on when it must outlive the call); a receive is held in software -- the tag list
- * takes one buffer per receive -- and every arrival path scatters through
- * place(); its rendezvous is pushed by the sender (kCts / kData) rather than
- * read into one registered buffer.
+ * (send_general copies it on when it must outlive the call). A receive
+ * goes to the tag list as an iov list within the transport's max_iov
+ * (post_recv, TagList::post_iov), else software holds it and every arrival
+ * path scatters through place(); its rendezvous is pushed by the sender
+ * (kCts / kData) rather than read into one registered buffer.
  */
 #include "iov.h"
 #include "worker.h"

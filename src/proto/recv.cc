@@ -284,10 +284,11 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
  * no tagged message is arriving in fragments), else tier 1 or 2. */
 [[gnu::always_inline]] inline ucs_status_t Worker::post_recv(Request &r) {
     r.seq = posted_.next_seq();
-    /* the tag list takes one buffer per receive: a vectored one stays here
-     * (tested last: without a tag list it costs nothing) */
+    /* a vectored receive goes to the tag list as an iov list if the
+     * transport takes that many elements (tested last: without a tag list
+     * it costs nothing) */
     if (!r.has_source && tag_list_.enabled() && posted_.empty() && !gathers_.open() &&
-        ((r.rbuf != nullptr) || (r.capacity == 0)) && tag_list_.post(r)) {
+        (((r.rbuf != nullptr) || (r.capacity == 0)) ? tag_list_.post(r) : tag_list_.post_iov(r))) {
         ++stats_.offloaded_recvs;
         return UCS_OK;
     }

@@ -238,6 +238,43 @@ TEST_P(ProtoIov, OrderWithContiguousMessages) {
     }
 }
 
+/* Over a tag list (tm_sm: tag receive max_iov 8) a vector of up to max_iov
+ * nonempty elements is offloaded, a longer one held in software; both get
+ * their bytes, and posting order holds across the two (the software one was
+ * posted first: the offloadable one after it must wait in software too). */
+TEST_P(ProtoIov, VectorReceiveOffloadedWithinMaxIov) {
+    const bool offload = (GetParam() == "tm_sm");
+    for (bool software_first : {false, true}) {
+        uct_tm_proto_stats_t before, after;
+        uct_tm_proto_worker_stats(p_.b, &before);
+        const auto data = pattern(20000, 8);
+        Elements   many(split(20000, kManySmall)); /* 16 elements */
+        Elements   few(split(20000, kUneven));     /* 5, one of them empty: 4 */
+        uct_tm_proto_request_t r1 = 0, r2 = 0;
+        if (software_first) {
+            r1 = recvv(many, 0x700);
+            r2 = recvv(few, 0x700);
+        } else {
+            r2 = recvv(few, 0x700);
+            r1 = recvv(many, 0x700);
+        }
+        uct_tm_proto_worker_stats(p_.b, &after);
+        if (offload) {
+            EXPECT_EQ(software_first ? 0u : 1u, after.offloaded_recvs - before.offloaded_recvs);
+            EXPECT_EQ(software_first ? 2u : 1u, after.software_recvs - before.software_recvs);
+        }
+        ASSERT_EQ(UCS_OK, send(data.data(), data.size(), 0x700, 0, 1));
+        ASSERT_EQ(UCS_OK, send(data.data(), data.size(), 0x700, 0, 2));
+        uct_tm_proto_info_t i1, i2;
+        ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r1, &i1));
+        ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r2, &i2));
+        EXPECT_EQ(software_first ? 1u : 2u, i1.imm); /* the earlier posted takes message 1 */
+        EXPECT_EQ(software_first ? 2u : 1u, i2.imm);
+        many.expect_holds(data, data.size());
+        few.expect_holds(data, data.size());
+    }
+}
+
 TEST_P(ProtoIov, CancelVectorReceive) {
     Elements in(split(20000, kUneven));
     auto     rreq = recvv(in, 0x999);
