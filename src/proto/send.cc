@@ -298,6 +298,11 @@ ssize_t Worker::send_single_iov(Endpoint *ep, uint64_t tag, uint32_t imm,
             }
             return (status == UCS_OK) ? static_cast<ssize_t>(total) : static_cast<ssize_t>(status);
         }
+        if (total > ep->iface->attr.cap.tag.eager.max_bcopy) {
+            /* more elements than the zcopy takes and longer than one bcopy
+             * descriptor: sendv() stages it for the contiguous path */
+            return UCS_ERR_UNSUPPORTED;
+        }
         GatherPack g = {nullptr, 0, iov, iovcnt, total};
         return uct_ep_tag_eager_bcopy(ep->uct_ep, tag, wire_imm, gather_pack_cb, &g, 0);
     }

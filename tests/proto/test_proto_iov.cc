@@ -31,11 +31,12 @@ std::vector<size_t> split(size_t total, Shape s) {
     case kOne:
         out = {total};
         break;
-    case kManySmall: /* 16 elements, the last one takes the remainder */
-        for (int i = 0; i < 15; ++i) {
-            out.push_back(total / 16);
+    case kManySmall: /* 40 elements (above tm_sm's 16 for a send, 8 for a receive), the
+                      * last one takes the remainder */
+        for (int i = 0; i < 39; ++i) {
+            out.push_back(total / 40);
         }
-        out.push_back(total - 15 * (total / 16));
+        out.push_back(total - 39 * (total / 40));
         break;
     case kUneven: {
         size_t left = total;
@@ -248,7 +249,7 @@ TEST_P(ProtoIov, VectorReceiveOffloadedWithinMaxIov) {
         uct_tm_proto_stats_t before, after;
         uct_tm_proto_worker_stats(p_.b, &before);
         const auto data = pattern(20000, 8);
-        Elements   many(split(20000, kManySmall)); /* 16 elements */
+        Elements   many(split(20000, kManySmall)); /* 40 elements */
         Elements   few(split(20000, kUneven));     /* 5, one of them empty: 4 */
         uct_tm_proto_request_t r1 = 0, r2 = 0;
         if (software_first) {
