@@ -3,8 +3,8 @@
  * most one nonempty element is the contiguous operation on that element
  * (offload and zero copy as usual). Longer ones: a send that goes as one
  * eager message at once is gathered by the transport (send_single_iov);
- * any other is gathered into the worker's staging buffer and sent as INJECT
- * (send_general copies it on when it must outlive the call). A receive
+ * any other is gathered into the worker's staging buffer and sent from it
+ * (a request still using it takes it over). A receive
  * goes to the tag list as an iov list within the transport's max_iov
  * (post_recv, TagList::post_iov), else software holds it and every arrival
  * path scatters through place(); its rendezvous is pushed by the sender
@@ -92,9 +92,11 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
         }
         return UCS_OK;
     }
-    /* INJECT: the staging buffer is the next sendv's; send_general copies a
-     * message that must outlive the call into its request (the flags are
-     * checked there as for send) */
+    /* Staged: the staging buffer is the data, and a send still using it
+     * when send_general returns takes it over as its bounce buffer (a moved
+     * vector keeps its memory, so the address a rendezvous request gave, or
+     * its registration, stays valid): one copy, never INJECT's second. The
+     * flags are checked there as for send. */
     uct_tm_proto_op_params_t staged = {};
     if (params != nullptr) {
         staged = *params;
@@ -102,13 +104,21 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
             staged.request = nullptr; /* callers without the flag need not set it */
         }
     }
-    staged.flags |= UCT_TM_PROTO_SEND_INJECT;
+    staged.flags &= ~unsigned(UCT_TM_PROTO_SEND_INJECT); /* the staging is the copy */
     if (alloc_status([&] { stage_.resize(shape.total); }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
     iov_gather(iov, iovcnt, stage_.data());
     const ucs_status_t status = send_general(ep, stage_.data(), shape.total, tag, &staged, req);
-    if (stage_.capacity() > kStageKeep) {
+    if (status == UCS_INPROGRESS) {
+        Request *r = (staged.flags & UCT_TM_PROTO_OP_USER_REQUEST)
+                             ? reqs_.lookup_user(staged.request)
+                             : reqs_.lookup(*req);
+        ucs_assertv((r != nullptr) && r->bounce.empty() && (r->sbuf == stage_.data()),
+                    "vectored send %p: no staged request", static_cast<void *>(r));
+        r->bounce = std::move(stage_);
+        stage_    = std::vector<char>(); /* moved-from: empty, made valid explicitly */
+    } else if (stage_.capacity() > kStageKeep) {
         std::vector<char>().swap(stage_); /* a rendezvous-sized message: not kept for good */
     }
     return status;

@@ -182,23 +182,30 @@ TEST_P(ProtoIov, TruncatedAcrossElements) {
 }
 
 /* A vector's elements may be reused when the call returns; with more than
- * one nonempty element the data are copied too (INJECT or not). */
+ * one nonempty element the data are copied too (INJECT, none, or SYNC:
+ * staged, the staging buffer taken over by the request): the elements are
+ * overwritten, then freed, right after the call. */
 TEST_P(ProtoIov, SendVectorReusableAfterReturn) {
-    for (size_t len : kSizes) {
-        const auto             data = pattern(len, 9);
-        std::vector<char>      buf(len + kGuard, 'g');
-        uct_tm_proto_request_t sreq = 0;
-        {
-            Elements out(split(len, kUneven), data);
-            ASSERT_TRUE(wait_for(p_, [] { return true; }));
-            const ucs_status_t st = sendv(out, 300 + len, 1, &sreq, UCT_TM_PROTO_SEND_INJECT);
-            ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS));
-        } /* elements freed */
-        auto rreq = post(buf.data(), len, 300 + len, kAll);
-        ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq)) << len;
-        wait_send(sreq);
-        EXPECT_TRUE(same_bytes(buf.data(), data.data(), len)) << len;
-        EXPECT_EQ('g', buf[len]);
+    const unsigned kFlags[] = {UCT_TM_PROTO_SEND_INJECT, 0, UCT_TM_PROTO_SEND_SYNC};
+    for (const unsigned flags : kFlags) {
+        for (size_t len : kSizes) {
+            const auto             data = pattern(len, 9);
+            std::vector<char>      buf(len + kGuard, 'g');
+            uct_tm_proto_request_t sreq = 0;
+            {
+                Elements           out(split(len, kUneven), data);
+                const ucs_status_t st = sendv(out, 300 + len, 1, &sreq, flags);
+                ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS));
+                for (size_t i = 0; i < out.lens.size(); ++i) {
+                    std::fill(out.mem[i].get(), out.mem[i].get() + out.lens[i], 'z');
+                }
+            } /* elements freed */
+            auto rreq = post(buf.data(), len, 300 + len, kAll);
+            ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq)) << len;
+            wait_send(sreq);
+            EXPECT_TRUE(same_bytes(buf.data(), data.data(), len)) << len << " flags " << flags;
+            EXPECT_EQ('g', buf[len]);
+        }
     }
 }
 
