@@ -5,7 +5,8 @@
  * in vector shapes of one element, many small ones, uneven ones and ones
  * with empty elements, every element its own allocation with guard bytes
  * after it; truncation across element boundaries; posting order between
- * contiguous and vectored messages of one sender; cancel; the argument
+ * contiguous and vectored messages of one sender; requests in the caller's
+ * memory; offload within the tag receive's max_iov; cancel; the argument
  * checks.
  */
 #include "proto_fixture.h"
@@ -348,6 +349,42 @@ TEST_P(ProtoIov, VectorReceiveInCallerMemory) {
         ASSERT_EQ(UCS_OK, uct_tm_proto_request_user_test(mem.bytes, &info)) << len;
         EXPECT_EQ(len, info.length);
         in.expect_holds(data, len);
+    }
+}
+
+/* A vectored send in the caller's memory: a staged one (fragments,
+ * rendezvous) hands its staging buffer to the request found through that
+ * memory. */
+TEST_P(ProtoIov, VectorSendInCallerMemory) {
+    struct alignas(UCT_TM_PROTO_REQUEST_ALIGN) {
+        unsigned char bytes[UCT_TM_PROTO_REQUEST_SIZE];
+    } mem;
+    for (size_t len : kSizes) {
+        const auto               data = pattern(len, 10);
+        std::vector<char>        buf(len + kGuard, 'g');
+        auto                     rreq = post(buf.data(), len, 0x800, kAll);
+        uct_tm_proto_op_params_t params = {};
+        params.flags                    = UCT_TM_PROTO_OP_USER_REQUEST;
+        params.request                  = mem.bytes;
+        ucs_status_t st;
+        {
+            Elements out(split(len, kManySmall), data);
+            st = uct_tm_proto_sendv(p_.ab, out.iov.data(), out.iov.size(), 0x800, &params,
+                                    nullptr);
+            for (size_t i = 0; i < out.lens.size(); ++i) {
+                std::fill(out.mem[i].get(), out.mem[i].get() + out.lens[i], 'z');
+            }
+        }
+        ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << ucs_status_string(st);
+        ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq)) << len;
+        if (st == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait_for(p_, [&] {
+                return uct_tm_proto_request_user_test(mem.bytes, nullptr) != UCS_INPROGRESS;
+            }));
+            EXPECT_EQ(UCS_OK, uct_tm_proto_request_user_test(mem.bytes, nullptr)) << len;
+        }
+        EXPECT_TRUE(same_bytes(buf.data(), data.data(), len)) << len;
+        EXPECT_EQ('g', buf[len]);
     }
 }
 
