@@ -95,6 +95,27 @@ struct Elements {
 
 class ProtoIov : public ProtoTest {
   protected:
+    /* Memory for a request in the caller's memory, and params using it. */
+    struct alignas(UCT_TM_PROTO_REQUEST_ALIGN) CallerMemory {
+        unsigned char bytes[UCT_TM_PROTO_REQUEST_SIZE];
+
+        uct_tm_proto_op_params_t params() {
+            uct_tm_proto_op_params_t p = {};
+            p.flags                    = UCT_TM_PROTO_OP_USER_REQUEST;
+            p.request                  = bytes;
+            return p;
+        }
+    };
+    /* Its final status (and info), or UCS_ERR_TIMED_OUT. */
+    ucs_status_t wait_user(const CallerMemory &mem, uct_tm_proto_info_t *info = nullptr) {
+        if (!wait_for(p_, [&] {
+                return uct_tm_proto_request_user_test(mem.bytes, nullptr) != UCS_INPROGRESS;
+            })) {
+            return UCS_ERR_TIMED_OUT;
+        }
+        return uct_tm_proto_request_user_test(mem.bytes, info);
+    }
+
     ucs_status_t sendv(const Elements &e, uint64_t tag, uint32_t imm, uct_tm_proto_request_t *req,
                        unsigned flags = 0) {
         uct_tm_proto_op_params_t params = {};
@@ -330,23 +351,16 @@ TEST_P(ProtoIov, ClaimedIntoVector) {
 
 /* A vectored receive in the caller's memory, without callback. */
 TEST_P(ProtoIov, VectorReceiveInCallerMemory) {
-    struct alignas(UCT_TM_PROTO_REQUEST_ALIGN) {
-        unsigned char bytes[UCT_TM_PROTO_REQUEST_SIZE];
-    } mem;
+    CallerMemory mem;
     for (size_t len : kSizes) {
         const auto               data = pattern(len, 6);
         Elements                 in(split(len, kUneven));
-        uct_tm_proto_op_params_t params = {};
-        params.flags                    = UCT_TM_PROTO_OP_USER_REQUEST;
-        params.request                  = mem.bytes;
+        uct_tm_proto_op_params_t params = mem.params();
         ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recvv(p_.b, in.iov.data(), in.iov.size(), 0x500,
                                                      kAll, p_.ba, &params, nullptr));
         ASSERT_EQ(UCS_OK, send(data.data(), len, 0x500));
-        ASSERT_TRUE(wait_for(p_, [&] {
-            return uct_tm_proto_request_user_test(mem.bytes, nullptr) != UCS_INPROGRESS;
-        }));
         uct_tm_proto_info_t info;
-        ASSERT_EQ(UCS_OK, uct_tm_proto_request_user_test(mem.bytes, &info)) << len;
+        ASSERT_EQ(UCS_OK, wait_user(mem, &info)) << len;
         EXPECT_EQ(len, info.length);
         in.expect_holds(data, len);
     }
@@ -356,17 +370,13 @@ TEST_P(ProtoIov, VectorReceiveInCallerMemory) {
  * rendezvous) hands its staging buffer to the request found through that
  * memory. */
 TEST_P(ProtoIov, VectorSendInCallerMemory) {
-    struct alignas(UCT_TM_PROTO_REQUEST_ALIGN) {
-        unsigned char bytes[UCT_TM_PROTO_REQUEST_SIZE];
-    } mem;
+    CallerMemory mem;
     for (size_t len : kSizes) {
         const auto               data = pattern(len, 10);
         std::vector<char>        buf(len + kGuard, 'g');
         auto                     rreq = post(buf.data(), len, 0x800, kAll);
-        uct_tm_proto_op_params_t params = {};
-        params.flags                    = UCT_TM_PROTO_OP_USER_REQUEST;
-        params.request                  = mem.bytes;
-        ucs_status_t st;
+        uct_tm_proto_op_params_t params = mem.params();
+        ucs_status_t             st;
         {
             Elements out(split(len, kManySmall), data);
             st = uct_tm_proto_sendv(p_.ab, out.iov.data(), out.iov.size(), 0x800, &params,
@@ -378,10 +388,7 @@ TEST_P(ProtoIov, VectorSendInCallerMemory) {
         ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << ucs_status_string(st);
         ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq)) << len;
         if (st == UCS_INPROGRESS) {
-            ASSERT_TRUE(wait_for(p_, [&] {
-                return uct_tm_proto_request_user_test(mem.bytes, nullptr) != UCS_INPROGRESS;
-            }));
-            EXPECT_EQ(UCS_OK, uct_tm_proto_request_user_test(mem.bytes, nullptr)) << len;
+            EXPECT_EQ(UCS_OK, wait_user(mem)) << len;
         }
         EXPECT_TRUE(same_bytes(buf.data(), data.data(), len)) << len;
         EXPECT_EQ('g', buf[len]);
