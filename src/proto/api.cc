@@ -126,6 +126,29 @@ ucs_status_t uct_tm_proto_recv(uct_tm_proto_worker_h worker, void *buffer, size_
     return worker->recv(buffer, length, tag, mask, source, params, req);
 }
 
+ucs_status_t uct_tm_proto_sendv(uct_tm_proto_ep_h ep, const uct_tm_proto_iov_t *iov,
+                                size_t iovcnt, uct_tm_proto_tag_t tag,
+                                const uct_tm_proto_op_params_t *params,
+                                uct_tm_proto_request_t *req) {
+    if (!valid(ep)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!ep->connected || (ep->failure != UCS_OK)) {
+        return ep->connected ? ep->failure : UCS_ERR_NOT_CONNECTED;
+    }
+    return ep->worker->sendv(ep, iov, iovcnt, tag, params, req);
+}
+
+ucs_status_t uct_tm_proto_recvv(uct_tm_proto_worker_h worker, const uct_tm_proto_iov_t *iov,
+                                size_t iovcnt, uct_tm_proto_tag_t tag, uct_tm_proto_tag_t mask,
+                                uct_tm_proto_ep_h source, const uct_tm_proto_op_params_t *params,
+                                uct_tm_proto_request_t *req) {
+    if (worker == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return worker->recvv(iov, iovcnt, tag, mask, source, params, req);
+}
+
 ucs_status_t uct_tm_proto_probe(uct_tm_proto_worker_h worker, uct_tm_proto_tag_t tag,
                                 uct_tm_proto_tag_t mask, uct_tm_proto_ep_h source, unsigned flags,
                                 uct_tm_proto_info_t *info, uct_tm_proto_msg_t *msg) {
@@ -156,6 +179,16 @@ ucs_status_t uct_tm_proto_recv_claimed(uct_tm_proto_worker_h worker, uct_tm_prot
         return UCS_ERR_INVALID_PARAM;
     }
     return worker->recv_claimed(msg, buffer, length, params, req);
+}
+
+ucs_status_t uct_tm_proto_recv_claimedv(uct_tm_proto_worker_h worker, uct_tm_proto_msg_t msg,
+                                        const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                                        const uct_tm_proto_op_params_t *params,
+                                        uct_tm_proto_request_t *req) {
+    if (worker == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return worker->recv_claimedv(msg, iov, iovcnt, params, req);
 }
 
 ucs_status_t uct_tm_proto_discard_claimed(uct_tm_proto_worker_h worker, uct_tm_proto_msg_t msg) {

@@ -41,7 +41,8 @@ void Worker::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const c
         complete(r, failure); /* its data cannot come any more */
         return;
     }
-    if ((get_len != 0) && start_get(r, source, sreq, get, get_len)) {
+    /* a vectored receive has no one buffer to read into: the sender pushes */
+    if ((get_len != 0) && (r.rbuf != nullptr) && start_get(r, source, sreq, get, get_len)) {
         return;
     }
     r.parts     = 1; /* kData up to r.limit */
@@ -294,8 +295,11 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
  * no tagged message is arriving in fragments), else tier 1 or 2. */
 [[gnu::always_inline]] inline ucs_status_t Worker::post_recv(Request &r) {
     r.seq = posted_.next_seq();
+    /* a vectored receive goes to the tag list as an iov list if the
+     * transport takes that many elements (tested last: without a tag list
+     * it costs nothing) */
     if (!r.has_source && tag_list_.enabled() && posted_.empty() && !gathers_.open() &&
-        tag_list_.post(r)) {
+        (((r.rbuf != nullptr) || (r.capacity == 0)) ? tag_list_.post(r) : tag_list_.post_iov(r))) {
         ++stats_.offloaded_recvs;
         return UCS_OK;
     }
@@ -368,8 +372,7 @@ ucs_status_t Worker::direct_refused() {
 ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                                   Endpoint *source, const uct_tm_proto_op_params_t *params,
                                   uint64_t *req) {
-    if (((buffer == nullptr) && (length != 0)) || !op_params_valid(params, 0, req) ||
-        ((source != nullptr) && ((source->magic != Endpoint::kMagic) || (source->worker != this)))) {
+    if (((buffer == nullptr) && (length != 0)) || !recv_args_valid(source, params, req)) {
         return UCS_ERR_INVALID_PARAM;
     }
     uint64_t unused;
@@ -380,23 +383,34 @@ ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uin
     if (r == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    r->tag        = tag;
-    r->mask       = mask;
-    r->has_source = source != nullptr;
-    r->src_filter = (source != nullptr) ? source->peer_id : 0;
+    return match_or_post_inline(*r, handle, tag, mask, source, req);
+}
+
+ucs_status_t Worker::match_or_post(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
+                                   Endpoint *source, uint64_t *req) {
+    return match_or_post_inline(r, handle, tag, mask, source, req);
+}
+
+[[gnu::always_inline]] inline ucs_status_t Worker::match_or_post_inline(
+        Request &r, uint64_t handle, uint64_t tag, uint64_t mask, Endpoint *source,
+        uint64_t *req) {
+    r.tag        = tag;
+    r.mask       = mask;
+    r.has_source = source != nullptr;
+    r.src_filter = (source != nullptr) ? source->peer_id : 0;
     uint32_t idx;
     /* the common empty case inline, asked of the matcher (software_idle()) */
     if ((matcher_.unexpected_count() != 0) &&
-        unexpected_.find(tag, mask, r->has_source, r->src_filter, &idx, true)) {
-        deliver_unexpected(*r, idx);
+        unexpected_.find(tag, mask, r.has_source, r.src_filter, &idx, true)) {
+        deliver_unexpected(r, idx);
     } else {
-        const ucs_status_t status = post_recv(*r);
+        const ucs_status_t status = post_recv(r);
         if (status != UCS_OK) {
             reqs_.release(handle);
             return status;
         }
     }
-    *req = handed_out(*r);
+    *req = handed_out(r);
     return UCS_INPROGRESS;
 }
 

@@ -137,7 +137,7 @@ struct Request {
     std::vector<char> bounce;      /* INJECT data that could not leave at once */
 
     /* receive */
-    char       *rbuf      = nullptr;
+    char       *rbuf      = nullptr; /* null with capacity: the elements in riov (iov.cc) */
     size_t      capacity  = 0;
     uint64_t    mask      = 0;
     uint32_t    src_filter = 0;    /* 0: any source */
@@ -157,6 +157,12 @@ struct Request {
     /* Set while the slot may hold non-default values outside the hot fields:
      * every use but an offloaded eager receive (the 8 B path) sets it. */
     bool cold_dirty = false;
+
+    /* receive: a vectored receive's elements, read only while rbuf is null
+     * with capacity, which only new_iov_recv() sets after assigning them: no
+     * reset clears them (nothing more per general request), and they keep
+     * their capacity. Last: the other fields keep their offsets. */
+    std::vector<uct_tm_proto_iov_t> riov;
 
     /* Every state change goes through these: debug builds check the move
      * (send_move_allowed, recv_move_allowed), release builds only store. */

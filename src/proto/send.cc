@@ -50,6 +50,26 @@ size_t pack_iov_cb(void *dest, void *arg) {
     return iov->length;
 }
 
+
+/* An AM or tagged bcopy message: an optional header, then the elements. */
+struct GatherPack {
+    const void               *hdr;
+    size_t                    hdr_len;
+    const uct_tm_proto_iov_t *iov;
+    size_t                    iovcnt;
+    size_t                    total;
+};
+
+size_t gather_pack_cb(void *dest, void *arg) {
+    const GatherPack *g = static_cast<const GatherPack *>(arg);
+    char             *d = static_cast<char *>(dest);
+    if (g->hdr_len != 0) {
+        memcpy(d, g->hdr, g->hdr_len);
+    }
+    iov_gather(g->iov, g->iovcnt, d + g->hdr_len);
+    return g->hdr_len + g->total;
+}
+
 }  // namespace
 
 ssize_t Worker::am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
@@ -340,14 +360,49 @@ ucs_status_t Worker::start_send(Request &r) {
         return am_short(ep, tag, source_word(config_.id, has_data), static_cast<uint32_t>(rdata),
                         buffer, length);
     }
-    MsgHeader h = {};
-    h.kind   = Kind::kEager;
-    h.flags  = has_data ? kFlagData : 0;
-    h.source = config_.id;
-    h.tag    = tag;
-    h.data   = rdata;
-    h.length = length;
+    const MsgHeader h = eager_header(tag, has_data, rdata, length);
     return am_send(ep, &h, sizeof(h), buffer, length);
+}
+
+/* The transport copies the elements itself: tag_eager_zcopy takes the list
+ * when the iface's max_iov allows it, a bcopy pack callback gathers them,
+ * and an am_short message is gathered on the stack (at most kShortMax). */
+ssize_t Worker::send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
+                                const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t nonempty,
+                                size_t total) {
+    if (ep->tag_path) {
+        const uint64_t wire_imm = eager_imm(has_data, rdata); /* narrow: sendv() checked */
+        if (ep->iface->eager_by_zcopy(total) && (nonempty <= ep->iface->attr.cap.tag.eager.max_iov)) {
+            uct_iov_t list[UCT_TM_PROTO_IOV_MAX];
+            size_t    n = 0;
+            for (size_t i = 0; i < iovcnt; ++i) {
+                if (iov[i].length != 0) {
+                    list[n++] = {iov[i].buffer, iov[i].length, UCT_MEM_HANDLE_NULL, 0, 1};
+                }
+            }
+            ucs_status_t status = uct_ep_tag_eager_zcopy(ep->uct_ep, tag, wire_imm, list, n, 0,
+                                                         &eager_comp_);
+            if (status == UCS_INPROGRESS) {
+                status = wait_eager_zcopy(); /* done when handed over, as tag_eager_zcopy() */
+            }
+            return (status == UCS_OK) ? static_cast<ssize_t>(total) : static_cast<ssize_t>(status);
+        }
+        if (total > ep->iface->attr.cap.tag.eager.max_bcopy) {
+            /* more elements than the zcopy takes and longer than one bcopy
+             * descriptor: sendv() stages it for the contiguous path */
+            return UCS_ERR_UNSUPPORTED;
+        }
+        GatherPack g = {nullptr, 0, iov, iovcnt, total};
+        return uct_ep_tag_eager_bcopy(ep->uct_ep, tag, wire_imm, gather_pack_cb, &g, 0);
+    }
+    if ((total <= ep->short_max) && data_is_narrow(rdata)) {
+        char buf[kShortMax];
+        iov_gather(iov, iovcnt, buf);
+        return send_single(ep, tag, has_data, rdata, buf, total); /* its am_short */
+    }
+    const MsgHeader h = eager_header(tag, has_data, rdata, total);
+    GatherPack      g = {&h, sizeof(h), iov, iovcnt, total};
+    return uct_ep_am_bcopy(ep->uct_ep, kAmId, gather_pack_cb, &g, 0);
 }
 
 /* Worker::send found the message eager, single and covered by credit, with

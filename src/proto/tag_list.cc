@@ -17,6 +17,7 @@ void TagList::enable(Iface *iface, Worker *worker) {
      * waits forever. Such receives stay in software, as UCP keeps receives
      * below UCX_TM_THRESH off the tag list. */
     const size_t min = (cap.min_recv > 0) ? std::max(cap.min_recv, iface->rts_max) : 0;
+    recv_max_iov_ = std::max<size_t>(cap.max_iov, 1);
     if (cap.max_zcopy >= min) {
         recv_min_  = min;
         recv_span_ = cap.max_zcopy - min;

@@ -50,24 +50,27 @@ class TagList {
         if (!takes(r.capacity)) {
             return false;
         }
-        if (r.octx.request != &r) {
-            /* once per pool slot (slots never move); priv belongs to the transport */
-            r.octx.uct     = offload_ctx_;
-            r.octx.worker  = worker_;
-            r.octx.request = &r;
-        }
-        r.octx.req  = r.self;
         iov_.buffer = r.rbuf; /* the transport reads it during the call only */
         iov_.length = r.capacity;
-        const ucs_status_t status = uct_iface_tag_recv_zcopy(uct_iface_, r.tag, r.mask, &iov_,
-                                                             (r.capacity != 0) ? 1 : 0,
-                                                             &r.octx.uct);
-        if (status != UCS_OK) {
-            return false;
+        return submit(r, &iov_, (r.capacity != 0) ? 1 : 0);
+    }
+
+    /* post() for a vectored receive (rbuf null, its elements in riov):
+     * false also when its nonempty elements are more than the transport's
+     * tag receive takes (its max_iov; software keeps it then). */
+    bool post_iov(Request &r) {
+        uct_iov_t list[UCT_TM_PROTO_IOV_MAX];
+        size_t    n = 0;
+        for (const uct_tm_proto_iov_t &e : r.riov) {
+            if (e.length == 0) {
+                continue;
+            }
+            if (n == recv_max_iov_) {
+                return false;
+            }
+            list[n++] = {e.buffer, e.length, UCT_MEM_HANDLE_NULL, 0, 1};
         }
-        r.set_state(RecvState::kOffloaded);
-        r.tier = 0;
-        return true;
+        return takes(r.capacity) && submit(r, list, n);
     }
 
     /* Readies a DirectRecv's context for post_direct(). */
@@ -110,6 +113,26 @@ class TagList {
     void cancel_directs();
 
   private:
+    /* post()'s and post_iov()'s end: `iov` read during the call only. */
+    [[gnu::always_inline]] bool submit(Request &r, const uct_iov_t *iov, size_t iovcnt) {
+        if (r.octx.request != &r) {
+            /* once per pool slot (slots never move); priv belongs to the transport */
+            r.octx.uct     = offload_ctx_;
+            r.octx.worker  = worker_;
+            r.octx.request = &r;
+        }
+        r.octx.req = r.self;
+        const ucs_status_t status = uct_iface_tag_recv_zcopy(uct_iface_, r.tag, r.mask,
+                                                             const_cast<uct_iov_t *>(iov), iovcnt,
+                                                             &r.octx.uct);
+        if (status != UCS_OK) {
+            return false;
+        }
+        r.set_state(RecvState::kOffloaded);
+        r.tier = 0;
+        return true;
+    }
+
     uct_iface_h       uct_iface_ = nullptr;
     Worker           *worker_    = nullptr;
     uct_tag_context_t offload_ctx_ = {}; /* offload_context() */
@@ -119,6 +142,7 @@ class TagList {
      * (SIZE_MAX and 0 until enabled: no real buffer) */
     size_t            recv_min_  = SIZE_MAX;
     size_t            recv_span_ = 0;
+    size_t            recv_max_iov_ = 1; /* the transport's tag receive max_iov */
     /* a post's iov, set up once: the transport reads it during the call only */
     uct_iov_t         iov_ = {nullptr, 0, UCT_MEM_HANDLE_NULL, 0, 1};
 };

@@ -14,6 +14,7 @@
 #define UCT_TM_PROTO_WORKER_H_
 
 #include "common/alloc_status.h"
+#include "iov.h"
 #include "completions.h"
 #include "config.h"
 #include "direct_recv.h"
@@ -113,6 +114,13 @@ class Worker {
     ucs_status_t recv_claimed(uint64_t msg, void *buffer, size_t length,
                               const uct_tm_proto_op_params_t *params, uint64_t *req);
     ucs_status_t discard_claimed(uint64_t msg);
+    /* iov.cc: the vectored operations (`ep` valid, as for send) */
+    ucs_status_t sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag,
+                       const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t recvv(const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag, uint64_t mask,
+                       Endpoint *source, const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t recv_claimedv(uint64_t msg, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                               const uct_tm_proto_op_params_t *params, uint64_t *req);
     ucs_status_t test(uint64_t req, uct_tm_proto_info_t *info);
     ucs_status_t release(uint64_t req);
     ucs_status_t cancel(uint64_t req);
@@ -209,6 +217,22 @@ class Worker {
                                                         size_t length, uint64_t tag,
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t *req);
+    /* A single eager message's header (AM path). */
+    MsgHeader    eager_header(uint64_t tag, bool has_data, uint64_t rdata, size_t length) const {
+        MsgHeader h = {};
+        h.kind      = Kind::kEager;
+        h.flags     = has_data ? kFlagData : 0;
+        h.source    = config_.id;
+        h.tag       = tag;
+        h.data      = rdata;
+        h.length    = length;
+        return h;
+    }
+    /* iov.cc: send_single() gathering straight from `nonempty` nonempty
+     * elements (remote data narrow over a tag list: sendv() checks) */
+    ssize_t      send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
+                                 const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t nonempty,
+                                 size_t total);
     ssize_t      send_single(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
                              const void *data, size_t len);
     ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
@@ -325,6 +349,27 @@ class Worker {
                               Endpoint *source, const uct_tm_proto_op_params_t *params,
                               uint64_t *req);
     ucs_status_t post_recv(Request &r);
+    /* recv_general()'s and recvv()'s end: `r` takes an earlier unexpected
+     * message or is posted; UCS_INPROGRESS and *req, or an error (r freed).
+     * The inline one is recv_general()'s (its instructions as before the
+     * split), the other recvv()'s. */
+    ucs_status_t match_or_post_inline(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
+                                      Endpoint *source, uint64_t *req);
+    ucs_status_t match_or_post(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
+                               Endpoint *source, uint64_t *req);
+    /* The checks recv_general() makes of everything but the buffer. */
+    bool         recv_args_valid(Endpoint *source, const uct_tm_proto_op_params_t *params,
+                                 const uint64_t *req) const {
+        return op_params_valid(params, 0, req) &&
+               ((source == nullptr) ||
+                ((source->magic == Endpoint::kMagic) && (source->worker == this)));
+    }
+    template <typename Contiguous, typename Valid, typename Take>
+    ucs_status_t recv_vector(const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                             const uct_tm_proto_op_params_t *params, uint64_t *req,
+                             Contiguous &&contiguous, Valid &&valid, Take &&take);
+    Request     *new_iov_recv(const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t total,
+                              const uct_tm_proto_op_params_t *params, uint64_t *handle);
     /* inline */
     template <bool kOffloaded = false>
     Request     *new_recv(void *buffer, size_t length, const uct_tm_proto_op_params_t *params,
@@ -407,6 +452,9 @@ class Worker {
         uint64_t                       *req    = nullptr;
     };
     DirectPost                      direct_post_;
+    /* sendv()'s gathered message (capacity kept up to kStageKeep bytes) */
+    std::vector<char>               stage_;
+    static constexpr size_t         kStageKeep = 64 << 10;
 };
 
 /* A source we hold an endpoint to is bound to that endpoint's iface: the
@@ -580,7 +628,11 @@ inline void Worker::place(Request &r, size_t offset, const char *data, size_t le
     }
     const size_t n = std::min(len, r.capacity - offset);
     if (n != 0) { /* data (an empty message's) may be null then */
-        memcpy(r.rbuf + offset, data, n);
+        if (ucs_likely(r.rbuf != nullptr)) {
+            memcpy(r.rbuf + offset, data, n);
+        } else {
+            iov_scatter(r.riov, offset, data, n); /* a vectored receive (uct_tm_proto_recvv) */
+        }
     }
     r.received += n;
 }

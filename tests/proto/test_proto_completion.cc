@@ -256,6 +256,28 @@ TEST_P(CompletionTest, NoCompletionReportsAFailure) {
     EXPECT_EQ(live_requests(p_.a), 0u);
 }
 
+/* Vectored sends without completion, rendezvous-sized: each keeps its
+ * own data though the next one stages through the same worker buffer. */
+TEST_P(CompletionTest, NoCompletionVectorsKeepTheirData) {
+    uct_tm_proto_op_params_t q = {};
+    q.flags                    = UCT_TM_PROTO_OP_NO_COMPLETION;
+    std::vector<std::vector<char>> data;
+    for (uint32_t i = 0; i < 3; ++i) {
+        data.push_back(pattern(kRndv, 40 + i));
+        const uct_tm_proto_iov_t iov[2] = {{data[i].data(), 1000},
+                                           {data[i].data() + 1000, kRndv - 1000}};
+        ASSERT_EQ(UCS_OK, uct_tm_proto_sendv(p_.ab, iov, 2, 0xa0 + i, &q, nullptr)) << i;
+    }
+    for (uint32_t i = 0; i < 3; ++i) {
+        std::vector<char> buf(kRndv);
+        auto              r = post(buf.data(), kRndv, 0xa0 + i, kAll);
+        ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r)) << i;
+        EXPECT_EQ(buf, data[i]) << "message " << i << " sent another's bytes";
+    }
+    spin(p_, 100);
+    EXPECT_EQ(live_requests(p_.a), 0u);
+}
+
 /* TRANSMIT and DELIVERY on a stream of sends with no receive posted until
  * the end: each completes once, every message arrives in order. */
 TEST_P(CompletionTest, LevelsKeepSendingOrder) {

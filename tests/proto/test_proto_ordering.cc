@@ -8,7 +8,10 @@
  * arrived unexpected message for a new receive) gives it, with its payload.
  * Run with handle receives, and with half of the receives in the caller's
  * memory without callback (over tm_sm those the tag list takes are
- * DirectRecvs; the full list refuses some of them).
+ * DirectRecvs; the full list refuses some of them), and with a random half of
+ * the receives and of the sends vectored (uct_tm_proto_recvv / _sendv: the
+ * buffer cut into uneven elements, some empty; software holds those
+ * receives, so they interleave with the tag list's).
  */
 #include "proto_fixture.h"
 
@@ -55,10 +58,38 @@ class ProtoOrdering : public ProtoTest {
     /* Whether the pair's receives go to a transport's tag list. */
     bool offloads() const { return (GetParam() == "tm_sm") || (GetParam() == "tm_rc"); }
 
+    /* `len` bytes at `buf` as elements cut at random points, empty ones among them. */
+    static std::vector<uct_tm_proto_iov_t> cut(void *buf, size_t len, std::mt19937_64 &rng) {
+        std::vector<uct_tm_proto_iov_t> iov;
+        char                           *p    = static_cast<char *>(buf);
+        size_t                          left = len;
+        const int                       n    = 2 + static_cast<int>(rng() % 5);
+        for (int i = 0; i + 1 < n; ++i) {
+            const size_t take = (left == 0) ? 0 : rng() % (left + 1);
+            iov.push_back({p, take});
+            p += take;
+            left -= take;
+        }
+        iov.push_back({p, left});
+        return iov;
+    }
+
     Recv post_recv(void *buf, size_t len, uint64_t tag, uint64_t mask, uct_tm_proto_ep_h source,
-                   bool user) {
+                   bool user, const std::vector<uct_tm_proto_iov_t> *iov = nullptr) {
         Recv r;
         r.pending = true;
+        if (iov != nullptr) {
+            uct_tm_proto_op_params_t params = {};
+            if (user) {
+                r.user         = std::make_unique<Recv::Memory>();
+                params.flags   = UCT_TM_PROTO_OP_USER_REQUEST;
+                params.request = r.user->bytes;
+            }
+            EXPECT_EQ(UCS_INPROGRESS,
+                      uct_tm_proto_recvv(p_.b, iov->data(), iov->size(), tag, mask, source,
+                                         &params, user ? nullptr : &r.handle));
+            return r;
+        }
         if (!user) {
             r.handle = post(buf, len, tag, mask, source);
             return r;
@@ -92,7 +123,7 @@ class ProtoOrdering : public ProtoTest {
                       : uct_tm_proto_request_cancel(p_.b, r.handle);
     }
 
-    void random_mix(bool caller_memory);
+    void random_mix(bool caller_memory, bool vectors = false);
 };
 
 TEST_P(ProtoOrdering, RandomMixMatchesTheModel) {
@@ -101,6 +132,10 @@ TEST_P(ProtoOrdering, RandomMixMatchesTheModel) {
 
 TEST_P(ProtoOrdering, RandomMixInCallerMemoryMatchesTheModel) {
     random_mix(true);
+}
+
+TEST_P(ProtoOrdering, RandomMixWithVectorsMatchesTheModel) {
+    random_mix(true, true);
 }
 
 /* The tag list (3 entries) fills mid-stream: a receive it refuses is held in
@@ -175,7 +210,7 @@ TEST_P(ProtoOrdering, TagListFullMidStreamKeepsPostingOrder) {
     }
 }
 
-void ProtoOrdering::random_mix(bool caller_memory) {
+void ProtoOrdering::random_mix(bool caller_memory, bool vectors) {
     std::mt19937_64                     rng(12345);
     constexpr size_t                    kBig = 200000; /* above the 128k rendezvous threshold */
     std::vector<ModelRecv>              model;
@@ -205,9 +240,16 @@ void ProtoOrdering::random_mix(bool caller_memory) {
             }
             model.push_back(m);
             bufs.emplace_back(kBig, 0);
-            rreqs.push_back(post_recv(bufs.back().data(), kBig, m.tag, m.mask,
-                                      directed ? p_.ba : nullptr,
-                                      caller_memory && ((rng() % 2) == 0)));
+            const bool user = caller_memory && ((rng() % 2) == 0);
+            /* the same draws as without vectors when they are off */
+            if (vectors && ((rng() % 2) == 0)) {
+                const auto iov = cut(bufs.back().data(), kBig, rng);
+                rreqs.push_back(post_recv(bufs.back().data(), kBig, m.tag, m.mask,
+                                          directed ? p_.ba : nullptr, user, &iov));
+            } else {
+                rreqs.push_back(post_recv(bufs.back().data(), kBig, m.tag, m.mask,
+                                          directed ? p_.ba : nullptr, user));
+            }
         }
         /* send */
         const int nmsg = 1 + static_cast<int>(rng() % 6);
@@ -228,10 +270,21 @@ void ProtoOrdering::random_mix(bool caller_memory) {
             if (!matched) {
                 unexpected.push_back(idx);
             }
-            const auto             data = pattern(len, idx);
+            auto                   data = pattern(len, idx);
             uct_tm_proto_request_t s;
-            const ucs_status_t     st = send(data.data(), len, tag, UCT_TM_PROTO_SEND_INJECT,
-                                             static_cast<uint32_t>(idx), &s);
+            ucs_status_t           st;
+            if (vectors && ((rng() % 2) == 0)) {
+                const auto               iov    = cut(data.data(), len, rng);
+                uct_tm_proto_op_params_t params = {};
+                params.flags                    = UCT_TM_PROTO_SEND_INJECT;
+                params.flags                   |= UCT_TM_PROTO_SEND_REMOTE_DATA;
+                params.data                     = idx;
+                s  = 0;
+                st = uct_tm_proto_sendv(p_.ab, iov.data(), iov.size(), tag, &params, &s);
+            } else {
+                st = send(data.data(), len, tag, UCT_TM_PROTO_SEND_INJECT,
+                          static_cast<uint32_t>(idx), &s);
+            }
             ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS));
             if (s != 0) {
                 sreqs.push_back(s);

@@ -12,6 +12,9 @@
  * once; messages of one sender and class matched in sending order (in the
  * receives' posting order); every request completes exactly once (leftover
  * receives: UCS_ERR_CANCELED); all sends complete with UCS_OK.
+ * Every third receive and send is vectored (uct_tm_proto_recvv / _sendv:
+ * the buffer cut into even elements after an empty one; every ninth receive
+ * into more elements than tm_sm's tag list takes, the others within it).
  * A child that hangs is killed by alarm(); the parent's waits are bounded.
  */
 #include "fd_io.h"
@@ -83,6 +86,16 @@ std::vector<std::vector<Planned>> make_plan() {
         }
     }
     return plan;
+}
+
+/* `len` bytes at `buf` as an empty element and `pieces` even ones. */
+std::vector<uct_tm_proto_iov_t> cut(char *buf, size_t len, size_t pieces) {
+    std::vector<uct_tm_proto_iov_t> iov = {{nullptr, 0}};
+    for (size_t i = 0; i < pieces; ++i) {
+        const size_t from = i * len / pieces, to = (i + 1) * len / pieces;
+        iov.push_back({buf + from, to - from});
+    }
+    return iov;
 }
 
 bool xfer(int fd, void *p, size_t n, bool out) {
@@ -357,10 +370,16 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
             const unsigned kind = (outstanding_recv >= kWindow) ? 0 : rng() % 4;
             const uint64_t tag  = rng() % 4;
             const int      src  = static_cast<int>(rng() % kProcs);
-            const ucs_status_t st = uct_tm_proto_recv(
-                    w, p->buf.data(), kMaxLen, tag, (kind == 1) ? 0x3 : 0,
-                    ((kind == 2) && (src != rank)) ? eps[src] : nullptr, &op,
-                    p->user ? nullptr : &p->req);
+            uct_tm_proto_ep_h  source = ((kind == 2) && (src != rank)) ? eps[src] : nullptr;
+            const uint64_t     mask   = (kind == 1) ? 0x3 : 0;
+            uct_tm_proto_request_t *req = p->user ? nullptr : &p->req;
+            ucs_status_t       st;
+            if ((recvs.size() % 3) == 1) { /* not an rng draw: the sequence stays */
+                const auto iov = cut(p->buf.data(), kMaxLen, ((recvs.size() % 9) == 1) ? 12 : 3);
+                st = uct_tm_proto_recvv(w, iov.data(), iov.size(), tag, mask, source, &op, req);
+            } else {
+                st = uct_tm_proto_recv(w, p->buf.data(), kMaxLen, tag, mask, source, &op, req);
+            }
             if (st != UCS_INPROGRESS) {
                 f.fail("recv: %s", ucs_status_string(st));
                 break;
@@ -393,7 +412,13 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
                 op.data   = m.data;
             }
             uct_tm_proto_request_t req;
-            const ucs_status_t st = uct_tm_proto_send(eps[m.dest], data->data(), m.len, m.tag, &op, &req);
+            ucs_status_t st;
+            if ((next % 3) == 1) {
+                const auto iov = cut(data->data(), m.len, 3);
+                st = uct_tm_proto_sendv(eps[m.dest], iov.data(), iov.size(), m.tag, &op, &req);
+            } else {
+                st = uct_tm_proto_send(eps[m.dest], data->data(), m.len, m.tag, &op, &req);
+            }
             if (st == UCS_INPROGRESS) {
                 if (m.inject) {
                     std::fill(data->begin(), data->end(), 0); /* the layer copied it */

@@ -274,6 +274,40 @@ ucs_status_t uct_tm_proto_recv(uct_tm_proto_worker_h worker, void *buffer, size_
                                uct_tm_proto_ep_h source, const uct_tm_proto_op_params_t *params,
                                uct_tm_proto_request_t *req);
 
+/* ---- vectors (fi_tagged tsendv / trecvv) ---------------------------------- */
+
+/* One element of a message's data, as libfabric's struct iovec: `length`
+ * bytes at `buffer` (which may be NULL when length is 0). A message is the
+ * elements' bytes in order. */
+typedef struct uct_tm_proto_iov {
+    void  *buffer;
+    size_t length;
+} uct_tm_proto_iov_t;
+
+/* The most elements one vectored operation takes. */
+#define UCT_TM_PROTO_IOV_MAX 64
+
+/* uct_tm_proto_send() of the elements' bytes, gathered. iovcnt 0 sends an
+ * empty message (iov may then be NULL). UCS_ERR_INVALID_PARAM, nothing sent:
+ * iov NULL with iovcnt > 0, iovcnt > UCT_TM_PROTO_IOV_MAX, an element with a
+ * NULL buffer and a nonzero length, or a total length that overflows size_t.
+ * The elements array may be reused when the call returns; the buffers are
+ * in use as uct_tm_proto_send()'s buffer is (docs/proto.md "Vectors"). */
+ucs_status_t uct_tm_proto_sendv(uct_tm_proto_ep_h ep, const uct_tm_proto_iov_t *iov,
+                                size_t iovcnt, uct_tm_proto_tag_t tag,
+                                const uct_tm_proto_op_params_t *params,
+                                uct_tm_proto_request_t *req);
+
+/* uct_tm_proto_recv() into the elements in order (the same checks as
+ * uct_tm_proto_sendv()). A longer message fills the elements and completes
+ * with UCS_ERR_MESSAGE_TRUNCATED and the sender's length; nothing is written
+ * past any element. The elements array may be reused when the call returns;
+ * the buffers are in use until the request completes. */
+ucs_status_t uct_tm_proto_recvv(uct_tm_proto_worker_h worker, const uct_tm_proto_iov_t *iov,
+                                size_t iovcnt, uct_tm_proto_tag_t tag, uct_tm_proto_tag_t mask,
+                                uct_tm_proto_ep_h source, const uct_tm_proto_op_params_t *params,
+                                uct_tm_proto_request_t *req);
+
 enum uct_tm_proto_probe_flags {
     UCT_TM_PROTO_PROBE_PEEK    = 1u << 0, /* report the earliest matching unexpected message */
     UCT_TM_PROTO_PROBE_CLAIM   = 1u << 1, /* with PEEK: hold it for uct_tm_proto_recv_claimed() */
@@ -302,6 +336,11 @@ ucs_status_t uct_tm_proto_recv_claimed(uct_tm_proto_worker_h worker, uct_tm_prot
                                        void *buffer, size_t length,
                                        const uct_tm_proto_op_params_t *params,
                                        uct_tm_proto_request_t *req);
+/* uct_tm_proto_recv_claimed() into the elements, as uct_tm_proto_recvv(). */
+ucs_status_t uct_tm_proto_recv_claimedv(uct_tm_proto_worker_h worker, uct_tm_proto_msg_t msg,
+                                        const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                                        const uct_tm_proto_op_params_t *params,
+                                        uct_tm_proto_request_t *req);
 /* Drops a claimed message (FI_CLAIM | FI_DISCARD). */
 ucs_status_t uct_tm_proto_discard_claimed(uct_tm_proto_worker_h worker, uct_tm_proto_msg_t msg);
 
