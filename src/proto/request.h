@@ -148,6 +148,11 @@ struct Request {
     uct_mem_h      memh   = nullptr; /* send: registered for the receiver's get */
     uct_md_h       memh_md = nullptr;
     uct_mem_h      rmemh   = nullptr; /* receive: registered for the sender's write */
+    /* UCT_TM_PROTO_OP_MEMH: the caller's mapped region. A rendezvous that
+     * finds it still mapped takes its registration (MemMaps::use()): memh
+     * with memh_md null, or rmemh with rmemh_mapped */
+    uint64_t       region  = 0;
+    bool           rmemh_mapped = false; /* rmemh is the region's (use()d) */
 
     /* Set while the slot may hold non-default values outside the hot fields:
      * every use but an offloaded eager receive (the 8 B path) sets it. */
@@ -213,6 +218,8 @@ struct Request {
         received = expect = 0;
         memh    = nullptr;
         memh_md = nullptr;
+        region  = 0;
+        rmemh_mapped = false;
         cold_dirty = false;
     }
 };
@@ -261,7 +268,7 @@ inline bool op_params_valid(const uct_tm_proto_op_params_t *params, unsigned all
     if (params == nullptr) {
         return req != nullptr;
     }
-    if ((params->flags & ~(allowed | UCT_TM_PROTO_OP_USER_REQUEST)) != 0) {
+    if ((params->flags & ~(allowed | UCT_TM_PROTO_OP_USER_REQUEST | UCT_TM_PROTO_OP_MEMH)) != 0) {
         return false;
     }
     return (params->flags & UCT_TM_PROTO_OP_USER_REQUEST) ? user_memory_valid(params)

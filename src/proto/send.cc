@@ -336,7 +336,8 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     const bool     user  = (flags & UCT_TM_PROTO_OP_USER_REQUEST) != 0;
     if ((ep == nullptr) || (ep->magic != Endpoint::kMagic) || (ep->worker != this) ||
         ((buffer == nullptr) && (length != 0)) ||
-        !op_params_valid(params, UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC, req)) {
+        !op_params_valid(params, UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC, req) ||
+        !region_valid(params, buffer, length)) {
         return UCS_ERR_INVALID_PARAM;
     }
     uint64_t unused;
@@ -402,6 +403,9 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     }
     if (user) {
         RequestPool::adopt(*r, params->request);
+    }
+    if (flags & UCT_TM_PROTO_OP_MEMH) {
+        r->region = params->memh;
     }
     ucs_status_t status = UCS_OK;
     if ((flags & UCT_TM_PROTO_SEND_INJECT) && rndv) {

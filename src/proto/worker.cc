@@ -74,6 +74,7 @@ Worker::~Worker() {
         reqs_.retire(r, true);
     });
     peers_.clear();
+    maps_.clear(); /* while the MDs are open */
     for (auto &i : ifaces_) {
         if (i->iface != nullptr) {
             uct_iface_close(i->iface);
@@ -677,6 +678,14 @@ unsigned Worker::deliver_completions() {
 
 void Worker::stats(uct_tm_proto_stats_t *out) const {
     *out = stats_;
+}
+
+ucs_status_t Worker::mem_map(const uct_tm_proto_mem_map_params_t *params, uint64_t *memh) {
+    const uint64_t needed = UCT_TM_PROTO_MEM_MAP_FIELD_ADDRESS | UCT_TM_PROTO_MEM_MAP_FIELD_LENGTH;
+    if ((params == nullptr) || ((params->field_mask & needed) != needed)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return maps_.map(ifaces_, params->address, params->length, memh, &stats_.registrations);
 }
 
 }  // namespace proto
