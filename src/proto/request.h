@@ -11,6 +11,7 @@
 
 #include "api/uct_tm_proto.h"
 #include "common/ucs_assert.h"
+#include "registration_cache.h"
 
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
@@ -153,6 +154,8 @@ struct Request {
      * with memh_md null, or rmemh with rmemh_mapped */
     uint64_t       region  = 0;
     bool           rmemh_mapped = false; /* rmemh is the region's (use()d) */
+    /* memh (send) or rmemh (receive) is this cache entry's, held until put() */
+    RegistrationCache::Region *cached = nullptr;
 
     /* Set while the slot may hold non-default values outside the hot fields:
      * every use but an offloaded eager receive (the 8 B path) sets it. */
@@ -220,6 +223,7 @@ struct Request {
         memh_md = nullptr;
         region  = 0;
         rmemh_mapped = false;
+        cached  = nullptr;
         cold_dirty = false;
     }
 };

@@ -58,12 +58,17 @@ size_t Worker::pack_rts(Request &r, char *out) {
     }
     if (r.memh == nullptr) {
         void *addr = const_cast<char *>(send_data(r));
-        if (uct_md_mem_reg(iface->md, addr, r.length, UCT_MD_MEM_ACCESS_RMA, &r.memh) != UCS_OK) {
+        if ((iface->rcache != nullptr) &&
+            ((r.cached = iface->rcache->get(addr, r.length, &r.memh)) != nullptr)) {
+            /* the cache's: put back at completion */
+        } else if (uct_md_mem_reg(iface->md, addr, r.length, UCT_MD_MEM_ACCESS_RMA, &r.memh) !=
+                   UCS_OK) {
             r.memh = nullptr;
             return 0;
+        } else {
+            ++stats_.registrations;
+            r.memh_md = iface->md;
         }
-        ++stats_.registrations;
-        r.memh_md = iface->md;
     }
     RndvGet g = {};
     g.address     = reinterpret_cast<uintptr_t>(send_data(r));
@@ -103,7 +108,9 @@ bool Worker::ask_put(Request &r, Endpoint *ep, size_t front) {
     }
     r.rmemh        = mapped_memh(r, iface);
     r.rmemh_mapped = r.rmemh != nullptr;
-    if (!r.rmemh_mapped) {
+    if (!r.rmemh_mapped && ((iface->rcache == nullptr) ||
+                            ((r.cached = iface->rcache->get(r.rbuf, front, &r.rmemh)) ==
+                             nullptr))) {
         if (uct_md_mem_reg(iface->md, r.rbuf, front, UCT_MD_MEM_ACCESS_RMA, &r.rmemh) != UCS_OK) {
             r.rmemh = nullptr;
             return false;
@@ -131,6 +138,9 @@ bool Worker::ask_put(Request &r, Endpoint *ep, size_t front) {
 void Worker::drop_rmemh(Request &r, const Iface *iface) {
     if (r.rmemh_mapped) {
         maps_.unuse(r.region);
+    } else if (r.cached != nullptr) {
+        RegistrationCache::put(r.cached);
+        r.cached = nullptr;
     } else {
         uct_md_mem_dereg(iface->md, r.rmemh);
     }

@@ -76,6 +76,7 @@ Worker::~Worker() {
     peers_.clear();
     maps_.clear(); /* while the MDs are open */
     for (auto &i : ifaces_) {
+        i->rcache.reset();
         if (i->iface != nullptr) {
             uct_iface_close(i->iface);
         }
@@ -256,6 +257,15 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
                        (!i->tag_send || (rts <= i->attr.cap.tag.rndv.max_hdr));
         if (i->rndv_get) {
             i->rts_max = rts;
+        }
+        if (i->rndv_get && config_.rcache) {
+            i->rcache = std::make_unique<RegistrationCache>(i->md, &stats_.registrations,
+                                                            &stats_.rcache_hits);
+            if (i->rcache->status() != UCS_OK) {
+                ucs_debug("tm_proto: no registration cache over %s: %s", tl.c_str(),
+                          ucs_status_string(i->rcache->status()));
+                i->rcache.reset(); /* registers per operation */
+            }
         }
     }
     i->dev_addr.resize(i->attr.device_addr_len);

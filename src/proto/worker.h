@@ -321,7 +321,7 @@ class Worker {
     /* The registration of r's mapped region on `iface` (taken: use()d),
      * or null: no region, unmapped since, or none there. */
     uct_mem_h    mapped_memh(const Request &r, const Iface *iface);
-    /* Lets go of a receive's rmemh: the region's, or deregistered */
+    /* Lets go of a receive's rmemh: the region's, the cache's, or deregistered */
     void         drop_rmemh(Request &r, const Iface *iface);
     /* UCT_TM_PROTO_OP_MEMH: whether params->memh holds [buffer, +length) */
     bool         region_valid(const uct_tm_proto_op_params_t *params, const void *buffer,
@@ -536,6 +536,9 @@ inline void Worker::complete(Request &r, ucs_status_t status) {
         /* a send: the receiver is done reading (ACK), or never will (cancel) */
         if (r.memh_md != nullptr) {
             uct_md_mem_dereg(r.memh_md, r.memh);
+        } else if (r.cached != nullptr) {
+            RegistrationCache::put(r.cached);
+            r.cached = nullptr;
         } else {
             maps_.unuse(r.region); /* the mapped region's registration */
         }

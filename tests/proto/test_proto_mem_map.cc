@@ -3,11 +3,15 @@
  * transport: rendezvous sends and split-rendezvous receives inside mapped
  * regions (byte-checked, at offsets), registrations counted (a mapped region
  * is registered once, not per operation), argument and handle checks, and the
- * unmap rules (BUSY while a rendezvous uses the region's registration).
+ * unmap rules (BUSY while a rendezvous uses the region's registration), and
+ * the registration cache for buffers without a region (UCX_TM_PROTO_RCACHE).
  */
 #include "proto_fixture.h"
 
+#include <sys/mman.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 namespace uct_tm_test {
@@ -21,6 +25,12 @@ uint64_t registrations(uct_tm_proto_worker_h w) {
     uct_tm_proto_stats_t st;
     uct_tm_proto_worker_stats(w, &st);
     return st.registrations;
+}
+
+uint64_t rcache_hits(uct_tm_proto_worker_h w) {
+    uct_tm_proto_stats_t st;
+    uct_tm_proto_worker_stats(w, &st);
+    return st.rcache_hits;
 }
 
 ucs_status_t map(uct_tm_proto_worker_h w, void *address, size_t length, uct_tm_proto_mem_h *h) {
@@ -82,18 +92,8 @@ TEST_P(MemMapTest, RendezvousInMappedRegions) {
     }
     EXPECT_EQ(registrations(p_.a), a0);
     EXPECT_EQ(registrations(p_.b), b0);
-    /* the same without handles: per operation where map registered anything */
-    for (uint32_t i = 0; i < 5; ++i) {
-        ASSERT_NO_FATAL_FAILURE(transfer_mapped(&sspace[64], 0, &rspace[128], 0, 10 + i));
-    }
-    if (a0 != 0) {
-        EXPECT_GE(registrations(p_.a), a0 + 5) << "sender: one per rendezvous";
-    } else {
-        EXPECT_EQ(registrations(p_.a), 0u) << "no MD of this transport registers";
-    }
     if (GetParam() == "tm_sm") {
         EXPECT_NE(a0, 0u) << "tm_sm reads by CMA: its MD registers";
-        EXPECT_GE(registrations(p_.b), b0 + 5) << "receiver: the split front per rendezvous";
     }
     EXPECT_EQ(UCS_OK, uct_tm_proto_mem_unmap(p_.a, sh));
     EXPECT_EQ(UCS_OK, uct_tm_proto_mem_unmap(p_.b, rh));
@@ -206,6 +206,65 @@ TEST_P(MemMapTest, UnmapRules) {
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_mem_unmap(p_.a, sh));
     /* a region left mapped is unmapped by the worker's destruction (TearDown) */
     ASSERT_EQ(UCS_OK, map(p_.a, sspace.data(), kSpace, &sh));
+}
+
+/* Without handles the registration cache registers a buffer once: five
+ * rendezvous from (and into) the same buffers make one registration on each
+ * side where the MD registers (tm_sm), the rest are cache hits. */
+TEST_P(MemMapTest, CacheRegistersOnce) {
+    std::vector<char> sbuf(kRndv + 1), rbuf(kRndv + 1);
+    for (uint32_t i = 0; i < 5; ++i) {
+        ASSERT_NO_FATAL_FAILURE(transfer_mapped(sbuf.data(), 0, rbuf.data(), 0, 20 + i));
+    }
+    if (registrations(p_.a) == 0) {
+        EXPECT_EQ(rcache_hits(p_.a), 0u) << "nothing to register, nothing cached";
+        return;
+    }
+    EXPECT_EQ(registrations(p_.a), 1u);
+    EXPECT_EQ(rcache_hits(p_.a), 4u);
+    if (GetParam() == "tm_sm") { /* split: the receiver registers its front */
+        EXPECT_EQ(registrations(p_.b), 1u);
+        EXPECT_EQ(rcache_hits(p_.b), 4u);
+    }
+}
+
+/* UCX_TM_PROTO_RCACHE=n: a registration per rendezvous, no hits. */
+TEST_P(MemMapTest, CacheOffRegistersPerOperation) {
+    setenv("UCX_TM_PROTO_RCACHE", "n", 1);
+    uct_tm_proto_worker_params_t none = {};
+    reopen(none);
+    unsetenv("UCX_TM_PROTO_RCACHE");
+    std::vector<char> sbuf(kRndv + 1), rbuf(kRndv + 1);
+    for (uint32_t i = 0; i < 5; ++i) {
+        ASSERT_NO_FATAL_FAILURE(transfer_mapped(sbuf.data(), 0, rbuf.data(), 0, 30 + i));
+    }
+    EXPECT_EQ(rcache_hits(p_.a), 0u);
+    EXPECT_EQ(rcache_hits(p_.b), 0u);
+    if (GetParam() == "tm_sm") {
+        EXPECT_EQ(registrations(p_.a), 5u);
+        EXPECT_EQ(registrations(p_.b), 5u);
+    }
+}
+
+/* Memory unmapped and mapped again at the same address is registered anew
+ * (the cache drops it on UCX's unmap event), and its new bytes arrive. */
+TEST_P(MemMapTest, CacheForgetsUnmappedMemory) {
+    const size_t len  = (kRndv + 1 + 4095) & ~size_t{4095};
+    void        *mem  = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                             -1, 0);
+    ASSERT_NE(mem, MAP_FAILED);
+    std::vector<char> rbuf(kRndv + 1);
+    ASSERT_NO_FATAL_FAILURE(transfer_mapped(static_cast<char *>(mem), 0, rbuf.data(), 0, 40));
+    const uint64_t r1 = registrations(p_.a);
+    ASSERT_EQ(0, munmap(mem, len));
+    void *again = mmap(mem, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                       -1, 0);
+    ASSERT_EQ(again, mem);
+    ASSERT_NO_FATAL_FAILURE(transfer_mapped(static_cast<char *>(mem), 0, rbuf.data(), 0, 41));
+    if (r1 != 0) {
+        EXPECT_EQ(registrations(p_.a), r1 + 1) << "the new mapping registered, not a stale hit";
+    }
+    munmap(mem, len);
 }
 
 INSTANTIATE_TEST_SUITE_P(transports, MemMapTest, ::testing::ValuesIn(proto_transports()),

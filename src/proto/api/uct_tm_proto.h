@@ -114,6 +114,7 @@ typedef struct uct_tm_proto_stats {
     /* appended: memory registrations the layer made (uct_md_mem_reg calls:
      * mem_map, and per rendezvous for buffers without a mapped region) */
     uint64_t registrations;
+    uint64_t rcache_hits;       /* rendezvous buffers the registration cache already held */
 } uct_tm_proto_stats_t;
 void uct_tm_proto_worker_stats(uct_tm_proto_worker_h worker, uct_tm_proto_stats_t *stats);
 
