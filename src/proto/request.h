@@ -345,9 +345,17 @@ class RequestPool {
 
     /* Calls f(Request &) for every live request tied to the caller's memory. */
     template <typename F> void for_each_user(F &&f) {
+        for_each_live([&f](Request &r) {
+            if (r.user != nullptr) {
+                f(r);
+            }
+        });
+    }
+    /* Calls f(Request &) for every live request. */
+    template <typename F> void for_each_live(F &&f) {
         for (uint32_t i = 0; i < pool_.issued(); ++i) {
             Request &r = pool_[i];
-            if ((r.kind != ReqKind::kFree) && (r.user != nullptr)) {
+            if (r.kind != ReqKind::kFree) {
                 f(r);
             }
         }

@@ -432,6 +432,9 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
         if (!rndv && !r->started) {
             ep->credits += length;
         }
+        if (r->memh != nullptr) { /* an RTS packed but refused */
+            drop_memh(*r);
+        }
         reqs_.release(handle);
         return status;
     }

@@ -74,6 +74,14 @@ Worker::~Worker() {
         reqs_.retire(r, true);
     });
     peers_.clear();
+    /* dropped requests' cache entries go back: UCX's rcache refuses (fatal)
+     * to be destroyed with an entry in use */
+    reqs_.for_each_live([](Request &r) {
+        if (r.cached != nullptr) {
+            RegistrationCache::put(r.cached);
+            r.cached = nullptr;
+        }
+    });
     maps_.clear(); /* while the MDs are open */
     for (auto &i : ifaces_) {
         i->rcache.reset();

@@ -321,6 +321,8 @@ class Worker {
     /* The registration of r's mapped region on `iface` (taken: use()d),
      * or null: no region, unmapped since, or none there. */
     uct_mem_h    mapped_memh(const Request &r, const Iface *iface);
+    /* Lets go of a send's memh (non-null): its own, the cache's or the region's */
+    void         drop_memh(Request &r);
     /* Lets go of a receive's rmemh: the region's, the cache's, or deregistered */
     void         drop_rmemh(Request &r, const Iface *iface);
     /* UCT_TM_PROTO_OP_MEMH: whether params->memh holds [buffer, +length) */
@@ -534,15 +536,7 @@ inline void Worker::complete(Request &r, ucs_status_t status) {
     }
     if (r.memh != nullptr) {
         /* a send: the receiver is done reading (ACK), or never will (cancel) */
-        if (r.memh_md != nullptr) {
-            uct_md_mem_dereg(r.memh_md, r.memh);
-        } else if (r.cached != nullptr) {
-            RegistrationCache::put(r.cached);
-            r.cached = nullptr;
-        } else {
-            maps_.unuse(r.region); /* the mapped region's registration */
-        }
-        r.memh = nullptr;
+        drop_memh(r);
     }
     r.done        = true;
     r.info.status = status;
@@ -551,6 +545,19 @@ inline void Worker::complete(Request &r, ucs_status_t status) {
          * caller's memory is published (and let go) at delivery */
         completions_.push(r.self);
     }
+}
+
+inline void Worker::drop_memh(Request &r) {
+    if (r.memh_md != nullptr) {
+        uct_md_mem_dereg(r.memh_md, r.memh);
+    } else if (r.cached != nullptr) {
+        RegistrationCache::put(r.cached);
+        r.cached = nullptr;
+    } else {
+        maps_.unuse(r.region); /* the mapped region's registration */
+    }
+    r.memh    = nullptr;
+    r.memh_md = nullptr;
 }
 
 /* `r` is matched (kArriving): it takes the message's description. */

@@ -267,6 +267,15 @@ TEST_P(MemMapTest, CacheForgetsUnmappedMemory) {
     munmap(mem, len);
 }
 
+/* A worker destroyed while a rendezvous send holds a cached registration
+ * lets go of it first (the cache is destroyed with nothing in use). */
+TEST_P(MemMapTest, DestroyWhileCachedRegistrationHeld) {
+    std::vector<char>      sbuf(kRndv);
+    uct_tm_proto_request_t sreq = 0;
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_send(p_.ab, sbuf.data(), kRndv, 3, nullptr, &sreq));
+    destroy_pair(&p_); /* TearDown's destroy_pair then finds nothing */
+}
+
 INSTANTIATE_TEST_SUITE_P(transports, MemMapTest, ::testing::ValuesIn(proto_transports()),
                          transport_name);
 
