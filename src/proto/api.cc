@@ -214,4 +214,18 @@ ucs_status_t uct_tm_proto_request_cancel_user(uct_tm_proto_worker_h worker, void
     return (worker == nullptr) ? UCS_ERR_INVALID_PARAM : worker->cancel_user(request);
 }
 
+ucs_status_t uct_tm_proto_mem_map(uct_tm_proto_worker_h worker,
+                                  const uct_tm_proto_mem_map_params_t *params,
+                                  uct_tm_proto_mem_h *memh) {
+    if ((worker == nullptr) || (memh == nullptr)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    *memh = 0;
+    return alloc_status([&] { return worker->mem_map(params, memh); });
+}
+
+ucs_status_t uct_tm_proto_mem_unmap(uct_tm_proto_worker_h worker, uct_tm_proto_mem_h memh) {
+    return (worker == nullptr) ? UCS_ERR_INVALID_PARAM : worker->mem_unmap(memh);
+}
+
 }  // extern "C"

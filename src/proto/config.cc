@@ -19,6 +19,7 @@ struct EnvConfig {
     unsigned max_peers;
     int      offload;
     double   keepalive;
+    int      rcache;
 };
 
 ucs_config_field_t env_table[] = {
@@ -42,6 +43,11 @@ ucs_config_field_t env_table[] = {
      "checked, so that a peer that died or cannot be reached fails the endpoint -- and the\n"
      "sends waiting on it -- even when nothing is in flight to it; 0 turns it off.",
      offsetof(EnvConfig, keepalive), UCS_CONFIG_TYPE_TIME},
+    {"RCACHE", "y",
+     "Keep the registrations of rendezvous buffers that carry no mapped region in a\n"
+     "registration cache (UCX's rcache), so that a buffer is registered once, not per\n"
+     "operation; n: register and deregister per operation.",
+     offsetof(EnvConfig, rcache), UCS_CONFIG_TYPE_BOOL},
     {}};
 
 /* UCX 1.15 changed the parser's entry point: it takes the table's global-list
@@ -73,6 +79,7 @@ ucs_status_t read_config(const uct_tm_proto_worker_params_t *params, Config *con
     config->max_peers      = env.max_peers;
     config->offload        = env.offload != 0;
     config->keepalive_s    = env.keepalive;
+    config->rcache         = env.rcache != 0;
     ucs_config_parser_release_opts(&env, env_table);
 
     if (params != nullptr) {

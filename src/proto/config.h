@@ -21,6 +21,7 @@ struct Config {
     unsigned    max_peers      = 256;
     bool        offload        = true;
     double      keepalive_s    = 1; /* 0: no keepalive */
+    bool        rcache         = true; /* cache registrations of unmapped buffers */
     uct_tm_proto_ep_err_cb_t err_handler     = nullptr;
     void                    *err_handler_arg = nullptr;
     uct_tm_proto_buffered_cb_t buffered_cb   = nullptr; /* buffered receives when set */

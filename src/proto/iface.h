@@ -5,9 +5,12 @@
 #ifndef UCT_TM_PROTO_IFACE_H_
 #define UCT_TM_PROTO_IFACE_H_
 
+#include "registration_cache.h"
+
 #include <uct/api/uct.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +58,9 @@ struct Iface {
     /* the longest rendezvous request (RTS) a peer over this transport sends:
      * MsgHeader, with get also RndvGet and the packed rkey */
     size_t           rts_max   = 0;
+    /* registrations of rendezvous buffers without a mapped region (null:
+     * UCX_TM_PROTO_RCACHE=n, or no rndv_get) */
+    std::unique_ptr<RegistrationCache> rcache;
 };
 
 }  // namespace proto

@@ -119,6 +119,7 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
     } else {
         staged.flags &= ~unsigned(UCT_TM_PROTO_SEND_INJECT);
     }
+    staged.flags &= ~unsigned(UCT_TM_PROTO_OP_MEMH); /* the staging lies in no mapped region */
     if (alloc_status([&] { stage_.resize(shape.total); }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }

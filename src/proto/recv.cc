@@ -372,7 +372,8 @@ ucs_status_t Worker::direct_refused() {
 ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
                                   Endpoint *source, const uct_tm_proto_op_params_t *params,
                                   uint64_t *req) {
-    if (((buffer == nullptr) && (length != 0)) || !recv_args_valid(source, params, req)) {
+    if (((buffer == nullptr) && (length != 0)) || !recv_args_valid(source, params, req) ||
+        !region_valid(params, buffer, length)) {
         return UCS_ERR_INVALID_PARAM;
     }
     uint64_t unused;
@@ -488,7 +489,7 @@ ucs_status_t Worker::recv_claimed(uint64_t msg, void *buffer, size_t length,
                                   const uct_tm_proto_op_params_t *params, uint64_t *req) {
     uint32_t idx;
     if ((unexpected_.claimed(msg, &idx) == nullptr) || ((buffer == nullptr) && (length != 0)) ||
-        !op_params_valid(params, 0, req)) {
+        !op_params_valid(params, 0, req) || !region_valid(params, buffer, length)) {
         return UCS_ERR_INVALID_PARAM;
     }
     uint64_t unused;

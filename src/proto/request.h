@@ -11,6 +11,7 @@
 
 #include "api/uct_tm_proto.h"
 #include "common/ucs_assert.h"
+#include "registration_cache.h"
 
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
@@ -153,6 +154,13 @@ struct Request {
     uct_mem_h      memh   = nullptr; /* send: registered for the receiver's get */
     uct_md_h       memh_md = nullptr;
     uct_mem_h      rmemh   = nullptr; /* receive: registered for the sender's write */
+    /* UCT_TM_PROTO_OP_MEMH: the caller's mapped region. A rendezvous that
+     * finds it still mapped takes its registration (MemMaps::use()): memh
+     * with memh_md null, or rmemh with rmemh_mapped */
+    uint64_t       region  = 0;
+    bool           rmemh_mapped = false; /* rmemh is the region's (use()d) */
+    /* memh (send) or rmemh (receive) is this cache entry's, held until put() */
+    RegistrationCache::Region *cached = nullptr;
 
     /* Set while the slot may hold non-default values outside the hot fields:
      * every use but an offloaded eager receive (the 8 B path) sets it. */
@@ -226,6 +234,9 @@ struct Request {
         received = expect = 0;
         memh    = nullptr;
         memh_md = nullptr;
+        region  = 0;
+        rmemh_mapped = false;
+        cached  = nullptr;
         cold_dirty = false;
     }
 };
@@ -274,7 +285,7 @@ inline bool op_params_valid(const uct_tm_proto_op_params_t *params, unsigned all
     if (params == nullptr) {
         return req != nullptr;
     }
-    if ((params->flags & ~(allowed | UCT_TM_PROTO_OP_USER_REQUEST)) != 0) {
+    if ((params->flags & ~(allowed | UCT_TM_PROTO_OP_USER_REQUEST | UCT_TM_PROTO_OP_MEMH)) != 0) {
         return false;
     }
     /* a send without completion hands out nothing either */
@@ -349,9 +360,17 @@ class RequestPool {
 
     /* Calls f(Request &) for every live request tied to the caller's memory. */
     template <typename F> void for_each_user(F &&f) {
+        for_each_live([&f](Request &r) {
+            if (r.user != nullptr) {
+                f(r);
+            }
+        });
+    }
+    /* Calls f(Request &) for every live request. */
+    template <typename F> void for_each_live(F &&f) {
         for (uint32_t i = 0; i < pool_.issued(); ++i) {
             Request &r = pool_[i];
-            if ((r.kind != ReqKind::kFree) && (r.user != nullptr)) {
+            if (r.kind != ReqKind::kFree) {
                 f(r);
             }
         }

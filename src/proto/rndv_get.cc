@@ -53,13 +53,22 @@ size_t Worker::pack_rts(Request &r, char *out) {
     if (!iface->rndv_get || (r.length == 0) || (r.length > iface->attr.cap.get.max_zcopy)) {
         return 0;
     }
+    if ((r.memh == nullptr) && r.bounce.empty()) {
+        r.memh = mapped_memh(r, iface); /* memh_md stays null: not ours to deregister */
+    }
     if (r.memh == nullptr) {
         void *addr = const_cast<char *>(send_data(r));
-        if (uct_md_mem_reg(iface->md, addr, r.length, UCT_MD_MEM_ACCESS_RMA, &r.memh) != UCS_OK) {
+        if ((iface->rcache != nullptr) &&
+            ((r.cached = iface->rcache->get(addr, r.length, &r.memh)) != nullptr)) {
+            /* the cache's: put back at completion */
+        } else if (uct_md_mem_reg(iface->md, addr, r.length, UCT_MD_MEM_ACCESS_RMA, &r.memh) !=
+                   UCS_OK) {
             r.memh = nullptr;
             return 0;
+        } else {
+            ++stats_.registrations;
+            r.memh_md = iface->md;
         }
-        r.memh_md = iface->md;
     }
     RndvGet g = {};
     g.address     = reinterpret_cast<uintptr_t>(send_data(r));
@@ -81,13 +90,32 @@ ucs_status_t Worker::issue_get(Request &r, GetContext &c, Endpoint *ep, size_t o
     return uct_ep_get_zcopy(ep->uct_ep, &iov, 1, address + offset, c.rkey.rkey, &c.comp);
 }
 
+uct_mem_h Worker::mapped_memh(const Request &r, const Iface *iface) {
+    /* unmapped since the operation started: it registers on its own */
+    const uct_mem_h memh = maps_.mapped(r.region) ? maps_.memh(r.region, iface)
+                                                              : nullptr;
+    if (memh != nullptr) {
+        maps_.use(r.region);
+    }
+    return memh;
+}
+
 /* Asks the sender to write message bytes [0, front) into our buffer. */
 bool Worker::ask_put(Request &r, Endpoint *ep, size_t front) {
     Iface *iface = ep->iface;
-    if (!(iface->attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) || !ep->ctrl.empty() ||
-        (uct_md_mem_reg(iface->md, r.rbuf, front, UCT_MD_MEM_ACCESS_RMA, &r.rmemh) != UCS_OK)) {
-        r.rmemh = nullptr;
+    if (!(iface->attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) || !ep->ctrl.empty()) {
         return false;
+    }
+    r.rmemh        = mapped_memh(r, iface);
+    r.rmemh_mapped = r.rmemh != nullptr;
+    if (!r.rmemh_mapped && ((iface->rcache == nullptr) ||
+                            ((r.cached = iface->rcache->get(r.rbuf, front, &r.rmemh)) ==
+                             nullptr))) {
+        if (uct_md_mem_reg(iface->md, r.rbuf, front, UCT_MD_MEM_ACCESS_RMA, &r.rmemh) != UCS_OK) {
+            r.rmemh = nullptr;
+            return false;
+        }
+        ++stats_.registrations;
     }
     char      buf[sizeof(PutHeader) + kMaxRkey];
     PutHeader h = {};
@@ -101,11 +129,23 @@ bool Worker::ask_put(Request &r, Endpoint *ep, size_t front) {
     memcpy(buf, &h, sizeof(h));
     if ((uct_md_mkey_pack(iface->md, r.rmemh, buf + sizeof(h)) != UCS_OK) ||
         (am_send(ep, buf, sizeof(h) + iface->rkey_size, nullptr, 0) < 0)) {
-        uct_md_mem_dereg(iface->md, r.rmemh);
-        r.rmemh = nullptr;
+        drop_rmemh(r, iface);
         return false;
     }
     return true;
+}
+
+void Worker::drop_rmemh(Request &r, const Iface *iface) {
+    if (r.rmemh_mapped) {
+        maps_.unuse(r.region);
+    } else if (r.cached != nullptr) {
+        RegistrationCache::put(r.cached);
+        r.cached = nullptr;
+    } else {
+        uct_md_mem_dereg(iface->md, r.rmemh);
+    }
+    r.rmemh        = nullptr;
+    r.rmemh_mapped = false;
 }
 
 /* Reads the matched message (with the sender's help from kSplitMin bytes);
@@ -193,8 +233,7 @@ void Worker::part_done(Request &r, ucs_status_t status) {
     }
     if (r.rmemh != nullptr) {
         Endpoint *ep = peers_.of(r.gctx.source);
-        uct_md_mem_dereg((ep != nullptr) ? ep->iface->md : ifaces_.front()->md, r.rmemh);
-        r.rmemh = nullptr;
+        drop_rmemh(r, (ep != nullptr) ? ep->iface : ifaces_.front().get());
     }
     if (r.xfer_status != UCS_OK) {
         complete(r, r.xfer_status);

@@ -487,7 +487,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
                                  UCT_TM_PROTO_SEND_DELIVERY_COMPLETE | UCT_TM_PROTO_SEND_FENCE |
                                  UCT_TM_PROTO_OP_NO_COMPLETION | UCT_TM_PROTO_SEND_MORE,
                          req) ||
-        ((flags & UCT_TM_PROTO_OP_NO_COMPLETION) && user)) {
+        ((flags & UCT_TM_PROTO_OP_NO_COMPLETION) && user) || !region_valid(params, buffer, length)) {
         return UCS_ERR_INVALID_PARAM;
     }
     uint64_t unused;
@@ -595,6 +595,9 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     if (user) {
         RequestPool::adopt(*r, params->request);
     }
+    if (flags & UCT_TM_PROTO_OP_MEMH) {
+        r->region = params->memh;
+    }
     ucs_status_t status = UCS_OK;
     if ((flags & UCT_TM_PROTO_SEND_INJECT) && rndv) {
         /* read after return */
@@ -626,6 +629,9 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     if (status != UCS_OK) {
         if (!rndv && !r->started) {
             ep->credits += length;
+        }
+        if (r->memh != nullptr) { /* an RTS packed but refused */
+            drop_memh(*r);
         }
         reqs_.release(handle);
         return status;

@@ -75,7 +75,17 @@ Worker::~Worker() {
         reqs_.retire(r, true);
     });
     peers_.clear();
+    /* dropped requests' cache entries go back: UCX's rcache refuses (fatal)
+     * to be destroyed with an entry in use */
+    reqs_.for_each_live([](Request &r) {
+        if (r.cached != nullptr) {
+            RegistrationCache::put(r.cached);
+            r.cached = nullptr;
+        }
+    });
+    maps_.clear(); /* while the MDs are open */
     for (auto &i : ifaces_) {
+        i->rcache.reset();
         if (i->iface != nullptr) {
             uct_iface_close(i->iface);
         }
@@ -256,6 +266,15 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
                        (!i->tag_send || (rts <= i->attr.cap.tag.rndv.max_hdr));
         if (i->rndv_get) {
             i->rts_max = rts;
+        }
+        if (i->rndv_get && config_.rcache) {
+            i->rcache = std::make_unique<RegistrationCache>(i->md, &stats_.registrations,
+                                                            &stats_.rcache_hits);
+            if (i->rcache->status() != UCS_OK) {
+                ucs_debug("tm_proto: no registration cache over %s: %s", tl.c_str(),
+                          ucs_status_string(i->rcache->status()));
+                i->rcache.reset(); /* registers per operation */
+            }
         }
     }
     i->dev_addr.resize(i->attr.device_addr_len);
@@ -712,6 +731,14 @@ unsigned Worker::deliver_completions() {
 void Worker::stats(uct_tm_proto_stats_t *out) const {
     *out          = stats_;
     out->requests = reqs_.live();
+}
+
+ucs_status_t Worker::mem_map(const uct_tm_proto_mem_map_params_t *params, uint64_t *memh) {
+    const uint64_t needed = UCT_TM_PROTO_MEM_MAP_FIELD_ADDRESS | UCT_TM_PROTO_MEM_MAP_FIELD_LENGTH;
+    if ((params == nullptr) || ((params->field_mask & needed) != needed)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return maps_.map(ifaces_, params->address, params->length, memh, &stats_.registrations);
 }
 
 }  // namespace proto

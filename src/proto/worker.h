@@ -20,6 +20,7 @@
 #include "direct_recv.h"
 #include "endpoint.h"
 #include "iface.h"
+#include "mem_maps.h"
 #include "partials.h"
 #include "peers.h"
 #include "posted_recvs.h"
@@ -127,6 +128,10 @@ class Worker {
     ucs_status_t cancel_user(void *request);
 
     bool owns(const Endpoint *ep) const { return peers_.owns(ep); }
+
+    /* uct_tm_proto_mem_map / unmap (MemMaps) */
+    ucs_status_t mem_map(const uct_tm_proto_mem_map_params_t *params, uint64_t *memh);
+    ucs_status_t mem_unmap(uint64_t memh) { return maps_.unmap(memh); }
 
     /* The transport reported the peer of `uep` failed (the iface error
      * handler, worker.cc): the endpoint fails, and so does every send on it
@@ -381,6 +386,19 @@ class Worker {
     ucs_status_t issue_get(Request &r, GetContext &c, Endpoint *ep, size_t offset, size_t length,
                            uint64_t address);
     bool         ask_put(Request &r, Endpoint *ep, size_t front);
+    /* The registration of r's mapped region on `iface` (taken: use()d),
+     * or null: no region, unmapped since, or none there. */
+    uct_mem_h    mapped_memh(const Request &r, const Iface *iface);
+    /* Lets go of a send's memh (non-null): its own, the cache's or the region's */
+    void         drop_memh(Request &r);
+    /* Lets go of a receive's rmemh: the region's, the cache's, or deregistered */
+    void         drop_rmemh(Request &r, const Iface *iface);
+    /* UCT_TM_PROTO_OP_MEMH: whether params->memh holds [buffer, +length) */
+    bool         region_valid(const uct_tm_proto_op_params_t *params, const void *buffer,
+                              size_t length) const {
+        return (params == nullptr) || !(params->flags & UCT_TM_PROTO_OP_MEMH) ||
+               maps_.covers(params->memh, buffer, length);
+    }
     void         part_done(Request &r, ucs_status_t status);
     void         handle_put_request(const PutHeader &h, const char *rkey, size_t rkey_len);
     void         put_done(Request &r, ucs_status_t status);
@@ -431,6 +449,7 @@ class Worker {
     TagGathers                      gathers_;
     Partials                        partial_;       /* fragments still to come */
     Completions                     completions_;
+    MemMaps                         maps_;
     uct_tm_proto_stats_t            stats_ = {};
     /* tag_eager_zcopy()'s iov and completion, set up once: an eager send is
      * complete before the next one starts, so one of each is enough */
@@ -523,6 +542,9 @@ template <bool kOffloaded>
         if (params->flags & UCT_TM_PROTO_OP_USER_REQUEST) {
             RequestPool::adopt(*r, params->request);
         }
+        if (params->flags & UCT_TM_PROTO_OP_MEMH) {
+            r->region = params->memh; /* never offloaded (recv() sends it general) */
+        }
     }
     return r;
 }
@@ -593,8 +615,7 @@ inline void Worker::complete(Request &r, ucs_status_t status) {
     }
     if (r.memh != nullptr) {
         /* a send: the receiver is done reading (ACK), or never will (cancel) */
-        uct_md_mem_dereg(r.memh_md, r.memh);
-        r.memh = nullptr;
+        drop_memh(r);
     }
     r.done        = true;
     r.info.status = status;
@@ -603,6 +624,19 @@ inline void Worker::complete(Request &r, ucs_status_t status) {
          * caller's memory is published (and let go) at delivery */
         completions_.push(r.self);
     }
+}
+
+inline void Worker::drop_memh(Request &r) {
+    if (r.memh_md != nullptr) {
+        uct_md_mem_dereg(r.memh_md, r.memh);
+    } else if (r.cached != nullptr) {
+        RegistrationCache::put(r.cached);
+        r.cached = nullptr;
+    } else {
+        maps_.unuse(r.region); /* the mapped region's registration */
+    }
+    r.memh    = nullptr;
+    r.memh_md = nullptr;
 }
 
 /* `r` is matched (kArriving): it takes the message's description. */

@@ -554,12 +554,14 @@ int main(int argc, char **argv) {
         uct_tm_proto_worker_stats(s.worker, &st);
         fprintf(stderr,
                 "# %s: eager_sends %lu rndv_sends %lu rndv_gets %lu backpressure %lu offloaded_recvs %lu "
-                "software_recvs %lu expected %lu unexpected %lu unexpected_peak %zu\n",
+                "software_recvs %lu expected %lu unexpected %lu unexpected_peak %zu "
+                "registrations %lu rcache_hits %lu\n",
                 client ? "sender" : "receiver", (unsigned long)st.eager_sends,
                 (unsigned long)st.rndv_sends, (unsigned long)st.rndv_gets,
                 (unsigned long)st.backpressure, (unsigned long)st.offloaded_recvs,
                 (unsigned long)st.software_recvs, (unsigned long)st.expected,
-                (unsigned long)st.unexpected, st.unexpected_peak);
+                (unsigned long)st.unexpected, st.unexpected_peak,
+                (unsigned long)st.registrations, (unsigned long)st.rcache_hits);
     }
     uct_tm_proto_worker_destroy(s.worker);
     if (child > 0) {

@@ -39,6 +39,8 @@ typedef struct uct_tm_proto_ep      *uct_tm_proto_ep_h;
 typedef uint64_t                     uct_tm_proto_request_t;
 /* An unexpected message held by a PEEK|CLAIM probe (0: none). */
 typedef uint64_t                     uct_tm_proto_msg_t;
+/* A memory region mapped by uct_tm_proto_mem_map() (0: none). */
+typedef uint64_t                     uct_tm_proto_mem_h;
 
 enum uct_tm_proto_info_flags {
     /* info.data is the sender's remote data (it sent UCT_TM_PROTO_SEND_REMOTE_DATA) */
@@ -134,6 +136,10 @@ typedef struct uct_tm_proto_stats {
     size_t   unexpected_peak;   /* their maximum so far */
     size_t   requests;          /* requests live now: in progress or not yet released */
     uint64_t batched_sends;     /* MORE messages sent in batches */
+    /* memory registrations the layer made (uct_md_mem_reg calls: mem_map,
+     * and per rendezvous for buffers without a mapped region) */
+    uint64_t registrations;
+    uint64_t rcache_hits;       /* rendezvous buffers the registration cache already held */
 } uct_tm_proto_stats_t;
 void uct_tm_proto_worker_stats(uct_tm_proto_worker_h worker, uct_tm_proto_stats_t *stats);
 
@@ -202,7 +208,12 @@ enum uct_tm_proto_op_flags {
      * message -- until a send without MORE, the batch is full, or the next
      * progress. It completes at once (UCS_OK). A hint: sends over a
      * transport's tag list, and other protocols, go as without it. */
-    UCT_TM_PROTO_SEND_MORE = 1u << 8
+    UCT_TM_PROTO_SEND_MORE = 1u << 8,
+    /* send, recv, recv_claimed: the buffer lies in the region params->memh
+     * (uct_tm_proto_mem_map): a rendezvous uses its registration instead of
+     * registering the buffer (libfabric's `desc`). The vector calls accept
+     * and ignore it (they stage or have the data pushed). */
+    UCT_TM_PROTO_OP_MEMH         = 1u << 9
 };
 
 typedef struct uct_tm_proto_op_params {
@@ -214,6 +225,10 @@ typedef struct uct_tm_proto_op_params {
      * never set the flag need not set it): UCT_TM_PROTO_REQUEST_SIZE bytes
      * aligned to UCT_TM_PROTO_REQUEST_ALIGN. */
     void             *request;
+    /* With UCT_TM_PROTO_OP_MEMH only (appended): the mapped region holding
+     * [buffer, buffer + length); not mapped, or not holding it:
+     * UCS_ERR_INVALID_PARAM. */
+    uct_tm_proto_mem_h memh;
 } uct_tm_proto_op_params_t;
 
 /*
@@ -361,6 +376,34 @@ ucs_status_t uct_tm_proto_request_cancel(uct_tm_proto_worker_h worker,
  * UCS_ERR_NO_ELEM once its status is final, UCS_ERR_INVALID_PARAM if the
  * memory holds no request of this worker. */
 ucs_status_t uct_tm_proto_request_cancel_user(uct_tm_proto_worker_h worker, void *request);
+
+/* ---- registered memory --------------------------------------------------------- */
+
+enum uct_tm_proto_mem_map_field {
+    UCT_TM_PROTO_MEM_MAP_FIELD_ADDRESS = 1u << 0,
+    UCT_TM_PROTO_MEM_MAP_FIELD_LENGTH  = 1u << 1
+};
+
+typedef struct uct_tm_proto_mem_map_params {
+    uint64_t field_mask; /* uct_tm_proto_mem_map_field bits; both are required */
+    void    *address;
+    size_t   length;
+} uct_tm_proto_mem_map_params_t;
+
+/* Registers [address, address + length) on the memory domain of every
+ * transport of the worker whose rendezvous reads or writes peer memory
+ * (fi_mr_reg, ucp_mem_map); transports that need no registration cost
+ * nothing. Operations on buffers inside it pass *memh with
+ * UCT_TM_PROTO_OP_MEMH. A NULL address, zero length, a range that wraps,
+ * a missing field: UCS_ERR_INVALID_PARAM. */
+ucs_status_t uct_tm_proto_mem_map(uct_tm_proto_worker_h worker,
+                                  const uct_tm_proto_mem_map_params_t *params,
+                                  uct_tm_proto_mem_h *memh);
+/* UCS_ERR_BUSY while an operation that carried the handle has not
+ * completed (nothing is done: unmap again later); UCS_ERR_INVALID_PARAM for a
+ * handle this worker does not hold mapped. The worker's destruction unmaps
+ * what is left. */
+ucs_status_t uct_tm_proto_mem_unmap(uct_tm_proto_worker_h worker, uct_tm_proto_mem_h memh);
 
 #ifdef __cplusplus
 }
