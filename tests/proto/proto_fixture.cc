@@ -109,6 +109,12 @@ ucs_status_t wait_request(const Pair &pair, uct_tm_proto_worker_h owner,
     return status;
 }
 
+uct_tm_proto_stats_t stats_of(uct_tm_proto_worker_h w) {
+    uct_tm_proto_stats_t st;
+    uct_tm_proto_worker_stats(w, &st);
+    return st;
+}
+
 std::vector<char> pattern(size_t length, uint32_t seed) {
     std::vector<char> v(length);
     uint32_t          x = seed * 2654435761u + 1;

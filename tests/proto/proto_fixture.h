@@ -50,6 +50,9 @@ bool wait_for(const Pair &pair, const std::function<bool()> &done);
 ucs_status_t wait_request(const Pair &pair, uct_tm_proto_worker_h owner,
                           uct_tm_proto_request_t req, uct_tm_proto_info_t *info = nullptr);
 
+/* A worker's counters (uct_tm_proto_worker_stats). */
+uct_tm_proto_stats_t stats_of(uct_tm_proto_worker_h w);
+
 /* Deterministic payload of message `seed`. */
 std::vector<char> pattern(size_t length, uint32_t seed);
 

@@ -27,18 +27,6 @@ void spin(const Pair &p, int n) {
     }
 }
 
-uint64_t rndv_sends(uct_tm_proto_worker_h w) {
-    uct_tm_proto_stats_t st;
-    uct_tm_proto_worker_stats(w, &st);
-    return st.rndv_sends;
-}
-
-size_t live_requests(uct_tm_proto_worker_h w) {
-    uct_tm_proto_stats_t st;
-    uct_tm_proto_worker_stats(w, &st);
-    return st.requests;
-}
-
 /* An eager message with TRANSMIT or DELIVERY completes with no receive
  * posted; DELIVERY only once the receiver holds it (a PEEK finds it at once,
  * without the receiver progressing again). A size the transport sends by
@@ -51,10 +39,10 @@ TEST_P(CompletionTest, EagerCompletesWithoutAReceive) {
             const auto             msg = pattern(len, static_cast<uint32_t>(len));
             const uint64_t         tag = 0x100 + level + len;
             uct_tm_proto_request_t s   = 0;
-            const uint64_t         rndv0 = rndv_sends(p_.a);
+            const uint64_t         rndv0 = stats_of(p_.a).rndv_sends;
             const ucs_status_t     st  = send(msg.data(), len, tag, level, std::nullopt, &s);
             ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << ucs_status_string(st);
-            const bool rndv = rndv_sends(p_.a) != rndv0;
+            const bool rndv = stats_of(p_.a).rndv_sends != rndv0;
             if (level == UCT_TM_PROTO_SEND_DELIVERY_COMPLETE) {
                 /* the receiver's acknowledgement is needed: never done in the call */
                 ASSERT_EQ(st, UCS_INPROGRESS);
@@ -117,7 +105,7 @@ TEST_P(CompletionTest, DeliveryWaitsForRendezvousData) {
             EXPECT_EQ(rbuf[len], 'x');
         }
     }
-    EXPECT_EQ(live_requests(p_.a), 0u);
+    EXPECT_EQ(stats_of(p_.a).requests, 0u);
 }
 
 /* A fenced send waits for the endpoint's earlier sends to complete; the same
@@ -211,7 +199,7 @@ TEST_P(CompletionTest, NoCompletionLeavesNothingToRelease) {
     EXPECT_EQ(got, mark);
     spin(p_, 100);
     EXPECT_EQ(calls.n, 0) << "the callback ran for a send that succeeded";
-    EXPECT_EQ(live_requests(p_.a), 0u) << "a send without completion was not released";
+    EXPECT_EQ(stats_of(p_.a).requests, 0u) << "a send without completion was not released";
 
     /* bad combinations */
     uct_tm_proto_op_params_t bad = q;
@@ -253,7 +241,7 @@ TEST_P(CompletionTest, NoCompletionReportsAFailure) {
     EXPECT_EQ(calls.n, 1);
     EXPECT_EQ(calls.status, UCS_ERR_CANCELED);
     EXPECT_EQ(calls.req, 0u);
-    EXPECT_EQ(live_requests(p_.a), 0u);
+    EXPECT_EQ(stats_of(p_.a).requests, 0u);
 }
 
 /* Vectored sends without completion, rendezvous-sized: each keeps its
@@ -275,7 +263,7 @@ TEST_P(CompletionTest, NoCompletionVectorsKeepTheirData) {
         EXPECT_EQ(buf, data[i]) << "message " << i << " sent another's bytes";
     }
     spin(p_, 100);
-    EXPECT_EQ(live_requests(p_.a), 0u);
+    EXPECT_EQ(stats_of(p_.a).requests, 0u);
 }
 
 /* TRANSMIT and DELIVERY on a stream of sends with no receive posted until

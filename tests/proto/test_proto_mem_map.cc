@@ -21,18 +21,6 @@ constexpr uint64_t kAll   = ~uint64_t{0};
 constexpr size_t   kRndv  = 300000; /* rendezvous, split (>= 64 KiB) where the transport reads */
 constexpr size_t   kSpace = 1 << 20;
 
-uint64_t registrations(uct_tm_proto_worker_h w) {
-    uct_tm_proto_stats_t st;
-    uct_tm_proto_worker_stats(w, &st);
-    return st.registrations;
-}
-
-uint64_t rcache_hits(uct_tm_proto_worker_h w) {
-    uct_tm_proto_stats_t st;
-    uct_tm_proto_worker_stats(w, &st);
-    return st.rcache_hits;
-}
-
 ucs_status_t map(uct_tm_proto_worker_h w, void *address, size_t length, uct_tm_proto_mem_h *h) {
     uct_tm_proto_mem_map_params_t p = {};
     p.field_mask = UCT_TM_PROTO_MEM_MAP_FIELD_ADDRESS | UCT_TM_PROTO_MEM_MAP_FIELD_LENGTH;
@@ -84,14 +72,14 @@ TEST_P(MemMapTest, RendezvousInMappedRegions) {
     ASSERT_EQ(UCS_OK, map(p_.a, sspace.data(), kSpace, &sh));
     ASSERT_EQ(UCS_OK, map(p_.b, rspace.data(), kSpace, &rh));
     ASSERT_NE(sh, 0u);
-    const uint64_t a0 = registrations(p_.a), b0 = registrations(p_.b);
+    const uint64_t a0 = stats_of(p_.a).registrations, b0 = stats_of(p_.b).registrations;
     for (uint32_t i = 0; i < 5; ++i) {
         const size_t off = 4096 * i + 8 * i; /* unaligned offsets too */
         ASSERT_NO_FATAL_FAILURE(
                 transfer_mapped(&sspace[off], sh, &rspace[kSpace - kRndv - 1 - off], rh, i));
     }
-    EXPECT_EQ(registrations(p_.a), a0);
-    EXPECT_EQ(registrations(p_.b), b0);
+    EXPECT_EQ(stats_of(p_.a).registrations, a0);
+    EXPECT_EQ(stats_of(p_.b).registrations, b0);
     if (GetParam() == "tm_sm") {
         EXPECT_NE(a0, 0u) << "tm_sm reads by CMA: its MD registers";
     }
@@ -170,7 +158,7 @@ TEST_P(MemMapTest, UnmapRules) {
     uct_tm_proto_mem_h sh = 0, rh = 0;
     ASSERT_EQ(UCS_OK, map(p_.a, sspace.data(), kSpace, &sh));
     ASSERT_EQ(UCS_OK, map(p_.b, rspace.data(), kSpace, &rh));
-    const bool registers = registrations(p_.a) != 0;
+    const bool registers = stats_of(p_.a).registrations != 0;
 
     const auto data = pattern(kRndv, 3);
     memcpy(sspace.data(), data.data(), kRndv);
@@ -216,15 +204,15 @@ TEST_P(MemMapTest, CacheRegistersOnce) {
     for (uint32_t i = 0; i < 5; ++i) {
         ASSERT_NO_FATAL_FAILURE(transfer_mapped(sbuf.data(), 0, rbuf.data(), 0, 20 + i));
     }
-    if (registrations(p_.a) == 0) {
-        EXPECT_EQ(rcache_hits(p_.a), 0u) << "nothing to register, nothing cached";
+    if (stats_of(p_.a).registrations == 0) {
+        EXPECT_EQ(stats_of(p_.a).rcache_hits, 0u) << "nothing to register, nothing cached";
         return;
     }
-    EXPECT_EQ(registrations(p_.a), 1u);
-    EXPECT_EQ(rcache_hits(p_.a), 4u);
+    EXPECT_EQ(stats_of(p_.a).registrations, 1u);
+    EXPECT_EQ(stats_of(p_.a).rcache_hits, 4u);
     if (GetParam() == "tm_sm") { /* split: the receiver registers its front */
-        EXPECT_EQ(registrations(p_.b), 1u);
-        EXPECT_EQ(rcache_hits(p_.b), 4u);
+        EXPECT_EQ(stats_of(p_.b).registrations, 1u);
+        EXPECT_EQ(stats_of(p_.b).rcache_hits, 4u);
     }
 }
 
@@ -238,11 +226,11 @@ TEST_P(MemMapTest, CacheOffRegistersPerOperation) {
     for (uint32_t i = 0; i < 5; ++i) {
         ASSERT_NO_FATAL_FAILURE(transfer_mapped(sbuf.data(), 0, rbuf.data(), 0, 30 + i));
     }
-    EXPECT_EQ(rcache_hits(p_.a), 0u);
-    EXPECT_EQ(rcache_hits(p_.b), 0u);
+    EXPECT_EQ(stats_of(p_.a).rcache_hits, 0u);
+    EXPECT_EQ(stats_of(p_.b).rcache_hits, 0u);
     if (GetParam() == "tm_sm") {
-        EXPECT_EQ(registrations(p_.a), 5u);
-        EXPECT_EQ(registrations(p_.b), 5u);
+        EXPECT_EQ(stats_of(p_.a).registrations, 5u);
+        EXPECT_EQ(stats_of(p_.b).registrations, 5u);
     }
 }
 
@@ -255,14 +243,14 @@ TEST_P(MemMapTest, CacheForgetsUnmappedMemory) {
     ASSERT_NE(mem, MAP_FAILED);
     std::vector<char> rbuf(kRndv + 1);
     ASSERT_NO_FATAL_FAILURE(transfer_mapped(static_cast<char *>(mem), 0, rbuf.data(), 0, 40));
-    const uint64_t r1 = registrations(p_.a);
+    const uint64_t r1 = stats_of(p_.a).registrations;
     ASSERT_EQ(0, munmap(mem, len));
     void *again = mmap(mem, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
                        -1, 0);
     ASSERT_EQ(again, mem);
     ASSERT_NO_FATAL_FAILURE(transfer_mapped(static_cast<char *>(mem), 0, rbuf.data(), 0, 41));
     if (r1 != 0) {
-        EXPECT_EQ(registrations(p_.a), r1 + 1) << "the new mapping registered, not a stale hit";
+        EXPECT_EQ(stats_of(p_.a).registrations, r1 + 1) << "the new mapping registered, not a stale hit";
     }
     munmap(mem, len);
 }

@@ -20,12 +20,6 @@ constexpr uint64_t kAll = ~uint64_t{0};
 
 using MoreTest = ProtoTest;
 
-uct_tm_proto_stats_t stats_of(uct_tm_proto_worker_h w) {
-    uct_tm_proto_stats_t st;
-    uct_tm_proto_worker_stats(w, &st);
-    return st;
-}
-
 /* Whether the pair's data messages go over a transport's tag list (where
  * MORE is ignored): a tag-capable transport alone, offload on
  * (docs/proto.md, "Tag offload"). */
