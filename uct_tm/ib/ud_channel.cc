@@ -102,16 +102,8 @@ struct ibv_ah *UdChannel::ah_for(const DeviceAddress &to) {
             return a.ah;
         }
     }
-    struct ibv_ah_attr attr = {};
-    attr.port_num = port_;
-    attr.dlid     = to.lid;
-    if (to.roce) {
-        attr.is_global      = 1;
-        memcpy(attr.grh.dgid.raw, to.gid, sizeof(to.gid));
-        attr.grh.sgid_index = static_cast<uint8_t>(gid_index_);
-        attr.grh.hop_limit  = 64;
-    }
-    struct ibv_ah *ah = ibv_create_ah(pd_, &attr);
+    struct ibv_ah_attr attr = peer_ah_attr(to, port_, gid_index_);
+    struct ibv_ah     *ah   = ibv_create_ah(pd_, &attr);
     if (ah == nullptr) {
         ucs_error("tm_dc: address handle for a peer: %s", strerror(errno));
         return nullptr;

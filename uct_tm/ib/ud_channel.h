@@ -16,10 +16,26 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace uct_tm {
 namespace ib {
+
+/* The address-handle attributes of a peer's port, seen from local port
+ * `port` (GID index `gid_index` on RoCE): UD datagrams and DC sends alike. */
+inline struct ibv_ah_attr peer_ah_attr(const DeviceAddress &to, uint8_t port, int gid_index) {
+    struct ibv_ah_attr attr = {};
+    attr.port_num = port;
+    attr.dlid     = to.lid;
+    if (to.roce) {
+        attr.is_global      = 1;
+        memcpy(attr.grh.dgid.raw, to.gid, sizeof(to.gid));
+        attr.grh.sgid_index = static_cast<uint8_t>(gid_index);
+        attr.grh.hop_limit  = 64;
+    }
+    return attr;
+}
 
 class UdChannel {
   public:
