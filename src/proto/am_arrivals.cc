@@ -37,7 +37,15 @@ ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned) {
 ucs_status_t am_short_cb(void *arg, void *data, size_t length, unsigned) {
     guarded("a short message", [&]() __attribute__((always_inline)) {
         const Iface *iface = static_cast<Iface *>(arg);
-        iface->worker->am_short_arrived(data, length, iface);
+        iface->worker->am_short_arrived(data, length, iface, false);
+    });
+    return UCS_OK;
+}
+
+ucs_status_t am_short_untagged_cb(void *arg, void *data, size_t length, unsigned) {
+    guarded("a short message", [&]() __attribute__((always_inline)) {
+        const Iface *iface = static_cast<Iface *>(arg);
+        iface->worker->am_short_arrived(data, length, iface, true);
     });
     return UCS_OK;
 }
@@ -48,6 +56,10 @@ ucs_status_t set_am_handlers(Iface *iface) {
     ucs_status_t status = uct_iface_set_am_handler(iface->iface, kAmId, am_cb, iface, 0);
     if (status == UCS_OK) {
         status = uct_iface_set_am_handler(iface->iface, kAmShortId, am_short_cb, iface, 0);
+    }
+    if (status == UCS_OK) {
+        status = uct_iface_set_am_handler(iface->iface, kAmShortUntaggedId, am_short_untagged_cb,
+                                          iface, 0);
     }
     return status;
 }
@@ -155,7 +167,7 @@ void Worker::handle_batch(const char *p, size_t length, const Iface *iface) {
         }
         memcpy(&e, p + off, sizeof(e));
         off += sizeof(e);
-        if ((e.length > length - off) || (e.length > window_) || (e.flags & ~kFlagData)) {
+        if ((e.length > length - off) || (e.length > window_) || (e.flags & ~(kFlagData | kFlagUntagged))) {
             TM_PROTO_DROPPED("dropped a batch from worker %u: an entry of %u bytes, flags %#x",
                              b.source, e.length, e.flags);
             return;
@@ -172,8 +184,9 @@ void Worker::handle_batch(const char *p, size_t length, const Iface *iface) {
     }
 }
 
-/* A small eager message: the AM header (the tag), ShortHeader, the payload. */
-void Worker::am_short_arrived(const void *data, size_t length, const Iface *iface) {
+/* A small eager message: the AM header (the tag; 0 untagged), ShortHeader, the payload. */
+[[gnu::always_inline]] inline void Worker::am_short_arrived(const void *data, size_t length,
+                                                            const Iface *iface, bool untagged) {
     const char *p = static_cast<const char *>(data);
     uint64_t    tag;
     ShortHeader sh;
@@ -185,10 +198,11 @@ void Worker::am_short_arrived(const void *data, size_t length, const Iface *ifac
     memcpy(&sh, p + sizeof(tag), sizeof(sh));
     MsgHeader h = {};
     h.kind   = Kind::kEager;
-    h.flags  = word_has_data(sh.source) ? kFlagData : 0;
+    h.flags  = static_cast<uint8_t>((word_has_data(sh.source) ? kFlagData : 0) |
+                                    (untagged ? kFlagUntagged : 0));
     h.source = word_source(sh.source);
     h.data   = sh.data;
-    h.tag    = tag;
+    h.tag    = untagged ? 0 : tag;
     h.length = length - sizeof(tag) - sizeof(sh);
     handle_message(h, p + sizeof(tag) + sizeof(sh), h.length, iface);
 }

@@ -56,6 +56,13 @@ ucs_status_t Worker::cancel_recv(Request &r) {
     if (!posted_.withdraw(r)) {
         return UCS_OK;
     }
+    if (r.multi) {
+        /* released: it completes CANCELED once the messages it took are reported */
+        r.multi_status = UCS_ERR_CANCELED;
+        r.set_state(RecvState::kArriving);
+        multi_maybe_done(r);
+        return UCS_OK;
+    }
     complete(r, UCS_ERR_CANCELED);
     return UCS_OK;
 }

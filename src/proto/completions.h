@@ -35,8 +35,9 @@ class Completions {
 
     /* Runs the queued callbacks and publishes the queued requests in the
      * caller's memory (after their callback); how many. Completions queued
-     * by a callback wait for the next call. */
-    unsigned deliver(RequestPool &reqs) {
+     * by a callback wait for the next call. A multi-receive's child goes to
+     * `child_done` (which reports it through its parent and releases it). */
+    template <typename ChildDone> unsigned deliver(RequestPool &reqs, ChildDone &&child_done) {
         delivering_.swap(queued_);
         unsigned n = 0;
         for (uint64_t h : delivering_) {
@@ -46,6 +47,11 @@ class Completions {
                 continue;
             }
             const bool user = r->user != nullptr;
+            if (r->parent != 0) {
+                child_done(*r);
+                ++n;
+                continue;
+            }
             if (r->quiet) {
                 /* NO_COMPLETION: nobody holds it; the callback hears of failures only */
                 const uct_tm_proto_info_t info = r->info;

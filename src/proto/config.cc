@@ -20,6 +20,7 @@ struct EnvConfig {
     int      offload;
     double   keepalive;
     int      rcache;
+    size_t   min_multi_recv;
 };
 
 ucs_config_field_t env_table[] = {
@@ -48,6 +49,10 @@ ucs_config_field_t env_table[] = {
      "registration cache (UCX's rcache), so that a buffer is registered once, not per\n"
      "operation; n: register and deregister per operation.",
      offsetof(EnvConfig, rcache), UCS_CONFIG_TYPE_BOOL},
+    {"MIN_MULTI_RECV", "64",
+     "A multi-receive buffer (FI_MULTI_RECV) is released once fewer bytes than this are\n"
+     "left in it (FI_OPT_MIN_MULTI_RECV); at least 1.",
+     offsetof(EnvConfig, min_multi_recv), UCS_CONFIG_TYPE_MEMUNITS},
     {}};
 
 /* UCX 1.15 changed the parser's entry point: it takes the table's global-list
@@ -80,6 +85,7 @@ ucs_status_t read_config(const uct_tm_proto_worker_params_t *params, Config *con
     config->offload        = env.offload != 0;
     config->keepalive_s    = env.keepalive;
     config->rcache         = env.rcache != 0;
+    config->min_multi_recv = env.min_multi_recv;
     ucs_config_parser_release_opts(&env, env_table);
 
     if (params != nullptr) {
@@ -119,12 +125,15 @@ ucs_status_t read_config(const uct_tm_proto_worker_params_t *params, Config *con
             config->buffered_cb  = params->buffered_cb;
             config->buffered_arg = params->buffered_arg;
         }
+        if (f & UCT_TM_PROTO_WORKER_FIELD_MIN_MULTI_RECV) {
+            config->min_multi_recv = params->min_multi_recv;
+        }
     }
-    if ((config->max_peers == 0) || config->transports.empty() ||
+    if ((config->max_peers == 0) || config->transports.empty() || (config->min_multi_recv == 0) ||
         (config->unexpected_cap / config->max_peers > UINT32_MAX)) {
         ucs_error("tm_proto: invalid configuration (MAX_PEERS %u, UNEXPECTED_CAP %zu, "
-                  "TRANSPORTS '%s')", config->max_peers, config->unexpected_cap,
-                  config->transports.c_str());
+                  "MIN_MULTI_RECV %zu, TRANSPORTS '%s')", config->max_peers,
+                  config->unexpected_cap, config->min_multi_recv, config->transports.c_str());
         return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;

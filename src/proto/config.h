@@ -22,6 +22,7 @@ struct Config {
     bool        offload        = true;
     double      keepalive_s    = 1; /* 0: no keepalive */
     bool        rcache         = true; /* cache registrations of unmapped buffers */
+    size_t      min_multi_recv = 64;   /* a multi-receive with less room left is released */
     uct_tm_proto_ep_err_cb_t err_handler     = nullptr;
     void                    *err_handler_arg = nullptr;
     uct_tm_proto_buffered_cb_t buffered_cb   = nullptr; /* buffered receives when set */

@@ -170,6 +170,9 @@ ucs_status_t Worker::recv_vector(const uct_tm_proto_iov_t *iov, size_t iovcnt,
 ucs_status_t Worker::recvv(const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag,
                            uint64_t mask, Endpoint *source,
                            const uct_tm_proto_op_params_t *params, uint64_t *req) {
+    if ((params != nullptr) && (params->flags & UCT_TM_PROTO_RECV_MULTI)) {
+        return UCS_ERR_INVALID_PARAM; /* a multi-receive is one buffer */
+    }
     return recv_vector(
             iov, iovcnt, params, req,
             [&](void *buffer, size_t length) {

@@ -4,7 +4,8 @@
  * tier 2 is a posting-ordered list for source-filtered receives (the
  * matcher has no source) and every receive posted after one, so that tier
  * 1 only ever holds receives older than all of tier 2. Tier 0, the
- * transport's tag list, is TagList's.
+ * transport's tag list, is TagList's. Tier 3 holds the untagged receives
+ * (fi_msg), in posting order: untagged messages match nothing else.
  */
 #ifndef UCT_TM_PROTO_POSTED_RECVS_H_
 #define UCT_TM_PROTO_POSTED_RECVS_H_
@@ -63,11 +64,45 @@ class PostedRecvs {
         return (tier2_live_ != 0) ? match_tier2(tag, source) : nullptr;
     }
 
+    /* Holds untagged receive `r` last in tier 3; throws std::bad_alloc. */
+    void hold_untagged(Request &r) {
+        untagged_.push_back(r.self);
+        r.tier = 3;
+    }
+
+    /* The earliest untagged receive a message from `source` matches: taken
+     * out of tier 3, unless it is a multi-receive (which leaves through
+     * withdraw() once full); or null. */
+    Request *match_untagged(uint32_t source) {
+        for (auto it = untagged_.begin(); it != untagged_.end(); ++it) {
+            Request *r = reqs_.lookup(*it);
+            if ((r == nullptr) || r->done || (r->rstate != RecvState::kPosted)) {
+                continue; /* not reached: tier 3 drops its receives as they leave */
+            }
+            if (!r->has_source || (r->src_filter == source)) {
+                if (!r->multi) {
+                    untagged_.erase(it);
+                }
+                return r;
+            }
+        }
+        return nullptr;
+    }
+
     /* Takes receive `r` (held, not matched) out of its tier; false if the
      * matcher no longer has it. */
     bool withdraw(Request &r) {
         if (r.tier == 1) {
             return matcher_.cancel(r.mh) == UCS_OK;
+        }
+        if (r.tier == 3) {
+            for (auto it = untagged_.begin(); it != untagged_.end(); ++it) {
+                if (*it == r.self) {
+                    untagged_.erase(it);
+                    return true;
+                }
+            }
+            return false;
         }
         forget_tier2(); /* its entry is skipped from now on (the request is done) */
         return true;
@@ -101,6 +136,7 @@ class PostedRecvs {
     match::TagMatcher   &matcher_;
     RequestPool         &reqs_;
     std::deque<uint64_t> tier2_; /* handles in posting order; done ones skipped */
+    std::deque<uint64_t> untagged_; /* tier 3: handles in posting order */
     size_t               tier2_live_ = 0;
     uint64_t             next_seq_   = 0;
 };

@@ -136,7 +136,8 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
         refuse(h.source, "too many fragmented messages begun and not finished");
         return;
     }
-    Request *r = posted_.match(h.tag, h.source);
+    Request *r = ucs_likely(!(h.flags & kFlagUntagged)) ? posted_.match(h.tag, h.source)
+                                                        : match_untagged(h);
     if (r != nullptr) {
         ++stats_.expected;
         r->set_state(RecvState::kArriving);
@@ -175,7 +176,8 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
     u.source = h.source;
     u.has_data = (h.flags & kFlagData) != 0;
     u.rdata    = h.data;
-    u.tag    = h.tag;
+    u.tag    = (h.flags & kFlagUntagged) ? 0 : h.tag;
+    u.untagged = (h.flags & kFlagUntagged) != 0;
     u.length = h.length;
     u.sreq   = h.sreq;
     u.msg_id = h.msg_id;
@@ -210,7 +212,9 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
         }
         return;
     }
-    const ucs_status_t status = unexpected_.enqueue(idx);
+    const ucs_status_t status =
+            u.untagged ? alloc_status([&] { unexpected_.enqueue_untagged(idx); })
+                       : unexpected_.enqueue(idx);
     if (status != UCS_OK) {
         ucs_error("tm_proto: unexpected queue refused a message: %s", ucs_status_string(status));
         if (!u.rndv) {
@@ -231,7 +235,7 @@ void Worker::deliver_unexpected(Request &r, uint32_t idx) {
     h.tag    = u.tag;
     h.length = u.length;
     h.data   = u.rdata;
-    h.flags  = u.has_data ? kFlagData : 0;
+    h.flags  = static_cast<uint8_t>((u.has_data ? kFlagData : 0) | (u.untagged ? kFlagUntagged : 0));
     h.source = u.source;
     r.set_state(RecvState::kArriving);
     accept_message(r, h);
@@ -286,8 +290,10 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
     info->tag    = u.tag;
     info->length = u.length;
     info->data   = u.rdata;
-    info->flags  = u.has_data ? UCT_TM_PROTO_INFO_REMOTE_DATA : 0;
+    info->flags  = (u.has_data ? UCT_TM_PROTO_INFO_REMOTE_DATA : 0) |
+                   (u.untagged ? UCT_TM_PROTO_INFO_UNTAGGED : 0);
     info->source = u.source;
+    info->buffer = nullptr;
     info->ep     = reinterpret_cast<uct_tm_proto_ep_h>(peers_.of(u.source));
 }
 
@@ -369,9 +375,12 @@ ucs_status_t Worker::direct_refused() {
     return recv_general(d->rbuf, d->capacity, d->tag, d->mask, nullptr, a.params, a.req);
 }
 
-ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
-                                  Endpoint *source, const uct_tm_proto_op_params_t *params,
-                                  uint64_t *req) {
+/* A receive into one buffer: checked, then matched or held (kUntagged:
+ * among the untagged ones). Inlined into its two callers. */
+template <bool kUntagged>
+[[gnu::always_inline]] inline ucs_status_t Worker::recv_contiguous(
+        void *buffer, size_t length, uint64_t tag, uint64_t mask, Endpoint *source,
+        const uct_tm_proto_op_params_t *params, uint64_t *req) {
     if (((buffer == nullptr) && (length != 0)) || !recv_args_valid(source, params, req) ||
         !region_valid(params, buffer, length)) {
         return UCS_ERR_INVALID_PARAM;
@@ -384,11 +393,31 @@ ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uin
     if (r == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
+    if constexpr (kUntagged) {
+        r->has_source = source != nullptr;
+        r->src_filter = (source != nullptr) ? source->peer_id : 0;
+        return post_untagged(*r, handle, req);
+    }
     return match_or_post_inline(*r, handle, tag, mask, source, req);
+}
+
+ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                                  Endpoint *source, const uct_tm_proto_op_params_t *params,
+                                  uint64_t *req) {
+    if (ucs_unlikely((params != nullptr) &&
+                     (params->flags & (UCT_TM_PROTO_OP_UNTAGGED | UCT_TM_PROTO_RECV_MULTI)))) {
+        return recv_untagged(buffer, length, source, params, req); /* out of the tagged path */
+    }
+    return recv_contiguous<false>(buffer, length, tag, mask, source, params, req);
 }
 
 ucs_status_t Worker::match_or_post(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
                                    Endpoint *source, uint64_t *req) {
+    if (r.untagged) { /* recvv */
+        r.has_source = source != nullptr;
+        r.src_filter = (source != nullptr) ? source->peer_id : 0;
+        return post_untagged(r, handle, req);
+    }
     return match_or_post_inline(r, handle, tag, mask, source, req);
 }
 
@@ -410,6 +439,135 @@ ucs_status_t Worker::match_or_post(Request &r, uint64_t handle, uint64_t tag, ui
             reqs_.release(handle);
             return status;
         }
+    }
+    *req = handed_out(r);
+    return UCS_INPROGRESS;
+}
+
+/* ---- fi_msg: untagged receives and multi-receives -------------------------- */
+
+/* The receive an untagged message goes to: the earliest matching one of
+ * tier 3, or a child of a multi-receive; null: none (or out of memory for
+ * a child: the message waits as unexpected). */
+[[gnu::noinline]] Request *Worker::match_untagged(const MsgHeader &h) {
+    Request *r = posted_.match_untagged(h.source);
+    if ((r == nullptr) || !r->multi) {
+        return r;
+    }
+    Request *c = new_child(*r);
+    if (c != nullptr) {
+        lend(*r, *c, h.length);
+    }
+    return c;
+}
+
+/* A child receive for multi-receive `m`: null when out of memory. */
+Request *Worker::new_child(Request &m) {
+    uint64_t handle;
+    Request *c = nullptr;
+    if (alloc_status([&] { c = &reqs_.allocate(ReqKind::kRecv, &handle); }) != UCS_OK) {
+        ucs_error("tm_proto: out of memory for a message into a multi-receive: it waits");
+        return nullptr;
+    }
+    c->cb       = m.cb; /* queued at completion; child_done() calls m's */
+    c->arg      = m.arg;
+    c->parent   = m.self;
+    c->untagged = true;
+    return c;
+}
+
+/* Lends child `c` the next bytes of `m` for a message of `length` bytes;
+ * `m` is released from tier 3 once fewer than min_multi_recv bytes are left. */
+void Worker::lend(Request &m, Request &c, uint64_t length) {
+    const size_t left = m.capacity - m.used;
+    c.rbuf            = m.rbuf + m.used;
+    c.capacity        = static_cast<size_t>(std::min<uint64_t>(length, left));
+    m.used           += c.capacity;
+    ++m.children;
+    if (m.capacity - m.used < config_.min_multi_recv) {
+        posted_.withdraw(m);
+        m.set_state(RecvState::kArriving);
+        multi_maybe_done(m);
+    }
+}
+
+/* A multi-receive released and with every child delivered completes. */
+void Worker::multi_maybe_done(Request &m) {
+    if (m.done || (m.rstate == RecvState::kPosted) || (m.children != 0)) {
+        return;
+    }
+    m.info        = uct_tm_proto_info_t{};
+    m.info.flags  = UCT_TM_PROTO_INFO_UNTAGGED | UCT_TM_PROTO_INFO_MULTI_RECV;
+    m.info.length = m.used;
+    m.info.buffer = m.rbuf;
+    complete(m, m.multi_status);
+}
+
+/* Completions::deliver() found child `c` complete: its message is reported
+ * through the multi-receive's callback, and the child let go. */
+void Worker::child_done(Request &c) {
+    uct_tm_proto_info_t info = c.info;
+    info.buffer              = c.rbuf;
+    const uint64_t parent    = c.parent;
+    reqs_.release(c.self);
+    Request *m = reqs_.lookup(parent);
+    if ((m == nullptr) || m->done) {
+        return;
+    }
+    --m->children;
+    if (m->cb != nullptr) {
+        m->cb(m->arg, parent, &info);
+    }
+    if ((m = reqs_.lookup(parent)) != nullptr) {
+        multi_maybe_done(*m);
+    }
+}
+
+/* recv() with UNTAGGED (or MULTI): checked as every receive is, and a
+ * multi-receive is untagged, reports through its callback, has room. */
+ucs_status_t Worker::recv_untagged(void *buffer, size_t length, Endpoint *source,
+                                   const uct_tm_proto_op_params_t *params, uint64_t *req) {
+    const unsigned flags = params->flags;
+    if (!(flags & UCT_TM_PROTO_OP_UNTAGGED) ||
+        ((flags & UCT_TM_PROTO_RECV_MULTI) &&
+         ((params->cb == nullptr) || (flags & UCT_TM_PROTO_OP_USER_REQUEST) || (length == 0)))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return recv_contiguous<true>(buffer, length, 0, 0, source, params, req);
+}
+
+/* An untagged receive: the earliest untagged message that arrived, or tier
+ * 3; a multi-receive takes as many as it has room for first. */
+[[gnu::noinline]] ucs_status_t Worker::post_untagged(Request &r, uint64_t handle, uint64_t *req) {
+    uint32_t idx;
+    if (!r.multi) {
+        if (unexpected_.find_untagged(r.has_source, r.src_filter, &idx)) {
+            deliver_unexpected(r, idx);
+        } else if (alloc_status([&] { posted_.hold_untagged(r); }) != UCS_OK) {
+            reqs_.release(handle);
+            return UCS_ERR_NO_MEMORY;
+        } else {
+            ++stats_.software_recvs;
+        }
+        *req = handed_out(r);
+        return UCS_INPROGRESS;
+    }
+    if (alloc_status([&] { posted_.hold_untagged(r); }) != UCS_OK) {
+        reqs_.release(handle);
+        return UCS_ERR_NO_MEMORY;
+    }
+    ++stats_.software_recvs;
+    while ((r.rstate == RecvState::kPosted) && (unexpected_.untagged_count() != 0)) {
+        Request *c = new_child(r);
+        if (c == nullptr) {
+            break;
+        }
+        if (!unexpected_.find_untagged(r.has_source, r.src_filter, &idx)) {
+            reqs_.release(c->self);
+            break;
+        }
+        lend(r, *c, unexpected_[idx].length);
+        deliver_unexpected(*c, idx);
     }
     *req = handed_out(r);
     return UCS_INPROGRESS;

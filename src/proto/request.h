@@ -162,6 +162,19 @@ struct Request {
     /* memh (send) or rmemh (receive) is this cache entry's, held until put() */
     RegistrationCache::Region *cached = nullptr;
 
+    /* receive: untagged (UCT_TM_PROTO_OP_UNTAGGED), in PostedRecvs' tier 3 */
+    bool           untagged = false;
+    /* A multi-receive (UCT_TM_PROTO_RECV_MULTI) lends each message it takes
+     * a child receive over the next `used` bytes; it stays posted (kPosted)
+     * until fewer than min_multi_recv bytes are left, then (kArriving)
+     * completes with multi_status once its children are delivered. */
+    bool           multi    = false;
+    /* the next three are meaningful with multi only, which sets them */
+    uint32_t       children = 0;       /* multi: children not yet delivered */
+    size_t         used     = 0;       /* multi: bytes lent to children */
+    ucs_status_t   multi_status = UCS_OK;
+    uint64_t       parent   = 0;       /* a child: its multi-receive's handle */
+
     /* Set while the slot may hold non-default values outside the hot fields:
      * every use but an offloaded eager receive (the 8 B path) sets it. */
     bool cold_dirty = false;
@@ -237,6 +250,8 @@ struct Request {
         region  = 0;
         rmemh_mapped = false;
         cached  = nullptr;
+        untagged = multi = false; /* children, used, multi_status: set with multi */
+        parent   = 0;
         cold_dirty = false;
     }
 };
@@ -313,7 +328,7 @@ class RequestPool {
 
     /* A free slot, reset; throws std::bad_alloc. Any path may write any
      * field of it, so its next user resets them all. */
-    Request &allocate(ReqKind kind, uint64_t *handle) {
+    [[gnu::always_inline]] Request &allocate(ReqKind kind, uint64_t *handle) {
         Request &r = take(kind, handle);
         r.reset_posted();
         r.cold_dirty = true;
@@ -422,7 +437,9 @@ class RequestPool {
     }
 
   private:
-    Request &take(ReqKind kind, uint64_t *handle) {
+    /* Inlined: the offloaded 8 B receive takes a slot per message (the cold
+     * reset stays out of line, or take() outgrows the inliner's budget). */
+    [[gnu::always_inline]] Request &take(ReqKind kind, uint64_t *handle) {
         const auto     slot = pool_.allocate_slot();
         Request       &r    = *slot.entry;
         if (ucs_unlikely(r.self == 0)) {

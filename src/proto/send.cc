@@ -136,21 +136,21 @@ ucs_status_t Worker::wait_eager_zcopy() {
 
 [[gnu::always_inline]] inline ssize_t Worker::am_short(Endpoint *ep, uint64_t tag, uint32_t word,
                                                        uint32_t rdata, const void *data,
-                                                       size_t len) {
+                                                       size_t len, uint8_t am_id) {
     char              buf[sizeof(ShortHeader) + kShortMax];
     const ShortHeader h = {word, rdata};
     memcpy(buf, &h, sizeof(h));
     if (len != 0) { /* data may be null then */
         memcpy(buf + sizeof(h), data, len);
     }
-    return uct_ep_am_short(ep->uct_ep, kAmShortId, tag, buf, static_cast<unsigned>(sizeof(h) + len));
+    return uct_ep_am_short(ep->uct_ep, am_id, tag, buf, static_cast<unsigned>(sizeof(h) + len));
 }
 
 ucs_status_t Worker::send_eager(Request &r) {
     Endpoint    *ep   = r.ep;
     const char  *data = send_data(r);
     const size_t room = ep->iface->max_bcopy;
-    if (ep->tag_path) {
+    if (on_tag_path(r)) {
         /* wide remote data went as a rendezvous request (send_general) */
         const ssize_t n = tag_eager(ep, r.tag, eager_imm(r.wire_flags & kFlagData, r.data), data,
                                     r.length);
@@ -201,7 +201,7 @@ ucs_status_t Worker::send_rts(Request &r) {
     if (get_len != 0) {
         h.flags |= kFlagGet;
     }
-    if (r.ep->tag_path) {
+    if (on_tag_path(r)) {
         char hdr[sizeof(h) + sizeof(get)];
         memcpy(hdr, &h, sizeof(h));
         memcpy(hdr + sizeof(h), get, get_len);
@@ -364,6 +364,19 @@ ucs_status_t Worker::start_send(Request &r) {
     return am_send(ep, &h, sizeof(h), buffer, length);
 }
 
+/* One untagged eager message: an am_short on its own AM id, or a MsgHeader
+ * with the flag. */
+ssize_t Worker::send_untagged(Endpoint *ep, bool has_data, uint64_t rdata, const void *buffer,
+                              size_t length) {
+    if ((length <= ep->short_max) && data_is_narrow(rdata)) {
+        return am_short(ep, 0, source_word(config_.id, has_data), static_cast<uint32_t>(rdata),
+                        buffer, length, kAmShortUntaggedId);
+    }
+    MsgHeader h = eager_header(0, has_data, rdata, length);
+    h.flags     = static_cast<uint8_t>(h.flags | kFlagUntagged);
+    return am_send(ep, &h, sizeof(h), buffer, length);
+}
+
 /* The transport copies the elements itself: tag_eager_zcopy takes the list
  * when the iface's max_iov allows it, a bcopy pack callback gathers them,
  * and an am_short message is gathered on the stack (at most kShortMax). */
@@ -485,7 +498,8 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
                                  UCT_TM_PROTO_SEND_REMOTE_DATA |
                                  UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE |
                                  UCT_TM_PROTO_SEND_DELIVERY_COMPLETE | UCT_TM_PROTO_SEND_FENCE |
-                                 UCT_TM_PROTO_OP_NO_COMPLETION | UCT_TM_PROTO_SEND_MORE,
+                                 UCT_TM_PROTO_OP_NO_COMPLETION | UCT_TM_PROTO_SEND_MORE |
+                                 UCT_TM_PROTO_OP_UNTAGGED,
                          req) ||
         ((flags & UCT_TM_PROTO_OP_NO_COMPLETION) && user) || !region_valid(params, buffer, length)) {
         return UCS_ERR_INVALID_PARAM;
@@ -501,10 +515,17 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     const bool     transmit = !sync && !deliver && (flags & UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE);
     const bool     has_data = (flags & UCT_TM_PROTO_SEND_REMOTE_DATA) != 0;
     const uint64_t rdata    = has_data ? params->data : 0;
+    const bool     untagged = (flags & UCT_TM_PROTO_OP_UNTAGGED) != 0;
+    const uint8_t  wire_flags =
+            static_cast<uint8_t>((sync ? kFlagSync : 0) | (has_data ? kFlagData : 0) |
+                                 (untagged ? kFlagUntagged : 0));
+    if (untagged) {
+        tag = 0; /* fi_msg: AM messages only, matched by untagged receives */
+    }
     /* over a tag list: one tagged eager message at most, and sync messages
      * need the rendezvous request's header to be answered, as does remote
      * data wider than the 32 bits the eager message's imm has room for */
-    const bool tag_send = ep->tag_path;
+    const bool tag_send = ep->tag_path && !untagged;
     bool rndv = (length >= config_.rndv_thresh) ||
                 (tag_send && (sync || !data_is_narrow(rdata) ||
                               (length > ep->iface->tag_eager_max)));
@@ -533,11 +554,11 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
                            (sizeof(BatchHeader) + sizeof(BatchEntry) + length <=
                             ep->iface->max_bcopy);
     if (batchable || !ep->batch.empty()) {
-        if (batchable && batch_add(ep, tag, has_data, rdata, buffer, length)) {
+        if (batchable && batch_add(ep, tag, static_cast<uint8_t>(wire_flags & ~kFlagSync), rdata, buffer, length)) {
             return UCS_OK;
         }
         const ucs_status_t bs = flush_batch(ep);
-        if ((bs == UCS_OK) && batchable && batch_add(ep, tag, has_data, rdata, buffer, length)) {
+        if ((bs == UCS_OK) && batchable && batch_add(ep, tag, static_cast<uint8_t>(wire_flags & ~kFlagSync), rdata, buffer, length)) {
             return UCS_OK;
         }
         if ((bs != UCS_OK) && (bs != UCS_ERR_NO_RESOURCE)) {
@@ -555,7 +576,8 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     if (!rndv && !sync && !deliver && !transmit && ep->sends.empty() && !batch_pending &&
         !(fence && sends_outstanding(ep)) &&
         (tag_send || (sizeof(MsgHeader) + length <= ep->iface->max_bcopy))) {
-        const ssize_t n = send_single(ep, tag, has_data, rdata, buffer, length);
+        const ssize_t n = untagged ? send_untagged(ep, has_data, rdata, buffer, length)
+                                   : send_single(ep, tag, has_data, rdata, buffer, length);
         if (n >= 0) {
             return UCS_OK;
         }
@@ -579,7 +601,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     r->tag        = tag;
     r->data       = rdata;
     r->rndv       = rndv;
-    r->wire_flags = static_cast<uint8_t>((sync ? kFlagSync : 0) | (has_data ? kFlagData : 0));
+    r->wire_flags = wire_flags;
     r->msg_id     = ep->next_msg_id++;
     r->fence      = fence;
     r->deliver    = deliver;
@@ -667,7 +689,7 @@ bool Worker::sends_outstanding(Endpoint *ep) {
 
 /* Appends a MORE message to the endpoint's batch (copied: the send is done);
  * false when it does not fit beside what the batch holds. */
-bool Worker::batch_add(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
+bool Worker::batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t rdata,
                        const void *data, size_t len) {
     std::vector<char> &b    = ep->batch;
     const size_t       room = ep->iface->max_bcopy;
@@ -695,7 +717,7 @@ bool Worker::batch_add(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata
     e.tag        = tag;
     e.data       = rdata;
     e.length     = static_cast<uint32_t>(len);
-    e.flags      = has_data ? kFlagData : 0;
+    e.flags      = wire_flags;
     append(&e, sizeof(e));
     if (len != 0) {
         append(data, len);

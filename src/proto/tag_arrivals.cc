@@ -285,9 +285,10 @@ void Worker::tagged_rndv_arrived(uint64_t stag, const void *header, unsigned len
         return;
     }
     memcpy(&h, header, sizeof(h));
-    if (h.kind != Kind::kRts) {
-        TM_PROTO_DROPPED("dropped a rendezvous request of kind %u",
-                         static_cast<unsigned>(static_cast<uint8_t>(h.kind)));
+    if ((h.kind != Kind::kRts) || (h.flags & kFlagUntagged)) {
+        /* untagged messages never go through a tag list */
+        TM_PROTO_DROPPED("dropped a rendezvous request of kind %u, flags %#x",
+                         static_cast<unsigned>(static_cast<uint8_t>(h.kind)), h.flags);
         return;
     }
     h.tag = stag;

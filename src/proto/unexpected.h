@@ -34,6 +34,7 @@ struct Unexpected {
     bool     claimed  = false; /* held by a PEEK|CLAIM probe */
     bool     discard  = false; /* dropped while fragments are still coming */
     bool     held     = false; /* buffered receives: reported once it arrived whole */
+    bool     untagged = false; /* fi_msg: in the untagged arrival list, not the matcher */
     uint32_t source   = 0;
     bool     has_data = false; /* remote data sent (rdata) */
     uint64_t rdata    = 0;
@@ -125,6 +126,33 @@ class UnexpectedQueue {
         return UCS_OK;
     }
 
+    /* Untagged messages (fi_msg) are matched in arrival order alone, out of
+     * the tag matcher: slot `idx` goes last; throws std::bad_alloc. */
+    void enqueue_untagged(uint32_t idx) {
+        pool_[idx].untagged = true;
+        untagged_.push_back(pool_.handle(idx));
+    }
+    size_t untagged_count() const { return untagged_.size(); }
+
+    /* The earliest untagged message (from `source`), taken out of matching
+     * (the slot stays until remove()). */
+    bool find_untagged(bool has_source, uint32_t source, uint32_t *idx) {
+        for (auto it = untagged_.begin(); it != untagged_.end(); ++it) {
+            uint32_t    i;
+            Unexpected *u = pool_.lookup(*it, &i);
+            if ((u != nullptr) && has_source && (u->source != source)) {
+                continue;
+            }
+            untagged_.erase(it);
+            if (u == nullptr) {
+                return find_untagged(has_source, source, idx); /* not reached: kept exact */
+            }
+            *idx = i;
+            return true;
+        }
+        return false;
+    }
+
     /* The earliest message matching (and from `source`), not claimed; with
      * `remove` it leaves matching (the slot stays until remove()). */
     bool find(uint64_t tag, uint64_t mask, bool has_source, uint32_t source, uint32_t *idx,
@@ -178,6 +206,15 @@ class UnexpectedQueue {
     /* Withdraws the rendezvous request `sreq` of `source` if no receive
      * took it; whether it did. */
     bool withdraw_rts(uint32_t source, uint64_t sreq) {
+        for (auto it = untagged_.begin(); it != untagged_.end(); ++it) {
+            uint32_t    idx;
+            Unexpected *u = pool_.lookup(*it, &idx);
+            if ((u != nullptr) && u->rndv && (u->source == source) && (u->sreq == sreq)) {
+                untagged_.erase(it);
+                remove(idx);
+                return true;
+            }
+        }
         for (uint64_t handle : arrival_) {
             uint32_t    idx;
             Unexpected *u = pool_.lookup(handle, &idx);
@@ -223,6 +260,7 @@ class UnexpectedQueue {
     match::TagMatcher   &matcher_;
     UnexpectedPool       pool_;
     std::deque<uint64_t> arrival_; /* handles in arrival order */
+    std::deque<uint64_t> untagged_; /* untagged messages in matching, in arrival order */
 };
 
 }  // namespace proto

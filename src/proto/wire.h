@@ -18,6 +18,8 @@ namespace proto {
  * AM header is the tag, then ShortHeader, then the payload. */
 inline constexpr uint8_t kAmId      = 23;
 inline constexpr uint8_t kAmShortId = 24;
+/* The same as kAmShortId for an untagged message (its AM header, the tag, is 0). */
+inline constexpr uint8_t kAmShortUntaggedId = 25;
 
 struct ShortHeader {
     uint32_t source; /* source_word(): the sender's id and whether `data` is remote data */
@@ -46,7 +48,8 @@ enum class Kind : uint8_t {
 enum MsgFlags : uint8_t {
     kFlagSync = 1, /* the sender waits for kAck */
     kFlagGet  = 2, /* kRts: a RndvGet and the packed rkey follow; the receiver reads the data */
-    kFlagData = 4  /* `data` is remote data (UCT_TM_PROTO_SEND_REMOTE_DATA) */
+    kFlagData = 4, /* `data` is remote data (UCT_TM_PROTO_SEND_REMOTE_DATA) */
+    kFlagUntagged = 8 /* untagged (UCT_TM_PROTO_OP_UNTAGGED): `tag` is 0, untagged receives take it */
 };
 
 /* Eager, first fragment and rendezvous request. */
@@ -153,7 +156,7 @@ struct BatchEntry {
     uint64_t tag;
     uint64_t data;   /* remote data, with kFlagData */
     uint32_t length;
-    uint8_t  flags;  /* kFlagData only */
+    uint8_t  flags;  /* kFlagData and kFlagUntagged only */
     uint8_t  reserved[3];
 };
 static_assert(sizeof(BatchEntry) == 24, "BatchEntry is part of the wire format");
@@ -172,8 +175,10 @@ static_assert((offsetof(MsgHeader, source) == kSourceOffset) &&
               "every AM header has the source at kSourceOffset");
 
 /* Version 2: DataHeader carries the source. Version 3: 64-bit remote data
- * (MsgHeader 48 bytes), worker ids below 2^31. */
-inline constexpr uint16_t kAddressVersion = 3;
+ * (MsgHeader 48 bytes), worker ids below 2^31. Version 4: untagged messages
+ * (kFlagUntagged, kAmShortUntaggedId), which a version 3 peer would take
+ * for tagged ones. */
+inline constexpr uint16_t kAddressVersion = 4;
 
 /* Worker address: AddressHeader, then per iface: uint8 tl name length, the
  * name, uint16 device address length, it, uint16 iface address length, it. */

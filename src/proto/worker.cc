@@ -457,7 +457,8 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
         ep->peer_window = h.window;
         ep->credits     = h.window;
         ep->tag_path    = i->tag_send && (h.flags & kAddrOffload);
-        if (!ep->tag_path && (i->attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT) &&
+        /* on the tag path too: untagged messages go as AM */
+        if ((i->attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT) &&
             (i->attr.cap.am.max_short > sizeof(ShortHeader) + sizeof(uint64_t))) {
             ep->short_max = std::min<size_t>(i->attr.cap.am.max_short - sizeof(ShortHeader) -
                                                      sizeof(uint64_t),
@@ -725,7 +726,7 @@ void Worker::ep_failed(uct_ep_h uep, ucs_status_t status) {
 }
 
 unsigned Worker::deliver_completions() {
-    return completions_.deliver(reqs_);
+    return completions_.deliver(reqs_, [this](Request &child) { child_done(child); });
 }
 
 void Worker::stats(uct_tm_proto_stats_t *out) const {

@@ -146,7 +146,7 @@ class Worker {
 
     /* am_arrivals.cc: an active message of ours over `iface` */
     void am_arrived(const void *data, size_t length, const Iface *iface);
-    void am_short_arrived(const void *data, size_t length, const Iface *iface);
+    void am_short_arrived(const void *data, size_t length, const Iface *iface, bool untagged);
 
     /* tag_arrivals.cc: a tagged message no offloaded receive took (one
      * fragment of it), and a rendezvous request likewise */
@@ -223,6 +223,11 @@ class Worker {
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t *req);
     /* A single eager message's header (AM path). */
+    /* Whether send `r` goes through its transport's tag API (untagged
+     * messages never do). */
+    static bool  on_tag_path(const Request &r) {
+        return r.ep->tag_path && !(r.wire_flags & kFlagUntagged);
+    }
     MsgHeader    eager_header(uint64_t tag, bool has_data, uint64_t rdata, size_t length) const {
         MsgHeader h = {};
         h.kind      = Kind::kEager;
@@ -233,6 +238,7 @@ class Worker {
         h.length    = length;
         return h;
     }
+    ssize_t      send_untagged(Endpoint *ep, bool has_data, uint64_t rdata, const void *buffer, size_t length);
     /* iov.cc: send_single() gathering straight from `nonempty` nonempty
      * elements (remote data narrow over a tag list: sendv() checks) */
     ssize_t      send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
@@ -242,7 +248,7 @@ class Worker {
                              const void *data, size_t len);
     ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
     void         handed_over(Request &r);
-    bool         batch_add(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
+    bool         batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t rdata,
                            const void *data, size_t len);
     ucs_status_t flush_batch(Endpoint *ep);
     void         handle_batch(const char *p, size_t length, const Iface *iface);
@@ -265,7 +271,7 @@ class Worker {
         return r.bounce.empty() ? r.sbuf : r.bounce.data();
     }
     ssize_t      am_short(Endpoint *ep, uint64_t tag, uint32_t word, uint32_t rdata,
-                          const void *data, size_t len);
+                          const void *data, size_t len, uint8_t am_id = kAmShortId);
     ssize_t      tag_eager(Endpoint *ep, uint64_t tag, uint64_t imm, const void *data, size_t len);
     /* A tagged eager message's imm: our source word, then narrow remote data. */
     uint64_t     eager_imm(bool has_data, uint64_t rdata) const {
@@ -328,6 +334,19 @@ class Worker {
     void         track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex,
                                  Account &acct);
     void         deliver_unexpected(Request &r, uint32_t idx);
+    /* fi_msg (recv.cc): untagged receives, multi-receives and their children */
+    Request     *match_untagged(const MsgHeader &h);
+    template <bool kUntagged>
+    ucs_status_t recv_contiguous(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                                 Endpoint *source, const uct_tm_proto_op_params_t *params,
+                                 uint64_t *req);
+    ucs_status_t recv_untagged(void *buffer, size_t length, Endpoint *source,
+                               const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t post_untagged(Request &r, uint64_t handle, uint64_t *req);
+    Request     *new_child(Request &m);
+    void         lend(Request &m, Request &c, uint64_t length);
+    void         multi_maybe_done(Request &m);
+    void         child_done(Request &c);
     /* inline (below): the steps of every arrival that matched a receive */
     void         accept_message(Request &r, const MsgHeader &hdr);
     void         place(Request &r, size_t offset, const char *data, size_t len);
@@ -365,7 +384,7 @@ class Worker {
     /* The checks recv_general() makes of everything but the buffer. */
     bool         recv_args_valid(Endpoint *source, const uct_tm_proto_op_params_t *params,
                                  const uint64_t *req) const {
-        return op_params_valid(params, 0, req) &&
+        return op_params_valid(params, UCT_TM_PROTO_OP_UNTAGGED | UCT_TM_PROTO_RECV_MULTI, req) &&
                ((source == nullptr) ||
                 ((source->magic == Endpoint::kMagic) && (source->worker == this)));
     }
@@ -545,6 +564,15 @@ template <bool kOffloaded>
         if (params->flags & UCT_TM_PROTO_OP_MEMH) {
             r->region = params->memh; /* never offloaded (recv() sends it general) */
         }
+        if (!kOffloaded && (params->flags & UCT_TM_PROTO_OP_UNTAGGED)) {
+            r->untagged = true;
+            if (params->flags & UCT_TM_PROTO_RECV_MULTI) {
+                r->multi        = true;
+                r->children     = 0;
+                r->used         = 0;
+                r->multi_status = UCS_OK;
+            }
+        }
     }
     return r;
 }
@@ -643,10 +671,11 @@ inline void Worker::drop_memh(Request &r) {
 inline void Worker::accept_message(Request &r, const MsgHeader &h) {
     ucs_assertv(r.rstate == RecvState::kArriving, "receive %#llx accepts a message in state %d",
                 static_cast<unsigned long long>(r.self), static_cast<int>(r.rstate));
-    r.info.tag      = h.tag;
+    r.info.tag      = (h.flags & kFlagUntagged) ? 0 : h.tag; /* untagged: 0, whatever came */
     r.info.length   = h.length;
     r.info.data     = h.data;
-    r.info.flags    = (h.flags & kFlagData) ? UCT_TM_PROTO_INFO_REMOTE_DATA : 0;
+    r.info.flags    = ((h.flags & kFlagData) ? UCT_TM_PROTO_INFO_REMOTE_DATA : 0) |
+                      ((h.flags & kFlagUntagged) ? UCT_TM_PROTO_INFO_UNTAGGED : 0);
     r.info.source   = h.source;
     r.info.ep       = reinterpret_cast<uct_tm_proto_ep_h>(peers_.of(h.source));
     r.expect        = std::min<uint64_t>(h.length, r.capacity);

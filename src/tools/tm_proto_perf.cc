@@ -9,6 +9,14 @@
  *             (buffers 64 bytes apart in one area, as tm_perftest and ucx_perftest
  *             use), the receiver answers each window with a zero-byte message;
  *             bandwidth and message rate at the sender
+ *   -U        untagged messages (fi_msg: UCT_TM_PROTO_OP_UNTAGGED): both tests,
+ *             one receive posted per message as tagged
+ *   -M BYTES  tag_bw with untagged messages into multi-receive buffers
+ *             (UCT_TM_PROTO_RECV_MULTI, FI_MULTI_RECV): the receiver keeps two
+ *             buffers of BYTES posted, each taking message after message and
+ *             posted again when the layer releases it; min_multi_recv is the
+ *             largest size, so no message is cut. Against -U: one multi-receive
+ *             per many messages instead of one receive per message.
  *
  * The process forks: the child receives ("server"), the parent sends
  * ("client"); worker addresses travel over a socketpair. Between two hosts,
@@ -53,6 +61,8 @@ struct Options {
     bool                stats      = false; /* -v: each side's protocol counters at the end */
     bool                user       = false; /* -u: requests in our memory, not handles */
     bool                more       = false; /* -m: tag_bw sends all but a window's last with MORE */
+    bool                untagged   = false; /* -U: untagged sends and receives (fi_send / fi_recv) */
+    size_t              multi      = 0;     /* -M: tag_bw receives into multi-receives of this size */
     int                 cpu_client = -1, cpu_server = -1;
     double              timeout    = 60; /* -T: longest wait for one event of the peer */
     uint16_t            port       = 0;  /* -p: two hosts, meet over TCP on this port */
@@ -63,9 +73,13 @@ void usage() {
     fprintf(stderr,
             "usage: tm_proto_perf [-t tag_lat|tag_bw] [-x transports] [-s size,size,...] [-n iters]\n"
             "                     [-w window] [-c client_cpu,server_cpu] [--check] [-v] [-u] [-m]\n"
-            "                     [-T|--timeout seconds] [-p port [host]]\n"
+            "                     [-U] [-M bytes] [-T|--timeout seconds] [-p port [host]]\n"
             "  -u  build requests in this program's memory (UCT_TM_PROTO_OP_USER_REQUEST)\n"
             "  -m  tag_bw: every send but a window's last says more follow (UCT_TM_PROTO_SEND_MORE)\n"
+            "  -U  untagged messages (UCT_TM_PROTO_OP_UNTAGGED), one receive posted per message\n"
+            "  -M  tag_bw, untagged: the receiver takes the messages into multi-receive buffers of\n"
+            "      this many bytes (UCT_TM_PROTO_RECV_MULTI; at least the largest size), two posted,\n"
+            "      each posted again once released\n"
             "  -T  give up when the peer does not answer for that long (default 60)\n"
             "  -p  two hosts: without host, receive on this TCP port (the sender's options\n"
             "      apply); with host, send to the receiver listening there\n");
@@ -80,7 +94,7 @@ Options parse(int argc, char **argv) {
                                      {nullptr, 0, nullptr, 0}};
     int                  c;
     optind = 0; /* parsed twice in the receiver of two hosts: start over */
-    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:T:p:vumh", longs, nullptr)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:T:p:M:vumUh", longs, nullptr)) != -1) {
         switch (c) {
         case 't': o.test = optarg; break;
         case 'x': o.transports = optarg; break;
@@ -96,6 +110,17 @@ Options parse(int argc, char **argv) {
         case 'v': o.stats = true; break;
         case 'u': o.user = true; break;
         case 'm': o.more = true; break;
+        case 'U': o.untagged = true; break;
+        case 'M': {
+            std::string why;
+            if (!uct_tm::parse_size(optarg, &o.multi, &why) || (o.multi == 0)) {
+                fprintf(stderr, "tm_proto_perf: -M %s: %s\n", optarg,
+                        why.empty() ? "must be more than 0" : why.c_str());
+                usage();
+            }
+            o.untagged = true;
+            break;
+        }
         case 'T':
             o.timeout = strtod(optarg, nullptr);
             if (!(o.timeout > 0)) usage();
@@ -113,6 +138,10 @@ Options parse(int argc, char **argv) {
     if (((o.test != "tag_lat") && (o.test != "tag_bw")) || o.sizes.empty() || (o.window == 0) ||
         (o.more && o.user)) {
         usage();
+    }
+    if ((o.multi != 0) &&
+        ((o.test != "tag_bw") || (*std::max_element(o.sizes.begin(), o.sizes.end()) > o.multi))) {
+        usage(); /* a multi-receive buffer holds at least one message of every size */
     }
     return o;
 }
@@ -177,6 +206,12 @@ Side connect_side(const Options &o, int fd) {
     wp.field_mask  = UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS | UCT_TM_PROTO_WORKER_FIELD_ERR_HANDLER;
     wp.transports  = o.transports.c_str();
     wp.err_handler = on_peer_failed; /* also while waiting for a receive */
+    if (o.multi != 0) {
+        /* FI_OPT_MIN_MULTI_RECV = the largest message: a buffer is released
+         * before a message could be cut */
+        wp.field_mask |= UCT_TM_PROTO_WORKER_FIELD_MIN_MULTI_RECV;
+        wp.min_multi_recv = std::max<size_t>(1, *std::max_element(o.sizes.begin(), o.sizes.end()));
+    }
     ucs_status_t st = uct_tm_proto_worker_create(&wp, &s.worker);
     if (st != UCS_OK) {
         die("worker_create", st);
@@ -253,9 +288,18 @@ void wait_req(const Side &s, const Pending &p) {
     uct_tm_proto_request_release(s.worker, p.req);
 }
 
-/* Params for an operation in `user` (null: a handle, no params). */
+/* -U: every send and receive untagged (set once by main()). */
+bool g_untagged = false;
+
+/* Params for an operation in `user` (null: a handle; no params unless -U).
+ * With -U the user requests' params carry the flag too (run_size()). */
 const uct_tm_proto_op_params_t *params_for(const UserRequest *user) {
-    return (user != nullptr) ? &user->params : nullptr;
+    static const uct_tm_proto_op_params_t untagged = [] {
+        uct_tm_proto_op_params_t q = {};
+        q.flags                    = UCT_TM_PROTO_OP_UNTAGGED;
+        return q;
+    }();
+    return (user != nullptr) ? &user->params : g_untagged ? &untagged : nullptr;
 }
 
 /* Starts a send; an empty Pending when it finished at once. `more`: more
@@ -264,7 +308,7 @@ Pending start_send(const Side &s, const void *buf, size_t len, uint64_t tag, Use
                    bool more = false) {
     Pending                        p;
     uct_tm_proto_op_params_t       more_params = {};
-    more_params.flags                          = UCT_TM_PROTO_SEND_MORE;
+    more_params.flags = UCT_TM_PROTO_SEND_MORE | (g_untagged ? unsigned{UCT_TM_PROTO_OP_UNTAGGED} : 0u);
     const uct_tm_proto_op_params_t *params     = more ? &more_params : params_for(user);
     const ucs_status_t st = uct_tm_proto_send(s.ep, buf, len, tag, params, &p.req);
     if (st == UCS_INPROGRESS) {
@@ -334,6 +378,102 @@ void verify(const char *buf, size_t size, size_t it) {
     }
 }
 
+/* -M: the receiver's multi-receive buffers. Each reports every message
+ * through on_message() and its release through a last completion
+ * (UCT_TM_PROTO_INFO_MULTI_RECV); repost() posts the released ones again
+ * outside the callbacks. Kept across sizes: every message of a size is
+ * counted before the receiver acknowledges the size's last window. */
+class MultiReceiver {
+  public:
+    static constexpr int kBuffers = 2; /* one takes messages while the other is posted again */
+
+    MultiReceiver(const Side &s, size_t bytes, bool check) : s_(s), check_(check) {
+        for (int i = 0; i < kBuffers; ++i) {
+            slots_.emplace_back(new Slot(this, bytes));
+            post(*slots_.back());
+        }
+    }
+    MultiReceiver(const MultiReceiver &)            = delete;
+    MultiReceiver &operator=(const MultiReceiver &) = delete;
+
+    /* The size of the messages now arriving. */
+    void   expect(size_t size) { size_ = size; }
+    size_t messages() const { return messages_; }
+    /* Posts the buffers the layer released again; dies on an error reported. */
+    void repost() {
+        if (error_ != UCS_OK) {
+            die("multi-receive", error_);
+        }
+        for (auto &slot : slots_) {
+            if (!slot->released) {
+                continue;
+            }
+            const ucs_status_t st = uct_tm_proto_request_test(s_.worker, slot->req, nullptr);
+            if (st != UCS_OK) {
+                die("multi-receive", st);
+            }
+            uct_tm_proto_request_release(s_.worker, slot->req);
+            post(*slot);
+            ++reposts_;
+        }
+    }
+    uint64_t reposts() const { return reposts_; }
+
+  private:
+    struct Slot {
+        Slot(MultiReceiver *o, size_t bytes) : owner(o), buf(bytes) {}
+        MultiReceiver         *owner;
+        PageBuffer             buf;
+        uct_tm_proto_request_t req      = 0;
+        bool                   released = false;
+    };
+
+    static void on_message(void *arg, uct_tm_proto_request_t, const uct_tm_proto_info_t *info) {
+        Slot          *slot = static_cast<Slot *>(arg);
+        MultiReceiver *self = slot->owner;
+        if (info->flags & UCT_TM_PROTO_INFO_MULTI_RECV) {
+            slot->released = true; /* the buffer is ours again */
+            if (info->status != UCS_OK) {
+                self->error_ = info->status;
+            }
+            return;
+        }
+        if (info->status != UCS_OK) {
+            self->error_ = info->status; /* a cut message: min_multi_recv should prevent it */
+            return;
+        }
+        if (info->length != self->size_) {
+            self->error_ = UCS_ERR_MESSAGE_TRUNCATED;
+            return;
+        }
+        if (self->check_) {
+            verify(static_cast<const char *>(info->buffer), info->length, 0);
+        }
+        ++self->messages_;
+    }
+
+    void post(Slot &slot) {
+        uct_tm_proto_op_params_t q = {};
+        q.flags                    = UCT_TM_PROTO_OP_UNTAGGED | UCT_TM_PROTO_RECV_MULTI;
+        q.cb                       = on_message;
+        q.arg                      = &slot;
+        slot.released              = false;
+        const ucs_status_t st = uct_tm_proto_recv(s_.worker, slot.buf.data(), slot.buf.size(), 0,
+                                                  0, nullptr, &q, &slot.req);
+        if (st != UCS_INPROGRESS) {
+            die("multi-receive recv", st);
+        }
+    }
+
+    const Side                        &s_;
+    const bool                         check_;
+    std::vector<std::unique_ptr<Slot>> slots_;
+    size_t                             size_     = 0;
+    size_t                             messages_ = 0;
+    uint64_t                           reposts_  = 0;
+    ucs_status_t                       error_    = UCS_OK;
+};
+
 size_t iterations(const Options &o, size_t size) {
     if (o.iters != 0) {
         return o.iters;
@@ -357,7 +497,7 @@ struct Result {
 
 /* One size at the client: total time of `iters` iterations (after a
  * warm-up), and for tag_lat the median batch's round trip. */
-Result run_size(const Options &o, const Side &s, bool client, size_t size) {
+Result run_size(const Options &o, const Side &s, bool client, size_t size, MultiReceiver *multi) {
     const size_t      iters  = iterations(o, size);
     const size_t      warmup = iters / 10 + 1;
     PageBuffer        sbuf(size), rbuf(size);
@@ -365,6 +505,9 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
     /* -u: one request memory per operation in flight (a window of sends or
      * receives, and one more of each kind) */
     std::vector<UserRequest> mem(o.user ? o.window + 2 : 0);
+    for (UserRequest &m : mem) {
+        m.params.flags |= o.untagged ? unsigned{UCT_TM_PROTO_OP_UNTAGGED} : 0u;
+    }
     const auto user = [&](size_t i) { return o.user ? &mem[i] : nullptr; };
     fill(sbuf, 0);
     auto start = std::chrono::steady_clock::now();
@@ -425,7 +568,10 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
          * in tm_perftest and ucx_perftest (one message's working set, like a
          * protocol reusing one user buffer); --check needs them disjoint. */
         const size_t      stride = o.check ? size : 64;
-        PageBuffer        area(client ? 0 : size + stride * o.window);
+        PageBuffer        area((client || (multi != nullptr)) ? 0 : size + stride * o.window);
+        if (multi != nullptr) {
+            multi->expect(size);
+        }
         char                                ack;
         for (size_t w = 0; w < wu + windows; ++w) {
             if (w == wu) {
@@ -443,6 +589,16 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size) {
                     }
                 }
                 wait_req(s, a);
+            } else if (multi != nullptr) {
+                /* -M: the window's messages land in the posted multi-receives */
+                const size_t      target = multi->messages() + o.window;
+                uct_tm::WaitBound bound(g_link, "a window of messages");
+                while (multi->messages() < target) {
+                    uct_tm_proto_worker_progress(s.worker);
+                    multi->repost();
+                    bound.tick();
+                }
+                send_msg(s, &ack, 0, 2, user(o.window + 1));
             } else {
                 for (size_t i = 0; i < o.window; ++i) {
                     reqs[i] = post_recv(s, area.data() + stride * i, size, 1, user(i));
@@ -516,8 +672,19 @@ int main(int argc, char **argv) {
     g_link.timeout_s = o.timeout;
     pin(client ? o.cpu_client : o.cpu_server);
     const Side s = connect_side(o, g_link.fd);
+    g_untagged   = o.untagged;
+    std::unique_ptr<MultiReceiver> multi;
+    if ((o.multi != 0) && !client) {
+        multi.reset(new MultiReceiver(s, o.multi, o.check));
+    }
     if (client) {
-        printf("# tm_proto_perf %s over %s%s\n", o.test.c_str(), o.transports.c_str(),
+        char mode[96] = "";
+        if (o.multi != 0) {
+            snprintf(mode, sizeof(mode), " (untagged, multi-receive buffers of %zu B)", o.multi);
+        } else if (o.untagged) {
+            snprintf(mode, sizeof(mode), " (untagged)");
+        }
+        printf("# tm_proto_perf %s over %s%s%s\n", o.test.c_str(), o.transports.c_str(), mode,
                o.check ? " (payload checked)" : "");
         if (o.test == "tag_lat") {
             printf("%12s %12s %12s %12s %12s\n", "size", "iters", "lat_us(med)", "lat_us(avg)",
@@ -528,7 +695,7 @@ int main(int argc, char **argv) {
         fflush(stdout); /* "connected": scripts watching the output wait for it */
     }
     for (size_t size : o.sizes) {
-        const Result res   = run_size(o, s, client, size);
+        const Result res   = run_size(o, s, client, size, multi.get());
         const double secs  = res.seconds;
         const size_t iters = (o.test == "tag_lat")
                                      ? iterations(o, size)
@@ -562,8 +729,13 @@ int main(int argc, char **argv) {
                 (unsigned long)st.software_recvs, (unsigned long)st.expected,
                 (unsigned long)st.unexpected, st.unexpected_peak,
                 (unsigned long)st.registrations, (unsigned long)st.rcache_hits);
+        if (multi != nullptr) {
+            fprintf(stderr, "# receiver: multi-receive buffers posted again %lu\n",
+                    (unsigned long)multi->reposts());
+        }
     }
-    uct_tm_proto_worker_destroy(s.worker);
+    uct_tm_proto_worker_destroy(s.worker); /* drops the open multi-receives */
+    multi.reset();                          /* then their buffers */
     if (child > 0) {
         int status = 0;
         waitpid(child, &status, 0);

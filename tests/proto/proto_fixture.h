@@ -53,6 +53,20 @@ ucs_status_t wait_request(const Pair &pair, uct_tm_proto_worker_h owner,
 /* A worker's counters (uct_tm_proto_worker_stats). */
 uct_tm_proto_stats_t stats_of(uct_tm_proto_worker_h w);
 
+/* What a request's callback reported: how often it ran, the last status and
+ * request (CallCount::cb, its arg the CallCount). */
+struct CallCount {
+    int                    n      = 0;
+    ucs_status_t           status = UCS_OK;
+    uct_tm_proto_request_t req    = ~uint64_t{0}; /* none reported yet */
+    static void cb(void *arg, uct_tm_proto_request_t req, const uct_tm_proto_info_t *info) {
+        auto *c = static_cast<CallCount *>(arg);
+        ++c->n;
+        c->status = info->status;
+        c->req    = req;
+    }
+};
+
 /* Deterministic payload of message `seed`. */
 std::vector<char> pattern(size_t length, uint32_t seed);
 

@@ -152,18 +152,11 @@ TEST_P(CompletionTest, FenceWaitsForEarlierSends) {
 /* NO_COMPLETION: UCS_OK and no request, the data delivered, nothing left
  * live; a later fenced send's completion says every earlier one is done. */
 TEST_P(CompletionTest, NoCompletionLeavesNothingToRelease) {
-    struct Calls {
-        int          n      = 0;
-        ucs_status_t status = UCS_OK;
-    } calls;
+    CallCount                calls;
     uct_tm_proto_op_params_t q = {};
     q.flags = UCT_TM_PROTO_OP_NO_COMPLETION;
-    q.cb    = [](void *arg, uct_tm_proto_request_t, const uct_tm_proto_info_t *info) {
-        auto *c = static_cast<Calls *>(arg);
-        ++c->n;
-        c->status = info->status;
-    };
-    q.arg = &calls;
+    q.cb    = CallCount::cb;
+    q.arg   = &calls;
     const size_t lens[] = {0, 8, 2000, 20000, kRndv, kRndv + 1};
     std::vector<std::vector<char>> data;
     for (size_t i = 0; i < std::size(lens); ++i) {
@@ -216,19 +209,10 @@ TEST_P(CompletionTest, NoCompletionLeavesNothingToRelease) {
 /* A send without completion that fails reports it to its callback, once,
  * with no request; then nothing is left live. */
 TEST_P(CompletionTest, NoCompletionReportsAFailure) {
-    struct Calls {
-        int                    n      = 0;
-        ucs_status_t           status = UCS_OK;
-        uct_tm_proto_request_t req    = 1;
-    } calls;
+    CallCount                calls;
     uct_tm_proto_op_params_t q = {};
-    q.flags = UCT_TM_PROTO_OP_NO_COMPLETION;
-    q.cb    = [](void *arg, uct_tm_proto_request_t req, const uct_tm_proto_info_t *info) {
-        auto *c = static_cast<Calls *>(arg);
-        ++c->n;
-        c->status = info->status;
-        c->req    = req;
-    };
+    q.flags        = UCT_TM_PROTO_OP_NO_COMPLETION;
+    q.cb           = CallCount::cb;
     q.arg          = &calls;
     const auto big = pattern(kRndv, 3);
     ASSERT_EQ(UCS_OK, uct_tm_proto_send(p_.ab, big.data(), kRndv, 0x99, &q, nullptr));

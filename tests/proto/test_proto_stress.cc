@@ -12,6 +12,11 @@
  * once; messages of one sender and class matched in sending order (in the
  * receives' posting order); every request completes exactly once (leftover
  * receives: UCS_ERR_CANCELED); all sends complete with UCS_OK.
+ * About a fifth of the messages are untagged (UCT_TM_PROTO_OP_UNTAGGED,
+ * fi_msg), beside a window of three untagged receives (two from any source,
+ * one from one): an untagged message carries its identity in its remote
+ * data, is taken only by an untagged receive, and those of one sender are
+ * matched in sending order too.
  * Every third receive and send is vectored (uct_tm_proto_recvv / _sendv:
  * the buffer cut into even elements after an empty one; every ninth receive
  * into more elements than tm_sm's tag list takes, the others within it).
@@ -40,6 +45,7 @@ namespace {
 constexpr int      kProcs      = 3;
 constexpr int      kMsgs       = 1500; /* sent by each process */
 constexpr int      kWindow     = 12;   /* receives kept posted */
+constexpr size_t   kUntaggedWindow = 3; /* untagged receives kept posted */
 constexpr size_t   kMaxLen     = 170000;
 constexpr unsigned kChildAlarm = 480; /* above kRunCap: a child stuck outside the loop */
 /* A hang is a stall: nothing received and no send completed for kStall. The
@@ -51,7 +57,9 @@ constexpr uint64_t kSeed       = 20261123;
 
 struct Planned {
     int      dest;
-    uint64_t tag; /* sequence << 32 | sender << 8 | class (receives match the class bits only) */
+    uint64_t tag; /* sequence << 32 | sender << 8 | class (receives match the class bits only);
+                   * untagged: class 4, sent as its remote data */
+    bool     untagged;
     size_t   len;
     bool     sync, inject;
     bool     has_data; /* remote data: narrow or wide (a rendezvous request over a tag list) */
@@ -82,6 +90,12 @@ std::vector<std::vector<Planned>> make_plan() {
                       : (extra < 18) ? unsigned{UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE}
                       : (extra < 19) ? unsigned{UCT_TM_PROTO_SEND_FENCE}
                                      : 0u;
+            p.untagged = (rng() % 5) == 0;
+            if (p.untagged) {
+                p.tag      = (uint64_t(i) << 32) | (uint64_t(s) << 8) | 4;
+                p.has_data = true;
+                p.data     = p.tag;
+            }
             plan[s].push_back(p);
         }
     }
@@ -143,6 +157,8 @@ struct Posted {
     std::unique_ptr<Memory> user; /* set: a receive in this memory, no callback */
     bool                    live = false;
     bool                    claimed = false; /* buffered mode: took a reported message */
+    bool                    untagged     = false; /* posted untagged (window of its own) */
+    bool                    untagged_any = false; /* untagged, from any source */
     std::vector<char>       buf;
     int                     completions = 0;
     uct_tm_proto_info_t     info        = {};
@@ -161,6 +177,11 @@ void count_completion(void *arg, uct_tm_proto_request_t, const uct_tm_proto_info
     auto *p = static_cast<Posted *>(arg);
     ++p->completions;
     p->info = *info;
+}
+
+/* What names a message: its tag, or an untagged message's remote data. */
+uint64_t identity(const uct_tm_proto_info_t &info) {
+    return (info.flags & UCT_TM_PROTO_INFO_UNTAGGED) ? info.data : info.tag;
 }
 
 /* Buffered receives: the messages reported, taken in the rank's loop. */
@@ -256,6 +277,8 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
     std::vector<std::pair<std::unique_ptr<std::vector<char>>, uct_tm_proto_request_t>> sends;
     int                                  next = 0;
     size_t                               outstanding_recv = 0;
+    size_t                               untagged_live    = 0; /* untagged receives posted */
+    size_t                               untagged_any     = 0; /* of them, from any source */
     auto check_recv = [&](Posted &p) {
         if (p.completions != 1) {
             f.fail("receive completed %d times", p.completions);
@@ -265,7 +288,7 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
             return;
         }
         const int s   = static_cast<int>(p.info.source) - 1;
-        const int seq = static_cast<int>(p.info.tag >> 32);
+        const int seq = static_cast<int>(identity(p.info) >> 32);
         auto      it  = expect.find({s, seq});
         if (it == expect.end()) {
             f.fail("unplanned message from %d seq %d", s, seq);
@@ -274,7 +297,9 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
         if (++seen[{s, seq}] != 1) {
             f.fail("message from %d seq %d received twice", s, seq);
         }
-        if ((p.info.length != it->second->len) || (p.info.tag != it->second->tag)) {
+        const bool untagged = (p.info.flags & UCT_TM_PROTO_INFO_UNTAGGED) != 0;
+        if ((p.info.length != it->second->len) || (untagged != it->second->untagged) ||
+            (p.info.tag != (untagged ? 0 : it->second->tag))) {
             f.fail("message from %d seq %d: length %zu tag %llx", s, seq, p.info.length,
                    static_cast<unsigned long long>(p.info.tag));
             return;
@@ -320,8 +345,8 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
          * class, in sending order) */
         for (const auto &[msg, info] : reports.msgs) {
             const int  s   = static_cast<int>(info.source) - 1;
-            const auto key = std::make_pair(s, info.tag & 3);
-            const int  seq = static_cast<int>(info.tag >> 32);
+            const auto key = std::make_pair(s, identity(info) & 7);
+            const int  seq = static_cast<int>(identity(info) >> 32);
             if ((last_reported.count(key) != 0) && (last_reported[key] >= seq)) {
                 f.fail("from %d class %llu: seq %d reported after %d", s,
                        static_cast<unsigned long long>(key.second), seq, last_reported[key]);
@@ -388,6 +413,42 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
             recvs.push_back(std::move(p));
             ++outstanding_recv;
         }
+        /* untagged receives, a window of their own (an untagged message
+         * matches nothing else): two from any source, one from a random one */
+        while (untagged_live < kUntaggedWindow) {
+            auto p  = std::make_unique<Posted>();
+            p->buf.resize(kMaxLen);
+            uct_tm_proto_op_params_t op = {};
+            op.flags = UCT_TM_PROTO_OP_UNTAGGED;
+            if ((rng() % 2) == 0) {
+                p->user    = std::make_unique<Posted::Memory>();
+                op.flags  |= UCT_TM_PROTO_OP_USER_REQUEST;
+                op.request = p->user->bytes;
+            } else {
+                op.cb  = count_completion;
+                op.arg = p.get();
+            }
+            const int         src    = static_cast<int>(rng() % kProcs);
+            uct_tm_proto_ep_h source = ((untagged_any >= 2) && (src != rank)) ? eps[src] : nullptr;
+            uct_tm_proto_request_t *req = p->user ? nullptr : &p->req;
+            ucs_status_t st;
+            if ((recvs.size() % 3) == 1) {
+                const auto iov = cut(p->buf.data(), kMaxLen, 3);
+                st = uct_tm_proto_recvv(w, iov.data(), iov.size(), 0, 0, source, &op, req);
+            } else {
+                st = uct_tm_proto_recv(w, p->buf.data(), kMaxLen, 0, 0, source, &op, req);
+            }
+            if (st != UCS_INPROGRESS) {
+                f.fail("untagged recv: %s", ucs_status_string(st));
+                break;
+            }
+            p->live         = true;
+            p->untagged     = true;
+            p->untagged_any = source == nullptr;
+            untagged_any   += p->untagged_any ? 1 : 0;
+            ++untagged_live;
+            recvs.push_back(std::move(p));
+        }
         for (auto &p : recvs) {
             if (p->live && p->completed()) {
                 check_recv(*p);
@@ -395,7 +456,10 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
                     uct_tm_proto_request_release(w, p->req);
                 }
                 p->live = false;
-                if (!p->claimed) {
+                if (p->untagged) {
+                    --untagged_live;
+                    untagged_any -= p->untagged_any ? 1 : 0;
+                } else if (!p->claimed) {
                     --outstanding_recv;
                 }
             }
@@ -406,7 +470,7 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
             auto           data = std::make_unique<std::vector<char>>(pattern(m.len, rank * 100000 + next));
             uct_tm_proto_op_params_t op = {};
             op.flags = (m.sync ? UCT_TM_PROTO_SEND_SYNC : 0) | (m.inject ? UCT_TM_PROTO_SEND_INJECT : 0) |
-                       m.extra;
+                       m.extra | (m.untagged ? UCT_TM_PROTO_OP_UNTAGGED : 0);
             if (m.has_data) {
                 op.flags |= UCT_TM_PROTO_SEND_REMOTE_DATA;
                 op.data   = m.data;
@@ -449,8 +513,8 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
         /* a taken message was delivered when reported (checked above) */
         if ((p->completions == 1) && (p->info.status == UCS_OK) && !p->claimed) {
             const int s   = static_cast<int>(p->info.source) - 1;
-            const auto key = std::make_pair(s, p->info.tag & 3);
-            const int seq = static_cast<int>(p->info.tag >> 32);
+            const auto key = std::make_pair(s, identity(p->info) & 7);
+            const int seq = static_cast<int>(identity(p->info) >> 32);
             if ((last.count(key) != 0) && (last[key] >= seq)) {
                 f.fail("from %d class %llu: seq %d matched after %d", s,
                        static_cast<unsigned long long>(key.second), seq, last[key]);

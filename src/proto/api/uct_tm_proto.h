@@ -44,7 +44,12 @@ typedef uint64_t                     uct_tm_proto_mem_h;
 
 enum uct_tm_proto_info_flags {
     /* info.data is the sender's remote data (it sent UCT_TM_PROTO_SEND_REMOTE_DATA) */
-    UCT_TM_PROTO_INFO_REMOTE_DATA = 1u << 0
+    UCT_TM_PROTO_INFO_REMOTE_DATA = 1u << 0,
+    /* the message is untagged (UCT_TM_PROTO_OP_UNTAGGED; info.tag is 0) */
+    UCT_TM_PROTO_INFO_UNTAGGED    = 1u << 1,
+    /* a multi-receive's last completion (FI_MULTI_RECV): the buffer is the
+     * caller's again; info.length is the bytes its messages took */
+    UCT_TM_PROTO_INFO_MULTI_RECV  = 1u << 2
 };
 
 /* What a completion (or a probe) reports. */
@@ -56,6 +61,10 @@ typedef struct uct_tm_proto_info {
     uint32_t           source; /* the sending worker's id */
     unsigned           flags;  /* uct_tm_proto_info_flags */
     uct_tm_proto_ep_h  ep;     /* this worker's endpoint to the sender, or NULL */
+    /* multi-receives (UCT_TM_PROTO_RECV_MULTI): where this message's bytes
+     * start in the receive's buffer (the buffer itself in the last
+     * completion); NULL otherwise. Appended last. */
+    void              *buffer;
 } uct_tm_proto_info_t;
 
 typedef void (*uct_tm_proto_cb_t)(void *arg, uct_tm_proto_request_t req,
@@ -71,7 +80,8 @@ enum uct_tm_proto_worker_field {
     UCT_TM_PROTO_WORKER_FIELD_MAX_PEERS      = 1u << 4,
     UCT_TM_PROTO_WORKER_FIELD_OFFLOAD        = 1u << 5,
     UCT_TM_PROTO_WORKER_FIELD_ERR_HANDLER    = 1u << 6, /* err_handler and err_handler_arg */
-    UCT_TM_PROTO_WORKER_FIELD_BUFFERED       = 1u << 7  /* buffered_cb and buffered_arg */
+    UCT_TM_PROTO_WORKER_FIELD_BUFFERED       = 1u << 7, /* buffered_cb and buffered_arg */
+    UCT_TM_PROTO_WORKER_FIELD_MIN_MULTI_RECV = 1u << 8  /* min_multi_recv */
 };
 
 /* Buffered receives (FI_BUFFERED_RECV): with UCT_TM_PROTO_WORKER_FIELD_BUFFERED,
@@ -107,6 +117,9 @@ typedef struct uct_tm_proto_worker_params {
     void                    *err_handler_arg;
     uct_tm_proto_buffered_cb_t buffered_cb; /* unmatched messages (not null) */
     void                      *buffered_arg;
+    /* FI_OPT_MIN_MULTI_RECV: a multi-receive is released once fewer bytes
+     * than this are left in its buffer (at least 1) */
+    size_t                     min_multi_recv;
 } uct_tm_proto_worker_params_t;
 
 ucs_status_t uct_tm_proto_worker_create(const uct_tm_proto_worker_params_t *params,
@@ -206,14 +219,38 @@ enum uct_tm_proto_op_flags {
     /* send: more sends to this endpoint follow (FI_MORE): a small eager
      * message may wait, copied, to leave with the next ones in one transport
      * message -- until a send without MORE, the batch is full, or the next
-     * progress. It completes at once (UCS_OK). A hint: sends over a
-     * transport's tag list, and other protocols, go as without it. */
+     * progress. It completes at once (UCS_OK). A hint: tagged sends over a
+     * transport's tag list, and other protocols, go as without it
+     * (untagged sends never use a tag list: they batch on every transport). */
     UCT_TM_PROTO_SEND_MORE = 1u << 8,
     /* send, recv, recv_claimed: the buffer lies in the region params->memh
      * (uct_tm_proto_mem_map): a rendezvous uses its registration instead of
      * registering the buffer (libfabric's `desc`). The vector calls accept
      * and ignore it (they stage or have the data pushed). */
-    UCT_TM_PROTO_OP_MEMH         = 1u << 9
+    UCT_TM_PROTO_OP_MEMH         = 1u << 9,
+    /* send, sendv, recv, recvv (fi_msg: fi_send, fi_recv): an untagged
+     * message; `tag` and `mask` are ignored. Untagged receives take only
+     * untagged messages, tagged receives only tagged ones; untagged receives
+     * take them in the order the receives were posted (a `source` filter
+     * applies, FI_DIRECTED_RECV), never through a transport's tag list.
+     * Probes see tagged messages only; buffered receives (FIELD_BUFFERED)
+     * report both kinds, untagged ones with UCT_TM_PROTO_INFO_UNTAGGED; the
+     * statistics count both kinds. */
+    UCT_TM_PROTO_OP_UNTAGGED     = 1u << 10,
+    /* recv with UNTAGGED (FI_MULTI_RECV): the buffer takes message after
+     * message, each at the first byte the earlier ones left free, until
+     * fewer than the worker's min_multi_recv bytes are left (a buffer
+     * shorter than that from the start takes one message). Space is taken
+     * in matching order; the callback (required; not with USER_REQUEST, not
+     * with recvv) runs once per message as each completes -- a rendezvous
+     * may complete after an eager message placed behind it -- with req the
+     * receive's, info->buffer where the message's bytes start, info->length
+     * the sender's length (UCS_ERR_MESSAGE_TRUNCATED: the rest of the
+     * buffer was shorter); and once more after the last of them, with
+     * UCT_TM_PROTO_INFO_UNTAGGED | UCT_TM_PROTO_INFO_MULTI_RECV: status
+     * UCS_OK (or UCS_ERR_CANCELED after a cancel), info->buffer the buffer,
+     * info->length the bytes taken. Then the request is complete. */
+    UCT_TM_PROTO_RECV_MULTI      = 1u << 11
 };
 
 typedef struct uct_tm_proto_op_params {
