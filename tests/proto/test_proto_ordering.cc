@@ -11,10 +11,16 @@
  * DirectRecvs; the full list refuses some of them), and with a random half of
  * the receives and of the sends vectored (uct_tm_proto_recvv / _sendv: the
  * buffer cut into uneven elements, some empty; software holds those
- * receives, so they interleave with the tag list's).
+ * receives, so they interleave with the tag list's). And with a third of
+ * the receives and messages untagged (fi_msg): the model's untagged receives
+ * take untagged messages only, whatever their tags, in the same one list;
+ * every fourth untagged receive is a multi-receive buffer, which the model
+ * gives message after message until less than the largest is left, checked
+ * by the messages' places in the buffer.
  */
 #include "proto_fixture.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -26,6 +32,27 @@ namespace {
 struct ModelRecv {
     uint64_t tag, mask;
     int      got = -1; /* message index */
+    bool     untagged = false;
+    bool     multi    = false; /* a multi-receive: */
+    bool     open     = true;   /* still takes messages */
+    size_t   used     = 0;      /* bytes its messages took */
+    std::vector<int> gots;      /* the messages it took, in order */
+};
+
+/* What a multi-receive's callback reported: its messages, then its release. */
+struct MultiEvents {
+    std::vector<uct_tm_proto_info_t> msgs;
+    int                              finals = 0;
+    uct_tm_proto_info_t              final_info = {};
+    static void cb(void *arg, uct_tm_proto_request_t, const uct_tm_proto_info_t *info) {
+        auto *e = static_cast<MultiEvents *>(arg);
+        if (info->flags & UCT_TM_PROTO_INFO_MULTI_RECV) {
+            ++e->finals;
+            e->final_info = *info;
+        } else {
+            e->msgs.push_back(*info);
+        }
+    }
 };
 
 /* A receive by handle or in the caller's memory. */
@@ -36,6 +63,7 @@ struct Recv {
     uct_tm_proto_request_t  handle = 0;
     std::unique_ptr<Memory> user;
     bool                    pending = false;
+    std::unique_ptr<MultiEvents> multi; /* set: a multi-receive */
 };
 
 class ProtoOrdering : public ProtoTest {
@@ -46,14 +74,20 @@ class ProtoOrdering : public ProtoTest {
                                                  "UCX_TM_RC_TAG_LIST_SIZE",
                                                  "UCX_TM_RC_TM_MODEL_TAGS"};
     static constexpr unsigned    kListSize    = 3;
+    static constexpr size_t      kBig         = 200000; /* above the 128k rendezvous threshold */
+    /* a multi-receive's buffer, released with less than kBig left: after
+     * five small messages or one big one */
+    static constexpr size_t      kMultiLen    = kBig + 64;
     void SetUp() override {
         for (const char *v : kListSizes) {
             setenv(v, "3", 1);
         }
+        setenv("UCX_TM_PROTO_MIN_MULTI_RECV", "200000", 1); /* kBig: no message is cut */
         ProtoTest::SetUp();
         for (const char *v : kListSizes) {
             unsetenv(v);
         }
+        unsetenv("UCX_TM_PROTO_MIN_MULTI_RECV");
     }
     /* Whether the pair's receives go to a transport's tag list. */
     bool offloads() const { return (GetParam() == "tm_sm") || (GetParam() == "tm_rc"); }
@@ -123,7 +157,28 @@ class ProtoOrdering : public ProtoTest {
                       : uct_tm_proto_request_cancel(p_.b, r.handle);
     }
 
-    void random_mix(bool caller_memory, bool vectors = false);
+    /* An untagged receive: one buffer (by handle or in caller memory), or a multi-receive. */
+    Recv post_untagged(void *buf, size_t len, uct_tm_proto_ep_h source, bool user, bool multi) {
+        Recv                     r;
+        uct_tm_proto_op_params_t params = {};
+        params.flags                    = UCT_TM_PROTO_OP_UNTAGGED;
+        r.pending                       = true;
+        if (multi) {
+            r.multi       = std::make_unique<MultiEvents>();
+            params.flags |= UCT_TM_PROTO_RECV_MULTI;
+            params.cb     = MultiEvents::cb;
+            params.arg    = r.multi.get();
+        } else if (user) {
+            r.user          = std::make_unique<Recv::Memory>();
+            params.flags   |= UCT_TM_PROTO_OP_USER_REQUEST;
+            params.request  = r.user->bytes;
+        }
+        EXPECT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(p_.b, buf, len, 0, 0, source, &params,
+                                                    r.user ? nullptr : &r.handle));
+        return r;
+    }
+
+    void random_mix(bool caller_memory, bool vectors = false, bool untagged = false);
 };
 
 TEST_P(ProtoOrdering, RandomMixMatchesTheModel) {
@@ -136,6 +191,10 @@ TEST_P(ProtoOrdering, RandomMixInCallerMemoryMatchesTheModel) {
 
 TEST_P(ProtoOrdering, RandomMixWithVectorsMatchesTheModel) {
     random_mix(true, true);
+}
+
+TEST_P(ProtoOrdering, RandomMixWithUntaggedAndMultiReceivesMatchesTheModel) {
+    random_mix(true, false, true);
 }
 
 /* The tag list (3 entries) fills mid-stream: a receive it refuses is held in
@@ -210,13 +269,64 @@ TEST_P(ProtoOrdering, TagListFullMidStreamKeepsPostingOrder) {
     }
 }
 
-void ProtoOrdering::random_mix(bool caller_memory, bool vectors) {
+void ProtoOrdering::random_mix(bool caller_memory, bool vectors, bool untagged) {
     std::mt19937_64                     rng(12345);
-    constexpr size_t                    kBig = 200000; /* above the 128k rendezvous threshold */
     std::vector<ModelRecv>              model;
     std::vector<int>                    unexpected; /* message indexes, arrival order */
     std::vector<uint64_t>               msg_tags;
     std::vector<size_t>                 msg_lens;
+    std::vector<bool>                   msg_untagged;
+    /* whether receive m takes message idx now, and its taking it */
+    auto takes = [&](const ModelRecv &m, int idx) {
+        return (m.untagged == msg_untagged[idx]) &&
+               (m.untagged || (((msg_tags[idx] ^ m.tag) & m.mask) == 0)) &&
+               (m.multi ? m.open : (m.got < 0));
+    };
+    auto take = [&](ModelRecv &m, int idx) {
+        if (!m.multi) {
+            m.got = idx;
+            return;
+        }
+        m.gots.push_back(idx);
+        m.used += msg_lens[idx];
+        m.open = (kMultiLen - m.used >= kBig);
+    };
+    /* A multi-receive reported the messages the model gave it, each at its
+     * place in the buffer (in the model's order), and once the model closed
+     * it, its release. */
+    auto check_multi = [&](const ModelRecv &m, Recv &r, const std::vector<char> &buf) {
+        if (!r.pending) {
+            return;
+        }
+        ASSERT_TRUE(wait_for(p_, [&] {
+            return (r.multi->msgs.size() >= m.gots.size()) && (m.open || (r.multi->finals != 0));
+        }));
+        ASSERT_EQ(r.multi->msgs.size(), m.gots.size()) << "a message the model gives elsewhere";
+        std::vector<uct_tm_proto_info_t> placed = r.multi->msgs;
+        std::stable_sort(placed.begin(), placed.end(),
+                         [](const uct_tm_proto_info_t &a, const uct_tm_proto_info_t &b) {
+                             return static_cast<const char *>(a.buffer) <
+                                    static_cast<const char *>(b.buffer);
+                         });
+        size_t offset = 0;
+        for (size_t i = 0; i < placed.size(); ++i) {
+            const int j = m.gots[i];
+            EXPECT_EQ(placed[i].status, UCS_OK);
+            EXPECT_EQ(placed[i].data, static_cast<uint32_t>(j)) << "place " << i;
+            EXPECT_EQ(placed[i].tag, 0u);
+            ASSERT_EQ(placed[i].length, msg_lens[j]);
+            EXPECT_EQ(static_cast<const char *>(placed[i].buffer), buf.data() + offset) << "packed";
+            EXPECT_TRUE(same_bytes(static_cast<const char *>(placed[i].buffer),
+                                   pattern(msg_lens[j], j).data(), msg_lens[j]));
+            offset += msg_lens[j];
+        }
+        if (!m.open) {
+            EXPECT_EQ(1, r.multi->finals);
+            EXPECT_EQ(UCS_OK, r.multi->final_info.status);
+            EXPECT_EQ(m.used, r.multi->final_info.length);
+            EXPECT_EQ(UCS_OK, wait_recv(r)); /* complete, and released */
+        }
+    };
     std::vector<Recv>                   rreqs;
     std::vector<std::vector<char>>      bufs;
     std::vector<uct_tm_proto_request_t> sreqs;
@@ -231,16 +341,26 @@ void ProtoOrdering::random_mix(bool caller_memory, bool vectors) {
             m.tag  = rng() % 8;
             m.mask = masks[rng() % 5];
             const bool directed = (rng() % 5) == 0;
-            for (size_t u = 0; u < unexpected.size(); ++u) {
-                if (((msg_tags[unexpected[u]] ^ m.tag) & m.mask) == 0) {
-                    m.got = unexpected[u];
+            if (untagged) { /* drawn only here: the other mixes keep their sequence */
+                m.untagged = (rng() % 3) == 0;
+                m.multi    = m.untagged && ((rng() % 4) == 0);
+            }
+            for (size_t u = 0; (u < unexpected.size()) && (m.multi ? m.open : (m.got < 0));) {
+                if (takes(m, unexpected[u])) {
+                    take(m, unexpected[u]);
                     unexpected.erase(unexpected.begin() + u);
-                    break;
+                } else {
+                    ++u;
                 }
             }
             model.push_back(m);
-            bufs.emplace_back(kBig, 0);
+            bufs.emplace_back(m.multi ? kMultiLen : kBig, 0);
             const bool user = caller_memory && ((rng() % 2) == 0);
+            if (m.untagged) {
+                rreqs.push_back(post_untagged(bufs.back().data(), bufs.back().size(),
+                                              directed ? p_.ba : nullptr, user, m.multi));
+                continue;
+            }
             /* the same draws as without vectors when they are off */
             if (vectors && ((rng() % 2) == 0)) {
                 const auto iov = cut(bufs.back().data(), kBig, rng);
@@ -257,12 +377,14 @@ void ProtoOrdering::random_mix(bool caller_memory, bool vectors) {
             const int      idx = static_cast<int>(msg_tags.size());
             const uint64_t tag = rng() % 8;
             const size_t   len = (rng() % 4 == 0) ? kBig : 16;
+            const bool     unt = untagged && ((rng() % 3) == 0);
             msg_tags.push_back(tag);
             msg_lens.push_back(len);
+            msg_untagged.push_back(unt);
             bool matched = false;
             for (auto &m : model) {
-                if ((m.got < 0) && (((tag ^ m.tag) & m.mask) == 0)) {
-                    m.got   = idx;
+                if (takes(m, idx)) {
+                    take(m, idx);
                     matched = true;
                     break;
                 }
@@ -282,7 +404,8 @@ void ProtoOrdering::random_mix(bool caller_memory, bool vectors) {
                 s  = 0;
                 st = uct_tm_proto_sendv(p_.ab, iov.data(), iov.size(), tag, &params, &s);
             } else {
-                st = send(data.data(), len, tag, UCT_TM_PROTO_SEND_INJECT,
+                st = send(data.data(), len, tag,
+                          UCT_TM_PROTO_SEND_INJECT | (unt ? unsigned{UCT_TM_PROTO_OP_UNTAGGED} : 0u),
                           static_cast<uint32_t>(idx), &s);
             }
             ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS));
@@ -298,6 +421,10 @@ void ProtoOrdering::random_mix(bool caller_memory, bool vectors) {
             return st.expected + st.unexpected >= arrivals;
         })) << "round " << round;
         for (size_t k = 0; k < model.size(); ++k) {
+            if (model[k].multi) {
+                check_multi(model[k], rreqs[k], bufs[k]);
+                continue;
+            }
             if (model[k].got < 0) {
                 continue;
             }
@@ -308,16 +435,27 @@ void ProtoOrdering::random_mix(bool caller_memory, bool vectors) {
             ASSERT_EQ(UCS_OK, wait_recv(rreqs[k], &info)) << "receive " << k;
             const int j = model[k].got;
             EXPECT_EQ(info.data, static_cast<uint32_t>(j)) << "receive " << k << " round " << round;
-            EXPECT_EQ(info.tag, msg_tags[j]);
+            EXPECT_EQ(info.tag, msg_untagged[j] ? 0 : msg_tags[j]);
             ASSERT_EQ(info.length, msg_lens[j]);
             EXPECT_TRUE(same_bytes(bufs[k].data(), pattern(msg_lens[j], j).data(), msg_lens[j]));
         }
         for (size_t k = 0; k < model.size(); ++k) {
-            if ((model[k].got < 0) && rreqs[k].pending) {
+            if (!model[k].multi && (model[k].got < 0) && rreqs[k].pending) {
                 EXPECT_EQ(UCS_INPROGRESS, test_recv(rreqs[k]))
                         << "receive " << k << " took a message the model gives nobody";
             }
         }
+    }
+    if (untagged) { /* the mix exercised what it is for */
+        size_t closed = 0, multi_msgs = 0, untagged_msgs = 0;
+        for (const auto &m : model) {
+            closed += (m.multi && !m.open) ? 1 : 0;
+            multi_msgs += m.gots.size();
+            untagged_msgs += (m.untagged && !m.multi && (m.got >= 0)) ? 1 : 0;
+        }
+        EXPECT_GT(closed, 0u) << "no multi-receive filled up";
+        EXPECT_GT(multi_msgs, 10u);
+        EXPECT_GT(untagged_msgs, 10u);
     }
     uct_tm_proto_stats_t st;
     uct_tm_proto_worker_stats(p_.b, &st);
@@ -325,21 +463,40 @@ void ProtoOrdering::random_mix(bool caller_memory, bool vectors) {
         EXPECT_GT(st.offloaded_recvs, 0u); /* the tag list was used ... */
         EXPECT_GT(st.software_recvs, 0u);  /* ... and was full or bypassed at times */
     }
-    /* leftovers: pending receives cancel, unexpected messages are discarded */
+    /* leftovers: pending receives cancel (an open multi-receive reports its
+     * release, CANCELED), unexpected messages are discarded -- untagged ones,
+     * which probes do not see, are taken by untagged receives, in order */
     for (size_t k = 0; k < model.size(); ++k) {
-        if (rreqs[k].pending) {
+        if (rreqs[k].multi && rreqs[k].pending) {
+            ASSERT_EQ(UCS_OK, cancel_recv(rreqs[k]));
+            ASSERT_TRUE(wait_for(p_, [&] { return rreqs[k].multi->finals != 0; }));
+            EXPECT_EQ(UCS_ERR_CANCELED, rreqs[k].multi->final_info.status);
+            EXPECT_EQ(UCS_ERR_CANCELED, wait_recv(rreqs[k]));
+            EXPECT_EQ(1, rreqs[k].multi->finals);
+        } else if (rreqs[k].pending) {
             ASSERT_EQ(UCS_OK, cancel_recv(rreqs[k]));
             EXPECT_EQ(UCS_ERR_CANCELED, wait_recv(rreqs[k]));
         }
     }
     uct_tm_proto_info_t info;
+    size_t              untagged_left = 0;
+    for (int idx : unexpected) {
+        if (!msg_untagged[idx]) {
+            continue;
+        }
+        std::vector<char> buf(kBig);
+        Recv r = post_untagged(buf.data(), buf.size(), nullptr, false, false);
+        ASSERT_EQ(UCS_OK, wait_recv(r, &info)) << "unexpected untagged message " << idx;
+        EXPECT_EQ(info.data, static_cast<uint32_t>(idx));
+        ++untagged_left;
+    }
     size_t              discarded = 0;
     while (uct_tm_proto_probe(p_.b, 0, 0, nullptr,
                               UCT_TM_PROTO_PROBE_PEEK | UCT_TM_PROTO_PROBE_DISCARD, &info,
                               nullptr) == UCS_OK) {
         ++discarded;
     }
-    EXPECT_EQ(discarded, unexpected.size());
+    EXPECT_EQ(discarded + untagged_left, unexpected.size());
     for (auto s : sreqs) {
         EXPECT_EQ(UCS_OK, wait_request(p_, p_.a, s));
     }

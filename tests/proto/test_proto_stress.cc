@@ -14,9 +14,11 @@
  * receives: UCS_ERR_CANCELED); all sends complete with UCS_OK.
  * About a fifth of the messages are untagged (UCT_TM_PROTO_OP_UNTAGGED,
  * fi_msg), beside a window of three untagged receives (two from any source,
- * one from one): an untagged message carries its identity in its remote
- * data, is taken only by an untagged receive, and those of one sender are
- * matched in sending order too.
+ * one from one; every fourth one from any source a multi-receive buffer,
+ * FI_MULTI_RECV, released once less than the largest message is left): an
+ * untagged message carries its identity in its remote data, is taken only
+ * by an untagged receive, and those of one sender are matched in sending
+ * order too (in a multi-receive, in the order of their places in its buffer).
  * Every third receive and send is vectored (uct_tm_proto_recvv / _sendv:
  * the buffer cut into even elements after an empty one; every ninth receive
  * into more elements than tm_sm's tag list takes, the others within it).
@@ -47,6 +49,7 @@ constexpr int      kMsgs       = 1500; /* sent by each process */
 constexpr int      kWindow     = 12;   /* receives kept posted */
 constexpr size_t   kUntaggedWindow = 3; /* untagged receives kept posted */
 constexpr size_t   kMaxLen     = 170000;
+constexpr size_t   kMultiLen   = 3 * kMaxLen; /* a multi-receive's buffer */
 constexpr unsigned kChildAlarm = 480; /* above kRunCap: a child stuck outside the loop */
 /* A hang is a stall: nothing received and no send completed for kStall. The
  * cap bounds a run that crawls (a debug build in an emulated guest shared
@@ -159,6 +162,9 @@ struct Posted {
     bool                    claimed = false; /* buffered mode: took a reported message */
     bool                    untagged     = false; /* posted untagged (window of its own) */
     bool                    untagged_any = false; /* untagged, from any source */
+    bool                    multi        = false; /* a multi-receive: */
+    std::vector<uct_tm_proto_info_t> msgs;        /* its messages as reported */
+    size_t                  checked      = 0;     /* of them, checked */
     std::vector<char>       buf;
     int                     completions = 0;
     uct_tm_proto_info_t     info        = {};
@@ -177,6 +183,17 @@ void count_completion(void *arg, uct_tm_proto_request_t, const uct_tm_proto_info
     auto *p = static_cast<Posted *>(arg);
     ++p->completions;
     p->info = *info;
+}
+
+/* A multi-receive: each message reported, then its release (completions). */
+void count_multi(void *arg, uct_tm_proto_request_t, const uct_tm_proto_info_t *info) {
+    auto *p = static_cast<Posted *>(arg);
+    if (info->flags & UCT_TM_PROTO_INFO_MULTI_RECV) {
+        ++p->completions;
+        p->info = *info;
+    } else {
+        p->msgs.push_back(*info);
+    }
 }
 
 /* What names a message: its tag, or an untagged message's remote data. */
@@ -204,6 +221,8 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
     wp.id             = static_cast<uint32_t>(rank + 1);
     wp.unexpected_cap = 256 << 10; /* small: back-pressure happens */
     wp.max_peers      = kProcs;
+    wp.field_mask    |= UCT_TM_PROTO_WORKER_FIELD_MIN_MULTI_RECV;
+    wp.min_multi_recv = kMaxLen; /* a multi-receive never cuts a message */
     Reports reports;
     if (buffered) {
         wp.field_mask |= UCT_TM_PROTO_WORKER_FIELD_BUFFERED;
@@ -279,14 +298,15 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
     size_t                               outstanding_recv = 0;
     size_t                               untagged_live    = 0; /* untagged receives posted */
     size_t                               untagged_any     = 0; /* of them, from any source */
-    auto check_recv = [&](Posted &p) {
-        if (p.completions != 1) {
-            f.fail("receive completed %d times", p.completions);
-        }
-        if (p.info.status != UCS_OK) {
-            f.fail("receive status %s", ucs_status_string(p.info.status));
+    auto check_message = [&](const uct_tm_proto_info_t &info, const char *data) {
+        if (info.status != UCS_OK) {
+            f.fail("receive status %s", ucs_status_string(info.status));
             return;
         }
+        const struct {
+            const uct_tm_proto_info_t &info;
+            const char                *data;
+        } p = {info, data};
         const int s   = static_cast<int>(p.info.source) - 1;
         const int seq = static_cast<int>(identity(p.info) >> 32);
         auto      it  = expect.find({s, seq});
@@ -312,10 +332,28 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
                    it->second->has_data ? "present" : "absent",
                    static_cast<unsigned long long>(it->second->data));
         }
-        if (!same_bytes(p.buf.data(), pattern(p.info.length, s * 100000 + seq).data(), p.info.length)) {
+        if (!same_bytes(p.data, pattern(p.info.length, s * 100000 + seq).data(), p.info.length)) {
             f.fail("message from %d seq %d: payload differs", s, seq);
         }
         ++received;
+    };
+    auto check_recv = [&](Posted &p) {
+        if (p.completions != 1) {
+            f.fail("receive completed %d times", p.completions);
+        }
+        check_message(p.info, p.buf.data());
+    };
+    /* a multi-receive's messages as they are reported, each where it was placed */
+    auto check_multi = [&](Posted &p) {
+        for (; p.checked < p.msgs.size(); ++p.checked) {
+            const uct_tm_proto_info_t &m = p.msgs[p.checked];
+            const char *at = static_cast<const char *>(m.buffer);
+            if ((at < p.buf.data()) || (at + m.length > p.buf.data() + p.buf.size())) {
+                f.fail("a multi-receive reported a message outside its buffer");
+                continue;
+            }
+            check_message(m, at);
+        }
     };
     /* a window of filtered receives may match none of the messages still to
      * come: when none has completed for a while, extra any-source any-tag
@@ -417,10 +455,15 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
          * matches nothing else): two from any source, one from a random one */
         while (untagged_live < kUntaggedWindow) {
             auto p  = std::make_unique<Posted>();
-            p->buf.resize(kMaxLen);
             uct_tm_proto_op_params_t op = {};
             op.flags = UCT_TM_PROTO_OP_UNTAGGED;
-            if ((rng() % 2) == 0) {
+            p->multi = (untagged_any < 2) && ((rng() % 4) == 0);
+            p->buf.resize(p->multi ? kMultiLen : kMaxLen);
+            if (p->multi) {
+                op.flags |= UCT_TM_PROTO_RECV_MULTI;
+                op.cb  = count_multi;
+                op.arg = p.get();
+            } else if ((rng() % 2) == 0) {
                 p->user    = std::make_unique<Posted::Memory>();
                 op.flags  |= UCT_TM_PROTO_OP_USER_REQUEST;
                 op.request = p->user->bytes;
@@ -432,11 +475,11 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
             uct_tm_proto_ep_h source = ((untagged_any >= 2) && (src != rank)) ? eps[src] : nullptr;
             uct_tm_proto_request_t *req = p->user ? nullptr : &p->req;
             ucs_status_t st;
-            if ((recvs.size() % 3) == 1) {
+            if (!p->multi && ((recvs.size() % 3) == 1)) {
                 const auto iov = cut(p->buf.data(), kMaxLen, 3);
                 st = uct_tm_proto_recvv(w, iov.data(), iov.size(), 0, 0, source, &op, req);
             } else {
-                st = uct_tm_proto_recv(w, p->buf.data(), kMaxLen, 0, 0, source, &op, req);
+                st = uct_tm_proto_recv(w, p->buf.data(), p->buf.size(), 0, 0, source, &op, req);
             }
             if (st != UCS_INPROGRESS) {
                 f.fail("untagged recv: %s", ucs_status_string(st));
@@ -450,6 +493,22 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
             recvs.push_back(std::move(p));
         }
         for (auto &p : recvs) {
+            if (p->live && p->multi) {
+                check_multi(*p);
+                if (p->completions != 0) { /* released */
+                    if ((p->completions != 1) || (p->info.status != UCS_OK) ||
+                        !(p->info.flags & UCT_TM_PROTO_INFO_MULTI_RECV) ||
+                        (p->buf.size() - p->info.length >= kMaxLen)) {
+                        f.fail("multi-receive released %d times, %s, %zu bytes taken",
+                               p->completions, ucs_status_string(p->info.status), p->info.length);
+                    }
+                    uct_tm_proto_request_release(w, p->req);
+                    p->live = false;
+                    --untagged_live;
+                    --untagged_any;
+                }
+                continue;
+            }
             if (p->live && p->completed()) {
                 check_recv(*p);
                 if (!p->user) {
@@ -509,17 +568,36 @@ int run_rank(int rank, int fd, const std::string &transports, bool buffered) {
     }
     /* per sender and class, matched in sending order (receives in posting order) */
     std::map<std::pair<int, uint64_t>, int> last;
+    auto matched = [&](const uct_tm_proto_info_t &info) {
+        const int  s   = static_cast<int>(info.source) - 1;
+        const auto key = std::make_pair(s, identity(info) & 7);
+        const int  seq = static_cast<int>(identity(info) >> 32);
+        if ((last.count(key) != 0) && (last[key] >= seq)) {
+            f.fail("from %d class %llu: seq %d matched after %d", s,
+                   static_cast<unsigned long long>(key.second), seq, last[key]);
+        }
+        last[key] = seq;
+    };
     for (auto &p : recvs) {
+        if (p->multi) {
+            /* its messages in the order of their places; an empty message
+             * shares its place with the next one, and came before it (in
+             * the order reported: it is eager, reported when matched) */
+            std::vector<uct_tm_proto_info_t> placed = p->msgs;
+            std::stable_sort(placed.begin(), placed.end(),
+                             [](const uct_tm_proto_info_t &a, const uct_tm_proto_info_t &b) {
+                                 const char *pa = static_cast<const char *>(a.buffer);
+                                 const char *pb = static_cast<const char *>(b.buffer);
+                                 return (pa != pb) ? (pa < pb) : ((a.length == 0) && (b.length != 0));
+                             });
+            for (const auto &m : placed) {
+                matched(m);
+            }
+            continue;
+        }
         /* a taken message was delivered when reported (checked above) */
         if ((p->completions == 1) && (p->info.status == UCS_OK) && !p->claimed) {
-            const int s   = static_cast<int>(p->info.source) - 1;
-            const auto key = std::make_pair(s, identity(p->info) & 7);
-            const int seq = static_cast<int>(identity(p->info) >> 32);
-            if ((last.count(key) != 0) && (last[key] >= seq)) {
-                f.fail("from %d class %llu: seq %d matched after %d", s,
-                       static_cast<unsigned long long>(key.second), seq, last[key]);
-            }
-            last[key] = seq;
+            matched(p->info);
         }
     }
     /* everyone done: keep answering peers until the parent says all are */
