@@ -16,7 +16,10 @@
  * take untagged messages only, whatever their tags, in the same one list;
  * every fourth untagged receive is a multi-receive buffer, which the model
  * gives message after message until less than the largest is left, checked
- * by the messages' places in the buffer.
+ * by the messages' places in the buffer. And that mix with buffered
+ * receives (FI_BUFFERED_RECV): a message no posted receive takes is
+ * reported to the application in arrival order (never to a later receive),
+ * which takes each with recv_claimed.
  */
 #include "proto_fixture.h"
 
@@ -78,17 +81,31 @@ class ProtoOrdering : public ProtoTest {
     /* a multi-receive's buffer, released with less than kBig left: after
      * five small messages or one big one */
     static constexpr size_t      kMultiLen    = kBig + 64;
-    void SetUp() override {
+    void SetUp() override { with_env([this] { ProtoTest::SetUp(); }); }
+    /* Runs fn with every tag list held to 3 entries and min_multi_recv kBig. */
+    template <typename Fn> static void with_env(Fn &&fn) {
         for (const char *v : kListSizes) {
             setenv(v, "3", 1);
         }
         setenv("UCX_TM_PROTO_MIN_MULTI_RECV", "200000", 1); /* kBig: no message is cut */
-        ProtoTest::SetUp();
+        fn();
         for (const char *v : kListSizes) {
             unsetenv(v);
         }
         unsetenv("UCX_TM_PROTO_MIN_MULTI_RECV");
     }
+    /* b hands unmatched messages to the application (held_). */
+    void reopen_buffered() {
+        uct_tm_proto_worker_params_t extra = {};
+        extra.field_mask                   = UCT_TM_PROTO_WORKER_FIELD_BUFFERED;
+        extra.buffered_cb = [](void *arg, uint64_t msg, const uct_tm_proto_info_t *info,
+                               const void *, size_t) {
+            static_cast<ProtoOrdering *>(arg)->held_.push_back({msg, *info});
+        };
+        extra.buffered_arg = this;
+        with_env([&] { reopen(extra); });
+    }
+    std::vector<std::pair<uint64_t, uct_tm_proto_info_t>> held_; /* reported, not taken */
     /* Whether the pair's receives go to a transport's tag list. */
     bool offloads() const { return (GetParam() == "tm_sm") || (GetParam() == "tm_rc"); }
 
@@ -178,7 +195,8 @@ class ProtoOrdering : public ProtoTest {
         return r;
     }
 
-    void random_mix(bool caller_memory, bool vectors = false, bool untagged = false);
+    void random_mix(bool caller_memory, bool vectors = false, bool untagged = false,
+                    bool buffered = false);
 };
 
 TEST_P(ProtoOrdering, RandomMixMatchesTheModel) {
@@ -195,6 +213,11 @@ TEST_P(ProtoOrdering, RandomMixWithVectorsMatchesTheModel) {
 
 TEST_P(ProtoOrdering, RandomMixWithUntaggedAndMultiReceivesMatchesTheModel) {
     random_mix(true, false, true);
+}
+
+TEST_P(ProtoOrdering, RandomMixWithBufferedReceivesMatchesTheModel) {
+    reopen_buffered();
+    random_mix(true, false, true, true);
 }
 
 /* The tag list (3 entries) fills mid-stream: a receive it refuses is held in
@@ -269,13 +292,14 @@ TEST_P(ProtoOrdering, TagListFullMidStreamKeepsPostingOrder) {
     }
 }
 
-void ProtoOrdering::random_mix(bool caller_memory, bool vectors, bool untagged) {
+void ProtoOrdering::random_mix(bool caller_memory, bool vectors, bool untagged, bool buffered) {
     std::mt19937_64                     rng(12345);
     std::vector<ModelRecv>              model;
     std::vector<int>                    unexpected; /* message indexes, arrival order */
     std::vector<uint64_t>               msg_tags;
     std::vector<size_t>                 msg_lens;
     std::vector<bool>                   msg_untagged;
+    size_t                              taken_buffered = 0; /* buffered: reported and taken */
     /* whether receive m takes message idx now, and its taking it */
     auto takes = [&](const ModelRecv &m, int idx) {
         return (m.untagged == msg_untagged[idx]) &&
@@ -345,7 +369,9 @@ void ProtoOrdering::random_mix(bool caller_memory, bool vectors, bool untagged) 
                 m.untagged = (rng() % 3) == 0;
                 m.multi    = m.untagged && ((rng() % 4) == 0);
             }
-            for (size_t u = 0; (u < unexpected.size()) && (m.multi ? m.open : (m.got < 0));) {
+            /* buffered: what arrived unmatched is the application's */
+            for (size_t u = 0;
+                 !buffered && (u < unexpected.size()) && (m.multi ? m.open : (m.got < 0));) {
                 if (takes(m, unexpected[u])) {
                     take(m, unexpected[u]);
                     unexpected.erase(unexpected.begin() + u);
@@ -420,6 +446,31 @@ void ProtoOrdering::random_mix(bool caller_memory, bool vectors, bool untagged) 
             uct_tm_proto_worker_stats(p_.b, &st);
             return st.expected + st.unexpected >= arrivals;
         })) << "round " << round;
+        if (buffered) {
+            /* the round's unmatched messages, reported in arrival order, taken */
+            ASSERT_TRUE(wait_for(p_, [&] { return held_.size() >= unexpected.size(); }))
+                    << "round " << round;
+            ASSERT_EQ(held_.size(), unexpected.size()) << "round " << round;
+            for (size_t u = 0; u < unexpected.size(); ++u) {
+                const int j = unexpected[u];
+                EXPECT_EQ(held_[u].second.data, static_cast<uint32_t>(j)) << "round " << round;
+                EXPECT_EQ(held_[u].second.tag, msg_untagged[j] ? 0 : msg_tags[j]);
+                EXPECT_EQ((held_[u].second.flags & UCT_TM_PROTO_INFO_UNTAGGED) != 0,
+                          bool(msg_untagged[j]));
+                std::vector<char>      buf(kBig);
+                uct_tm_proto_request_t r = 0;
+                ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv_claimed(p_.b, held_[u].first,
+                                                                    buf.data(), buf.size(),
+                                                                    nullptr, &r));
+                uct_tm_proto_info_t info;
+                ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r, &info));
+                ASSERT_EQ(info.length, msg_lens[j]);
+                EXPECT_TRUE(same_bytes(buf.data(), pattern(msg_lens[j], j).data(), msg_lens[j]));
+            }
+            taken_buffered += held_.size();
+            held_.clear();
+            unexpected.clear();
+        }
         for (size_t k = 0; k < model.size(); ++k) {
             if (model[k].multi) {
                 check_multi(model[k], rreqs[k], bufs[k]);
@@ -445,6 +496,9 @@ void ProtoOrdering::random_mix(bool caller_memory, bool vectors, bool untagged) 
                         << "receive " << k << " took a message the model gives nobody";
             }
         }
+    }
+    if (buffered) {
+        EXPECT_GT(taken_buffered, 10u) << "few messages arrived unmatched";
     }
     if (untagged) { /* the mix exercised what it is for */
         size_t closed = 0, multi_msgs = 0, untagged_msgs = 0;
