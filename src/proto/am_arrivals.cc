@@ -103,6 +103,9 @@ void Worker::am_arrived(const void *data, size_t length, const Iface *iface) {
             ((kind == Kind::kFirst) && (len >= h.length)) || ((kind == Kind::kRts) && (len != 0) && !(h.flags & kFlagGet))) {
             break;
         }
+        if (h.flags & kFlagUntagged) {
+            h.tag = 0; /* whatever came */
+        }
         handle_message(h, p + sizeof(h), len, iface);
         return;
     }
@@ -176,7 +179,7 @@ void Worker::handle_batch(const char *p, size_t length, const Iface *iface) {
         h.kind      = Kind::kEager;
         h.flags     = e.flags;
         h.source    = b.source;
-        h.tag       = e.tag;
+        h.tag       = (e.flags & kFlagUntagged) ? 0 : e.tag; /* untagged: 0, whatever came */
         h.data      = e.data;
         h.length    = e.length;
         handle_message(h, p + off, e.length, iface);

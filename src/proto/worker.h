@@ -667,15 +667,20 @@ inline void Worker::drop_memh(Request &r) {
     r.memh_md = nullptr;
 }
 
+/* The info flags of a message's wire flags: the two bits side by side. */
+static_assert((kFlagData == 4) && (kFlagUntagged == 8) && (UCT_TM_PROTO_INFO_REMOTE_DATA == 1) &&
+                      (UCT_TM_PROTO_INFO_UNTAGGED == 2),
+              "info_flags() shifts one pair of bits onto the other");
+inline unsigned info_flags(uint8_t wire_flags) { return (wire_flags >> 2) & 3u; }
+
 /* `r` is matched (kArriving): it takes the message's description. */
 inline void Worker::accept_message(Request &r, const MsgHeader &h) {
     ucs_assertv(r.rstate == RecvState::kArriving, "receive %#llx accepts a message in state %d",
                 static_cast<unsigned long long>(r.self), static_cast<int>(r.rstate));
-    r.info.tag      = (h.flags & kFlagUntagged) ? 0 : h.tag; /* untagged: 0, whatever came */
+    r.info.tag      = h.tag; /* 0 for untagged messages: the arrival paths see to it */
     r.info.length   = h.length;
     r.info.data     = h.data;
-    r.info.flags    = ((h.flags & kFlagData) ? UCT_TM_PROTO_INFO_REMOTE_DATA : 0) |
-                      ((h.flags & kFlagUntagged) ? UCT_TM_PROTO_INFO_UNTAGGED : 0);
+    r.info.flags    = info_flags(h.flags);
     r.info.source   = h.source;
     r.info.ep       = reinterpret_cast<uct_tm_proto_ep_h>(peers_.of(h.source));
     r.expect        = std::min<uint64_t>(h.length, r.capacity);
