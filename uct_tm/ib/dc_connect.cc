@@ -118,20 +118,18 @@ void RcIface::request_dci(RcEp *ep) {
     if (ep->dci_waiting || ep->failed) {
         return;
     }
-    if (dci_waiters_.empty() &&
-        ((dci_eps_.size() < num_dci_) || evict_idle(monotonic_ns()))) {
+    if (!dci_pool_.has_waiters() && dci_room(monotonic_ns())) {
         start_connect(ep);
         return;
     }
-    if (alloc_status([&] { dci_waiters_.push_back(ep); }) == UCS_OK) {
+    if (alloc_status([&] { dci_pool_.wait(ep); }) == UCS_OK) {
         ep->dci_waiting = true;
     }
 }
 
 void RcIface::leave_pool(RcEp *ep) {
     const auto drop = [ep](std::vector<RcEp *> &v) { v.erase(std::remove(v.begin(), v.end(), ep), v.end()); };
-    drop(dci_eps_);
-    drop(dci_waiters_);
+    dci_pool_.leave(ep);
     drop(connect_failures_);
     drop(pinging_);
     ep->dci_waiting = false;
@@ -142,10 +140,10 @@ void RcIface::start_connect(RcEp *ep) {
     ucs_status_t status = create_qp(ep);
     if ((status == UCS_OK) &&
         (alloc_status([&] {
-             dci_eps_.reserve(dci_eps_.size() + 1);
+             dci_pool_.hold(ep);
              connecting_.push_back(ep);
-             dci_eps_.push_back(ep);
          }) != UCS_OK)) {
+        dci_pool_.unhold(ep);
         connecting_.erase(std::remove(connecting_.begin(), connecting_.end(), ep), connecting_.end());
         destroy_qp(ep);
         status = UCS_ERR_NO_MEMORY;
@@ -179,32 +177,22 @@ bool RcIface::evictable(const RcEp *ep, uint64_t now) const {
             (now >= ep->connected_ns + ns_of(config_.conn_retry)));
 }
 
-bool RcIface::evict_idle(uint64_t now) {
-    RcEp *lru = nullptr;
-    for (RcEp *ep : dci_eps_) {
-        if (evictable(ep, now) && ((lru == nullptr) || (ep->last_use < lru->last_use))) {
-            lru = ep;
-        }
-    }
-    if (lru == nullptr) {
-        return false;
-    }
-    disconnect(lru);
-    destroy_qp(lru);
-    dci_eps_.erase(std::find(dci_eps_.begin(), dci_eps_.end(), lru));
-    ++counters_.evictions;
-    return true;
+bool RcIface::dci_room(uint64_t now) {
+    return dci_pool_.room(
+            now, [this](const RcEp *ep, uint64_t t) { return evictable(ep, t); },
+            [this](RcEp *lru) {
+                disconnect(lru);
+                destroy_qp(lru);
+                ++counters_.evictions;
+            });
 }
 
 void RcIface::serve_dci_waiters(uint64_t now) {
-    size_t served = 0;
-    while ((served < dci_waiters_.size()) &&
-           ((dci_eps_.size() < num_dci_) || evict_idle(now))) {
-        RcEp *ep        = dci_waiters_[served++];
-        ep->dci_waiting = false;
-        start_connect(ep);
-    }
-    dci_waiters_.erase(dci_waiters_.begin(), dci_waiters_.begin() + served);
+    dci_pool_.serve([this, now] { return dci_room(now); },
+                    [this](RcEp *ep) {
+                        ep->dci_waiting = false;
+                        start_connect(ep);
+                    });
 }
 
 ucs_status_t RcIface::send_conn_message(ConnKind kind, const RcEp *ep, const DeviceAddress &to) {
@@ -237,12 +225,12 @@ unsigned RcIface::progress_connections() {
         }
     }
     const bool probe = (passive_count_ > 0) && ((++progress_count_ & 1023) == 0);
-    if (!probe && dci_waiters_.empty() && disconnects_.empty() && pinging_.empty() &&
+    if (!probe && !dci_pool_.has_waiters() && disconnects_.empty() && pinging_.empty() &&
         connecting_.empty()) {
         return n + reap_failed_passive();
     }
     const uint64_t now = monotonic_ns(); /* once: the clock is no free call */
-    if (!dci_waiters_.empty()) {
+    if (dci_pool_.has_waiters()) {
         serve_dci_waiters(now);
     }
     if (!disconnects_.empty()) {

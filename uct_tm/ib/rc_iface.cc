@@ -118,7 +118,7 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
         ucs_error("tm_dc: NUM_DCI must be at least 1");
         return UCS_ERR_INVALID_PARAM;
     }
-    num_dci_ = config_.num_dci;
+    dci_pool_.set_capacity(config_.num_dci);
     const ucs_status_t provider_status = select_dc_provider();
     if (provider_status != UCS_OK) {
         return provider_status;
@@ -291,7 +291,7 @@ RcIface::~RcIface() {
                 opened_as().name, md_ ? md_->device.c_str() : "?", port_,
                 (unsigned long)counters_.connects, (unsigned long)counters_.accepts,
                 (unsigned long)counters_.evictions, (unsigned long)counters_.max_qps,
-                passive_count_, num_dci_);
+                passive_count_, static_cast<unsigned>(dci_pool_.capacity()));
     }
     if (base_initialized()) {
         /* Before the QPs go: nothing may progress them any more. */

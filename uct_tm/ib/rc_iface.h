@@ -23,6 +23,7 @@
 #define UCT_TM_IB_RC_IFACE_H_
 
 #include "dc_provider.h"
+#include "dci_pool.h"
 #include "ib_md.h"
 #include "rc_config.h"
 #include "rc_hw_tm.h"
@@ -232,9 +233,9 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     void         request_dci(RcEp *ep);
     /* Makes `ep`'s QP and asks the target for its end. */
     void         start_connect(RcEp *ep);
-    /* Closes the least recently used connection with nothing in flight;
-     * false if every one is busy. */
-    bool         evict_idle(uint64_t now);
+    /* Room in the pool (DciPool::room): a free QP, or the least recently
+     * used connection with nothing in flight closed; false if every one is busy. */
+    bool         dci_room(uint64_t now);
     bool         evictable(const RcEp *ep, uint64_t now) const;
     void         serve_dci_waiters(uint64_t now);
     void         retry_disconnects(uint64_t now);
@@ -375,13 +376,11 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     uint64_t            next_conn_id_ = 1;
     std::vector<RcEp *> connecting_; /* initiators waiting for their reply */
     bool                reap_passive_ = false; /* a passive endpoint failed: destroy it when idle */
-    unsigned            num_dci_      = 0;
     uint64_t            use_clock_    = 0; /* sends posted: the LRU order of connections */
     size_t              passive_count_ = 0;
     uint64_t            progress_count_ = 0;        /* the clock is read every 1024 calls */
     uint64_t            next_passive_probe_ns_ = 0;
-    std::vector<RcEp *> dci_eps_;      /* initiators holding a QP of the pool (connecting or connected) */
-    std::vector<RcEp *> dci_waiters_;  /* initiators waiting for the pool, first come first */
+    DciPool<RcEp>       dci_pool_;     /* initiators holding a QP of the pool, and waiting for one */
     std::vector<RcEp *> connect_failures_; /* no QP could be made: failed from progress */
     std::vector<RcEp *> pinging_;          /* endpoints waiting for a pong */
     uint32_t            next_ping_seq_ = 1;
