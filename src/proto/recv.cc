@@ -176,7 +176,7 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
     u.source = h.source;
     u.has_data = (h.flags & kFlagData) != 0;
     u.rdata    = h.data;
-    u.tag    = (h.flags & kFlagUntagged) ? 0 : h.tag;
+    u.tag    = h.tag; /* 0 for untagged messages: the arrival paths see to it */
     u.untagged = (h.flags & kFlagUntagged) != 0;
     u.length = h.length;
     u.sreq   = h.sreq;
@@ -540,15 +540,8 @@ ucs_status_t Worker::recv_untagged(void *buffer, size_t length, Endpoint *source
  * 3; a multi-receive takes as many as it has room for first. */
 [[gnu::noinline]] ucs_status_t Worker::post_untagged(Request &r, uint64_t handle, uint64_t *req) {
     uint32_t idx;
-    if (!r.multi) {
-        if (unexpected_.find_untagged(r.has_source, r.src_filter, &idx)) {
-            deliver_unexpected(r, idx);
-        } else if (alloc_status([&] { posted_.hold_untagged(r); }) != UCS_OK) {
-            reqs_.release(handle);
-            return UCS_ERR_NO_MEMORY;
-        } else {
-            ++stats_.software_recvs;
-        }
+    if (!r.multi && unexpected_.find_untagged(r.has_source, r.src_filter, &idx)) {
+        deliver_unexpected(r, idx);
         *req = handed_out(r);
         return UCS_INPROGRESS;
     }
@@ -557,7 +550,7 @@ ucs_status_t Worker::recv_untagged(void *buffer, size_t length, Endpoint *source
         return UCS_ERR_NO_MEMORY;
     }
     ++stats_.software_recvs;
-    while ((r.rstate == RecvState::kPosted) && (unexpected_.untagged_count() != 0)) {
+    while (r.multi && (r.rstate == RecvState::kPosted) && (unexpected_.untagged_count() != 0)) {
         Request *c = new_child(r);
         if (c == nullptr) {
             break;

@@ -350,31 +350,30 @@ ucs_status_t Worker::start_send(Request &r) {
  * message on the tag path (narrow remote data only: send_general sends
  * wide data there as a rendezvous request), else one am_short (narrow
  * data) or one am_bcopy after a MsgHeader. */
+/* One eager message as AM: one am_short (narrow data) or one am_bcopy after
+ * a MsgHeader; an untagged one on its own short id, or with the flag. */
+template <bool kUntagged>
+[[gnu::always_inline]] inline ssize_t Worker::am_eager(Endpoint *ep, uint64_t tag, bool has_data,
+                                                       uint64_t rdata, const void *buffer,
+                                                       size_t length) {
+    if ((length <= ep->short_max) && data_is_narrow(rdata)) {
+        return am_short(ep, tag, source_word(config_.id, has_data), static_cast<uint32_t>(rdata),
+                        buffer, length, kUntagged ? kAmShortUntaggedId : kAmShortId);
+    }
+    MsgHeader h = eager_header(tag, has_data, rdata, length);
+    if (kUntagged) {
+        h.flags = static_cast<uint8_t>(h.flags | kFlagUntagged);
+    }
+    return am_send(ep, &h, sizeof(h), buffer, length);
+}
+
 [[gnu::always_inline]] inline ssize_t Worker::send_single(Endpoint *ep, uint64_t tag,
                                                           bool has_data, uint64_t rdata,
                                                           const void *buffer, size_t length) {
     if (ep->tag_path) {
         return tag_eager(ep, tag, eager_imm(has_data, rdata), buffer, length);
     }
-    if ((length <= ep->short_max) && data_is_narrow(rdata)) {
-        return am_short(ep, tag, source_word(config_.id, has_data), static_cast<uint32_t>(rdata),
-                        buffer, length);
-    }
-    const MsgHeader h = eager_header(tag, has_data, rdata, length);
-    return am_send(ep, &h, sizeof(h), buffer, length);
-}
-
-/* One untagged eager message: an am_short on its own AM id, or a MsgHeader
- * with the flag. */
-ssize_t Worker::send_untagged(Endpoint *ep, bool has_data, uint64_t rdata, const void *buffer,
-                              size_t length) {
-    if ((length <= ep->short_max) && data_is_narrow(rdata)) {
-        return am_short(ep, 0, source_word(config_.id, has_data), static_cast<uint32_t>(rdata),
-                        buffer, length, kAmShortUntaggedId);
-    }
-    MsgHeader h = eager_header(0, has_data, rdata, length);
-    h.flags     = static_cast<uint8_t>(h.flags | kFlagUntagged);
-    return am_send(ep, &h, sizeof(h), buffer, length);
+    return am_eager<false>(ep, tag, has_data, rdata, buffer, length);
 }
 
 /* The transport copies the elements itself: tag_eager_zcopy takes the list
@@ -576,7 +575,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     if (!rndv && !sync && !deliver && !transmit && ep->sends.empty() && !batch_pending &&
         !(fence && sends_outstanding(ep)) &&
         (tag_send || (sizeof(MsgHeader) + length <= ep->iface->max_bcopy))) {
-        const ssize_t n = untagged ? send_untagged(ep, has_data, rdata, buffer, length)
+        const ssize_t n = untagged ? am_eager<true>(ep, 0, has_data, rdata, buffer, length)
                                    : send_single(ep, tag, has_data, rdata, buffer, length);
         if (n >= 0) {
             return UCS_OK;

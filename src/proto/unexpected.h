@@ -10,6 +10,7 @@
 #ifndef UCT_TM_PROTO_UNEXPECTED_H_
 #define UCT_TM_PROTO_UNEXPECTED_H_
 
+#include "common/ucs_assert.h"
 #include "match/slot_pool.h"
 #include "match/tag_matcher.h"
 
@@ -128,25 +129,22 @@ class UnexpectedQueue {
 
     /* Untagged messages (fi_msg) are matched in arrival order alone, out of
      * the tag matcher: slot `idx` goes last; throws std::bad_alloc. */
-    void enqueue_untagged(uint32_t idx) {
-        pool_[idx].untagged = true;
-        untagged_.push_back(pool_.handle(idx));
-    }
+    void enqueue_untagged(uint32_t idx) { untagged_.push_back(pool_.handle(idx)); }
     size_t untagged_count() const { return untagged_.size(); }
 
     /* The earliest untagged message (from `source`), taken out of matching
      * (the slot stays until remove()). */
     bool find_untagged(bool has_source, uint32_t source, uint32_t *idx) {
         for (auto it = untagged_.begin(); it != untagged_.end(); ++it) {
-            uint32_t    i;
-            Unexpected *u = pool_.lookup(*it, &i);
-            if ((u != nullptr) && has_source && (u->source != source)) {
+            uint32_t          i = 0;
+            const Unexpected *u = pool_.lookup(*it, &i);
+            /* live: every way out of the list (here, withdraw_rts) erases */
+            ucs_assertv(u != nullptr, "stale untagged message handle %#llx",
+                        static_cast<unsigned long long>(*it));
+            if (has_source && (u->source != source)) {
                 continue;
             }
             untagged_.erase(it);
-            if (u == nullptr) {
-                return find_untagged(has_source, source, idx); /* not reached: kept exact */
-            }
             *idx = i;
             return true;
         }

@@ -238,7 +238,9 @@ class Worker {
         h.length    = length;
         return h;
     }
-    ssize_t      send_untagged(Endpoint *ep, bool has_data, uint64_t rdata, const void *buffer, size_t length);
+    template <bool kUntagged>
+    ssize_t      am_eager(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
+                          const void *buffer, size_t length);
     /* iov.cc: send_single() gathering straight from `nonempty` nonempty
      * elements (remote data narrow over a tag list: sendv() checks) */
     ssize_t      send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,

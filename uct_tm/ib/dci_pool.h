@@ -77,7 +77,7 @@ template <typename Ep> class DciPool {
 
     /* `ep` leaves the pool (destroyed, failed): holds and waits no more. */
     void leave(Ep *ep) {
-        holders_.erase(std::remove(holders_.begin(), holders_.end(), ep), holders_.end());
+        unhold(ep);
         waiters_.erase(std::remove(waiters_.begin(), waiters_.end(), ep), waiters_.end());
     }
 
