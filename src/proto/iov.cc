@@ -3,8 +3,12 @@
  * most one nonempty element is the contiguous operation on that element
  * (offload and zero copy as usual). Longer ones: a send that goes as one
  * eager message at once is gathered by the transport (send_single_iov);
- * any other is gathered into the worker's staging buffer and sent from it
- * (a request still using it takes it over). A receive
+ * any other keeps its element list in its request and every message of it
+ * gathers its bytes from the elements (Worker::am_send_part), unless a copy
+ * is due anyway (INJECT, NO_COMPLETION, a tagged eager message no single
+ * tag API call gathers): that one is gathered into the worker's staging
+ * buffer (a request still using it takes it over). A rendezvous read in
+ * place offers no get: it is pushed (kCts / kData). A receive
  * goes to the tag list as an iov list within the transport's max_iov
  * (post_recv, TagList::post_iov), else software holds it and every arrival
  * path scatters through place(); its rendezvous is pushed by the sender
@@ -13,6 +17,7 @@
 #include "iov.h"
 #include "worker.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace uct_tm {
@@ -43,20 +48,18 @@ bool iov_check(const uct_tm_proto_iov_t *iov, size_t iovcnt, IovShape *shape) {
 
 void iov_scatter(const std::vector<uct_tm_proto_iov_t> &iov, size_t offset, const char *data,
                  size_t len) {
-    for (const uct_tm_proto_iov_t &e : iov) {
-        if (len == 0) {
-            return;
-        }
-        if (offset >= e.length) {
-            offset -= e.length;
-            continue;
-        }
-        const size_t n = std::min(len, e.length - offset);
-        memcpy(static_cast<char *>(e.buffer) + offset, data, n);
-        data   += n;
-        len    -= n;
-        offset  = 0;
-    }
+    for_each_piece(iov, offset, len, [&data](char *element, size_t n) {
+        memcpy(element, data, n);
+        data += n;
+    });
+}
+
+void iov_gather_range(const std::vector<uct_tm_proto_iov_t> &iov, size_t offset, char *dest,
+                      size_t len) {
+    for_each_piece(iov, offset, len, [&dest](const char *element, size_t n) {
+        memcpy(dest, element, n);
+        dest += n;
+    });
 }
 
 void iov_gather(const uct_tm_proto_iov_t *iov, size_t iovcnt, char *dest) {
@@ -100,11 +103,13 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
         }
         return UCS_OK;
     }
-    /* Staged: the staging buffer is the data, and a send still using it
-     * when send_general returns takes it over as its bounce buffer (a moved
-     * vector keeps its memory, so the address a rendezvous request gave, or
-     * its registration, stays valid): one copy, never INJECT's second. The
-     * flags are checked there as for send. */
+    /* Anything else reads the elements where they lie (fragments and pushed
+     * rendezvous data gathered by pack callbacks, a queued tagged eager
+     * message by the tag API's own gather), except where a copy is due
+     * anyway: INJECT (and NO_COMPLETION, which hands out no request to say
+     * when the buffers are free again), or a tagged eager message no single
+     * tag API call gathers (more elements than its zcopy takes, longer than
+     * one bcopy descriptor). */
     uct_tm_proto_op_params_t staged = {};
     if (params != nullptr) {
         staged = *params;
@@ -112,6 +117,20 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
             staged.request = nullptr; /* callers without the flag need not set it */
         }
     }
+    staged.flags &= ~unsigned(UCT_TM_PROTO_OP_MEMH); /* the region of which element? none used */
+    const bool copy_due = (flags & (UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_OP_NO_COMPLETION)) ||
+                          (ep->tag_path && !(flags & UCT_TM_PROTO_OP_UNTAGGED) &&
+                           (shape.total <= ep->iface->tag_eager_max) &&
+                           !ep->iface->tag_eager_gathers(shape.total, shape.nonempty));
+    if (!copy_due) {
+        const SendVector vector = {iov, iovcnt};
+        return send_general(ep, nullptr, shape.total, tag, &staged, req, &vector);
+    }
+    /* Staged: the staging buffer is the data, and a send still using it
+     * when send_general returns takes it over as its bounce buffer (a moved
+     * vector keeps its memory, so the address a rendezvous request gave, or
+     * its registration, stays valid): one copy, never INJECT's second. The
+     * flags are checked there as for send. */
     /* the staging is the copy; but a send without completion hands out no
      * request to take the staging over: it copies like INJECT instead */
     if (staged.flags & UCT_TM_PROTO_OP_NO_COMPLETION) {
@@ -119,7 +138,6 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
     } else {
         staged.flags &= ~unsigned(UCT_TM_PROTO_SEND_INJECT);
     }
-    staged.flags &= ~unsigned(UCT_TM_PROTO_OP_MEMH); /* the staging lies in no mapped region */
     if (alloc_status([&] { stage_.resize(shape.total); }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -212,7 +230,7 @@ Request *Worker::new_iov_recv(const uct_tm_proto_iov_t *iov, size_t iovcnt, size
         return nullptr;
     }
     /* the slot's vector keeps its capacity: no allocation once warm */
-    if (alloc_status([&] { r->riov.assign(iov, iov + iovcnt); }) != UCS_OK) {
+    if (alloc_status([&] { r->elements.assign(iov, iov + iovcnt); }) != UCS_OK) {
         reqs_.release(*handle);
         return nullptr;
     }

@@ -28,7 +28,7 @@ void Worker::send_ack(uint32_t source, uint64_t sreq) {
 
 /* A receive matched a rendezvous request: ask for what fits. */
 void Worker::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
-                             size_t get_len) {
+                             size_t get_len, bool put_offer) {
     CtrlHeader h = {};
     h.req        = sreq;
     if (r.expect == 0) {
@@ -41,10 +41,21 @@ void Worker::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const c
         complete(r, failure); /* its data cannot come any more */
         return;
     }
-    /* a vectored receive has no one buffer to read into: the sender pushes */
-    if ((get_len != 0) && (r.rbuf != nullptr) && start_get(r, source, sreq, get, get_len)) {
+    /* read it (into a buffer or the elements), or have a sender that cannot
+     * be read write it (into one buffer: one rkey), else have it pushed */
+    if ((get_len != 0) && start_get(r, source, sreq, get, get_len)) {
         return;
     }
+    if (put_offer && (r.rbuf != nullptr) && start_put(r, source, sreq)) {
+        return;
+    }
+    ask_push(r, source, sreq);
+}
+
+/* Asks the sender of rendezvous `sreq` to push what receive `r` holds. */
+void Worker::ask_push(Request &r, uint32_t source, uint64_t sreq) {
+    CtrlHeader h = {};
+    h.req        = sreq;
     r.parts     = 1; /* kData up to r.limit */
     r.peer_part = true;
     r.limit     = r.expect;
@@ -143,7 +154,7 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
         r->set_state(RecvState::kArriving);
         accept_message(*r, h);
         if (h.kind == Kind::kRts) {
-            start_rndv_recv(*r, h.source, h.sreq, payload, len);
+            start_rndv_recv(*r, h.source, h.sreq, payload, len, h.flags & kFlagPut);
             return;
         }
         place(*r, 0, payload, len);
@@ -172,6 +183,7 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
     }
     Unexpected &u = unexpected_[idx];
     u.rndv   = (h.kind == Kind::kRts);
+    u.put_offer = u.rndv && (h.flags & kFlagPut);
     u.sync   = sync;
     u.source = h.source;
     u.has_data = (h.flags & kFlagData) != 0;
@@ -241,7 +253,7 @@ void Worker::deliver_unexpected(Request &r, uint32_t idx) {
     accept_message(r, h);
     if (u.rndv) {
         /* nothing in it touches the unexpected queue: the RndvGet is read in place */
-        start_rndv_recv(r, u.source, u.sreq, u.data.data(), u.data.size());
+        start_rndv_recv(r, u.source, u.sreq, u.data.data(), u.data.size(), u.put_offer);
         unexpected_.remove(idx);
         return;
     }

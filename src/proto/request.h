@@ -57,7 +57,8 @@ constexpr bool send_move_allowed(SendState from, SendState to) {
     return ((from == SendState::kQueued) &&
             ((to == SendState::kEagerSent) || (to == SendState::kRtsSent))) ||
            ((from == SendState::kRtsSent) &&
-            ((to == SendState::kPushing) || (to == SendState::kPutting)));
+            ((to == SendState::kPushing) || (to == SendState::kPutting))) ||
+           ((from == SendState::kPutting) && (to == SendState::kPushing)); /* refused midway */
 }
 
 /* The moves a receive makes: to the transport's tag list, or matched in
@@ -91,6 +92,10 @@ struct GetContext {
     uint32_t          source = 0;
     uct_component_h   component = nullptr;
     uct_rkey_bundle_t rkey   = {};
+    bool              rkey_unpacked = false; /* rkey is to be released */
+    /* a call was refused (NO_RESOURCE) after others had started: once they
+     * are done the data go by push instead (Worker::transfer_done) */
+    bool              refused = false;
 };
 static_assert(std::is_standard_layout<GetContext>::value,
               "the UCT completion must sit at offset 0");
@@ -113,7 +118,7 @@ struct Request {
 
     /* send */
     Endpoint   *ep        = nullptr;
-    const char *sbuf      = nullptr;
+    const char *sbuf      = nullptr; /* null with length: the elements in `elements` (iov.cc) */
     size_t      length    = 0;
     uint64_t    tag       = 0;
     uint64_t    data      = 0;     /* remote data, with kFlagData in wire_flags */
@@ -138,7 +143,7 @@ struct Request {
     std::vector<char> bounce;      /* INJECT data that could not leave at once */
 
     /* receive */
-    char       *rbuf      = nullptr; /* null with capacity: the elements in riov (iov.cc) */
+    char       *rbuf      = nullptr; /* null with capacity: the elements in `elements` (iov.cc) */
     size_t      capacity  = 0;
     uint64_t    mask      = 0;
     uint32_t    src_filter = 0;    /* 0: any source */
@@ -179,11 +184,15 @@ struct Request {
      * every use but an offloaded eager receive (the 8 B path) sets it. */
     bool cold_dirty = false;
 
-    /* receive: a vectored receive's elements, read only while rbuf is null
-     * with capacity, which only new_iov_recv() sets after assigning them: no
-     * reset clears them (nothing more per general request), and they keep
-     * their capacity. Last: the other fields keep their offsets. */
-    std::vector<uct_tm_proto_iov_t> riov;
+    /* A vectored operation's elements (uct_tm_proto_sendv, _recvv), read
+     * only while sbuf is null with length (send) or rbuf null with capacity
+     * (receive), which only sendv() and new_iov_recv() set, after assigning
+     * them: no reset clears them (nothing more per general request), and
+     * they keep their capacity. Last: the other fields keep their offsets. */
+    std::vector<uct_tm_proto_iov_t> elements;
+
+    /* a send whose data are its elements (uct_tm_proto_sendv, not staged) */
+    bool vectored_send() const { return (sbuf == nullptr) && (length != 0); }
 
     /* Every state change goes through these: debug builds check the move
      * (send_move_allowed, recv_move_allowed), release builds only store. */

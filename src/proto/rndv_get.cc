@@ -12,6 +12,11 @@
  * receiver answers kAck; the sender deregisters and completes on that kAck
  * (or on a CANCEL_ACK that won, when nobody ever read it). A read the
  * transport refuses falls back to CTS / DATA.
+ *
+ * Vectors (iov.cc): a vectored receive reads all of it into its elements, a
+ * piece per call; a vectored send offers no read but a write (kFlagPut), and
+ * a receive with one buffer asks it (kPutReq) for everything, written a
+ * piece per call (transfer()).
  */
 #include "worker.h"
 
@@ -50,7 +55,8 @@ void init_context(GetContext &c, Worker *worker, uint64_t req, uint64_t sreq, ui
  * offer a get (the receiver then asks for the data with CTS). */
 size_t Worker::pack_rts(Request &r, char *out) {
     Iface *iface = r.ep->iface;
-    if (!iface->rndv_get || (r.length == 0) || (r.length > iface->attr.cap.get.max_zcopy)) {
+    if (!iface->rndv_get || (r.length == 0) || (r.length > iface->attr.cap.get.max_zcopy) ||
+        r.vectored_send()) { /* the get reads one region: elements offer a write (send_rts) */
         return 0;
     }
     if ((r.memh == nullptr) && r.bounce.empty()) {
@@ -80,14 +86,55 @@ size_t Worker::pack_rts(Request &r, char *out) {
     return sizeof(g) + iface->rkey_size;
 }
 
-ucs_status_t Worker::issue_get(Request &r, GetContext &c, Endpoint *ep, size_t offset,
-                               size_t length, uint64_t address) {
-    uct_iov_t iov = {};
-    iov.buffer    = r.rbuf + offset;
-    iov.length    = length;
-    iov.memh      = UCT_MEM_HANDLE_NULL;
-    iov.count     = 1;
-    return uct_ep_get_zcopy(ep->uct_ep, &iov, 1, address + offset, c.rkey.rkey, &c.comp);
+/* Reads (get) into receive `r`, or writes (put) from send `r`, message
+ * bytes [offset, offset + length) at remote `address` + offset, over r.ep or
+ * the context's source: from its one buffer (`memh` its registration, or
+ * null) or piece by piece from its elements (memh null: a transport that
+ * needs one registers the piece for the call, as for an unregistered
+ * buffer), each call at most max_zcopy bytes, all completing on c.comp.
+ * UCS_OK: every call completed in place; UCS_INPROGRESS: c.comp's callback
+ * reports them all (with the first failure, if a call failed after others
+ * started); else the failure, nothing in flight. */
+ucs_status_t Worker::transfer(Request &r, GetContext &c, bool put, size_t offset, size_t length,
+                              uint64_t address, uct_mem_h memh) {
+    Endpoint          *ep  = put ? r.ep : peers_.of(c.source);
+    const size_t       max = put ? ep->iface->attr.cap.put.max_zcopy
+                                 : ep->iface->attr.cap.get.max_zcopy;
+    ucs_status_t       failed = UCS_OK;
+    address           += offset;
+    c.comp.count       = 1; /* held until the last call is made */
+    auto issue = [&](char *buffer, size_t n, uct_mem_h piece_memh) {
+        for (size_t done = 0; (done < n) && (failed == UCS_OK);) {
+            const size_t chunk = std::min(n - done, max);
+            uct_iov_t    iov   = {buffer + done, chunk, piece_memh, 0, 1};
+            ++c.comp.count;
+            const ucs_status_t s =
+                    put ? uct_ep_put_zcopy(ep->uct_ep, &iov, 1, address, c.rkey.rkey, &c.comp)
+                        : uct_ep_get_zcopy(ep->uct_ep, &iov, 1, address, c.rkey.rkey, &c.comp);
+            if (s != UCS_INPROGRESS) {
+                --c.comp.count; /* done, or never started */
+                failed = s;
+            }
+            address += chunk;
+            done    += chunk;
+        }
+    };
+    char *const base = put ? const_cast<char *>(send_data(r)) : r.rbuf;
+    if (base != nullptr) {
+        issue(base + offset, length, memh);
+    } else {
+        for_each_piece(r.elements, offset, length,
+                       [&](char *piece, size_t n) { issue(piece, n, UCT_MEM_HANDLE_NULL); });
+    }
+    if (--c.comp.count == 0) {
+        return failed; /* nothing in flight: UCS_OK, or why not */
+    }
+    if (failed == UCS_ERR_NO_RESOURCE) {
+        c.refused = true; /* out of send resources midway: push the rest */
+    } else if (failed != UCS_OK) {
+        c.comp.status = failed;
+    }
+    return UCS_INPROGRESS;
 }
 
 uct_mem_h Worker::mapped_memh(const Request &r, const Iface *iface) {
@@ -168,10 +215,12 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
     if (uct_rkey_unpack(c.component, get + sizeof(g), &c.rkey) != UCS_OK) {
         return false;
     }
+    c.rkey_unpacked = true;
     /* Ask for the front first: the sender writes it while we read the back
      * (a CMA read completes inside get_zcopy, so asking afterwards would
-     * serialize the two copies). */
-    const size_t front = (r.expect >= kSplitMin) ? r.expect / 2 : 0;
+     * serialize the two copies). A vectored receive (no one buffer to
+     * register for the sender) reads all of it. */
+    const size_t front = ((r.expect >= kSplitMin) && (r.rbuf != nullptr)) ? r.expect / 2 : 0;
     const bool   put   = (front != 0) && ask_put(r, ep, front);
     r.parts            = put ? 2 : 1;
     r.peer_part        = put;
@@ -181,10 +230,12 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
         r.offset = 0;
     }
     const size_t back_from = put ? front : 0;
-    ucs_status_t status    = issue_get(r, c, ep, back_from, r.expect - back_from, g.address);
+    ucs_status_t status    = transfer(r, c, false, back_from, r.expect - back_from, g.address,
+                                      UCT_MEM_HANDLE_NULL);
     if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
         if (!put) {
             uct_rkey_release(c.component, &c.rkey);
+            c.rkey_unpacked = false;
             r.parts     = 0;
             r.peer_part = false;
             r.ack_after = false;
@@ -209,6 +260,24 @@ void Worker::transfer_done(GetContext *g, ucs_status_t status) {
         ucs_error("tm_proto: rendezvous transfer completed for a request we do not hold");
         return;
     }
+    if (g->refused && (status == UCS_OK)) {
+        /* the calls made are done and the data they moved are in place: the
+         * push protocol sends all of it again (the same bytes) */
+        g->refused = false;
+        uct_rkey_release(g->component, &g->rkey);
+        g->rkey_unpacked = false;
+        if (r->kind == ReqKind::kSend) {
+            r->offset = 0; /* limit: what the receiver asked for */
+            r->set_state(SendState::kPushing);
+            push_ahead(*r);
+        } else {
+            ucs_assertv(!r->peer_part, "receive %#llx: a split read refused midway",
+                        static_cast<unsigned long long>(r->self)); /* one call each */
+            r->ack_after = false;
+            ask_push(*r, g->source, g->sreq);
+        }
+        return;
+    }
     if (r->kind == ReqKind::kSend) {
         put_done(*r, status);
     } else {
@@ -225,7 +294,9 @@ void Worker::part_done(Request &r, ucs_status_t status) {
         return;
     }
     if (r.ack_after) {
-        uct_rkey_release(r.gctx.component, &r.gctx.rkey);
+        if (r.gctx.rkey_unpacked) { /* not after start_put(): nothing read */
+            uct_rkey_release(r.gctx.component, &r.gctx.rkey);
+        }
         CtrlHeader h = {};
         h.kind       = Kind::kAck;
         h.req        = r.gctx.sreq;
@@ -255,18 +326,16 @@ void Worker::handle_put_request(const PutHeader &h, const char *rkey, size_t rke
     }
     r->await_ack    = true;
     r->rreq         = h.rreq;
+    r->limit        = h.length;
     GetContext &c   = r->gctx;
     init_context(c, this, r->self, h.rreq, h.source, r->ep->iface->component);
     ucs_status_t status = uct_rkey_unpack(c.component, rkey, &c.rkey);
     if (status == UCS_OK) {
-        uct_iov_t iov = {};
-        iov.buffer    = const_cast<char *>(send_data(*r));
-        iov.length    = h.length;
-        iov.memh      = r->memh;
-        iov.count     = 1;
-        status = uct_ep_put_zcopy(r->ep->uct_ep, &iov, 1, h.address, c.rkey.rkey, &c.comp);
+        c.rkey_unpacked = true;
+        status = transfer(*r, c, true, 0, h.length, h.address, r->memh);
         if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
             uct_rkey_release(c.component, &c.rkey);
+            c.rkey_unpacked = false;
         }
     }
     if (status == UCS_INPROGRESS) {
@@ -279,14 +348,36 @@ void Worker::handle_put_request(const PutHeader &h, const char *rkey, size_t rke
         return;
     }
     /* cannot write: push the front instead */
-    r->limit  = h.length;
     r->offset = 0;
     r->set_state(SendState::kPushing);
     push_ahead(*r);
 }
 
+/* A receive with one buffer matched the RTS of a sender that offered to
+ * write (kFlagPut: a vectored send): ask for all of it; false if we cannot
+ * (then CTS). Done on kPutDone (or the pushed kData, if the sender could
+ * not write after all), then kAck as after a read. */
+bool Worker::start_put(Request &r, uint32_t source, uint64_t sreq) {
+    Endpoint *ep = peers_.of(source);
+    if (ep == nullptr) {
+        return false;
+    }
+    init_context(r.gctx, this, r.self, sreq, source, ep->iface->component);
+    if (!ask_put(r, ep, r.expect)) {
+        return false;
+    }
+    r.parts     = 1;
+    r.peer_part = true;
+    r.ack_after = true;
+    r.limit     = r.expect; /* kData, if the sender pushes it */
+    r.offset    = 0;
+    ++stats_.rndv_puts;
+    return true;
+}
+
 void Worker::put_done(Request &r, ucs_status_t status) {
     uct_rkey_release(r.gctx.component, &r.gctx.rkey);
+    r.gctx.rkey_unpacked = false;
     CtrlHeader h = {};
     h.kind       = Kind::kPutDone;
     h.source     = config_.id;

@@ -70,7 +70,34 @@ size_t gather_pack_cb(void *dest, void *arg) {
     return g->hdr_len + g->total;
 }
 
+/* An AM message of a vectored send: a header, then message bytes
+ * [offset, offset + len) of the elements. */
+struct ElementsPack {
+    const void                            *hdr;
+    size_t                                 hdr_len;
+    const std::vector<uct_tm_proto_iov_t> *elements;
+    size_t                                 offset;
+    size_t                                 len;
+};
+
+size_t elements_pack_cb(void *dest, void *arg) {
+    const ElementsPack *p = static_cast<const ElementsPack *>(arg);
+    char               *d = static_cast<char *>(dest);
+    memcpy(d, p->hdr, p->hdr_len);
+    iov_gather_range(*p->elements, p->offset, d + p->hdr_len, p->len);
+    return p->hdr_len + p->len;
+}
+
 }  // namespace
+
+ssize_t Worker::am_send_part(const Request &r, const void *hdr, size_t hdr_len, size_t offset,
+                             size_t len) {
+    if (!r.vectored_send()) {
+        return am_send(r.ep, hdr, hdr_len, send_data(r) + offset, len);
+    }
+    ElementsPack p{hdr, hdr_len, &r.elements, offset, len};
+    return uct_ep_am_bcopy(r.ep->uct_ep, kAmId, elements_pack_cb, &p, 0);
+}
 
 ssize_t Worker::am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
                         size_t len) {
@@ -151,9 +178,14 @@ ucs_status_t Worker::send_eager(Request &r) {
     const char  *data = send_data(r);
     const size_t room = ep->iface->max_bcopy;
     if (on_tag_path(r)) {
-        /* wide remote data went as a rendezvous request (send_general) */
-        const ssize_t n = tag_eager(ep, r.tag, eager_imm(r.wire_flags & kFlagData, r.data), data,
-                                    r.length);
+        /* wide remote data went as a rendezvous request (send_general); the
+         * tag API gathers a vectored one in one call (sendv checked) */
+        const bool    has_data = (r.wire_flags & kFlagData) != 0;
+        const ssize_t n =
+                r.vectored_send()
+                        ? send_single_iov(ep, r.tag, has_data, r.data, r.elements.data(),
+                                          r.elements.size(), iov_nonempty(r.elements), r.length)
+                        : tag_eager(ep, r.tag, eager_imm(has_data, r.data), data, r.length);
         if (n < 0) {
             return static_cast<ucs_status_t>(n);
         }
@@ -171,7 +203,7 @@ ucs_status_t Worker::send_eager(Request &r) {
             h.msg_id = r.msg_id;
             chunk    = room - sizeof(h);
         }
-        const ssize_t n = am_send(ep, &h, sizeof(h), data, chunk);
+        const ssize_t n = am_send_part(r, &h, sizeof(h), 0, chunk);
         if (n < 0) {
             return static_cast<ucs_status_t>(n);
         }
@@ -185,7 +217,7 @@ ucs_status_t Worker::send_eager(Request &r) {
         f.msg_id = r.msg_id;
         f.offset = r.offset;
         const size_t  chunk = std::min(r.length - r.offset, room - sizeof(f));
-        const ssize_t n     = am_send(ep, &f, sizeof(f), data + r.offset, chunk);
+        const ssize_t n     = am_send_part(r, &f, sizeof(f), r.offset, chunk);
         if (n < 0) {
             return static_cast<ucs_status_t>(n);
         }
@@ -200,6 +232,9 @@ ucs_status_t Worker::send_rts(Request &r) {
     const size_t get_len = pack_rts(r, get);
     if (get_len != 0) {
         h.flags |= kFlagGet;
+    } else if (r.vectored_send() && r.ep->iface->rndv_get &&
+               (r.ep->iface->attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY)) {
+        h.flags |= kFlagPut; /* the elements can be written from, piece by piece */
     }
     if (on_tag_path(r)) {
         char hdr[sizeof(h) + sizeof(get)];
@@ -224,7 +259,6 @@ ucs_status_t Worker::send_rts(Request &r) {
 ucs_status_t Worker::push_data(Request &r) {
     ucs_assertv(r.sstate == SendState::kPushing, "send %#llx pushes data in state %d",
                 static_cast<unsigned long long>(r.self), static_cast<int>(r.sstate));
-    const char  *data = send_data(r);
     const size_t room = r.ep->iface->max_bcopy - sizeof(DataHeader);
     while (r.offset < r.limit) {
         DataHeader d = {};
@@ -233,7 +267,7 @@ ucs_status_t Worker::push_data(Request &r) {
         d.rreq   = r.rreq;
         d.offset = r.offset;
         const size_t  chunk = std::min(r.limit - r.offset, room);
-        const ssize_t n     = am_send(r.ep, &d, sizeof(d), data + r.offset, chunk);
+        const ssize_t n     = am_send_part(r, &d, sizeof(d), r.offset, chunk);
         if (n < 0) {
             return static_cast<ucs_status_t>(n);
         }
@@ -487,11 +521,12 @@ ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size
 }
 
 ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
-                                  const uct_tm_proto_op_params_t *params, uint64_t *req) {
+                                  const uct_tm_proto_op_params_t *params, uint64_t *req,
+                                  const SendVector *vector) {
     const unsigned flags = (params != nullptr) ? params->flags : 0;
     const bool     user  = (flags & UCT_TM_PROTO_OP_USER_REQUEST) != 0;
     if ((ep == nullptr) || (ep->magic != Endpoint::kMagic) || (ep->worker != this) ||
-        ((buffer == nullptr) && (length != 0)) ||
+        ((buffer == nullptr) && (length != 0) && (vector == nullptr)) ||
         !op_params_valid(params,
                          UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC |
                                  UCT_TM_PROTO_SEND_REMOTE_DATA |
@@ -553,11 +588,13 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
                            (sizeof(BatchHeader) + sizeof(BatchEntry) + length <=
                             ep->iface->max_bcopy);
     if (batchable || !ep->batch.empty()) {
-        if (batchable && batch_add(ep, tag, static_cast<uint8_t>(wire_flags & ~kFlagSync), rdata, buffer, length)) {
+        const auto entry_flags = static_cast<uint8_t>(wire_flags & ~kFlagSync);
+        if (batchable && batch_add(ep, tag, entry_flags, rdata, buffer, length, vector)) {
             return UCS_OK;
         }
         const ucs_status_t bs = flush_batch(ep);
-        if ((bs == UCS_OK) && batchable && batch_add(ep, tag, static_cast<uint8_t>(wire_flags & ~kFlagSync), rdata, buffer, length)) {
+        if ((bs == UCS_OK) && batchable &&
+            batch_add(ep, tag, entry_flags, rdata, buffer, length, vector)) {
             return UCS_OK;
         }
         if ((bs != UCS_OK) && (bs != UCS_ERR_NO_RESOURCE)) {
@@ -571,8 +608,8 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     const bool batch_pending = !ep->batch.empty();
 
     /* the common case: one eager message, nothing queued (or, fenced,
-     * outstanding) before it, done once handed over */
-    if (!rndv && !sync && !deliver && !transmit && ep->sends.empty() && !batch_pending &&
+     * outstanding) before it, done once handed over (sendv() tried its own) */
+    if ((vector == nullptr) && !rndv && !sync && !deliver && !transmit && ep->sends.empty() && !batch_pending &&
         !(fence && sends_outstanding(ep)) &&
         (tag_send || (sizeof(MsgHeader) + length <= ep->iface->max_bcopy))) {
         const ssize_t n = untagged ? am_eager<true>(ep, 0, has_data, rdata, buffer, length)
@@ -592,6 +629,15 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
         if (!rndv) {
             ep->credits += length;
         }
+        return UCS_ERR_NO_MEMORY;
+    }
+    if ((vector != nullptr) &&
+        (alloc_status([&] { r->elements.assign(vector->iov, vector->iov + vector->iovcnt); }) !=
+         UCS_OK)) {
+        if (!rndv) {
+            ep->credits += length;
+        }
+        reqs_.release(handle);
         return UCS_ERR_NO_MEMORY;
     }
     r->ep         = ep;
@@ -619,6 +665,8 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     if (flags & UCT_TM_PROTO_OP_MEMH) {
         r->region = params->memh;
     }
+    ucs_assertv(!r->vectored_send() || !(flags & UCT_TM_PROTO_SEND_INJECT),
+                "vectored INJECT send %#llx not staged", static_cast<unsigned long long>(handle));
     ucs_status_t status = UCS_OK;
     if ((flags & UCT_TM_PROTO_SEND_INJECT) && rndv) {
         /* read after return */
@@ -689,7 +737,7 @@ bool Worker::sends_outstanding(Endpoint *ep) {
 /* Appends a MORE message to the endpoint's batch (copied: the send is done);
  * false when it does not fit beside what the batch holds. */
 bool Worker::batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t rdata,
-                       const void *data, size_t len) {
+                       const void *data, size_t len, const SendVector *vector) {
     std::vector<char> &b    = ep->batch;
     const size_t       room = ep->iface->max_bcopy;
     const size_t       need = (b.empty() ? sizeof(BatchHeader) : 0) + sizeof(BatchEntry) + len;
@@ -718,7 +766,11 @@ bool Worker::batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t 
     e.length     = static_cast<uint32_t>(len);
     e.flags      = wire_flags;
     append(&e, sizeof(e));
-    if (len != 0) {
+    if (vector != nullptr) {
+        const size_t at = b.size();
+        b.resize(at + len); /* within the reserved room */
+        iov_gather(vector->iov, vector->iovcnt, b.data() + at);
+    } else if (len != 0) {
         append(data, len);
     }
     return true;

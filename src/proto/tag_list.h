@@ -55,13 +55,13 @@ class TagList {
         return submit(r, &iov_, (r.capacity != 0) ? 1 : 0);
     }
 
-    /* post() for a vectored receive (rbuf null, its elements in riov):
+    /* post() for a vectored receive (rbuf null, its elements in r.elements):
      * false also when its nonempty elements are more than the transport's
      * tag receive takes (its max_iov; software keeps it then). */
     bool post_iov(Request &r) {
         uct_iov_t list[UCT_TM_PROTO_IOV_MAX];
         size_t    n = 0;
-        for (const uct_tm_proto_iov_t &e : r.riov) {
+        for (const uct_tm_proto_iov_t &e : r.elements) {
             if (e.length == 0) {
                 continue;
             }

@@ -31,6 +31,7 @@ struct Unexpected {
 
     bool     live     = false;
     bool     rndv     = false; /* a rendezvous request: no data here */
+    bool     put_offer = false; /* rndv: the sender offered to write (kFlagPut) */
     bool     sync     = false;
     bool     claimed  = false; /* held by a PEEK|CLAIM probe */
     bool     discard  = false; /* dropped while fragments are still coming */

@@ -49,7 +49,10 @@ enum MsgFlags : uint8_t {
     kFlagSync = 1, /* the sender waits for kAck */
     kFlagGet  = 2, /* kRts: a RndvGet and the packed rkey follow; the receiver reads the data */
     kFlagData = 4, /* `data` is remote data (UCT_TM_PROTO_SEND_REMOTE_DATA) */
-    kFlagUntagged = 8 /* untagged (UCT_TM_PROTO_OP_UNTAGGED): `tag` is 0, untagged receives take it */
+    kFlagUntagged = 8, /* untagged (UCT_TM_PROTO_OP_UNTAGGED): `tag` is 0, untagged receives take it */
+    /* kRts without kFlagGet: the sender cannot be read (a vector) but can
+     * write: a receive with one buffer may ask for all of it with kPutReq */
+    kFlagPut = 16
 };
 
 /* Eager, first fragment and rendezvous request. */

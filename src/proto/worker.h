@@ -214,8 +214,10 @@ class Worker {
     static ucs_status_t send_eager_now(Endpoint *ep, const void *buffer, size_t length,
                                        uint64_t tag, const uct_tm_proto_op_params_t *params,
                                        uint64_t *req);
+    /* `vector`: a vectored send's elements (buffer null, length their total) */
     ucs_status_t send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
-                              const uct_tm_proto_op_params_t *params, uint64_t *req);
+                              const uct_tm_proto_op_params_t *params, uint64_t *req,
+                              const SendVector *vector = nullptr);
     [[gnu::noinline]] ucs_status_t eager_now_refused(ucs_status_t status);
     ucs_status_t wait_eager_zcopy();
     [[gnu::noinline]] ucs_status_t send_eager_now_other(Endpoint *ep, const void *buffer,
@@ -251,7 +253,7 @@ class Worker {
     ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
     void         handed_over(Request &r);
     bool         batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t rdata,
-                           const void *data, size_t len);
+                           const void *data, size_t len, const SendVector *vector);
     ucs_status_t flush_batch(Endpoint *ep);
     void         handle_batch(const char *p, size_t length, const Iface *iface);
     void         send_batch_before_close(Endpoint *ep);
@@ -283,6 +285,10 @@ class Worker {
                                  size_t len);
     ssize_t      am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
                          size_t len);
+    /* am_send() of send bytes [offset, offset + len) of `r`: from its buffer,
+     * its bounce copy or its elements */
+    ssize_t      am_send_part(const Request &r, const void *hdr, size_t hdr_len, size_t offset,
+                              size_t len);
 
     /* --- control.cc --- */
     void         send_ctrl(Endpoint *ep, const CtrlHeader &hdr);
@@ -355,7 +361,8 @@ class Worker {
     void         finish_recv(Request &r);
     void         publish_now(Request &r); /* inline */
     void         start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
-                                 size_t get_len);
+                                 size_t get_len, bool put_offer);
+    void         ask_push(Request &r, uint32_t source, uint64_t sreq);
     void         message_consumed(uint32_t source, uint64_t length, bool sync,
                                   uint64_t sreq); /* inline */
     void         send_ack(uint32_t source, uint64_t sreq);
@@ -404,8 +411,9 @@ class Worker {
     /* --- rndv_get.cc --- */
     bool         start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
                            size_t get_len);
-    ucs_status_t issue_get(Request &r, GetContext &c, Endpoint *ep, size_t offset, size_t length,
-                           uint64_t address);
+    bool         start_put(Request &r, uint32_t source, uint64_t sreq);
+    ucs_status_t transfer(Request &r, GetContext &c, bool put, size_t offset, size_t length,
+                          uint64_t address, uct_mem_h memh);
     bool         ask_put(Request &r, Endpoint *ep, size_t front);
     /* The registration of r's mapped region on `iface` (taken: use()d),
      * or null: no region, unmapped since, or none there. */
@@ -701,7 +709,7 @@ inline void Worker::place(Request &r, size_t offset, const char *data, size_t le
         if (ucs_likely(r.rbuf != nullptr)) {
             memcpy(r.rbuf + offset, data, n);
         } else {
-            iov_scatter(r.riov, offset, data, n); /* a vectored receive (uct_tm_proto_recvv) */
+            iov_scatter(r.elements, offset, data, n); /* a vectored receive (uct_tm_proto_recvv) */
         }
     }
     r.received += n;

@@ -207,26 +207,92 @@ TEST_P(ProtoIov, TruncatedAcrossElements) {
  * one nonempty element the data are copied too (INJECT, none, or SYNC:
  * staged, the staging buffer taken over by the request): the elements are
  * overwritten, then freed, right after the call. */
-TEST_P(ProtoIov, SendVectorReusableAfterReturn) {
-    const unsigned kFlags[] = {UCT_TM_PROTO_SEND_INJECT, 0, UCT_TM_PROTO_SEND_SYNC};
-    for (const unsigned flags : kFlags) {
-        for (size_t len : kSizes) {
-            const auto             data = pattern(len, 9);
-            std::vector<char>      buf(len + kGuard, 'g');
+TEST_P(ProtoIov, InjectVectorReusableAfterReturn) {
+    for (size_t len : kSizes) {
+        const auto             data = pattern(len, 9);
+        std::vector<char>      buf(len + kGuard, 'g');
+        uct_tm_proto_request_t sreq = 0;
+        {
+            Elements           out(split(len, kUneven), data);
+            const ucs_status_t st = sendv(out, 300 + len, 1, &sreq, UCT_TM_PROTO_SEND_INJECT);
+            ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS));
+            for (size_t i = 0; i < out.lens.size(); ++i) {
+                std::fill(out.mem[i].get(), out.mem[i].get() + out.lens[i], 'z');
+            }
+        } /* elements freed */
+        auto rreq = post(buf.data(), len, 300 + len, kAll);
+        ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq)) << len;
+        wait_send(sreq);
+        EXPECT_TRUE(same_bytes(buf.data(), data.data(), len)) << len;
+        EXPECT_EQ('g', buf[len]);
+    }
+}
+
+/* Without INJECT no copy is made (docs/proto.md "Vectors"): a rendezvous
+ * reads the elements when its data leave, so bytes written into them after
+ * the call, before the receiver matched, are the ones that arrive. Also
+ * sync and in the caller's memory. */
+TEST_P(ProtoIov, RendezvousVectorReadInPlaceNotStaged) {
+    for (const unsigned flags : {0u, unsigned(UCT_TM_PROTO_SEND_SYNC)}) {
+        for (Shape shape : {kManySmall, kUneven, kWithEmpty}) {
+            constexpr size_t       kLen = 300000;
+            const auto             before = pattern(kLen, 11), after = pattern(kLen, 12);
+            Elements               out(split(kLen, shape), before);
             uct_tm_proto_request_t sreq = 0;
-            {
-                Elements           out(split(len, kUneven), data);
-                const ucs_status_t st = sendv(out, 300 + len, 1, &sreq, flags);
-                ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS));
-                for (size_t i = 0; i < out.lens.size(); ++i) {
-                    std::fill(out.mem[i].get(), out.mem[i].get() + out.lens[i], 'z');
-                }
-            } /* elements freed */
-            auto rreq = post(buf.data(), len, 300 + len, kAll);
-            ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq)) << len;
+            ASSERT_EQ(UCS_INPROGRESS, sendv(out, 0x310, 1, &sreq, flags)) << shape;
+            size_t off = 0;
+            for (size_t i = 0; i < out.lens.size(); ++i) {
+                std::copy(after.begin() + off, after.begin() + off + out.lens[i],
+                          out.mem[i].get());
+                off += out.lens[i];
+            }
+            std::vector<char> buf(kLen + kGuard, 'g');
+            auto              rreq = post(buf.data(), kLen, 0x310, kAll);
+            ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq)) << shape;
             wait_send(sreq);
-            EXPECT_TRUE(same_bytes(buf.data(), data.data(), len)) << len << " flags " << flags;
-            EXPECT_EQ('g', buf[len]);
+            EXPECT_TRUE(same_bytes(buf.data(), after.data(), kLen)) << "shape " << shape
+                                                                    << " flags " << flags;
+            EXPECT_EQ('g', buf[kLen]);
+        }
+    }
+}
+
+/* A rendezvous between a vector and one buffer moves the data without an
+ * intermediate copy where the transport reads and writes remote memory
+ * (tm_sm: CMA; tm_rc, tm_dc): a buffer sent into a vector is read into the elements
+ * piece by piece (get), a vector sent into a buffer is written piece by
+ * piece by the sender (kFlagPut, then put). Vector to vector, or over a
+ * transport without either, it is pushed. Expected and unexpected, and
+ * truncated into a shorter buffer or vector. */
+TEST_P(ProtoIov, RendezvousZeroCopyWhereTheTransportReadsAndWrites) {
+    /* tm_sm (CMA) and tm_rc read and write at once; so does tm_dc, but its
+     * connections are made on demand, and a read or write the transport
+     * refuses for now (not connected yet) is pushed instead: bytes only there */
+    const bool counted = GetParam().rfind("tm_dc", 0) != 0;
+    const bool rma     = GetParam().rfind("tm_", 0) == 0;
+    struct Case {
+        Shape  send, recv;
+        size_t cap;
+        bool   get, put;
+    } const cases[] = {
+            {kOne, kManySmall, 300000, true, false},  {kOne, kWithEmpty, 200000, true, false},
+            {kUneven, kOne, 300000, false, true},     {kManySmall, kOne, 250000, false, true},
+            {kUneven, kWithEmpty, 300000, false, false},
+    };
+    uint64_t tag = 0x3100;
+    for (const Case &c : cases) {
+        for (bool unexpected : {false, true}) {
+            uct_tm_proto_stats_t before, after;
+            uct_tm_proto_worker_stats(p_.b, &before);
+            ASSERT_NO_FATAL_FAILURE(transfer(300000, c.send, c.recv, c.cap, unexpected, ++tag));
+            uct_tm_proto_worker_stats(p_.b, &after);
+            if (!counted) {
+                continue; /* the bytes were checked */
+            }
+            EXPECT_EQ((rma && c.get) ? 1u : 0u, after.rndv_gets - before.rndv_gets)
+                    << "case " << (&c - cases) << " unexpected " << unexpected;
+            EXPECT_EQ((rma && c.put) ? 1u : 0u, after.rndv_puts - before.rndv_puts)
+                    << "case " << (&c - cases) << " unexpected " << unexpected;
         }
     }
 }
@@ -239,6 +305,7 @@ TEST_P(ProtoIov, OrderWithContiguousMessages) {
     constexpr size_t kN = sizeof(lens) / sizeof(lens[0]);
     std::vector<std::unique_ptr<Elements>> in;
     std::vector<uct_tm_proto_request_t>    rreqs, sreqs;
+    std::vector<std::unique_ptr<Elements>> out; /* in use until the sends complete */
     for (size_t k = 0; k < kN; ++k) {
         in.push_back(std::make_unique<Elements>(split(300000, (k % 2) ? kUneven : kOne)));
         rreqs.push_back(recvv(*in.back(), kTag, (k % 3 == 0) ? 0 : kAll));
@@ -249,8 +316,8 @@ TEST_P(ProtoIov, OrderWithContiguousMessages) {
         uct_tm_proto_request_t s = 0;
         ucs_status_t           st;
         if (k % 2) {
-            Elements out(split(lens[k], kManySmall), data[k]);
-            st = sendv(out, kTag, static_cast<uint32_t>(k), &s);
+            out.push_back(std::make_unique<Elements>(split(lens[k], kManySmall), data[k]));
+            st = sendv(*out.back(), kTag, static_cast<uint32_t>(k), &s);
         } else {
             st = send(data[k].data(), lens[k], kTag, 0, static_cast<uint32_t>(k), &s);
         }
@@ -376,15 +443,9 @@ TEST_P(ProtoIov, VectorSendInCallerMemory) {
         std::vector<char>        buf(len + kGuard, 'g');
         auto                     rreq = post(buf.data(), len, 0x800, kAll);
         uct_tm_proto_op_params_t params = mem.params();
-        ucs_status_t             st;
-        {
-            Elements out(split(len, kManySmall), data);
-            st = uct_tm_proto_sendv(p_.ab, out.iov.data(), out.iov.size(), 0x800, &params,
-                                    nullptr);
-            for (size_t i = 0; i < out.lens.size(); ++i) {
-                std::fill(out.mem[i].get(), out.mem[i].get() + out.lens[i], 'z');
-            }
-        }
+        Elements                 out(split(len, kManySmall), data); /* in use until completion */
+        const ucs_status_t       st = uct_tm_proto_sendv(p_.ab, out.iov.data(), out.iov.size(),
+                                                         0x800, &params, nullptr);
         ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << ucs_status_string(st);
         ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, rreq)) << len;
         if (st == UCS_INPROGRESS) {

@@ -354,6 +354,7 @@ void ProtoOrdering::random_mix(bool caller_memory, bool vectors, bool untagged, 
     std::vector<Recv>                   rreqs;
     std::vector<std::vector<char>>      bufs;
     std::vector<uct_tm_proto_request_t> sreqs;
+    std::vector<std::vector<char>>      in_use; /* vectored sends' data, read in place */
     uint64_t                            arrivals = 0;
     const uint64_t masks[] = {~uint64_t{0}, ~uint64_t{0}, 0x6, 0x4, 0};
 
@@ -424,11 +425,16 @@ void ProtoOrdering::random_mix(bool caller_memory, bool vectors, bool untagged, 
             if (vectors && ((rng() % 2) == 0)) {
                 const auto               iov    = cut(data.data(), len, rng);
                 uct_tm_proto_op_params_t params = {};
-                params.flags                    = UCT_TM_PROTO_SEND_INJECT;
+                /* every other one read in place (kept until the end), the rest staged */
+                const bool inject               = (idx % 2) == 0;
+                params.flags                    = inject ? UCT_TM_PROTO_SEND_INJECT : 0;
                 params.flags                   |= UCT_TM_PROTO_SEND_REMOTE_DATA;
                 params.data                     = idx;
                 s  = 0;
                 st = uct_tm_proto_sendv(p_.ab, iov.data(), iov.size(), tag, &params, &s);
+                if (!inject) {
+                    in_use.push_back(std::move(data)); /* a moved vector keeps its bytes */
+                }
             } else {
                 st = send(data.data(), len, tag,
                           UCT_TM_PROTO_SEND_INJECT | (unt ? unsigned{UCT_TM_PROTO_OP_UNTAGGED} : 0u),

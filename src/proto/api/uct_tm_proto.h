@@ -153,6 +153,9 @@ typedef struct uct_tm_proto_stats {
      * and per rendezvous for buffers without a mapped region) */
     uint64_t registrations;
     uint64_t rcache_hits;       /* rendezvous buffers the registration cache already held */
+    /* rendezvous messages received by having the sender write them (a
+     * vectored send, which offers no read, into one receive buffer) */
+    uint64_t rndv_puts;
 } uct_tm_proto_stats_t;
 void uct_tm_proto_worker_stats(uct_tm_proto_worker_h worker, uct_tm_proto_stats_t *stats);
 
