@@ -17,6 +17,10 @@
  *             posted again when the layer releases it; min_multi_recv is the
  *             largest size, so no message is cut. Against -U: one multi-receive
  *             per many messages instead of one receive per message.
+ *   -V N      every message sent and received as a vector of N elements
+ *             (uct_tm_proto_sendv / uct_tm_proto_recvv) of near-equal length,
+ *             each 64 bytes past the previous one's end in the buffer that
+ *             would hold the message whole (not with -M)
  *
  * The process forks: the child receives ("server"), the parent sends
  * ("client"); worker addresses travel over a socketpair. Between two hosts,
@@ -63,6 +67,7 @@ struct Options {
     bool                more       = false; /* -m: tag_bw sends all but a window's last with MORE */
     bool                untagged   = false; /* -U: untagged sends and receives (fi_send / fi_recv) */
     size_t              multi      = 0;     /* -M: tag_bw receives into multi-receives of this size */
+    size_t              iovcnt     = 0;     /* -V: messages as vectors of this many elements (0: no) */
     int                 cpu_client = -1, cpu_server = -1;
     double              timeout    = 60; /* -T: longest wait for one event of the peer */
     uint16_t            port       = 0;  /* -p: two hosts, meet over TCP on this port */
@@ -73,16 +78,21 @@ void usage() {
     fprintf(stderr,
             "usage: tm_proto_perf [-t tag_lat|tag_bw] [-x transports] [-s size,size,...] [-n iters]\n"
             "                     [-w window] [-c client_cpu,server_cpu] [--check] [-v] [-u] [-m]\n"
-            "                     [-U] [-M bytes] [-T|--timeout seconds] [-p port [host]]\n"
+            "                     [-U] [-M bytes] [-V elements] [-T|--timeout seconds]\n"
+            "                     [-p port [host]]\n"
             "  -u  build requests in this program's memory (UCT_TM_PROTO_OP_USER_REQUEST)\n"
             "  -m  tag_bw: every send but a window's last says more follow (UCT_TM_PROTO_SEND_MORE)\n"
             "  -U  untagged messages (UCT_TM_PROTO_OP_UNTAGGED), one receive posted per message\n"
             "  -M  tag_bw, untagged: the receiver takes the messages into multi-receive buffers of\n"
             "      this many bytes (UCT_TM_PROTO_RECV_MULTI; at least the largest size), two posted,\n"
             "      each posted again once released\n"
+            "  -V  send and receive every message as a vector of this many elements\n"
+            "      (uct_tm_proto_sendv / uct_tm_proto_recvv), 1 to %d, of near-equal length and\n"
+            "      64 bytes apart in the buffer; not with -M\n"
             "  -T  give up when the peer does not answer for that long (default 60)\n"
             "  -p  two hosts: without host, receive on this TCP port (the sender's options\n"
-            "      apply); with host, send to the receiver listening there\n");
+            "      apply); with host, send to the receiver listening there\n",
+            UCT_TM_PROTO_IOV_MAX);
     exit(2);
 }
 
@@ -94,7 +104,7 @@ Options parse(int argc, char **argv) {
                                      {nullptr, 0, nullptr, 0}};
     int                  c;
     optind = 0; /* parsed twice in the receiver of two hosts: start over */
-    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:T:p:M:vumUh", longs, nullptr)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:x:s:n:w:c:T:p:M:V:vumUh", longs, nullptr)) != -1) {
         switch (c) {
         case 't': o.test = optarg; break;
         case 'x': o.transports = optarg; break;
@@ -121,6 +131,17 @@ Options parse(int argc, char **argv) {
             o.untagged = true;
             break;
         }
+        case 'V': {
+            char *end = nullptr;
+            o.iovcnt  = strtoull(optarg, &end, 10);
+            if ((end == optarg) || (*end != '\0') || (o.iovcnt == 0) ||
+                (o.iovcnt > UCT_TM_PROTO_IOV_MAX)) {
+                fprintf(stderr, "tm_proto_perf: -V %s: from 1 to %d elements\n", optarg,
+                        UCT_TM_PROTO_IOV_MAX);
+                usage();
+            }
+            break;
+        }
         case 'T':
             o.timeout = strtod(optarg, nullptr);
             if (!(o.timeout > 0)) usage();
@@ -142,6 +163,9 @@ Options parse(int argc, char **argv) {
     if ((o.multi != 0) &&
         ((o.test != "tag_bw") || (*std::max_element(o.sizes.begin(), o.sizes.end()) > o.multi))) {
         usage(); /* a multi-receive buffer holds at least one message of every size */
+    }
+    if ((o.multi != 0) && (o.iovcnt != 0)) {
+        usage(); /* a multi-receive is one buffer */
     }
     return o;
 }
@@ -302,15 +326,29 @@ const uct_tm_proto_op_params_t *params_for(const UserRequest *user) {
     return (user != nullptr) ? &user->params : g_untagged ? &untagged : nullptr;
 }
 
+/* One message's data: `len` bytes at `buf`, or (-V, iov not null) the
+ * `iovcnt` elements at `iov`, which sum to `len` bytes. */
+struct Msg {
+    char                     *buf    = nullptr;
+    size_t                    len    = 0;
+    const uct_tm_proto_iov_t *iov    = nullptr;
+    size_t                    iovcnt = 0;
+
+    Msg() = default;
+    Msg(char *b, size_t l) : buf(b), len(l) {}
+};
+
 /* Starts a send; an empty Pending when it finished at once. `more`: more
  * sends follow (not with `user`). */
-Pending start_send(const Side &s, const void *buf, size_t len, uint64_t tag, UserRequest *user,
+Pending start_send(const Side &s, const Msg &m, uint64_t tag, UserRequest *user,
                    bool more = false) {
     Pending                        p;
     uct_tm_proto_op_params_t       more_params = {};
     more_params.flags = UCT_TM_PROTO_SEND_MORE | (g_untagged ? unsigned{UCT_TM_PROTO_OP_UNTAGGED} : 0u);
     const uct_tm_proto_op_params_t *params     = more ? &more_params : params_for(user);
-    const ucs_status_t st = uct_tm_proto_send(s.ep, buf, len, tag, params, &p.req);
+    const ucs_status_t st = (m.iov != nullptr)
+                                    ? uct_tm_proto_sendv(s.ep, m.iov, m.iovcnt, tag, params, &p.req)
+                                    : uct_tm_proto_send(s.ep, m.buf, m.len, tag, params, &p.req);
     if (st == UCS_INPROGRESS) {
         p.user = user;
         return p;
@@ -321,18 +359,21 @@ Pending start_send(const Side &s, const void *buf, size_t len, uint64_t tag, Use
     return Pending();
 }
 
-void send_msg(const Side &s, const void *buf, size_t len, uint64_t tag, UserRequest *user) {
-    const Pending p = start_send(s, buf, len, tag, user);
+void send_msg(const Side &s, const Msg &m, uint64_t tag, UserRequest *user) {
+    const Pending p = start_send(s, m, tag, user);
     if ((p.req != 0) || (p.user != nullptr)) {
         wait_req(s, p);
     }
 }
 
-Pending post_recv(const Side &s, void *buf, size_t len, uint64_t tag, UserRequest *user) {
+Pending post_recv(const Side &s, const Msg &m, uint64_t tag, UserRequest *user) {
     Pending p;
     p.user                = user;
-    const ucs_status_t st = uct_tm_proto_recv(s.worker, buf, len, tag, ~uint64_t{0}, nullptr,
-                                              params_for(user), &p.req);
+    const ucs_status_t st = (m.iov != nullptr)
+                                    ? uct_tm_proto_recvv(s.worker, m.iov, m.iovcnt, tag, ~uint64_t{0},
+                                                         nullptr, params_for(user), &p.req)
+                                    : uct_tm_proto_recv(s.worker, m.buf, m.len, tag, ~uint64_t{0},
+                                                        nullptr, params_for(user), &p.req);
     if (st != UCS_INPROGRESS) {
         die("recv", st);
     }
@@ -363,9 +404,77 @@ class PageBuffer {
     size_t                      size_;
 };
 
-void fill(PageBuffer &buf, size_t it) {
-    for (size_t i = 0; i < buf.size(); ++i) {
-        buf.data()[i] = static_cast<char>(i * 31 + it);
+/* -V: the gap after each element (MsgArea) holds this byte until the layer
+ * writes past an element, which it must not. */
+constexpr unsigned char kGapByte = 0xa5;
+
+/* `count` messages of `size` bytes in one page-aligned area, message k at
+ * k * stride (the area is stride * count bytes longer than one message's
+ * span, as tag_bw's receive area always was). With -V (iovcnt > 0) each
+ * message is iovcnt elements of near-equal length (the first size % iovcnt
+ * one byte longer; some 0 bytes long when size < iovcnt), element e starting
+ * e * kGap bytes past where its first byte would be in the message laid out
+ * whole: every element is followed by kGap bytes of gap (kGapByte), the
+ * last one included. The elements are built here, once per size. */
+class MsgArea {
+  public:
+    static constexpr size_t kGap = 64;
+
+    /* The bytes one message spans. */
+    static size_t span(size_t size, size_t iovcnt) { return size + iovcnt * kGap; }
+
+    MsgArea(size_t size, size_t iovcnt, size_t count = 1, size_t stride = 0)
+        : buf_((count == 0) ? 0 : span(size, iovcnt) + stride * count),
+          size_(size),
+          iovcnt_(iovcnt),
+          stride_(stride),
+          iov_(iovcnt * count) {
+        if ((iovcnt == 0) || (count == 0)) {
+            return;
+        }
+        memset(buf_.data(), kGapByte, buf_.size());
+        for (size_t k = 0; k < count; ++k) {
+            char  *base  = buf_.data() + stride * k;
+            size_t start = 0;
+            for (size_t e = 0; e < iovcnt; ++e) {
+                const size_t len            = size / iovcnt + ((e < size % iovcnt) ? 1 : 0);
+                iov_[k * iovcnt + e].buffer = base + e * kGap + start;
+                iov_[k * iovcnt + e].length = len;
+                start += len;
+            }
+        }
+    }
+
+    /* Message k. */
+    Msg at(size_t k = 0) {
+        Msg m(buf_.data() + stride_ * k, size_);
+        if (iovcnt_ != 0) {
+            m.iov    = &iov_[k * iovcnt_];
+            m.iovcnt = iovcnt_;
+        }
+        return m;
+    }
+
+  private:
+    PageBuffer                      buf_;
+    size_t                          size_, iovcnt_, stride_;
+    std::vector<uct_tm_proto_iov_t> iov_;
+};
+
+/* Message byte i of iteration `it` is (char)(i * 31 + it). */
+void fill(const Msg &m, size_t it) {
+    if (m.iov == nullptr) {
+        for (size_t i = 0; i < m.len; ++i) {
+            m.buf[i] = static_cast<char>(i * 31 + it);
+        }
+        return;
+    }
+    size_t i = 0;
+    for (size_t e = 0; e < m.iovcnt; ++e) {
+        char *p = static_cast<char *>(m.iov[e].buffer);
+        for (size_t j = 0; j < m.iov[e].length; ++j, ++i) {
+            p[j] = static_cast<char>(i * 31 + it);
+        }
     }
 }
 
@@ -374,6 +483,34 @@ void verify(const char *buf, size_t size, size_t it) {
         if (buf[i] != static_cast<char>(i * 31 + it)) {
             fprintf(stderr, "tm_proto_perf: payload mismatch at byte %zu of iteration %zu\n", i, it);
             exit(1);
+        }
+    }
+}
+
+/* The message's bytes through its elements, and (-V) the gaps after them untouched. */
+void verify(const Msg &m, size_t it) {
+    if (m.iov == nullptr) {
+        verify(m.buf, m.len, it);
+        return;
+    }
+    size_t i = 0;
+    for (size_t e = 0; e < m.iovcnt; ++e) {
+        const char *p = static_cast<const char *>(m.iov[e].buffer);
+        for (size_t j = 0; j < m.iov[e].length; ++j, ++i) {
+            if (p[j] != static_cast<char>(i * 31 + it)) {
+                fprintf(stderr,
+                        "tm_proto_perf: payload mismatch at byte %zu (element %zu, byte %zu) of "
+                        "iteration %zu\n", i, e, j, it);
+                exit(1);
+            }
+        }
+        for (size_t j = 0; j < MsgArea::kGap; ++j) {
+            if (static_cast<unsigned char>(p[m.iov[e].length + j]) != kGapByte) {
+                fprintf(stderr,
+                        "tm_proto_perf: byte %zu after element %zu (of %zu bytes) written in "
+                        "iteration %zu\n", j, e, m.iov[e].length, it);
+                exit(1);
+            }
         }
     }
 }
@@ -500,7 +637,9 @@ struct Result {
 Result run_size(const Options &o, const Side &s, bool client, size_t size, MultiReceiver *multi) {
     const size_t      iters  = iterations(o, size);
     const size_t      warmup = iters / 10 + 1;
-    PageBuffer        sbuf(size), rbuf(size);
+    /* the messages' buffers and (-V) their elements, built before the clock starts */
+    MsgArea           sbuf_area(size, o.iovcnt), rbuf_area(size, o.iovcnt);
+    const Msg         sbuf = sbuf_area.at(), rbuf = rbuf_area.at();
     std::vector<double> rtt;
     /* -u: one request memory per operation in flight (a window of sends or
      * receives, and one more of each kind) */
@@ -520,7 +659,7 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size, Multi
         auto t0 = start;
         Pending next; /* server: the receive for the coming message */
         if (!client) {
-            next = post_recv(s, rbuf.data(), size, 1, user(0));
+            next = post_recv(s, rbuf, 1, user(0));
         }
         for (size_t it = 0; it < warmup + iters; ++it) {
             if (client && (it >= warmup) && ((it - warmup) % batch == 0)) {
@@ -536,8 +675,8 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size, Multi
                 fill(sbuf, it);
             }
             if (client) {
-                const Pending r = post_recv(s, rbuf.data(), size, 1, user(0));
-                send_msg(s, sbuf.data(), size, 1, user(1));
+                const Pending r = post_recv(s, rbuf, 1, user(0));
+                send_msg(s, sbuf, 1, user(1));
                 wait_req(s, r);
             } else {
                 /* tm_perftest's order: the next receive is posted before the
@@ -545,15 +684,15 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size, Multi
                  * round trips alike) */
                 wait_req(s, next);
                 if (o.check) {
-                    verify(rbuf.data(), rbuf.size(), it); /* before the buffer is posted again */
+                    verify(rbuf, it); /* before the buffer is posted again */
                 }
                 if (it + 1 < warmup + iters) {
-                    next = post_recv(s, rbuf.data(), size, 1, user(0));
+                    next = post_recv(s, rbuf, 1, user(0));
                 }
-                send_msg(s, sbuf.data(), size, 1, user(1));
+                send_msg(s, sbuf, 1, user(1));
             }
             if (client && o.check) {
-                verify(rbuf.data(), rbuf.size(), it);
+                verify(rbuf, it);
             }
         }
         if (client && (iters % batch == 0)) {
@@ -566,21 +705,23 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size, Multi
         std::vector<Pending> reqs(o.window);
         /* The window's receive buffers are slots 64 bytes apart in one area, as
          * in tm_perftest and ucx_perftest (one message's working set, like a
-         * protocol reusing one user buffer); --check needs them disjoint. */
-        const size_t      stride = o.check ? size : 64;
-        PageBuffer        area((client || (multi != nullptr)) ? 0 : size + stride * o.window);
+         * protocol reusing one user buffer); --check needs them disjoint
+         * (with -V, each message's elements and the gaps after them). */
+        const size_t stride = o.check ? MsgArea::span(size, o.iovcnt) : 64;
+        MsgArea      area(size, o.iovcnt, (client || (multi != nullptr)) ? 0 : o.window, stride);
         if (multi != nullptr) {
             multi->expect(size);
         }
-        char                                ack;
+        char      ack;
+        const Msg ack_msg(&ack, 0); /* the acknowledgements stay one buffer of 0 bytes */
         for (size_t w = 0; w < wu + windows; ++w) {
             if (w == wu) {
                 start = std::chrono::steady_clock::now();
             }
             if (client) {
-                const Pending a = post_recv(s, &ack, 0, 2, user(o.window));
+                const Pending a = post_recv(s, ack_msg, 2, user(o.window));
                 for (size_t i = 0; i < o.window; ++i) {
-                    reqs[i] = start_send(s, sbuf.data(), size, 1, user(i),
+                    reqs[i] = start_send(s, sbuf, 1, user(i),
                                          o.more && (i + 1 < o.window));
                 }
                 for (const Pending &r : reqs) {
@@ -598,18 +739,18 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size, Multi
                     multi->repost();
                     bound.tick();
                 }
-                send_msg(s, &ack, 0, 2, user(o.window + 1));
+                send_msg(s, ack_msg, 2, user(o.window + 1));
             } else {
                 for (size_t i = 0; i < o.window; ++i) {
-                    reqs[i] = post_recv(s, area.data() + stride * i, size, 1, user(i));
+                    reqs[i] = post_recv(s, area.at(i), 1, user(i));
                 }
                 for (size_t i = 0; i < o.window; ++i) {
                     wait_req(s, reqs[i]);
                     if (o.check) {
-                        verify(area.data() + stride * i, size, 0);
+                        verify(area.at(i), 0);
                     }
                 }
-                send_msg(s, &ack, 0, 2, user(o.window + 1));
+                send_msg(s, ack_msg, 2, user(o.window + 1));
             }
         }
     }
@@ -684,8 +825,12 @@ int main(int argc, char **argv) {
         } else if (o.untagged) {
             snprintf(mode, sizeof(mode), " (untagged)");
         }
-        printf("# tm_proto_perf %s over %s%s%s\n", o.test.c_str(), o.transports.c_str(), mode,
-               o.check ? " (payload checked)" : "");
+        char vec[64] = "";
+        if (o.iovcnt != 0) {
+            snprintf(vec, sizeof(vec), " (vectors of %zu elements)", o.iovcnt);
+        }
+        printf("# tm_proto_perf %s over %s%s%s%s\n", o.test.c_str(), o.transports.c_str(), mode,
+               vec, o.check ? " (payload checked)" : "");
         if (o.test == "tag_lat") {
             printf("%12s %12s %12s %12s %12s\n", "size", "iters", "lat_us(med)", "lat_us(avg)",
                    "msg_per_s");
@@ -722,13 +867,14 @@ int main(int argc, char **argv) {
         fprintf(stderr,
                 "# %s: eager_sends %lu rndv_sends %lu rndv_gets %lu backpressure %lu offloaded_recvs %lu "
                 "software_recvs %lu expected %lu unexpected %lu unexpected_peak %zu "
-                "registrations %lu rcache_hits %lu\n",
+                "registrations %lu rcache_hits %lu rndv_puts %lu\n",
                 client ? "sender" : "receiver", (unsigned long)st.eager_sends,
                 (unsigned long)st.rndv_sends, (unsigned long)st.rndv_gets,
                 (unsigned long)st.backpressure, (unsigned long)st.offloaded_recvs,
                 (unsigned long)st.software_recvs, (unsigned long)st.expected,
                 (unsigned long)st.unexpected, st.unexpected_peak,
-                (unsigned long)st.registrations, (unsigned long)st.rcache_hits);
+                (unsigned long)st.registrations, (unsigned long)st.rcache_hits,
+                (unsigned long)st.rndv_puts);
         if (multi != nullptr) {
             fprintf(stderr, "# receiver: multi-receive buffers posted again %lu\n",
                     (unsigned long)multi->reposts());
