@@ -20,7 +20,8 @@
  *   -V N      every message sent and received as a vector of N elements
  *             (uct_tm_proto_sendv / uct_tm_proto_recvv) of near-equal length,
  *             each 64 bytes past the previous one's end in the buffer that
- *             would hold the message whole (not with -M)
+ *             would hold the message whole (not with -M); -V N:send or
+ *             -V N:recv vectors on that side only, one buffer on the other
  *
  * The process forks: the child receives ("server"), the parent sends
  * ("client"); worker addresses travel over a socketpair. Between two hosts,
@@ -68,6 +69,8 @@ struct Options {
     bool                untagged   = false; /* -U: untagged sends and receives (fi_send / fi_recv) */
     size_t              multi      = 0;     /* -M: tag_bw receives into multi-receives of this size */
     size_t              iovcnt     = 0;     /* -V: messages as vectors of this many elements (0: no) */
+    size_t              send_iov   = 0;     /* -V N[:send]: the sends' elements (0: one buffer) */
+    size_t              recv_iov   = 0;     /* -V N[:recv]: the receives' elements */
     int                 cpu_client = -1, cpu_server = -1;
     double              timeout    = 60; /* -T: longest wait for one event of the peer */
     uint16_t            port       = 0;  /* -p: two hosts, meet over TCP on this port */
@@ -78,7 +81,7 @@ void usage() {
     fprintf(stderr,
             "usage: tm_proto_perf [-t tag_lat|tag_bw] [-x transports] [-s size,size,...] [-n iters]\n"
             "                     [-w window] [-c client_cpu,server_cpu] [--check] [-v] [-u] [-m]\n"
-            "                     [-U] [-M bytes] [-V elements] [-T|--timeout seconds]\n"
+            "                     [-U] [-M bytes] [-V N[:send|:recv]] [-T|--timeout seconds]\n"
             "                     [-p port [host]]\n"
             "  -u  build requests in this program's memory (UCT_TM_PROTO_OP_USER_REQUEST)\n"
             "  -m  tag_bw: every send but a window's last says more follow (UCT_TM_PROTO_SEND_MORE)\n"
@@ -86,9 +89,9 @@ void usage() {
             "  -M  tag_bw, untagged: the receiver takes the messages into multi-receive buffers of\n"
             "      this many bytes (UCT_TM_PROTO_RECV_MULTI; at least the largest size), two posted,\n"
             "      each posted again once released\n"
-            "  -V  send and receive every message as a vector of this many elements\n"
+            "  -V  N[:send|:recv]: send and receive every message as a vector of N elements\n"
             "      (uct_tm_proto_sendv / uct_tm_proto_recvv), 1 to %d, of near-equal length and\n"
-            "      64 bytes apart in the buffer; not with -M\n"
+            "      64 bytes apart in the buffer; :send or :recv: that side only; not with -M\n"
             "  -T  give up when the peer does not answer for that long (default 60)\n"
             "  -p  two hosts: without host, receive on this TCP port (the sender's options\n"
             "      apply); with host, send to the receiver listening there\n",
@@ -134,12 +137,15 @@ Options parse(int argc, char **argv) {
         case 'V': {
             char *end = nullptr;
             o.iovcnt  = strtoull(optarg, &end, 10);
-            if ((end == optarg) || (*end != '\0') || (o.iovcnt == 0) ||
-                (o.iovcnt > UCT_TM_PROTO_IOV_MAX)) {
-                fprintf(stderr, "tm_proto_perf: -V %s: from 1 to %d elements\n", optarg,
-                        UCT_TM_PROTO_IOV_MAX);
+            const std::string side = (end != nullptr) ? end : "";
+            if ((end == optarg) || ((side != "") && (side != ":send") && (side != ":recv")) ||
+                (o.iovcnt == 0) || (o.iovcnt > UCT_TM_PROTO_IOV_MAX)) {
+                fprintf(stderr, "tm_proto_perf: -V %s: from 1 to %d elements, then :send, "
+                        ":recv or nothing (both)\n", optarg, UCT_TM_PROTO_IOV_MAX);
                 usage();
             }
+            o.send_iov = (side != ":recv") ? o.iovcnt : 0;
+            o.recv_iov = (side != ":send") ? o.iovcnt : 0;
             break;
         }
         case 'T':
@@ -638,7 +644,7 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size, Multi
     const size_t      iters  = iterations(o, size);
     const size_t      warmup = iters / 10 + 1;
     /* the messages' buffers and (-V) their elements, built before the clock starts */
-    MsgArea           sbuf_area(size, o.iovcnt), rbuf_area(size, o.iovcnt);
+    MsgArea           sbuf_area(size, o.send_iov), rbuf_area(size, o.recv_iov);
     const Msg         sbuf = sbuf_area.at(), rbuf = rbuf_area.at();
     std::vector<double> rtt;
     /* -u: one request memory per operation in flight (a window of sends or
@@ -707,8 +713,8 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size, Multi
          * in tm_perftest and ucx_perftest (one message's working set, like a
          * protocol reusing one user buffer); --check needs them disjoint
          * (with -V, each message's elements and the gaps after them). */
-        const size_t stride = o.check ? MsgArea::span(size, o.iovcnt) : 64;
-        MsgArea      area(size, o.iovcnt, (client || (multi != nullptr)) ? 0 : o.window, stride);
+        const size_t stride = o.check ? MsgArea::span(size, o.recv_iov) : 64;
+        MsgArea      area(size, o.recv_iov, (client || (multi != nullptr)) ? 0 : o.window, stride);
         if (multi != nullptr) {
             multi->expect(size);
         }
@@ -827,7 +833,9 @@ int main(int argc, char **argv) {
         }
         char vec[64] = "";
         if (o.iovcnt != 0) {
-            snprintf(vec, sizeof(vec), " (vectors of %zu elements)", o.iovcnt);
+            snprintf(vec, sizeof(vec), " (%s vectors of %zu elements)",
+                     (o.send_iov == 0) ? "received as" : (o.recv_iov == 0) ? "sent as" : "as",
+                     o.iovcnt);
         }
         printf("# tm_proto_perf %s over %s%s%s%s\n", o.test.c_str(), o.transports.c_str(), mode,
                vec, o.check ? " (payload checked)" : "");

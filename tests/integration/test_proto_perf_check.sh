@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# tm_proto_perf moves the bytes it claims in every mode: each run below verifies every payload
+# byte (--check; with -V also that nothing was written between the elements) over tm_sm (its
+# rendezvous reads and writes), tm_sm without offload, posix and tcp (pushed), at sizes that
+# take every protocol: empty, short, eager, fragmented eager and rendezvous. A benchmark mode
+# never run with its data checked could report figures for broken transfers.
+# TOOLS: the directory holding tm_proto_perf (default: this build's src/tools).
+set -u
+perf=${TOOLS:?set TOOLS to the directory of tm_proto_perf}/tm_proto_perf
+[ -x "$perf" ] || { echo "FAIL: $perf not found"; exit 1; }
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+fails=0
+# run OFFLOAD ARGS...: one run with its data checked, UCX_TM_PROTO_OFFLOAD=OFFLOAD
+run() {
+    local offload=$1; shift
+    if UCX_TM_PROTO_OFFLOAD=$offload timeout 120 "$perf" "$@" --check > "$log" 2>&1; then
+        echo "PASS: tm_proto_perf $* (offload $offload)"
+    else
+        echo "FAIL: tm_proto_perf $* (offload $offload)"; tail -5 "$log"; fails=$((fails + 1))
+    fi
+}
+sizes=0,8,1000,20000,300000
+for x in tm_sm tm_sm+sw posix tcp:lo; do
+    tl=${x%+sw}
+    offload=y; [ "$x" != "$tl" ] && offload=n
+    for mode in "" "-V 5" "-V 5:send" "-V 5:recv" "-U" "-U -V 3" "-u"; do
+        # shellcheck disable=SC2086 # $mode is a list of options
+        run $offload -x "$tl" -t tag_lat -s $sizes -n 20 $mode
+        # shellcheck disable=SC2086
+        run $offload -x "$tl" -t tag_bw -s $sizes -n 64 -w 8 $mode
+    done
+    run $offload -x "$tl" -t tag_bw -s 8,1000,20000 -n 64 -w 8 -m
+    run $offload -x "$tl" -t tag_bw -s 8,1000,20000 -n 64 -w 8 -M 65536
+done
+[ $fails -eq 0 ] || { echo "FAIL: $fails runs"; exit 1; }
