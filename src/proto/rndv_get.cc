@@ -13,10 +13,9 @@
  * (or on a CANCEL_ACK that won, when nobody ever read it). A read the
  * transport refuses falls back to CTS / DATA.
  *
- * Vectors (iov.cc): a vectored receive reads all of it into its elements, a
- * piece per call; a vectored send offers no read but a write (kFlagPut), and
- * a receive with one buffer asks it (kPutReq) for everything, written a
- * piece per call (transfer()).
+ * Vectors (iov.cc): a vectored send offers no read but a write (kFlagPut),
+ * and a receive with one buffer asks it (kPutReq) for everything, written a
+ * piece per call (transfer()); a vectored receive is pushed.
  */
 #include "worker.h"
 
@@ -218,9 +217,8 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
     c.rkey_unpacked = true;
     /* Ask for the front first: the sender writes it while we read the back
      * (a CMA read completes inside get_zcopy, so asking afterwards would
-     * serialize the two copies). A vectored receive (no one buffer to
-     * register for the sender) reads all of it. */
-    const size_t front = ((r.expect >= kSplitMin) && (r.rbuf != nullptr)) ? r.expect / 2 : 0;
+     * serialize the two copies). */
+    const size_t front = (r.expect >= kSplitMin) ? r.expect / 2 : 0;
     const bool   put   = (front != 0) && ask_put(r, ep, front);
     r.parts            = put ? 2 : 1;
     r.peer_part        = put;

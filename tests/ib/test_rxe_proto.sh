@@ -88,8 +88,8 @@ for tl in tm_rc tm_dc; do
 done
 run test_proto_api tm_rc+sw "software matching, offload off" "$api"
 run test_proto_alloc tm_rc+sw "software matching, offload off"
-# a send queue of 8: a vectored rendezvous read or written in 40 pieces is
-# refused midway, and the data go by push once the pieces started are done
+# a send queue of 8: a vectored rendezvous written in 40 pieces is refused
+# midway, and the data go by push once the pieces started are done
 (export UCX_TM_RC_TX_QUEUE_LEN=8
  run test_proto_api tm_rc "software matching, UCX_TM_RC_TX_QUEUE_LEN=8" \
      "--gtest_filter=transports/ProtoIov.*") || exit 1
