@@ -51,11 +51,14 @@ struct Iface {
     bool eager_by_zcopy(size_t len) const {
         return (len < tag_inline_limit) || ((len <= tag_zcopy_max) && (len > tag_bcopy_max));
     }
-    /* whether one tag API call gathers an eager message of `total` bytes in
-     * `nonempty` elements: tag_eager_zcopy's list, or one bcopy descriptor */
+    /* an eager message of `total` bytes in `nonempty` elements goes as one
+     * tag_eager_zcopy with their list */
+    bool tag_eager_zcopy_list(size_t total, size_t nonempty) const {
+        return eager_by_zcopy(total) && (nonempty <= attr.cap.tag.eager.max_iov);
+    }
+    /* whether one tag API call gathers it: that, or one bcopy descriptor */
     bool tag_eager_gathers(size_t total, size_t nonempty) const {
-        return (eager_by_zcopy(total) && (nonempty <= attr.cap.tag.eager.max_iov)) ||
-               (total <= attr.cap.tag.eager.max_bcopy);
+        return tag_eager_zcopy_list(total, nonempty) || (total <= attr.cap.tag.eager.max_bcopy);
     }
     bool             offload   = false; /* receives go to its tag list */
     /* rendezvous data is read by the receiver (get_zcopy, MD-registered) */

@@ -44,20 +44,13 @@ void Worker::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const c
     /* read it into the buffer, or have a sender that cannot be read write it
      * (into one buffer: one rkey), else have it pushed. A vectored receive is
      * pushed: reading it piece by piece measured slower over tm_sm
-     * (docs/perf.md, "Vectors"). */
+     * (docs/perf.md, "Protocol layer"). */
     if ((get_len != 0) && (r.rbuf != nullptr) && start_get(r, source, sreq, get, get_len)) {
         return;
     }
     if (put_offer && (r.rbuf != nullptr) && start_put(r, source, sreq)) {
         return;
     }
-    ask_push(r, source, sreq);
-}
-
-/* Asks the sender of rendezvous `sreq` to push what receive `r` holds. */
-void Worker::ask_push(Request &r, uint32_t source, uint64_t sreq) {
-    CtrlHeader h = {};
-    h.req        = sreq;
     r.parts     = 1; /* kData up to r.limit */
     r.peer_part = true;
     r.limit     = r.expect;

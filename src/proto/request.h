@@ -93,8 +93,8 @@ struct GetContext {
     uct_component_h   component = nullptr;
     uct_rkey_bundle_t rkey   = {};
     bool              rkey_unpacked = false; /* rkey is to be released */
-    /* a call was refused (NO_RESOURCE) after others had started: once they
-     * are done the data go by push instead (Worker::transfer_done) */
+    /* a write's call was refused (NO_RESOURCE) after others had started:
+     * once they are done the data go by push instead (Worker::transfer_done) */
     bool              refused = false;
 };
 static_assert(std::is_standard_layout<GetContext>::value,

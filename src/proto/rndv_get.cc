@@ -86,17 +86,16 @@ size_t Worker::pack_rts(Request &r, char *out) {
 }
 
 /* Reads (get) into receive `r`, or writes (put) from send `r`, message
- * bytes [offset, offset + length) at remote `address` + offset, over r.ep or
- * the context's source: from its one buffer (`memh` its registration, or
+ * bytes [offset, offset + length) at remote `address` + offset, over `ep`:
+ * from its one buffer (`memh` its registration, or
  * null) or piece by piece from its elements (memh null: a transport that
  * needs one registers the piece for the call, as for an unregistered
  * buffer), each call at most max_zcopy bytes, all completing on c.comp.
  * UCS_OK: every call completed in place; UCS_INPROGRESS: c.comp's callback
  * reports them all (with the first failure, if a call failed after others
  * started); else the failure, nothing in flight. */
-ucs_status_t Worker::transfer(Request &r, GetContext &c, bool put, size_t offset, size_t length,
-                              uint64_t address, uct_mem_h memh) {
-    Endpoint          *ep  = put ? r.ep : peers_.of(c.source);
+ucs_status_t Worker::transfer(Request &r, GetContext &c, Endpoint *ep, bool put, size_t offset,
+                              size_t length, uint64_t address, uct_mem_h memh) {
     const size_t       max = put ? ep->iface->attr.cap.put.max_zcopy
                                  : ep->iface->attr.cap.get.max_zcopy;
     ucs_status_t       failed = UCS_OK;
@@ -128,9 +127,9 @@ ucs_status_t Worker::transfer(Request &r, GetContext &c, bool put, size_t offset
     if (--c.comp.count == 0) {
         return failed; /* nothing in flight: UCS_OK, or why not */
     }
-    if (failed == UCS_ERR_NO_RESOURCE) {
-        c.refused = true; /* out of send resources midway: push the rest */
-    } else if (failed != UCS_OK) {
+    if (put && (failed == UCS_ERR_NO_RESOURCE)) {
+        c.refused = true; /* out of send resources midway: push it instead */
+    } else if (failed != UCS_OK) { /* (a read is one call: pack_rts, start_get) */
         c.comp.status = failed;
     }
     return UCS_INPROGRESS;
@@ -228,8 +227,8 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
         r.offset = 0;
     }
     const size_t back_from = put ? front : 0;
-    ucs_status_t status    = transfer(r, c, false, back_from, r.expect - back_from, g.address,
-                                      UCT_MEM_HANDLE_NULL);
+    ucs_status_t status    = transfer(r, c, ep, false, back_from, r.expect - back_from,
+                                      g.address, UCT_MEM_HANDLE_NULL);
     if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
         if (!put) {
             uct_rkey_release(c.component, &c.rkey);
@@ -264,16 +263,9 @@ void Worker::transfer_done(GetContext *g, ucs_status_t status) {
         g->refused = false;
         uct_rkey_release(g->component, &g->rkey);
         g->rkey_unpacked = false;
-        if (r->kind == ReqKind::kSend) {
-            r->offset = 0; /* limit: what the receiver asked for */
-            r->set_state(SendState::kPushing);
-            push_ahead(*r);
-        } else {
-            ucs_assertv(!r->peer_part, "receive %#llx: a split read refused midway",
-                        static_cast<unsigned long long>(r->self)); /* one call each */
-            r->ack_after = false;
-            ask_push(*r, g->source, g->sreq);
-        }
+        r->offset = 0; /* a send writing (only puts are refused midway); limit: what was asked */
+        r->set_state(SendState::kPushing);
+        push_ahead(*r);
         return;
     }
     if (r->kind == ReqKind::kSend) {
@@ -330,7 +322,7 @@ void Worker::handle_put_request(const PutHeader &h, const char *rkey, size_t rke
     ucs_status_t status = uct_rkey_unpack(c.component, rkey, &c.rkey);
     if (status == UCS_OK) {
         c.rkey_unpacked = true;
-        status = transfer(*r, c, true, 0, h.length, h.address, r->memh);
+        status = transfer(*r, c, r->ep, true, 0, h.length, h.address, r->memh);
         if ((status != UCS_OK) && (status != UCS_INPROGRESS)) {
             uct_rkey_release(c.component, &c.rkey);
             c.rkey_unpacked = false;

@@ -418,7 +418,7 @@ ssize_t Worker::send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint6
                                 size_t total) {
     if (ep->tag_path) {
         const uint64_t wire_imm = eager_imm(has_data, rdata); /* narrow: sendv() checked */
-        if (ep->iface->eager_by_zcopy(total) && (nonempty <= ep->iface->attr.cap.tag.eager.max_iov)) {
+        if (ep->iface->tag_eager_zcopy_list(total, nonempty)) {
             uct_iov_t list[UCT_TM_PROTO_IOV_MAX];
             size_t    n = 0;
             for (size_t i = 0; i < iovcnt; ++i) {
@@ -433,7 +433,7 @@ ssize_t Worker::send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint6
             }
             return (status == UCS_OK) ? static_cast<ssize_t>(total) : static_cast<ssize_t>(status);
         }
-        if (total > ep->iface->attr.cap.tag.eager.max_bcopy) {
+        if (!ep->iface->tag_eager_gathers(total, nonempty)) {
             /* more elements than the zcopy takes and longer than one bcopy
              * descriptor: sendv() stages it for the contiguous path */
             return UCS_ERR_UNSUPPORTED;

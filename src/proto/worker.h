@@ -362,7 +362,6 @@ class Worker {
     void         publish_now(Request &r); /* inline */
     void         start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
                                  size_t get_len, bool put_offer);
-    void         ask_push(Request &r, uint32_t source, uint64_t sreq);
     void         message_consumed(uint32_t source, uint64_t length, bool sync,
                                   uint64_t sreq); /* inline */
     void         send_ack(uint32_t source, uint64_t sreq);
@@ -412,8 +411,8 @@ class Worker {
     bool         start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
                            size_t get_len);
     bool         start_put(Request &r, uint32_t source, uint64_t sreq);
-    ucs_status_t transfer(Request &r, GetContext &c, bool put, size_t offset, size_t length,
-                          uint64_t address, uct_mem_h memh);
+    ucs_status_t transfer(Request &r, GetContext &c, Endpoint *ep, bool put, size_t offset,
+                          size_t length, uint64_t address, uct_mem_h memh);
     bool         ask_put(Request &r, Endpoint *ep, size_t front);
     /* The registration of r's mapped region on `iface` (taken: use()d),
      * or null: no region, unmapped since, or none there. */
