@@ -923,6 +923,31 @@ TEST_P(MultiRecvTest, CancelCompletesOnce) {
     expect_no_requests();
 }
 
+/* A cancel that comes after the message that filled a multi-receive was
+ * reported -- the receive is released, its final callback maybe not run yet
+ * -- finds it final (UCS_ERR_NO_ELEM) and changes nothing: one final
+ * callback, UCS_OK, the bytes taken. (The stress test's end met this.) */
+TEST_P(MultiRecvTest, CancelAfterTheReleasingMessageFindsItFinal) {
+    const size_t      cap = 100 + kMinMultiRecv - 1; /* 100 B leave fewer than min */
+    std::vector<char> buf(cap, 'g');
+    MultiCalls        calls;
+    const auto        r   = post_multi(buf.data(), cap, &calls);
+    const auto        msg = pattern(100, 7);
+    ASSERT_EQ(UCS_OK, send_u(msg.data(), msg.size()));
+    ASSERT_TRUE(wait_calls(calls, 1));
+    EXPECT_EQ(UCS_ERR_NO_ELEM, uct_tm_proto_request_cancel(p_.b, r)) << "released: final";
+    ASSERT_TRUE(wait_calls(calls, 2));
+    spin(p_, 300);
+    ASSERT_EQ(calls.calls.size(), 2u) << "completed more than once";
+    expect_message(calls, 0, r, buf.data(), 0, cap, 100, 7);
+    expect_final(calls, 1, r, buf.data(), 100, UCS_OK);
+    EXPECT_EQ(UCS_ERR_NO_ELEM, uct_tm_proto_request_cancel(p_.b, r));
+    uct_tm_proto_info_t info;
+    EXPECT_EQ(UCS_OK, uct_tm_proto_request_test(p_.b, r, &info));
+    EXPECT_EQ(UCS_OK, uct_tm_proto_request_release(p_.b, r));
+    expect_no_requests();
+}
+
 /* RECV_MULTI without UNTAGGED, without a callback, with USER_REQUEST, with
  * recvv, with length 0: UCS_ERR_INVALID_PARAM, nothing made. */
 TEST_P(MultiRecvTest, InvalidParamsRejected) {
