@@ -14,6 +14,7 @@
 
 #include "dc_provider.h"
 #include "rc_wire.h"
+#include "wr_post.h"
 
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
@@ -67,6 +68,25 @@ int dci_to_rts(struct ibv_qp *dci, const DcProbePort &port, const DciCaps &caps)
  * errno. Its outstanding work requests are gone after this: the caller
  * settles them first (DciOps::fail_outstanding). */
 int dci_reset(struct ibv_qp *dci);
+
+/* Where one DCI work request goes: the peer's port (address handle), DCT
+ * and access key, from an address that passed check_mlx5_peer_address. */
+struct DcDestination {
+    struct ibv_ah *ah      = nullptr;
+    uint32_t       dct_num = 0;
+    uint64_t       dc_key  = 0;
+};
+
+/* Posts `wr` on a DCI (`qpx` and `dv` are its two views, taken once when it
+ * is made: ibv_qp_to_qp_ex, mlx5dv_qp_ex_from_ibv_qp_ex) to `to`: the
+ * posting path the on-demand provider runs on every device (wr_post.h), with
+ * mlx5dv_wr_set_dc_addr as its destination step; 0 or an errno. */
+inline int post_dci(struct ibv_qp_ex *qpx, struct mlx5dv_qp_ex *dv, const struct ibv_send_wr &wr,
+                    const DcDestination &to) {
+    return post_wr_ex(qpx, wr, [&](struct ibv_qp_ex *) {
+        mlx5dv_wr_set_dc_addr(dv, to.ah, to.dct_num, to.dc_key);
+    });
+}
 
 /* The address handle of a peer's port, from a device address that passed
  * check_mlx5_peer_address; null with errno set. */

@@ -327,8 +327,7 @@ bool RcHwTags::read_sync(RcEp *ep, uint64_t va, uint32_t rkey, void *dst, size_t
     wr.send_flags          = IBV_SEND_SIGNALED;
     wr.wr.rdma.remote_addr = va;
     wr.wr.rdma.rkey        = rkey;
-    struct ibv_send_wr *bad = nullptr;
-    if (ibv_post_send(ep->qp, &wr, &bad) != 0) {
+    if (iface_.post_wr(ep, &wr) != 0) {
         ibv_dereg_mr(mr);
         return false;
     }

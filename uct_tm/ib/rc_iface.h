@@ -196,6 +196,10 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     ucs_status_t new_ep(RcEp **ep_p, bool with_qp = true);
     /* `ep`'s QP, in INIT, on this iface's CQs and SRQ. */
     ucs_status_t create_qp(RcEp *ep);
+    /* One work request on `ep`'s queue pair: the one place that posts
+     * sends, the seam a DC initiator's post (dc_mlx5_verbs.h) goes into;
+     * 0 or an errno. */
+    int          post_wr(RcEp *ep, struct ibv_send_wr *wr);
     void         destroy_qp(RcEp *ep);
     /* Binds `ep`'s QP to the peer's QP `rep` on the port `remote` (RTR, RTS). */
     ucs_status_t connect_qp(RcEp *ep, const DeviceAddress &remote, const EpAddress &rep);
@@ -430,6 +434,7 @@ inline bool RcIfaceLink::tx_room(const RcEp *ep) const {
 inline ucs_status_t RcIfaceLink::post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &op) {
     return iface_->post_send(ep, wr, op);
 }
+inline int RcIfaceLink::post_wr(RcEp *ep, struct ibv_send_wr *wr) { return iface_->post_wr(ep, wr); }
 inline ucs_status_t RcIfaceLink::post_probe(RcEp *ep) { return iface_->post_probe(ep); }
 inline unsigned RcIfaceLink::poll_tx() { return iface_->poll_tx(); }
 inline struct ibv_cq *RcIfaceLink::tx_cq() const { return iface_->tx_cq_; }

@@ -58,6 +58,8 @@ class RcIfaceLink {
     /* A work request and a send operation are free for `ep`. */
     inline bool         tx_room(const RcEp *ep) const;
     inline ucs_status_t post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &op);
+    /* One work request outside the send operations (the model's blocking READ). */
+    inline int          post_wr(RcEp *ep, struct ibv_send_wr *wr);
     inline ucs_status_t post_probe(RcEp *ep);
     inline unsigned     poll_tx();
     inline struct ibv_cq *tx_cq() const;

@@ -93,6 +93,11 @@ void RcIface::free_tx_op(uint32_t index) {
     --tx_ops_used_;
 }
 
+int RcIface::post_wr(RcEp *ep, struct ibv_send_wr *wr) {
+    struct ibv_send_wr *bad = nullptr;
+    return ibv_post_send(ep->qp, wr, &bad);
+}
+
 ucs_status_t RcIface::post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &desc) {
     ucs_assert(desc.type != TxOp::Type::kFree);
     const uint32_t index = alloc_tx_op();
@@ -101,8 +106,7 @@ ucs_status_t RcIface::post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &de
     wr->wr_id            = index;
     wr->send_flags |= IBV_SEND_SIGNALED;
     wr->next             = nullptr;
-    struct ibv_send_wr *bad = nullptr;
-    const int           rc  = ibv_post_send(ep->qp, wr, &bad);
+    const int rc = post_wr(ep, wr);
     if (ucs_unlikely(rc != 0)) {
         ucs_error("tm_rc: ibv_post_send on QP 0x%x: %s", ep->qp->qp_num, strerror(rc));
         tx_ops_[index].comp = nullptr;
