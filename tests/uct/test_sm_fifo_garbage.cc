@@ -704,6 +704,20 @@ TEST_F(SmFifoGarbage, StalledElementOfDeadSenderIsSkipped) {
     EXPECT_LT(secs, 5.0) << "the stalled element took long to skip";
 }
 
+/* The first 1000-byte fragment (pattern `tag`) of a message tagged `tag`
+ * that has more: what a dying sender leaves. */
+void write_first_of_two(RawSegment &raw, uint16_t mine, uct_tag_t tag) {
+    raw.write([&](ElemHeader *e, char *, char *desc) {
+        e->kind   = Kind::kTagEager;
+        e->flags  = kFlagFirst | kFlagMore | kFlagDesc;
+        e->peer   = mine;
+        e->length = 1000;
+        e->tag    = tag;
+        e->imm    = 0;
+        fill_pattern(desc, 1000, tag);
+    });
+}
+
 /* The sender dies between the fragments of a message a posted receive is
  * taking: the receive completes with UCS_ERR_CONNECTION_RESET (once), with
  * only the delivered fragment written, and the iface goes on. */
@@ -713,23 +727,67 @@ TEST_F(SmFifoGarbage, SenderDiesMidMessage) {
     ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x5a, kFullMask, b.iov.data(), 1, &r.ctx),
               UCS_OK);
     die_holding_a_claim(rx_->address(), rx_->attr.device_addr_len,
-                        [](RawSegment &raw, uint16_t mine) {
-                            raw.write([&](ElemHeader *e, char *, char *desc) {
-                                e->kind   = Kind::kTagEager;
-                                e->flags  = kFlagFirst | kFlagMore | kFlagDesc;
-                                e->peer   = mine;
-                                e->length = 1000;
-                                e->tag    = 0x5a;
-                                e->imm    = 0;
-                                fill_pattern(desc, 1000, 0x5a);
-                            });
-                        });
+                        [](RawSegment &raw, uint16_t mine) { write_first_of_two(raw, mine, 0x5a); });
     ASSERT_TRUE(wait([&] { return r.done(); }, 10)) << "callbacks [" << r.sequence() << "]";
     drain();
     EXPECT_EQ(r.sequence(), "consumed,completed");
     EXPECT_EQ(r.status, UCS_ERR_CONNECTION_RESET);
     EXPECT_EQ(b.check(0x5a, 1000), "");
     expect_alive(3001);
+}
+
+/* Fragments are published as they are written (a receiver copies one out
+ * while its sender copies the next in). An unexpected message whose later
+ * fragments are not there yet is held and goes up whole, once: one eager_cb
+ * call, FIRST without MORE, every byte; a posted receive takes the fragments
+ * as they come. */
+TEST_F(SmFifoGarbage, MessageStillBeingWrittenUnexpectedGoesUpWhole) {
+    constexpr uint32_t kFrag = 1000;
+    write_fragment(kFlagFirst | kFlagMore, tx_slot_, 0x3a, kFrag, 9);
+    drain();
+    EXPECT_EQ(rx_->unexp.fragments, 0u) << "a part of the message went up";
+    write_fragment(kFlagMore, tx_slot_, 0x3a, kFrag, 9, kFrag);
+    drain();
+    EXPECT_EQ(rx_->unexp.fragments, 0u) << "a part of the message went up";
+    write_fragment(0, tx_slot_, 0x3a, kFrag, 9, 2 * kFrag);
+    ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == 1; }));
+    drain();
+    ASSERT_EQ(rx_->unexp.messages.size(), 1u);
+    const auto &m = rx_->unexp.messages[0];
+    EXPECT_EQ(m.tag, 0x3au);
+    EXPECT_EQ(m.flags, std::vector<unsigned>{UCT_CB_PARAM_FLAG_FIRST}) << "not one piece";
+    ASSERT_EQ(m.data.size(), 3 * kFrag);
+    std::string want(3 * kFrag, 0);
+    fill_pattern(&want[0], want.size(), 9);
+    EXPECT_TRUE(m.data == want) << "the bytes differ";
+    EXPECT_TRUE(rx_->unexp.violations.empty()) << rx_->unexp.violations[0];
+    /* expected: the posted receive takes the first fragment at once */
+    RecvCtx     r;
+    RecvBuffers b(3 * kFrag);
+    ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x3b, kFullMask, b.iov.data(), 1, &r.ctx),
+              UCS_OK);
+    write_fragment(kFlagFirst | kFlagMore, tx_slot_, 0x3b, kFrag, 10);
+    drain();
+    EXPECT_EQ(r.sequence(), "consumed");
+    EXPECT_EQ(b.check(10, kFrag), "") << "the first fragment is not in place yet";
+    write_fragment(0, tx_slot_, 0x3b, 2 * kFrag, 10, kFrag);
+    ASSERT_TRUE(wait([&] { return r.done(); }));
+    EXPECT_EQ(r.sequence(), "consumed,completed");
+    EXPECT_EQ(r.status, UCS_OK);
+    EXPECT_EQ(b.check(10, 3 * kFrag), "");
+    expect_alive(11);
+}
+
+/* The sender of an unexpected message dies after its first fragments:
+ * nothing of it goes up (no half message for the layer above to match),
+ * the rest is skipped, and the iface goes on. */
+TEST_F(SmFifoGarbage, SenderDiesMidUnexpectedMessageNothingGoesUp) {
+    die_holding_a_claim(rx_->address(), rx_->attr.device_addr_len,
+                        [](RawSegment &raw, uint16_t mine) { write_first_of_two(raw, mine, 0x5b); });
+    expect_alive(3002); /* waits past the skip of the dead sender's claim */
+    drain();
+    EXPECT_EQ(rx_->unexp.fragments, 0u) << "a part of the dead sender's message went up";
+    EXPECT_EQ(rx_->unexp.messages.size(), 0u);
 }
 
 /* A sender dies holding several claimed elements that are not adjacent:

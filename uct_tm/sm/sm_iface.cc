@@ -654,6 +654,10 @@ void SmIface::receive_eager(const Message &m) {
         drop(m, "fragment outside a message");
         return;
     }
+    if (assembly_.bounced) {
+        receive_held_fragment(m);
+        return;
+    }
     if (assembly_.recv != nullptr) {
         const size_t offset = assembly_.offset;
         assembly_.offset += m.length;
@@ -678,8 +682,20 @@ void SmIface::receive_unexpected_eager(const Message &m) {
         return;
     }
     ++counters_.unexpected;
-    const bool     more    = (m.flags & kFlagMore) != 0;
-    void          *context = nullptr;
+    const bool more = (m.flags & kFlagMore) != 0;
+    if (more && !fifo_.run_published(geometry_.fifo_elems / 2)) {
+        /* Its sender is still writing it (fragments are published as they
+         * are written): held here until whole, so that a sender dying midway
+         * leaves the layer above no half message. */
+        assembly_         = Assembly{true, m.peer, nullptr, nullptr, m.tag, m.length};
+        assembly_.bounced = true;
+        assembly_.lost    = alloc_status([&] {
+                             held_.assign(static_cast<const char *>(m.payload),
+                                            static_cast<const char *>(m.payload) + m.length);
+                         }) != UCS_OK;
+        return;
+    }
+    void *context = nullptr;
     const unsigned first   = UCT_CB_PARAM_FLAG_FIRST | (more ? UCT_CB_PARAM_FLAG_MORE : 0);
     deliver(m, [&](void *data, unsigned flags) {
         return params().eager_cb(params().eager_arg, data, m.length, flags | first, m.tag, more ? 0 : m.imm,
@@ -690,11 +706,50 @@ void SmIface::receive_unexpected_eager(const Message &m) {
     }
 }
 
+/* A later fragment of an unexpected message held until whole; the last one
+ * hands it up in one piece. */
+void SmIface::receive_held_fragment(const Message &m) {
+    const bool more   = (m.flags & kFlagMore) != 0;
+    assembly_.offset += m.length;
+    if (assembly_.offset > size_t{geometry_.seg_size} * (geometry_.fifo_elems / 2)) {
+        assembly_.lost = true; /* longer than any sender may send: not held */
+        held_.clear();
+    }
+    if (!assembly_.lost) {
+        assembly_.lost = alloc_status([&] {
+                             held_.insert(held_.end(), static_cast<const char *>(m.payload),
+                                            static_cast<const char *>(m.payload) + m.length);
+                         }) != UCS_OK;
+    }
+    if (more) {
+        return;
+    }
+    assembly_.active  = false;
+    assembly_.bounced = false;
+    if (assembly_.lost) {
+        ucs_error("tm_sm: an unexpected %zu-byte message with tag 0x%lx could not be held (out "
+                  "of memory, or longer than a sender may send): dropped",
+                  assembly_.offset, static_cast<unsigned long>(assembly_.tag));
+        return;
+    }
+    void *context = nullptr;
+    if (params().eager_cb(params().eager_arg, held_.data(), held_.size(),
+                          UCT_CB_PARAM_FLAG_FIRST, assembly_.tag, m.imm, &context) == UCS_INPROGRESS) {
+        ucs_error("tm_sm: callback kept data delivered without UCT_CB_PARAM_FLAG_DESC");
+    }
+}
+
 void SmIface::abort_assembly(ucs_status_t status) {
     if (!assembly_.active) {
         return;
     }
     assembly_.active = false;
+    if (assembly_.bounced) {
+        assembly_.bounced = false;
+        ucs_error("tm_sm: unexpected message with tag 0x%lx lost its last fragments (sender "
+                  "failed): dropped, none of it delivered", static_cast<unsigned long>(assembly_.tag));
+        return;
+    }
     if (assembly_.recv != nullptr) {
         tags_.complete(assembly_.recv, assembly_.tag, 0, assembly_.offset, status);
     } else {

@@ -71,6 +71,10 @@ struct Assembly {
     void            *context  = nullptr; /* unexpected: the layer above's per-message context */
     uct_tag_t        tag      = 0;
     size_t           offset   = 0;
+    /* unexpected, and its sender was still writing it: its bytes are held in
+     * SmIface::held_ and go up once whole (lost: out of memory, dropped) */
+    bool             bounced  = false;
+    bool             lost     = false;
 };
 
 /* What the iface remembers of a peer-table entry. */
@@ -257,6 +261,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     void receive_eager(const Message &m);
     /* The first fragment of a message no posted receive matched: eager_cb. */
     void receive_unexpected_eager(const Message &m);
+    void receive_held_fragment(const Message &m);
     void receive_rndv_request(const Message &m);
     /* The rndv callback for a rendezvous (request: no rkey) no receive
      * matched; false if there is none. */
@@ -326,6 +331,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     /* tag matching */
     TagEngine                tags_;
     Assembly                 assembly_;
+    std::vector<char>        held_;   /* an unexpected message held until whole (Assembly) */
 
     /* peers */
     std::vector<PeerView>                    peer_views_; /* by slot of our peer table */

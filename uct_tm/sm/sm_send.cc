@@ -120,55 +120,52 @@ ucs_status_t SmIface::send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t 
     });
 }
 
+/* Fragments are published first to last, each as soon as it is written:
+ * the receiver copies one out while this side copies the next in, so a
+ * message of n fragments costs about one copy plus one fragment, not two
+ * copies (docs/perf.md). The receiver delivers an unexpected message only
+ * whole (SmIface::receive_eager), so a sender that dies midway leaves no
+ * half message with the layer above. */
 template <typename Gather>
 ucs_status_t SmIface::publish_fragments(SmEp *ep, uint64_t seq, size_t claimed,
                                         const Fragments &f, const Gather &gather_at) {
-    FifoWriter  &fifo   = ep->peer->fifo();
-    const size_t seg    = ep->peer->geometry().seg_size;
+    FifoWriter  &fifo = ep->peer->fifo();
+    const size_t seg  = ep->peer->geometry().seg_size;
+    /* a corrupt segment fails the whole message before any of it is visible */
     ucs_status_t status = UCS_OK;
+    for (size_t i = 0; i < std::min(claimed, f.nfrags); ++i) {
+        if (ucs_unlikely(fifo.desc_payload(fifo.elem(seq + i)) == nullptr)) {
+            status = UCS_ERR_IO_ERROR;
+        }
+    }
+    bool skipped = false; /* the receiver gave up on us: the rest go as drops */
     for (size_t i = 0; i < claimed; ++i) {
-        ElemHeader  *e       = fifo.elem(seq + i);
-        char        *payload = fifo.desc_payload(e);
-        e->peer              = ep->peer->slot();
-        e->kind              = Kind::kDropped;
-        e->flags             = 0;
-        e->length            = 0;
-        if (i >= f.nfrags) {
-            continue; /* claimed for a message that came out shorter */
+        ElemHeader *e       = fifo.elem(seq + i);
+        char       *payload = fifo.desc_payload(e); /* again: the receiver's memory may change */
+        e->peer             = ep->peer->slot();
+        if ((payload == nullptr) && (i < f.nfrags)) {
+            status = UCS_ERR_IO_ERROR;
         }
-        if (ucs_unlikely(payload == nullptr)) {
-            status = UCS_ERR_IO_ERROR; /* the peer's segment is corrupt */
-            continue;
+        if ((status != UCS_OK) || skipped || (i >= f.nfrags)) {
+            e->kind   = Kind::kDropped; /* or claimed for a message that came out shorter */
+            e->flags  = 0;
+            e->length = 0;
+        } else {
+            const size_t offset = i * seg;
+            const size_t length = std::min(seg, f.total - offset);
+            gather_at(payload, offset, length);
+            e->kind   = f.kind;
+            e->flags  = kFlagDesc | ((i == 0) ? kFlagFirst : 0) | ((i + 1 < f.nfrags) ? kFlagMore : 0);
+            e->length = static_cast<uint32_t>(length);
+            e->aux    = f.am_id;
+            e->tag    = f.tag;
+            e->imm    = (i + 1 == f.nfrags) ? f.imm : 0;
         }
-        const size_t offset = i * seg;
-        const size_t length = std::min(seg, f.total - offset);
-        gather_at(payload, offset, length);
-        e->kind   = f.kind;
-        e->flags  = kFlagDesc | ((i == 0) ? kFlagFirst : 0) | ((i + 1 < f.nfrags) ? kFlagMore : 0);
-        e->length = static_cast<uint32_t>(length);
-        e->aux    = f.am_id;
-        e->tag    = f.tag;
-        e->imm    = (i + 1 == f.nfrags) ? f.imm : 0;
-    }
-    if (status != UCS_OK) {
-        for (size_t i = 0; i < claimed; ++i) {
-            fifo.elem(seq + i)->kind  = Kind::kDropped;
-            fifo.elem(seq + i)->flags = 0;
-        }
-    }
-    /* Last fragment first: the receiver starts on the first one only when
-     * the whole message is there. If the receiver skipped one of ours (it
-     * thought we were dead), turn the rest into drops so it can move on. */
-    for (size_t i = claimed; i-- > 0;) {
-        ElemHeader *e = fifo.elem(seq + i);
         if (!fifo.publish(e, seq + i)) {
-            for (size_t j = 0; j < i; ++j) {
-                fifo.elem(seq + j)->kind = Kind::kDropped;
-            }
-            status = UCS_ERR_NO_RESOURCE;
+            skipped = true;
         }
     }
-    return status;
+    return (status != UCS_OK) ? status : (skipped ? UCS_ERR_NO_RESOURCE : UCS_OK);
 }
 
 ucs_status_t SmIface::refuse_for_geometry(SmEp *ep, size_t total, const char *why) {
