@@ -12,7 +12,9 @@
  * the sender: they meet over TCP and the receiver takes the sender's options. Each message size
  * picks the path a protocol layer would: eager short / bcopy / zcopy within
  * the iface's eager limits, tag_rndv_zcopy above. Receives are posted before
- * the message arrives (expected) unless --unexpected, where the receiver takes
+ * the message arrives (expected; tag_lat posts the next one right after each
+ * send, one ahead, as an MPI ping-pong does -- --post-on-path posts it before
+ * the send instead) unless --unexpected, where the receiver takes
  * every message through the iface's unexpected callbacks (and answers an
  * unexpected rendezvous with get_zcopy and an AM acknowledgement, as UCP does).
  * --depth N keeps N extra non-matching receives posted all along, spread over
@@ -66,6 +68,7 @@ struct Options {
     bool                md_memory    = false;
     bool                check        = false;
     bool                no_ptrace    = false;
+    bool                post_on_path = false; /* tag_lat: post each receive just before it is due */
     std::string         csv;
     int                 cpu_client = -1, cpu_server = -1;
     bool                header     = true;
@@ -89,6 +92,9 @@ void usage() {
            "  -U, --unexpected            receiver posts nothing: unexpected callbacks\n"
            "      --md-memory             buffers from the MD (shared memory) instead of malloc\n"
            "      --check                 tag_lat: fill and verify every payload byte (slow)\n"
+           "      --post-on-path          tag_lat: post each receive right before the send it\n"
+           "                              answers (its cost on the one-way path) instead of\n"
+           "                              right after the send, one receive ahead\n"
            "      --no-ptrace             make both processes non-dumpable: the kernel then denies\n"
            "                              CMA and /proc/<pid>/fd between them (tm_sm needs\n"
            "                              UCX_TM_SM_NAMED_SEGMENTS=y and copies through staging)\n"
@@ -104,7 +110,8 @@ void usage() {
 }
 
 bool parse(int argc, char **argv, Options *o) {
-    enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory, kCheck, kNoPtrace, kTimeout, kKeepalive };
+    enum { kMaskClasses = 256, kCsv, kNoHeader, kMdMemory, kCheck, kNoPtrace, kTimeout, kKeepalive,
+           kPostOnPath };
     static const struct option longopts[] = {
         {"test", required_argument, nullptr, 't'},      {"transport", required_argument, nullptr, 'x'},
         {"sizes", required_argument, nullptr, 's'},     {"iters", required_argument, nullptr, 'n'},
@@ -113,6 +120,7 @@ bool parse(int argc, char **argv, Options *o) {
         {"unexpected", no_argument, nullptr, 'U'},      {"md-memory", no_argument, nullptr, kMdMemory},
         {"check", no_argument, nullptr, kCheck},
         {"no-ptrace", no_argument, nullptr, kNoPtrace},
+        {"post-on-path", no_argument, nullptr, kPostOnPath},
         {"cpus", required_argument, nullptr, 'c'},      {"csv", required_argument, nullptr, kCsv},
         {"no-header", no_argument, nullptr, kNoHeader}, {"help", no_argument, nullptr, 'h'},
         {"timeout", required_argument, nullptr, kTimeout},
@@ -138,6 +146,7 @@ bool parse(int argc, char **argv, Options *o) {
         case kMdMemory: o->md_memory = true; break;
         case kCheck: o->check = true; break;
         case kNoPtrace: o->no_ptrace = true; break;
+        case kPostOnPath: o->post_on_path = true; break;
         case 'c':
             if (sscanf(optarg, "%d,%d", &o->cpu_client, &o->cpu_server) != 2) {
                 return false;
@@ -687,44 +696,90 @@ void verify_pattern(const char *buf, size_t len, uint64_t seq, const char *who) 
     }
 }
 
+/* tag_lat's receives. By default each side keeps the receive for the next
+ * message posted before it sends (so no message can come unexpected) and
+ * posts the one after right after its send, while the message travels: the
+ * order of an MPI ping-pong (send, then post the next receive) and of
+ * ucx_perftest's, which keeps the post off the one-way path. Two receives
+ * alternate between two buffer slots. --post-on-path posts each receive
+ * right before the send it answers, one at a time. */
+class LatRecvs {
+  public:
+    LatRecvs(Peer &p, uct_tag_t tag, size_t size, size_t total)
+        : p_(p), tag_(tag), size_(size), total_(total),
+          ahead_(!p.opt->unexpected && !p.opt->post_on_path) {}
+
+    /* Before the first message: what must be posted before anything is sent. */
+    void start() {
+        if (p_.opt->unexpected) return;
+        post(0);
+        if (ahead_ && (total_ > 1)) post(1);
+    }
+    /* Message `i` arrived (an unexpected one through the callbacks). */
+    void wait(size_t i, size_t *got) {
+        if (p_.opt->unexpected) {
+            wait_unexpected(p_, ++*got);
+        } else {
+            wait_recv(p_, r_[slot(i)]);
+        }
+    }
+    /* Where message `i` landed. */
+    const char *data(size_t i) const { return p_.rbuf.ptr + slot(i) * 64; }
+    /* Message `i` was taken; this side sends next. --post-on-path: the
+     * receive for message i + 1 now, before the send. */
+    void before_send(size_t i) {
+        if (!ahead_ && !p_.opt->unexpected && (i + 1 < total_)) post(i + 1);
+    }
+    /* After that send, while it travels: the receive for message i + 2
+     * (the one for i + 1 is posted already). */
+    void after_send(size_t i) {
+        if (ahead_ && (i + 2 < total_)) post(i + 2);
+    }
+
+  private:
+    /* the receive (and 64-byte buffer slot) of message `i` */
+    size_t slot(size_t i) const { return ahead_ ? i % 2 : 0; }
+    void   post(size_t i) { post_recv(p_, r_[slot(i)], tag_, size_, slot(i)); }
+
+    Peer     &p_;
+    uct_tag_t tag_;
+    size_t    size_, total_;
+    bool      ahead_;
+    Recv      r_[2];
+};
+
 Result run_lat(Peer &p, size_t size, int fd) {
     const size_t iters  = default_iters(*p.opt, size);
     const size_t warmup = p.opt->warmup ? p.opt->warmup : std::max<size_t>(iters / 10, 10);
-    const bool   unexp  = p.opt->unexpected;
+    const size_t total  = warmup + iters;
     const size_t batch  = std::max<size_t>(1, std::min<size_t>(100, iters / 50));
-    Recv         r;
+    LatRecvs     recvs(p, p.server ? kDataTag : kReplyTag, size, total);
     std::vector<double> batches;
     double       start = 0, t0 = 0;
     size_t       got   = 0;
     p.unexpected_done  = 0;
     barrier(fd);
-    if (p.server && !unexp) post_recv(p, r, kDataTag, size, 0);
-    for (size_t i = 0; i < warmup + iters; ++i) {
-        if (p.server) {
-            if (unexp) {
-                wait_unexpected(p, ++got);
-            } else {
-                wait_recv(p, r);
-            }
-            if (p.opt->check) {
-                verify_pattern(p.rbuf.ptr, size, 2 * i, "receiver");
-                fill_pattern(p.sbuf.ptr, size, 2 * i + 1);
-            }
-            if (!unexp && (i + 1 < warmup + iters)) post_recv(p, r, kDataTag, size, 0);
-            send_msg(p, kReplyTag, size);
-            continue;
-        }
-        if (i == warmup) start = t0 = now_sec();
-        if (!unexp) post_recv(p, r, kReplyTag, size, 0);
-        if (p.opt->check) fill_pattern(p.sbuf.ptr, size, 2 * i);
+    recvs.start();
+    /* message i goes to the server (pattern 2i), reply i comes back (2i + 1) */
+    const bool server = p.server;
+    if (!server) {
+        if (p.opt->check) fill_pattern(p.sbuf.ptr, size, 0);
         send_msg(p, kDataTag, size);
-        if (unexp) {
-            wait_unexpected(p, ++got);
-        } else {
-            wait_recv(p, r);
+    }
+    for (size_t i = 0; i < total; ++i) {
+        if (!server && (i == warmup)) start = t0 = now_sec();
+        recvs.wait(i, &got);
+        if (p.opt->check) {
+            verify_pattern(recvs.data(i), size, 2 * i + (server ? 0 : 1),
+                           server ? "receiver" : "sender");
         }
-        if (p.opt->check) verify_pattern(p.rbuf.ptr, size, 2 * i + 1, "sender");
-        if ((i >= warmup) && ((i - warmup + 1) % batch == 0)) {
+        if (server || (i + 1 < total)) { /* reply i, or message i + 1 */
+            if (p.opt->check) fill_pattern(p.sbuf.ptr, size, server ? 2 * i + 1 : 2 * (i + 1));
+            recvs.before_send(i);
+            send_msg(p, server ? kReplyTag : kDataTag, size);
+            recvs.after_send(i);
+        }
+        if (!server && (i >= warmup) && ((i - warmup + 1) % batch == 0)) {
             const double t = now_sec();
             batches.push_back((t - t0) / batch / 2 * 1e6);
             t0 = t;
@@ -860,9 +915,12 @@ int run(const Options &opt, bool server, int fd) {
         }
     }
     if (!server && opt.header) {
+        const char *mode = opt.unexpected         ? "unexpected"
+                           : (opt.test != "tag_lat") ? "posted"
+                           : opt.post_on_path        ? "posted (on the path)"
+                                                     : "posted (one ahead)";
         printf("# tm_perftest %s over %s, %s receives, depth %zu (%u mask classes)\n",
-               opt.test.c_str(), opt.transport.c_str(), opt.unexpected ? "unexpected" : "posted",
-               opt.depth, opt.mask_classes);
+               opt.test.c_str(), opt.transport.c_str(), mode, opt.depth, opt.mask_classes);
         printf("%10s %10s %14s %12s %14s %12s\n", "size", "iters",
                opt.test == "tag_lat" ? "lat_us(med)" : "us/msg", "lat_us(avg)", "msg/s", "MB/s");
         fflush(stdout); /* "connected": scripts watching the output wait for it */

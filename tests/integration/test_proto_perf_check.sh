@@ -2,12 +2,17 @@
 # tm_proto_perf moves the bytes it claims in every mode: each run below verifies every payload
 # byte (--check; with -V also that nothing was written between the elements) over tm_sm (its
 # rendezvous reads and writes), tm_sm without offload, posix and tcp (pushed), at sizes that
-# take every protocol: empty, short, eager, fragmented eager and rendezvous. A benchmark mode
-# never run with its data checked could report figures for broken transfers.
-# TOOLS: the directory holding tm_proto_perf (default: this build's src/tools).
+# take every protocol: empty, short, eager, fragmented eager and rendezvous. So does
+# tm_perftest's ping-pong in each order of posting: the next receive one ahead (its default),
+# right before the send (--post-on-path), none (-U). A benchmark mode never run with its data
+# checked could report figures for broken transfers.
+# TOOLS: the directory holding tm_proto_perf and tm_perftest (default: this build's src/tools).
 set -u
 perf=${TOOLS:?set TOOLS to the directory of tm_proto_perf}/tm_proto_perf
-[ -x "$perf" ] || { echo "FAIL: $perf not found"; exit 1; }
+uct_perf=$TOOLS/tm_perftest
+for tool in "$perf" "$uct_perf"; do
+    [ -x "$tool" ] || { echo "FAIL: $tool not found"; exit 1; }
+done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 fails=0
@@ -32,5 +37,14 @@ for x in tm_sm tm_sm+sw posix tcp:lo; do
     done
     run $offload -x "$tl" -t tag_bw -s 8,1000,20000 -n 64 -w 8 -m
     run $offload -x "$tl" -t tag_bw -s 8,1000,20000 -n 64 -w 8 -M 65536
+done
+for mode in "" "--post-on-path" "-U"; do
+    # shellcheck disable=SC2086 # $mode is one option or none
+    if timeout 300 "$uct_perf" -t tag_lat -s 0,8,100,8192,40960,65536,300000 -n 50 $mode --check \
+            > "$log" 2>&1 && grep -Eq '^ +300000 +50 ' "$log"; then
+        echo "PASS: tm_perftest tag_lat ${mode:-(one ahead)} --check"
+    else
+        echo "FAIL: tm_perftest tag_lat ${mode:-(one ahead)} --check"; tail -5 "$log"; fails=$((fails + 1))
+    fi
 done
 [ $fails -eq 0 ] || { echo "FAIL: $fails runs"; exit 1; }
