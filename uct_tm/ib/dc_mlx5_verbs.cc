@@ -78,8 +78,7 @@ DcQpHandle create_dci(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq 
     attr.cap.max_send_sge    = caps.max_sge;
     attr.cap.max_inline_data = caps.max_inline;
     attr.comp_mask           = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    attr.send_ops_flags      = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                          IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ;
+    attr.send_ops_flags      = kWrExSendOps; /* what post_dci() posts */
     struct mlx5dv_qp_init_attr dv = {};
     dv.comp_mask                  = MLX5DV_QP_INIT_ATTR_MASK_DC;
     dv.dc_init_attr.dc_type       = MLX5DV_DCTYPE_DCI;

@@ -4,11 +4,11 @@
  *
  * A DC initiator can only post this way: its destination (address handle,
  * DCT number, access key) is set per work request, between the opcode and
- * the data (mlx5dv_wr_set_dc_addr). tm_dc's on-demand RC queue pairs post
- * the same way, so every step but that one runs on any verbs device,
- * Soft-RoCE included; tm_rc keeps ibv_post_send. The iface builds its
- * requests as struct ibv_send_wr either way, and this is the one place that
- * turns one into ibv_wr_* calls.
+ * the data (mlx5dv_wr_set_dc_addr; post_dci() in dc_mlx5_verbs.h). The iface
+ * builds its requests as struct ibv_send_wr, and this is the one place that
+ * turns one into ibv_wr_* calls. RC queue pairs (tm_rc, tm_dc's on-demand
+ * provider) keep ibv_post_send: Soft-RoCE's ibv_wr_* in rdma-core before 64
+ * miscounts multi-entry and inline lengths (docs/tm_dc.md).
  */
 #ifndef UCT_TM_IB_WR_POST_H_
 #define UCT_TM_IB_WR_POST_H_
@@ -26,7 +26,7 @@ namespace ib {
 inline constexpr int kMaxWrSge = 8;
 
 /* The send operations a queue pair that posts through post_wr_ex() is
- * created with (ibv_qp_init_attr_ex::send_ops_flags). */
+ * created with (ibv_qp_init_attr_ex::send_ops_flags; create_dci()). */
 inline constexpr uint64_t kWrExSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
                                          IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ;
 

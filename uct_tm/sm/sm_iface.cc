@@ -654,7 +654,7 @@ void SmIface::receive_eager(const Message &m) {
         drop(m, "fragment outside a message");
         return;
     }
-    if (assembly_.bounced) {
+    if (assembly_.held) {
         receive_held_fragment(m);
         return;
     }
@@ -687,16 +687,16 @@ void SmIface::receive_unexpected_eager(const Message &m) {
         /* Its sender is still writing it (fragments are published as they
          * are written): held here until whole, so that a sender dying midway
          * leaves the layer above no half message. */
-        assembly_         = Assembly{true, m.peer, nullptr, nullptr, m.tag, m.length};
-        assembly_.bounced = true;
-        assembly_.lost    = alloc_status([&] {
+        assembly_      = Assembly{true, m.peer, nullptr, nullptr, m.tag, m.length};
+        assembly_.held = true;
+        assembly_.lost = alloc_status([&] {
                              held_.assign(static_cast<const char *>(m.payload),
                                             static_cast<const char *>(m.payload) + m.length);
                          }) != UCS_OK;
         return;
     }
     void *context = nullptr;
-    const unsigned first   = UCT_CB_PARAM_FLAG_FIRST | (more ? UCT_CB_PARAM_FLAG_MORE : 0);
+    const unsigned first = UCT_CB_PARAM_FLAG_FIRST | (more ? UCT_CB_PARAM_FLAG_MORE : 0);
     deliver(m, [&](void *data, unsigned flags) {
         return params().eager_cb(params().eager_arg, data, m.length, flags | first, m.tag, more ? 0 : m.imm,
                          &context);
@@ -724,8 +724,7 @@ void SmIface::receive_held_fragment(const Message &m) {
     if (more) {
         return;
     }
-    assembly_.active  = false;
-    assembly_.bounced = false;
+    assembly_.active = false;
     if (assembly_.lost) {
         ucs_error("tm_sm: an unexpected %zu-byte message with tag 0x%lx could not be held (out "
                   "of memory, or longer than a sender may send): dropped",
@@ -744,8 +743,7 @@ void SmIface::abort_assembly(ucs_status_t status) {
         return;
     }
     assembly_.active = false;
-    if (assembly_.bounced) {
-        assembly_.bounced = false;
+    if (assembly_.held) {
         ucs_error("tm_sm: unexpected message with tag 0x%lx lost its last fragments (sender "
                   "failed): dropped, none of it delivered", static_cast<unsigned long>(assembly_.tag));
         return;

@@ -72,8 +72,9 @@ struct Assembly {
     uct_tag_t        tag      = 0;
     size_t           offset   = 0;
     /* unexpected, and its sender was still writing it: its bytes are held in
-     * SmIface::held_ and go up once whole (lost: out of memory, dropped) */
-    bool             bounced  = false;
+     * SmIface::held_ and go up once whole (lost: out of memory or too long,
+     * dropped). Set with each new assembly, read only while it is active. */
+    bool             held     = false;
     bool             lost     = false;
 };
 
