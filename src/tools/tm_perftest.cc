@@ -35,6 +35,8 @@
 #include <ucs/async/async_fwd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <new>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -43,6 +45,7 @@
 #include <cstring>
 #include <getopt.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <signal.h>
 #include <string>
@@ -82,7 +85,9 @@ void usage() {
     printf("usage: tm_perftest [options]                  both processes on this host\n"
            "       tm_perftest -p PORT                      receiver, on one host\n"
            "       tm_perftest [options] -p PORT HOST       sender, on another host\n"
-           "  -t, --test tag_lat|tag_bw   benchmark (default tag_lat)\n"
+           "  -t, --test tag_lat|tag_bw|line_lat\n"
+           "                              benchmark (default tag_lat); line_lat: the floor, one\n"
+           "                              cache line passed back and forth, no transport\n"
            "  -x, --transport NAME        UCT transport (default tm_sm)\n"
            "  -s, --sizes LIST            message sizes, e.g. 8,1k,64k,1m (default 8)\n"
            "  -n, --iters N               measured iterations per size (default: by size)\n"
@@ -172,7 +177,8 @@ bool parse(int argc, char **argv, Options *o) {
         if ((o->port == 0) || (optind + 1 != argc)) return false;
         o->host = argv[optind];
     }
-    return ((o->test == "tag_lat") || (o->test == "tag_bw")) && !o->sizes.empty();
+    return ((o->test == "tag_lat") || (o->test == "tag_bw") || (o->test == "line_lat")) &&
+           !o->sizes.empty();
 }
 
 /* This process's end of the peer: set once by run(). */
@@ -952,6 +958,83 @@ int run(const Options &opt, bool server, int fd) {
 
 }  // namespace
 
+/* -t line_lat: the floor under every shared-memory ping-pong (docs/perf.md,
+ * "Where the 8 B time goes"). Each process stores into its own cache line
+ * and spins on the other's, as a FIFO's sender writes and its reader only
+ * reads: a one-way trip is one store, its line's transfer and a load; no
+ * transport, no FIFO, no tag. Printed as tag_lat prints, size 8 (the word
+ * carried). */
+int run_line_lat(const Options &opt) {
+    void *mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        perror("tm_perftest: mmap");
+        return 2;
+    }
+    /* 256 bytes apart: not even a neighbouring line is shared */
+    auto *ping = new (mem) std::atomic<uint64_t>(0);
+    auto *pong = new (static_cast<char *>(mem) + 256) std::atomic<uint64_t>(0);
+    const size_t iters  = opt.iters ? opt.iters : 1000000;
+    const size_t warmup = opt.warmup ? opt.warmup : std::max<size_t>(iters / 10, 10);
+    const size_t total  = warmup + iters;
+    const size_t batch  = std::max<size_t>(1, std::min<size_t>(100, iters / 50));
+    fflush(stdout);
+    const pid_t parent = getpid();
+    const pid_t child  = fork();
+    if (child < 0) {
+        perror("tm_perftest: fork");
+        return 2;
+    }
+    const bool server = (child == 0);
+    const pid_t peer  = server ? parent : child;
+    pin(server ? opt.cpu_server : opt.cpu_client);
+    /* Waits for `value`; a peer that is gone ends the run (checked every 2^20 spins). */
+    auto wait_for = [&](const std::atomic<uint64_t> *line, uint64_t value) {
+        for (uint64_t spins = 1; line->load(std::memory_order_acquire) != value; ++spins) {
+            if (((spins & ((1u << 20) - 1)) == 0) && (kill(peer, 0) != 0)) {
+                fprintf(stderr, "tm_perftest: line_lat: peer %d is gone\n", static_cast<int>(peer));
+                _exit(2);
+            }
+        }
+    };
+    std::vector<double> batches;
+    double              start = 0, t0 = 0;
+    for (size_t i = 0; i < total; ++i) {
+        if (server) {
+            wait_for(ping, i + 1);
+            pong->store(i + 1, std::memory_order_release);
+            continue;
+        }
+        if (i == warmup) start = t0 = now_sec();
+        ping->store(i + 1, std::memory_order_release);
+        wait_for(pong, i + 1);
+        if ((i >= warmup) && ((i - warmup + 1) % batch == 0)) {
+            const double t = now_sec();
+            batches.push_back((t - t0) / batch / 2 * 1e6);
+            t0 = t;
+        }
+    }
+    if (server) _exit(0);
+    const double end = now_sec();
+    int          status;
+    waitpid(child, &status, 0);
+    munmap(mem, 4096);
+    if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0)) {
+        fprintf(stderr, "tm_perftest: line_lat: the other process failed (status 0x%x)\n", status);
+        return 2;
+    }
+    const double avg = (end - start) / iters / 2 * 1e6;
+    std::sort(batches.begin(), batches.end());
+    const double med = batches.empty() ? avg : batches[batches.size() / 2];
+    if (opt.header) {
+        printf("# tm_perftest line_lat: one cache line between two processes (no transport)\n");
+        printf("%10s %10s %14s %12s %14s %12s\n", "size", "iters", "lat_us(med)", "lat_us(avg)",
+               "msg/s", "MB/s");
+    }
+    printf("%10d %10zu %14.3f %12.3f %14.0f %12.1f\n", 8, iters, med, avg, 1e6 / (2 * avg),
+           8 / (2 * avg));
+    return 0;
+}
+
 /* One side of a run between two hosts (-p). */
 int run_two_hosts(const Options &opt, int argc, char **argv) {
     const bool               sender = !opt.host.empty();
@@ -980,6 +1063,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     signal(SIGPIPE, SIG_IGN); /* a dead peer's channel: EPIPE, reported as such */
+    if (opt.test == "line_lat") {
+        if (opt.port != 0) {
+            fprintf(stderr, "tm_perftest: line_lat runs on one host only\n");
+            return 1;
+        }
+        return run_line_lat(opt);
+    }
     if (opt.port != 0) {
         return run_two_hosts(opt, argc, argv);
     }

@@ -4,7 +4,8 @@
 # rendezvous reads and writes), tm_sm without offload, posix and tcp (pushed), at sizes that
 # take every protocol: empty, short, eager, fragmented eager and rendezvous. So does
 # tm_perftest's ping-pong in each order of posting: the next receive one ahead (its default),
-# right before the send (--post-on-path), none (-U). A benchmark mode never run with its data
+# right before the send (--post-on-path), none (-U); and its floor, one cache line passed
+# between two processes (-t line_lat). A benchmark mode never run with its data
 # checked could report figures for broken transfers.
 # TOOLS: the directory holding tm_proto_perf and tm_perftest (default: this build's src/tools).
 set -u
@@ -47,4 +48,11 @@ for mode in "" "--post-on-path" "-U"; do
         echo "FAIL: tm_perftest tag_lat ${mode:-(one ahead)} --check"; tail -5 "$log"; fails=$((fails + 1))
     fi
 done
+# The floor (-t line_lat): both processes ran every round trip and it reports a positive time.
+if timeout 60 "$uct_perf" -t line_lat -n 2000 > "$log" 2>&1 &&
+        awk 'NF == 6 && $1 == 8 && $2 == 2000 && $3 > 0 && $4 > 0 {ok = 1} END {exit !ok}' "$log"; then
+    echo "PASS: tm_perftest line_lat"
+else
+    echo "FAIL: tm_perftest line_lat"; tail -5 "$log"; fails=$((fails + 1))
+fi
 [ $fails -eq 0 ] || { echo "FAIL: $fails runs"; exit 1; }
