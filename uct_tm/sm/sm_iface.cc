@@ -345,7 +345,7 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
             drop(m, "descriptor payload too long");
             return;
         }
-        m.payload = desc_payload(elem_desc_[fifo_.index(e)]);
+        m.payload = desc_payload(elem_desc_[fifo_.head_index()]);
     } else {
         if (ucs_unlikely(m.length > inline_cap_)) {
             drop(m, "inline payload too long");
