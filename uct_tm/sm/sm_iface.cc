@@ -330,13 +330,30 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
     Message m;
     m.kind   = e->kind;
     m.flags  = e->flags;
-    m.peer   = e->peer;
     m.length = e->length;
-    m.aux    = e->aux;
     m.tag    = e->tag;
     m.imm    = e->imm;
-    m.elem   = e;
-    m.desc   = (m.flags & kFlagDesc) != 0;
+    /* A whole tagged message inline in its element, what a streaming
+     * receiver gets each time: matched here, before the rest of `m` is
+     * read and without receive_eager()'s call. */
+    if (ucs_likely((m.kind == Kind::kTagEager) &&
+                   ((m.flags & (kFlagDesc | kFlagFirst | kFlagMore)) == kFlagFirst) &&
+                   (m.length <= inline_cap_) && !assembly_.active && tag_enabled())) {
+        if (ucs_likely(EagerDelivery::whole(tags_, m.tag, m.imm, inline_payload(e), m.length))) {
+            return;
+        }
+        m.peer    = e->peer;
+        m.aux     = e->aux;
+        m.elem    = e;
+        m.desc    = false;
+        m.payload = inline_payload(e);
+        receive_unexpected_eager(m);
+        return;
+    }
+    m.peer = e->peer;
+    m.aux  = e->aux;
+    m.elem = e;
+    m.desc = (m.flags & kFlagDesc) != 0;
     if (ucs_unlikely(m.kind == Kind::kDropped)) {
         return; /* a sender gave up on a claimed element: its other fields are stale */
     }
@@ -355,12 +372,10 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
     }
     switch (m.kind) {
     case Kind::kTagEager:
-        /* A whole message for a posted receive, what a streaming receiver
-         * gets each time: matched here, without receive_eager()'s call and
-         * its Message in memory. */
-        if (ucs_likely(((m.flags & (kFlagFirst | kFlagMore)) == kFlagFirst) &&
-                       !assembly_.active && tag_enabled())) {
-            if (ucs_unlikely(!EagerDelivery::whole(tags_, m.tag, m.imm, m.payload, m.length))) {
+        /* A whole message in a descriptor: matched here too. */
+        if (((m.flags & (kFlagFirst | kFlagMore)) == kFlagFirst) && !assembly_.active &&
+            tag_enabled()) {
+            if (!EagerDelivery::whole(tags_, m.tag, m.imm, m.payload, m.length)) {
                 receive_unexpected_eager(m);
             }
             break;
