@@ -5,16 +5,16 @@
 # PNG plots.
 #
 # Usage: contrib/sweep_sm.sh [BUILD_DIR]     (OUT, UCX_PEER, SIZES, DEPTHS, ROUNDS)
+#
+# The UCX compared with is the one the build was configured against (--with-ucx, e.g. a
+# release build from contrib/ucx_cache.sh): its ucx_perftest and libraries (bench_common.sh).
 set -euo pipefail
-src_dir=$(cd "$(dirname "$0")/.." && pwd)
-build_dir=$(cd "${1:-${BUILD_DIR:-$src_dir/build}}" && pwd)
-out=${OUT:-$build_dir/sweep_sm}
-peer=${UCX_PEER:-posix,cma,self}
+ROUNDS=${ROUNDS:-3}
+# shellcheck source=bench_common.sh
+source "$(dirname "$0")/bench_common.sh" sweep_sm "$@"
 sizes=${SIZES:-8 64 512 4096 32768 262144 1048576 4194304}
 depths=${DEPTHS:-0 16 256 4096 65536}
-rounds=${ROUNDS:-3}
 tm=$build_dir/src/tools/tm_perftest
-mkdir -p "$out"
 csv=$out/sweep.csv
 echo "round,test,impl,size,depth,lat_us,msg_rate,MBps" >"$csv"
 

@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <atomic>
 #include <new>
+#include <optional>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -569,21 +570,25 @@ void post_recv(Peer &p, Recv &r, uct_tag_t tag, size_t len, size_t slot) {
     r.ctx.completed_cb    = recv_completed;
     r.ctx.rndv_cb         = recv_rndv;
     uct_iov_t    iov = {p.rbuf.ptr + slot * 64, len, p.rbuf.memh, 0, 1};
-    ucs_status_t s;
-    uct_tm::WaitBound bound(g_link, "room to post a receive");
-    while ((s = uct_iface_tag_recv_zcopy(p.iface, tag, ~0ull, &iov, 1, &r.ctx)) ==
-           UCS_ERR_NO_RESOURCE) {
-        progress(p);
-        bound.tick();
+    ucs_status_t s = uct_iface_tag_recv_zcopy(p.iface, tag, ~0ull, &iov, 1, &r.ctx);
+    if (s == UCS_ERR_NO_RESOURCE) { /* a bound only for a wait that happens */
+        uct_tm::WaitBound bound(g_link, "room to post a receive");
+        do {
+            progress(p);
+            bound.tick();
+        } while ((s = uct_iface_tag_recv_zcopy(p.iface, tag, ~0ull, &iov, 1, &r.ctx)) ==
+                 UCS_ERR_NO_RESOURCE);
     }
     CHECK(s);
 }
 
 void wait_recv(Peer &p, Recv &r) {
-    uct_tm::WaitBound bound(g_link, "a message");
-    while (!r.done) {
-        progress(p);
-        bound.tick();
+    if (!r.done) {
+        uct_tm::WaitBound bound(g_link, "a message");
+        do {
+            progress(p);
+            bound.tick();
+        } while (!r.done);
     }
     if (r.status != UCS_OK) die("receive", r.status);
 }
@@ -603,8 +608,8 @@ SendOp *next_op(Peer &p) {
 void send_msg(Peer &p, uct_tag_t tag, size_t len) {
     const auto  &cap = p.attr.cap.tag;
     uct_iov_t    iov = {p.sbuf.ptr, len, p.sbuf.memh, 0, 1};
-    ucs_status_t      s;
-    uct_tm::WaitBound bound(g_link, "room to send");
+    ucs_status_t                     s;
+    std::optional<uct_tm::WaitBound> bound; /* made when the first try finds no room */
     for (;;) {
         if (len <= cap.eager.max_short) {
             s = uct_ep_tag_eager_short(p.ep, tag, p.sbuf.ptr, len);
@@ -643,15 +648,18 @@ void send_msg(Peer &p, uct_tag_t tag, size_t len) {
             }
         }
         if (s != UCS_ERR_NO_RESOURCE) break;
+        if (!bound) bound.emplace(g_link, "room to send");
         progress(p);
-        bound.tick();
+        bound->tick();
     }
     CHECK(s);
     /* Bound the sends in flight by the completion ring. */
-    uct_tm::WaitBound ring(g_link, "a send to complete");
-    while (p.sends_started - p.sends_done >= p.ops.size() - 1) {
-        progress(p);
-        ring.tick();
+    if (p.sends_started - p.sends_done >= p.ops.size() - 1) {
+        uct_tm::WaitBound ring(g_link, "a send to complete");
+        do {
+            progress(p);
+            ring.tick();
+        } while (p.sends_started - p.sends_done >= p.ops.size() - 1);
     }
 }
 
@@ -857,11 +865,12 @@ Result run_bw(Peer &p, size_t size, int fd) {
         p.unexpected_done = 0;
     } else {
         const auto wait_credits = [&](size_t n) {
+            if (p.credits >= n) return;
             uct_tm::WaitBound bound(g_link, "credits from the receiver");
-            while (p.credits < n) {
+            do {
                 progress(p);
                 bound.tick();
-            }
+            } while (p.credits < n);
         };
         wait_credits(1);
         const double start = now_sec();

@@ -40,6 +40,7 @@
 #include "tcp_link.h"
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -296,12 +297,17 @@ struct Pending {
 };
 
 void wait_req(const Side &s, const Pending &p) {
-    ucs_status_t      st;
-    uct_tm::WaitBound bound(g_link, "a request to complete");
+    ucs_status_t st;
+    /* made on the first INPROGRESS: a request already done waits for nothing */
+    std::optional<uct_tm::WaitBound> bound;
+    const auto spin = [&] {
+        if (!bound) bound.emplace(g_link, "a request to complete");
+        uct_tm_proto_worker_progress(s.worker);
+        bound->tick();
+    };
     if (p.user != nullptr) {
         while ((st = uct_tm_proto_request_user_test(p.user->bytes, nullptr)) == UCS_INPROGRESS) {
-            uct_tm_proto_worker_progress(s.worker);
-            bound.tick();
+            spin();
         }
         if (st != UCS_OK) {
             die("request", st);
@@ -309,8 +315,7 @@ void wait_req(const Side &s, const Pending &p) {
         return;
     }
     while ((st = uct_tm_proto_request_test(s.worker, p.req, nullptr)) == UCS_INPROGRESS) {
-        uct_tm_proto_worker_progress(s.worker);
-        bound.tick();
+        spin();
     }
     if (st != UCS_OK) {
         die("request", st);
