@@ -190,6 +190,7 @@ TEST_F(SmFifoGarbage, MalformedHeadersAreDropped) {
         {"am id ~0", Kind::kAm, kFlagFirst, 8, ~0u},
         {"inline length above the element", Kind::kAm, kFlagFirst, cap + 1, 1},
         {"inline length ~0", Kind::kTagEager, kFlagFirst, ~0u, 0},
+        {"tagged inline length above the element", Kind::kTagEager, kFlagFirst, cap + 1, 0},
         {"descriptor length above seg_size", Kind::kTagEager, kFlagFirst | kFlagDesc, seg + 1, 0},
         {"descriptor length ~0", Kind::kAm, kFlagFirst | kFlagDesc, ~0u, 1},
         {"fragment outside a message", Kind::kTagEager, 0, 8, 0},
@@ -223,6 +224,45 @@ TEST_F(SmFifoGarbage, MalformedHeadersAreDropped) {
         EXPECT_TRUE(rx_->unexp.rndvs.empty());
         EXPECT_TRUE(am_log.empty());
         expect_alive(++seed);
+    }
+}
+
+/* An inline tagged message claiming more bytes than its element holds, for
+ * a tag with a receive posted: dropped before matching, so the receive is
+ * neither consumed nor written, and a valid message for it still lands. */
+TEST_F(SmFifoGarbage, OversizedInlineTaggedMessageTakesNoPostedReceive) {
+    const uint32_t cap = raw_.inline_capacity();
+    for (const uint32_t length : {cap + 1, ~0u}) {
+        SCOPED_TRACE(length);
+        RecvCtx     r;
+        RecvBuffers b(cap + 64);
+        ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x5a5a, kFullMask, b.iov.data(), 1, &r.ctx),
+                  UCS_OK);
+        write([&](ElemHeader *e, char *payload, char *) {
+            e->kind   = Kind::kTagEager;
+            e->flags  = kFlagFirst;
+            e->peer   = static_cast<uint16_t>(tx_slot_);
+            e->length = length;
+            e->aux    = 0;
+            e->tag    = 0x5a5a;
+            e->imm    = 0;
+            memset(payload, 0xee, cap);
+        });
+        drain();
+        EXPECT_EQ(r.sequence(), "");
+        EXPECT_TRUE(b.pieces[0].untouched(0, cap + 64));
+        EXPECT_TRUE(rx_->unexp.messages.empty());
+        Send s(Path::kShort, 0x5a5a, 0, 7, 8);
+        ucs_status_t status = UCS_ERR_NO_RESOURCE;
+        ASSERT_TRUE(wait([&] { return (status = s.post(ep_)) != UCS_ERR_NO_RESOURCE; }));
+        ASSERT_EQ(status, UCS_OK);
+        if (!wait([&] { return r.done(); })) {
+            uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 1);
+            FAIL() << "the posted receive never completed";
+        }
+        EXPECT_EQ(r.sequence(), "consumed,completed");
+        EXPECT_EQ(r.status, UCS_OK);
+        EXPECT_EQ(b.check(7, 8), "");
     }
 }
 
