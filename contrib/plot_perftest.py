@@ -41,7 +41,11 @@ def series(test, impl, key, col):
 
 
 def label(impl):
-    return "tm_sm (UCT tag, tm_perftest)" if impl == "tm_sm" else "UCX %s (UCP tag, ucx_perftest)" % peer
+    if impl == "tm_sm":
+        return "tm_sm (UCT tag, tm_perftest)"
+    if impl == "floor":
+        return "floor (tm_perftest -t line_lat: flag line, copies in and out)"
+    return "UCX %s (UCP tag, ucx_perftest)" % peer
 
 
 def size_axis(ax):
@@ -52,10 +56,10 @@ def size_axis(ax):
 
 outputs = []
 fig, ax = plt.subplots(figsize=(7, 4.5))
-for impl in ("ucx", "tm_sm"):
+for impl in ("ucx", "tm_sm", "floor"):
     xs, ys = series("tag_lat", impl, "size", "lat_us")
     if xs:
-        ax.plot(xs, ys, marker="o", label=label(impl))
+        ax.plot(xs, ys, marker="o", label=label(impl), linestyle=":" if impl == "floor" else "-")
 size_axis(ax)
 ax.set_yscale("log")
 ax.set_ylabel("one-way latency (us, median)")

@@ -87,8 +87,9 @@ void usage() {
            "       tm_perftest -p PORT                      receiver, on one host\n"
            "       tm_perftest [options] -p PORT HOST       sender, on another host\n"
            "  -t, --test tag_lat|tag_bw|line_lat\n"
-           "                              benchmark (default tag_lat); line_lat: the floor, one\n"
-           "                              cache line passed back and forth, no transport\n"
+           "                              benchmark (default tag_lat); line_lat: the floor, a\n"
+           "                              flag line passed back and forth, and above 8 B the\n"
+           "                              message copied through shared memory; no transport\n"
            "  -x, --transport NAME        UCT transport (default tm_sm)\n"
            "  -s, --sizes LIST            message sizes, e.g. 8,1k,64k,1m (default 8)\n"
            "  -n, --iters N               measured iterations per size (default: by size)\n"
@@ -970,22 +971,27 @@ int run(const Options &opt, bool server, int fd) {
 /* -t line_lat: the floor under every shared-memory ping-pong (docs/perf.md,
  * "Where the 8 B time goes"). Each process stores into its own cache line
  * and spins on the other's, as a FIFO's sender writes and its reader only
- * reads: a one-way trip is one store, its line's transfer and a load; no
- * transport, no FIFO, no tag. Printed as tag_lat prints, size 8 (the word
- * carried). */
+ * reads: at 8 B a one-way trip is one store, its line's transfer and a load;
+ * no transport, no FIFO, no tag. Above 8 B the sender first copies the
+ * message into a shared buffer of its own and the receiver copies it out
+ * after the flag: the two copies of any transport that passes data through
+ * shared memory, and nothing else. Printed as tag_lat prints. */
 int run_line_lat(const Options &opt) {
-    void *mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    size_t max_size = 0;
+    for (size_t size : opt.sizes) max_size = std::max(max_size, size);
+    const size_t area = (max_size + 4095) / 4096 * 4096;
+    const size_t len  = 4096 + 2 * area; /* flags, then one buffer per direction */
+    void *mem = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
         perror("tm_perftest: mmap");
         return 2;
     }
+    char *base = static_cast<char *>(mem);
     /* 256 bytes apart: not even a neighbouring line is shared */
-    auto *ping = new (mem) std::atomic<uint64_t>(0);
-    auto *pong = new (static_cast<char *>(mem) + 256) std::atomic<uint64_t>(0);
-    const size_t iters  = opt.iters ? opt.iters : 1000000;
-    const size_t warmup = opt.warmup ? opt.warmup : std::max<size_t>(iters / 10, 10);
-    const size_t total  = warmup + iters;
-    const size_t batch  = std::max<size_t>(1, std::min<size_t>(100, iters / 50));
+    auto *ping = new (base) std::atomic<uint64_t>(0);
+    auto *pong = new (base + 256) std::atomic<uint64_t>(0);
+    char *to_server = base + 4096, *to_client = base + 4096 + area;
+    std::vector<char> src(std::max<size_t>(max_size, 1), 0x5a), dst(std::max<size_t>(max_size, 1));
     fflush(stdout);
     const pid_t parent = getpid();
     const pid_t child  = fork();
@@ -993,8 +999,8 @@ int run_line_lat(const Options &opt) {
         perror("tm_perftest: fork");
         return 2;
     }
-    const bool server = (child == 0);
-    const pid_t peer  = server ? parent : child;
+    const bool  server = (child == 0);
+    const pid_t peer   = server ? parent : child;
     pin(server ? opt.cpu_server : opt.cpu_client);
     /* Waits for `value`; a peer that is gone ends the run (checked every 2^20 spins). */
     auto wait_for = [&](const std::atomic<uint64_t> *line, uint64_t value) {
@@ -1005,42 +1011,61 @@ int run_line_lat(const Options &opt) {
             }
         }
     };
-    std::vector<double> batches;
-    double              start = 0, t0 = 0;
-    for (size_t i = 0; i < total; ++i) {
-        if (server) {
-            wait_for(ping, i + 1);
-            pong->store(i + 1, std::memory_order_release);
-            continue;
+    if (!server && opt.header) {
+        printf("# tm_perftest line_lat: a flag line between two processes, and above 8 B the "
+               "message copied into shared memory and out (no transport)\n");
+        printf("%10s %10s %14s %12s %14s %12s\n", "size", "iters", "lat_us(med)", "lat_us(avg)",
+               "msg/s", "MB/s");
+    }
+    uint64_t seq = 0; /* continues across sizes: the flags never go back */
+    for (size_t size : opt.sizes) {
+        const size_t iters  = opt.iters ? opt.iters
+                                        : std::max<size_t>(500, std::min<size_t>(1000000,
+                                                                (size_t{4} << 30) / std::max<size_t>(size, 1)));
+        const size_t warmup = opt.warmup ? opt.warmup : std::max<size_t>(iters / 10, 10);
+        const size_t total  = warmup + iters;
+        const size_t batch  = std::max<size_t>(1, std::min<size_t>(100, iters / 50));
+        const bool   copy   = (size > 8);
+        std::vector<double> batches;
+        double              start = 0, t0 = 0;
+        for (size_t i = 0; i < total; ++i) {
+            ++seq;
+            if (server) {
+                wait_for(ping, seq);
+                if (copy) {
+                    memcpy(dst.data(), to_server, size);
+                    memcpy(to_client, src.data(), size);
+                }
+                pong->store(seq, std::memory_order_release);
+                continue;
+            }
+            if (i == warmup) start = t0 = now_sec();
+            if (copy) memcpy(to_server, src.data(), size);
+            ping->store(seq, std::memory_order_release);
+            wait_for(pong, seq);
+            if (copy) memcpy(dst.data(), to_client, size);
+            if ((i >= warmup) && ((i - warmup + 1) % batch == 0)) {
+                const double t = now_sec();
+                batches.push_back((t - t0) / batch / 2 * 1e6);
+                t0 = t;
+            }
         }
-        if (i == warmup) start = t0 = now_sec();
-        ping->store(i + 1, std::memory_order_release);
-        wait_for(pong, i + 1);
-        if ((i >= warmup) && ((i - warmup + 1) % batch == 0)) {
-            const double t = now_sec();
-            batches.push_back((t - t0) / batch / 2 * 1e6);
-            t0 = t;
-        }
+        if (server) continue;
+        const double avg = (now_sec() - start) / iters / 2 * 1e6;
+        std::sort(batches.begin(), batches.end());
+        const double med = batches.empty() ? avg : batches[batches.size() / 2];
+        printf("%10zu %10zu %14.3f %12.3f %14.0f %12.1f\n", size, iters, med, avg, 1e6 / (2 * avg),
+               static_cast<double>(size) / (2 * avg));
+        fflush(stdout);
     }
     if (server) _exit(0);
-    const double end = now_sec();
-    int          status;
+    int status;
     waitpid(child, &status, 0);
-    munmap(mem, 4096);
+    munmap(mem, len);
     if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0)) {
         fprintf(stderr, "tm_perftest: line_lat: the other process failed (status 0x%x)\n", status);
         return 2;
     }
-    const double avg = (end - start) / iters / 2 * 1e6;
-    std::sort(batches.begin(), batches.end());
-    const double med = batches.empty() ? avg : batches[batches.size() / 2];
-    if (opt.header) {
-        printf("# tm_perftest line_lat: one cache line between two processes (no transport)\n");
-        printf("%10s %10s %14s %12s %14s %12s\n", "size", "iters", "lat_us(med)", "lat_us(avg)",
-               "msg/s", "MB/s");
-    }
-    printf("%10d %10zu %14.3f %12.3f %14.0f %12.1f\n", 8, iters, med, avg, 1e6 / (2 * avg),
-           8 / (2 * avg));
     return 0;
 }
 

@@ -48,9 +48,11 @@ for mode in "" "--post-on-path" "-U"; do
         echo "FAIL: tm_perftest tag_lat ${mode:-(one ahead)} --check"; tail -5 "$log"; fails=$((fails + 1))
     fi
 done
-# The floor (-t line_lat): both processes ran every round trip and it reports a positive time.
-if timeout 60 "$uct_perf" -t line_lat -n 2000 > "$log" 2>&1 &&
-        awk 'NF == 6 && $1 == 8 && $2 == 2000 && $3 > 0 && $4 > 0 {ok = 1} END {exit !ok}' "$log"; then
+# The floor (-t line_lat), the flag alone and with copies: both processes ran every round trip
+# of each size and it reports a positive time for each.
+if timeout 60 "$uct_perf" -t line_lat -s 8,4k -n 2000 > "$log" 2>&1 &&
+        awk 'NF == 6 && ($1 == 8 || $1 == 4096) && $2 == 2000 && $3 > 0 && $4 > 0 {n++}
+             END {exit n != 2}' "$log"; then
     echo "PASS: tm_perftest line_lat"
 else
     echo "FAIL: tm_perftest line_lat"; tail -5 "$log"; fails=$((fails + 1))
