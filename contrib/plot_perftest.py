@@ -43,8 +43,8 @@ def series(test, impl, key, col):
 def label(impl):
     if impl == "tm_sm":
         return "tm_sm (UCT tag, tm_perftest)"
-    if impl == "floor":
-        return "floor (tm_perftest -t line_lat: flag line, copies in and out)"
+    if impl == "line_lat":
+        return "no transport (line_lat: 8 B flag; above, two plain copies)"
     return "UCX %s (UCP tag, ucx_perftest)" % peer
 
 
@@ -56,10 +56,10 @@ def size_axis(ax):
 
 outputs = []
 fig, ax = plt.subplots(figsize=(7, 4.5))
-for impl in ("ucx", "tm_sm", "floor"):
+for impl in ("ucx", "tm_sm", "line_lat"):
     xs, ys = series("tag_lat", impl, "size", "lat_us")
     if xs:
-        ax.plot(xs, ys, marker="o", label=label(impl), linestyle=":" if impl == "floor" else "-")
+        ax.plot(xs, ys, marker="o", label=label(impl), linestyle=":" if impl == "line_lat" else "-")
 size_axis(ax)
 ax.set_yscale("log")
 ax.set_ylabel("one-way latency (us, median)")
