@@ -130,6 +130,22 @@ class WaitBound {
     double                                             next_probe_ = link_.keepalive_s;
 };
 
+/* Calls `progress` until `done()` is true, the wait bounded as WaitBound
+ * bounds one. A wait that is over before it starts builds no bound, so a
+ * benchmark's hot waits (a message already there, room to send) cost one
+ * call of `done`. */
+template <typename Done, typename Progress>
+inline void wait_until(const PeerLink &link, const char *what, Done &&done, Progress &&progress) {
+    if (done()) {
+        return;
+    }
+    WaitBound bound(link, what);
+    do {
+        progress();
+        bound.tick();
+    } while (!done());
+}
+
 }  // namespace uct_tm
 
 #endif

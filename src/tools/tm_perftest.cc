@@ -37,7 +37,6 @@
 #include <algorithm>
 #include <atomic>
 #include <new>
-#include <optional>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -258,6 +257,13 @@ void barrier(int fd) {
     char c = 0;
     send_all(fd, &c, 1);
     recv_all(fd, &c, 1);
+}
+
+/* The median of per-batch latencies, or `fallback` when there are none. */
+double median_or(std::vector<double> batches, double fallback) {
+    if (batches.empty()) return fallback;
+    std::sort(batches.begin(), batches.end());
+    return batches[batches.size() / 2];
 }
 
 double now_sec() {
@@ -571,26 +577,19 @@ void post_recv(Peer &p, Recv &r, uct_tag_t tag, size_t len, size_t slot) {
     r.ctx.completed_cb    = recv_completed;
     r.ctx.rndv_cb         = recv_rndv;
     uct_iov_t    iov = {p.rbuf.ptr + slot * 64, len, p.rbuf.memh, 0, 1};
-    ucs_status_t s = uct_iface_tag_recv_zcopy(p.iface, tag, ~0ull, &iov, 1, &r.ctx);
-    if (s == UCS_ERR_NO_RESOURCE) { /* a bound only for a wait that happens */
-        uct_tm::WaitBound bound(g_link, "room to post a receive");
-        do {
-            progress(p);
-            bound.tick();
-        } while ((s = uct_iface_tag_recv_zcopy(p.iface, tag, ~0ull, &iov, 1, &r.ctx)) ==
-                 UCS_ERR_NO_RESOURCE);
-    }
+    ucs_status_t s;
+    uct_tm::wait_until(
+            g_link, "room to post a receive",
+            [&] {
+                s = uct_iface_tag_recv_zcopy(p.iface, tag, ~0ull, &iov, 1, &r.ctx);
+                return s != UCS_ERR_NO_RESOURCE;
+            },
+            [&] { progress(p); });
     CHECK(s);
 }
 
 void wait_recv(Peer &p, Recv &r) {
-    if (!r.done) {
-        uct_tm::WaitBound bound(g_link, "a message");
-        do {
-            progress(p);
-            bound.tick();
-        } while (!r.done);
-    }
+    uct_tm::wait_until(g_link, "a message", [&] { return r.done; }, [&] { progress(p); });
     if (r.status != UCS_OK) die("receive", r.status);
 }
 
@@ -609,9 +608,9 @@ SendOp *next_op(Peer &p) {
 void send_msg(Peer &p, uct_tag_t tag, size_t len) {
     const auto  &cap = p.attr.cap.tag;
     uct_iov_t    iov = {p.sbuf.ptr, len, p.sbuf.memh, 0, 1};
-    ucs_status_t                     s;
-    std::optional<uct_tm::WaitBound> bound; /* made when the first try finds no room */
-    for (;;) {
+    /* one try by the path a protocol would pick */
+    const auto try_send = [&]() -> ucs_status_t {
+        ucs_status_t s;
         if (len <= cap.eager.max_short) {
             s = uct_ep_tag_eager_short(p.ep, tag, p.sbuf.ptr, len);
         } else if (len <= cap.eager.max_bcopy) {
@@ -648,20 +647,18 @@ void send_msg(Peer &p, uct_tag_t tag, size_t len) {
                 s = UCS_PTR_STATUS(h);
             }
         }
-        if (s != UCS_ERR_NO_RESOURCE) break;
-        if (!bound) bound.emplace(g_link, "room to send");
-        progress(p);
-        bound->tick();
-    }
+        return s;
+    };
+    ucs_status_t s;
+    uct_tm::wait_until(
+            g_link, "room to send", [&] { return (s = try_send()) != UCS_ERR_NO_RESOURCE; },
+            [&] { progress(p); });
     CHECK(s);
     /* Bound the sends in flight by the completion ring. */
-    if (p.sends_started - p.sends_done >= p.ops.size() - 1) {
-        uct_tm::WaitBound ring(g_link, "a send to complete");
-        do {
-            progress(p);
-            ring.tick();
-        } while (p.sends_started - p.sends_done >= p.ops.size() - 1);
-    }
+    uct_tm::wait_until(
+            g_link, "a send to complete",
+            [&] { return p.sends_started - p.sends_done < p.ops.size() - 1; },
+            [&] { progress(p); });
 }
 
 void wait_sends(Peer &p) {
@@ -806,8 +803,7 @@ Result run_lat(Peer &p, size_t size, int fd) {
     res.iters = iters;
     if (!p.server) {
         res.lat_us_avg = (end - start) / iters / 2 * 1e6;
-        std::sort(batches.begin(), batches.end());
-        res.lat_us_median = batches.empty() ? res.lat_us_avg : batches[batches.size() / 2];
+        res.lat_us_median = median_or(batches, res.lat_us_avg);
         res.msg_rate      = 1e6 / (2 * res.lat_us_avg);
         res.bw_mbs        = size * res.msg_rate / 1e6;
     }
@@ -866,12 +862,8 @@ Result run_bw(Peer &p, size_t size, int fd) {
         p.unexpected_done = 0;
     } else {
         const auto wait_credits = [&](size_t n) {
-            if (p.credits >= n) return;
-            uct_tm::WaitBound bound(g_link, "credits from the receiver");
-            do {
-                progress(p);
-                bound.tick();
-            } while (p.credits < n);
+            uct_tm::wait_until(g_link, "credits from the receiver", [&] { return p.credits >= n; },
+                               [&] { progress(p); });
         };
         wait_credits(1);
         const double start = now_sec();
@@ -1004,10 +996,16 @@ int run_line_lat(const Options &opt) {
     const bool  server = (child == 0);
     const pid_t peer   = server ? parent : child;
     pin(server ? opt.cpu_server : opt.cpu_client);
+    /* The other process is gone: the parent reaps a dead child (kill(pid, 0)
+     * would still find it as a zombie); the child sees itself reparented. */
+    const auto peer_gone = [&] {
+        int status;
+        return server ? (getppid() != parent) : (waitpid(child, &status, WNOHANG) == child);
+    };
     /* Waits for `value`; a peer that is gone ends the run (checked every 2^20 spins). */
     auto wait_for = [&](const std::atomic<uint64_t> *line, uint64_t value) {
         for (uint64_t spins = 1; line->load(std::memory_order_acquire) != value; ++spins) {
-            if (((spins & ((1u << 20) - 1)) == 0) && (kill(peer, 0) != 0)) {
+            if (((spins & ((1u << 20) - 1)) == 0) && peer_gone()) {
                 fprintf(stderr, "tm_perftest: line_lat: peer %d is gone\n", static_cast<int>(peer));
                 _exit(2);
             }
@@ -1021,9 +1019,7 @@ int run_line_lat(const Options &opt) {
     }
     uint64_t seq = 0; /* continues across sizes: the flags never go back */
     for (size_t size : opt.sizes) {
-        const size_t iters  = opt.iters ? opt.iters
-                                        : std::max<size_t>(500, std::min<size_t>(1000000,
-                                                                (size_t{4} << 30) / std::max<size_t>(size, 1)));
+        const size_t iters  = default_iters(opt, size);
         const size_t warmup = opt.warmup ? opt.warmup : std::max<size_t>(iters / 10, 10);
         const size_t total  = warmup + iters;
         const size_t batch  = std::max<size_t>(1, std::min<size_t>(100, iters / 50));
@@ -1054,8 +1050,7 @@ int run_line_lat(const Options &opt) {
         }
         if (server) continue;
         const double avg = (now_sec() - start) / iters / 2 * 1e6;
-        std::sort(batches.begin(), batches.end());
-        const double med = batches.empty() ? avg : batches[batches.size() / 2];
+        const double med = median_or(batches, avg);
         printf("%10zu %10zu %14.3f %12.3f %14.0f %12.1f\n", size, iters, med, avg, 1e6 / (2 * avg),
                static_cast<double>(size) / (2 * avg));
         fflush(stdout);

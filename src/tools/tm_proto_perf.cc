@@ -40,7 +40,6 @@
 #include "tcp_link.h"
 
 #include <algorithm>
-#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -298,29 +297,20 @@ struct Pending {
 
 void wait_req(const Side &s, const Pending &p) {
     ucs_status_t st;
-    /* made on the first INPROGRESS: a request already done waits for nothing */
-    std::optional<uct_tm::WaitBound> bound;
-    const auto spin = [&] {
-        if (!bound) bound.emplace(g_link, "a request to complete");
-        uct_tm_proto_worker_progress(s.worker);
-        bound->tick();
-    };
-    if (p.user != nullptr) {
-        while ((st = uct_tm_proto_request_user_test(p.user->bytes, nullptr)) == UCS_INPROGRESS) {
-            spin();
-        }
-        if (st != UCS_OK) {
-            die("request", st);
-        }
-        return;
-    }
-    while ((st = uct_tm_proto_request_test(s.worker, p.req, nullptr)) == UCS_INPROGRESS) {
-        spin();
-    }
+    uct_tm::wait_until(
+            g_link, "a request to complete",
+            [&] {
+                st = (p.user != nullptr) ? uct_tm_proto_request_user_test(p.user->bytes, nullptr)
+                                         : uct_tm_proto_request_test(s.worker, p.req, nullptr);
+                return st != UCS_INPROGRESS;
+            },
+            [&] { uct_tm_proto_worker_progress(s.worker); });
     if (st != UCS_OK) {
         die("request", st);
     }
-    uct_tm_proto_request_release(s.worker, p.req);
+    if (p.user == nullptr) { /* a request in our memory has no handle to release */
+        uct_tm_proto_request_release(s.worker, p.req);
+    }
 }
 
 /* -U: every send and receive untagged (set once by main()). */

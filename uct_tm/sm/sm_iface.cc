@@ -333,6 +333,12 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
     m.length = e->length;
     m.tag    = e->tag;
     m.imm    = e->imm;
+    const auto read_rest = [&] {
+        m.peer = e->peer;
+        m.aux  = e->aux;
+        m.elem = e;
+        m.desc = (m.flags & kFlagDesc) != 0;
+    };
     /* A whole tagged message inline in its element, what a streaming
      * receiver gets each time: matched here, before the rest of `m` is
      * read and without receive_eager()'s call. */
@@ -342,18 +348,12 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
         if (ucs_likely(EagerDelivery::whole(tags_, m.tag, m.imm, inline_payload(e), m.length))) {
             return;
         }
-        m.peer    = e->peer;
-        m.aux     = e->aux;
-        m.elem    = e;
-        m.desc    = false;
+        read_rest();
         m.payload = inline_payload(e);
         receive_unexpected_eager(m);
         return;
     }
-    m.peer = e->peer;
-    m.aux  = e->aux;
-    m.elem = e;
-    m.desc = (m.flags & kFlagDesc) != 0;
+    read_rest();
     if (ucs_unlikely(m.kind == Kind::kDropped)) {
         return; /* a sender gave up on a claimed element: its other fields are stale */
     }
