@@ -17,6 +17,7 @@ PACKAGES=(
 # release tarball, built, linted, installed and purged.
 if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     PACKAGES+=(dpkg-dev debhelper fakeroot lintian rpm)
+    PACKAGES+=(gdb)   # a test that finds a process hung prints its threads' stacks
 fi
 
 missing=()

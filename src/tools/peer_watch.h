@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <poll.h>
+#include <unistd.h>
 
 namespace uct_tm {
 
@@ -58,6 +59,18 @@ inline bool wait_readable(int fd, double timeout_s) {
     }
 }
 
+/* Ends a tool that fails mid-run with `code`, with _exit, not exit: the
+ * transport is mid-operation (requests outstanding, UCX's async thread
+ * running), and exit() would run the libraries' finalizers against that live
+ * state, which they are not written for -- a CI run saw a sender hang for
+ * good after its "peer lost" line. What the process holds, the kernel
+ * reclaims as it does for a killed process; the tool's output is flushed. */
+[[noreturn]] inline void exit_mid_run(int code) {
+    fflush(stdout);
+    fflush(stderr);
+    _exit(code);
+}
+
 /* What a tool knows about its peer. */
 struct PeerLink {
     const char  *tool      = "";
@@ -72,8 +85,7 @@ struct PeerLink {
     [[noreturn]] void lost(const char *why, const char *what) const {
         fprintf(stderr, "%s: %s: peer lost: %s%s%s\n", tool, role, why,
                 (what != nullptr) ? " while waiting for " : "", (what != nullptr) ? what : "");
-        fflush(stderr);
-        exit(2);
+        exit_mid_run(2);
     }
 };
 

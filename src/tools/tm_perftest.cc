@@ -192,7 +192,7 @@ uct_tm::PeerLink g_link;
         g_link.lost(why, nullptr);
     }
     fprintf(stderr, "tm_perftest: %s: %s\n", what, ucs_status_string(status));
-    exit(2);
+    uct_tm::exit_mid_run(2);
 }
 
 #define CHECK(expr)                                           \
@@ -703,7 +703,7 @@ void verify_pattern(const char *buf, size_t len, uint64_t seq, const char *who) 
         if (buf[i] != static_cast<char>((seq * 131 + i * 7 + (i >> 12)) & 0xff)) {
             fprintf(stderr, "tm_perftest: %s: message %" PRIu64 " of %zu bytes differs at byte %zu\n",
                     who, seq, len, i);
-            exit(3);
+            uct_tm::exit_mid_run(3);
         }
     }
 }

@@ -186,7 +186,7 @@ void die(const char *what, ucs_status_t status) {
         g_link.lost(why, nullptr);
     }
     fprintf(stderr, "tm_proto_perf: %s: %s\n", what, ucs_status_string(status));
-    exit(1);
+    uct_tm::exit_mid_run(1);
 }
 
 /* The layer's error handler: the peer failed (found by the transport, or by
@@ -483,7 +483,7 @@ void verify(const char *buf, size_t size, size_t it) {
     for (size_t i = 0; i < size; ++i) {
         if (buf[i] != static_cast<char>(i * 31 + it)) {
             fprintf(stderr, "tm_proto_perf: payload mismatch at byte %zu of iteration %zu\n", i, it);
-            exit(1);
+            uct_tm::exit_mid_run(1);
         }
     }
 }
@@ -502,7 +502,7 @@ void verify(const Msg &m, size_t it) {
                 fprintf(stderr,
                         "tm_proto_perf: payload mismatch at byte %zu (element %zu, byte %zu) of "
                         "iteration %zu\n", i, e, j, it);
-                exit(1);
+                uct_tm::exit_mid_run(1);
             }
         }
         for (size_t j = 0; j < MsgArea::kGap; ++j) {
@@ -510,7 +510,7 @@ void verify(const Msg &m, size_t it) {
                 fprintf(stderr,
                         "tm_proto_perf: byte %zu after element %zu (of %zu bytes) written in "
                         "iteration %zu\n", j, e, m.iov[e].length, it);
-                exit(1);
+                uct_tm::exit_mid_run(1);
             }
         }
     }

@@ -26,6 +26,12 @@ alive() {
     [ -r "/proc/$1/stat" ] && ! sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | grep -q '^Z'
 }
 
+# stacks PID: where a hung process's threads are (when gdb is installed: CI installs it).
+stacks() {
+    command -v gdb >/dev/null || { echo "    (no gdb: no stacks)"; return; }
+    timeout 60 gdb -p "$1" -batch -ex "thread apply all bt" 2>&1 | grep '^#\|^Thread' | sed 's/^/    /'
+}
+
 # child_of PID TOOL: the forked peer of TOOL started as PID. PID may still be libtool's
 # wrapper script (which runs commands of its own before it execs the program): wait for
 # the exec, then for the program's child.
@@ -78,6 +84,7 @@ case_() {
         echo "FAIL: $name: the surviving $([ "$victim" = sender ] && echo receiver || echo sender)" \
              "still runs ${bound} s after the $sig (hang)"
         sed 's/^/    /' "$out" | tail -5
+        stacks "$survivor"
         fail=1
         kill -9 "$parent" "$child" 2>/dev/null; wait "$parent" 2>/dev/null
         return
