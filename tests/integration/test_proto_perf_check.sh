@@ -48,6 +48,27 @@ for mode in "" "--post-on-path" "-U"; do
         echo "FAIL: tm_perftest tag_lat ${mode:-(one ahead)} --check"; tail -5 "$log"; fails=$((fails + 1))
     fi
 done
+# tm_sm's sender copying with streaming stores (UCX_TM_SM_COPY=stream): bcopy sizes (up to
+# SEG_SIZE, packed aside first) and fragmented zcopy ones, matched and unexpected, every
+# byte checked; its counters show the streamed copies happened.
+for mode in "" "-U"; do
+    # shellcheck disable=SC2086 # $mode is one option or none
+    if UCX_TM_SM_COPY=stream UCX_TM_SM_PRINT_STATS=y timeout 120 "$uct_perf" -t tag_lat \
+            -s 100,4095,4096,5000,8192,12345,40960,65536 -n 50 $mode --check > "$log" 2>&1 &&
+            grep -Eq '^ +65536 +50 ' "$log" &&
+            grep -Eq '; [1-9][0-9]* eager messages sent with streaming stores' "$log"; then
+        echo "PASS: tm_perftest tag_lat ${mode:-(one ahead)} --check, streaming stores"
+    else
+        echo "FAIL: tm_perftest tag_lat ${mode:-(one ahead)} --check, streaming stores"
+        tail -5 "$log"; fails=$((fails + 1))
+    fi
+done
+if UCX_TM_SM_COPY=stream UCX_TM_PROTO_OFFLOAD=y timeout 120 "$perf" -x tm_sm -t tag_bw \
+        -s 1000,5000,20000 -n 64 -w 8 --check > "$log" 2>&1; then
+    echo "PASS: tm_proto_perf tag_bw over tm_sm, streaming stores"
+else
+    echo "FAIL: tm_proto_perf tag_bw over tm_sm, streaming stores"; tail -5 "$log"; fails=$((fails + 1))
+fi
 # The floor (-t line_lat), the flag alone and with copies: both processes ran every round trip
 # of each size and it reports a positive time for each.
 if timeout 60 "$uct_perf" -t line_lat -s 8,4k -n 2000 > "$log" 2>&1 &&

@@ -7,6 +7,8 @@
 namespace uct_tm {
 namespace sm {
 
+const char *sm_copy_names[] = {"auto", "cached", "stream", nullptr};
+
 ucs_config_field_t sm_config_table[] = {
     {"", "", nullptr, offsetof(SmConfig, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
 
@@ -34,6 +36,19 @@ ucs_config_field_t sm_config_table[] = {
      "Largest tag_eager_zcopy message; larger ones are split into SEG_SIZE fragments that\n"
      "occupy consecutive FIFO elements.",
      offsetof(SmConfig, eager_max), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"COPY", "auto",
+     "How the sender copies eager messages of 4 KiB and more into the receiver's descriptors:\n"
+     " cached - ordinary stores: the receiver reads the lines from the sender's cache.\n"
+     " stream - non-temporal stores, past the sender's cache to memory.\n"
+     " auto   - cached while those copies run faster than COPY_SLOW_BW; when two in a row\n"
+     "          run slower (modified lines crossing slowly between the cores, as on some\n"
+     "          virtual machines), stream, trying cached again every 64 messages.",
+     offsetof(SmConfig, copy), UCS_CONFIG_TYPE_ENUM(sm_copy_names)},
+
+    {"COPY_SLOW_BW", "6GBs",
+     "With COPY=auto: a cached copy slower than this counts as slow.",
+     offsetof(SmConfig, copy_slow_bw), UCS_CONFIG_TYPE_BW},
 
     {"", "", nullptr, offsetof(SmConfig, tag_list), UCS_CONFIG_TYPE_TABLE(tag_list_config_table)},
 

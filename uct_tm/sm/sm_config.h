@@ -22,6 +22,8 @@ struct SmConfig {
     size_t           seg_size;
     unsigned         spare_descs;
     size_t           eager_max;
+    int              copy;         /* CopyMode::Setting */
+    double           copy_slow_bw; /* bytes per second */
     TagListConfig    tag_list;
     unsigned         rndv_slots;
     int              rndv_split;
@@ -41,6 +43,7 @@ struct SmConfig {
 };
 
 extern ucs_config_field_t sm_config_table[];
+extern const char        *sm_copy_names[]; /* for UCS_CONFIG_TYPE_ENUM, CopyMode::Setting order */
 
 }  // namespace sm
 }  // namespace uct_tm

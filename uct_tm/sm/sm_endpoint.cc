@@ -59,15 +59,7 @@ ucs_status_t SmIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
     ep->iface         = this;
     ep->peer          = peer;
     ep->inline_cap    = std::min(inline_cap_, peer->inline_capacity());
-    ep->bcopy_bounce  = peer->geometry().seg_size < geometry_.seg_size;
-    if (ep->bcopy_bounce && bounce_.empty()) {
-        if (alloc_status([&] {
-                bounce_.resize(geometry_.seg_size);
-            }) != UCS_OK) {
-            ep_destroy(ep);
-            return UCS_ERR_NO_MEMORY;
-        }
-    }
+    ep->bcopy_bounce  = peer->geometry().seg_size < geometry_.seg_size; /* bounce_: from init */
     if ((ep->inline_cap < inline_cap_) || ep->bcopy_bounce ||
         (peer->max_fragments() < geometry_.fifo_elems / 2)) {
         ucs_diag("tm_sm: process %d receives with a smaller geometry than ours (FIFO element "

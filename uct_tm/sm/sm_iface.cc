@@ -73,6 +73,12 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
                   config.rndv_slots, config.staging_chunks, config.staging_chunk_size);
         return UCS_ERR_INVALID_PARAM;
     }
+    if (!(config.copy_slow_bw > 0) || !(config.copy_slow_bw < 1e15)) {
+        ucs_error("tm_sm: COPY_SLOW_BW must be a bandwidth above 0 (got %g B/s)",
+                  config.copy_slow_bw);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    copy_mode_ = CopyMode(static_cast<CopyMode::Setting>(config.copy), config.copy_slow_bw);
     inline_cap_     = geometry_.elem_size - sizeof(ElemHeader);
     eager_max_      = std::min<size_t>(config.eager_max, size_t{geometry_.seg_size} * (geometry_.fifo_elems / 2));
     budget_         = config.progress_budget;
@@ -102,6 +108,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
             spare_descs_.reserve(geometry_.num_descs);
             peer_views_.resize(geometry_.max_peers);
             pending_eps_.reserve(16);
+            bounce_.resize(geometry_.seg_size); /* streamed bcopy packs here (CopyMode) */
         }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -146,14 +153,16 @@ void SmIface::print_counters(FILE *stream) const {
     fprintf(stream,
             "tm_sm iface %u (pid %d): %lu messages received; tag list: %lu posted, %lu matched, "
             "%lu cancelled, %lu refused; %lu unexpected; rendezvous received: %lu direct, %lu cma, "
-            "%lu split, %lu pipelined; %lu gets split with their sender; %lu dropped\n",
+            "%lu split, %lu pipelined; %lu gets split with their sender; %lu dropped; "
+            "%lu eager messages sent with streaming stores (auto turned them on %lu times)\n",
             iface_serial_, static_cast<int>(getpid()), (unsigned long)counters_.received,
             (unsigned long)t.posts, (unsigned long)t.matches, (unsigned long)t.cancels,
             (unsigned long)t.refused, (unsigned long)counters_.unexpected,
             (unsigned long)rndv_.counters().direct, (unsigned long)rndv_.counters().cma,
             (unsigned long)rndv_.counters().split, (unsigned long)rndv_.counters().pipelined,
             (unsigned long)rndv_.counters().get_split,
-            (unsigned long)dropped_);
+            (unsigned long)dropped_, (unsigned long)copy_mode_.streamed(),
+            (unsigned long)copy_mode_.switches());
 }
 
 SmIface::~SmIface() {

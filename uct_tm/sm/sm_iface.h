@@ -17,6 +17,7 @@
 #define UCT_TM_SM_SM_IFACE_H_
 
 #include "sm_config.h"
+#include "sm_copy_mode.h"
 #include "sm_fifo.h"
 #include "sm_layout.h"
 #include "sm_link.h"
@@ -243,8 +244,8 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
         size_t    nfrags; /* 0: drop every claimed element */
     };
     /* Writes `f` into the `claimed` elements from `seq` (those beyond its
-     * fragments become drops) with gather_at(dst, offset, length), then
-     * publishes them, last first. */
+     * fragments become drops) with gather_at(dst, offset, length, stream),
+     * stream as copy_mode_ chooses for the message, and publishes them. */
     template <typename Gather>
     ucs_status_t publish_fragments(SmEp *ep, uint64_t seq, size_t claimed, const Fragments &f,
                                    const Gather &gather_at);
@@ -312,6 +313,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     Geometry   geometry_{};
     uint32_t   inline_cap_     = 0;
     size_t     eager_max_      = 0;
+    CopyMode   copy_mode_;
     unsigned   budget_         = 32;
     uint32_t   iface_serial_   = 0;
     uint64_t check_interval_ = 0;
@@ -327,7 +329,8 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     RndvSlot             *rndv_slots_ = nullptr;
     std::vector<uint32_t> elem_desc_;   /* descriptor attached to each element (our truth) */
     std::vector<uint32_t> spare_descs_; /* neither attached nor held by the layer above */
-    std::vector<char>     bounce_;      /* bcopy packing for receivers with smaller descriptors */
+    std::vector<char>     bounce_;      /* SEG_SIZE: bcopy packing for receivers with smaller
+                                           descriptors, and for streamed copies (CopyMode) */
 
     /* tag matching */
     TagEngine                tags_;

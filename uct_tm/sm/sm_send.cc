@@ -7,6 +7,7 @@
 
 #include "common/alloc_status.h"
 #include "base/copy_bytes.h"
+#include "base/stream_copy.h"
 #include "tag/uct_iov.h"
 
 #include <ucs/debug/log_def.h>
@@ -19,13 +20,22 @@ namespace uct_tm {
 namespace sm {
 namespace {
 
+/* memcpy, or with `stream` stream_copy (CopyMode). */
+void copy_to_peer(char *dst, const void *src, size_t n, bool stream) {
+    if (stream) {
+        stream_copy(dst, src, n);
+    } else {
+        memcpy(dst, src, n);
+    }
+}
+
 /* Copies message bytes [offset, offset + length) gathered from `prefix`
  * followed by the iov list into `dst`. */
 void gather(char *dst, size_t offset, size_t length, const void *prefix, size_t prefix_length,
-            const uct_iov_t *iov, size_t iovcnt) {
+            const uct_iov_t *iov, size_t iovcnt, bool stream = false) {
     if (offset < prefix_length) {
         const size_t n = std::min(length, prefix_length - offset);
-        memcpy(dst, static_cast<const char *>(prefix) + offset, n);
+        copy_to_peer(dst, static_cast<const char *>(prefix) + offset, n, stream);
         dst += n;
         length -= n;
         offset = prefix_length;
@@ -36,7 +46,7 @@ void gather(char *dst, size_t offset, size_t length, const void *prefix, size_t 
         if (offset < base + len) {
             const size_t at = offset - base;
             const size_t n  = std::min(len - at, length);
-            memcpy(dst, static_cast<const char *>(iov[i].buffer) + at, n);
+            copy_to_peer(dst, static_cast<const char *>(iov[i].buffer) + at, n, stream);
             dst += n;
             length -= n;
             offset += n;
@@ -115,9 +125,11 @@ ucs_status_t SmIface::send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t 
         return UCS_ERR_NO_RESOURCE;
     }
     const Fragments frags{kind, am_id, tag, imm, total, nfrags};
-    return publish_fragments(ep, seq, nfrags, frags, [&](char *dst, size_t offset, size_t length) {
-        gather(dst, offset, length, prefix, prefix_length, iov, iovcnt);
-    });
+    return publish_fragments(ep, seq, nfrags, frags,
+                             [&](char *dst, size_t offset, size_t length, bool stream) {
+                                 gather(dst, offset, length, prefix, prefix_length, iov, iovcnt,
+                                        stream);
+                             });
 }
 
 /* Fragments are published first to last, each as soon as it is written:
@@ -138,7 +150,12 @@ ucs_status_t SmIface::publish_fragments(SmEp *ep, uint64_t seq, size_t claimed,
             status = UCS_ERR_IO_ERROR;
         }
     }
-    bool skipped = false; /* the receiver gave up on us: the rest go as drops */
+    bool                 skipped = false; /* the receiver gave up on us: the rest go as drops */
+    const CopyMode::Plan plan    = copy_mode_.plan(f.total);
+    const uint64_t       start   = plan.timed ? monotonic_ns() : 0;
+    if (plan.stream) {
+        copy_mode_.count_streamed();
+    }
     for (size_t i = 0; i < claimed; ++i) {
         ElemHeader *e       = fifo.elem(seq + i);
         char       *payload = fifo.desc_payload(e); /* again: the receiver's memory may change */
@@ -153,7 +170,7 @@ ucs_status_t SmIface::publish_fragments(SmEp *ep, uint64_t seq, size_t claimed,
         } else {
             const size_t offset = i * seg;
             const size_t length = std::min(seg, f.total - offset);
-            gather_at(payload, offset, length);
+            gather_at(payload, offset, length, plan.stream);
             e->kind   = f.kind;
             e->flags  = kFlagDesc | ((i == 0) ? kFlagFirst : 0) | ((i + 1 < f.nfrags) ? kFlagMore : 0);
             e->length = static_cast<uint32_t>(length);
@@ -164,6 +181,9 @@ ucs_status_t SmIface::publish_fragments(SmEp *ep, uint64_t seq, size_t claimed,
         if (!fifo.publish(e, seq + i)) {
             skipped = true;
         }
+    }
+    if (plan.timed && (status == UCS_OK) && !skipped) {
+        copy_mode_.copied(f.total, monotonic_ns() - start);
     }
     return (status != UCS_OK) ? status : (skipped ? UCS_ERR_NO_RESOURCE : UCS_OK);
 }
@@ -214,8 +234,9 @@ ssize_t SmIface::send_bcopy_bounced(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_
     const bool   fits   = !bad && (nfrags <= claimed);
     const Fragments frags{kind, am_id, tag, imm, length, fits ? nfrags : 0};
     const ucs_status_t sent =
-        publish_fragments(ep, seq, claimed, frags, [&](char *dst, size_t offset, size_t n) {
-            memcpy(dst, bounce_.data() + offset, n);
+        publish_fragments(ep, seq, claimed, frags,
+                          [&](char *dst, size_t offset, size_t n, bool stream) {
+            copy_to_peer(dst, bounce_.data() + offset, n, stream);
         });
     if (bad) {
         ucs_error("tm_sm: pack callback wrote %zu bytes, more than max_bcopy %u", length,
@@ -304,7 +325,11 @@ ssize_t SmIface::send_bcopy(SmEp *ep, Kind kind, uct_pack_callback_t pack_cb, vo
         fifo.publish(e, seq);
         return UCS_ERR_IO_ERROR;
     }
-    const size_t length = pack_cb(payload, arg);
+    /* Streaming (CopyMode): packed aside into our own memory, then copied
+     * past this core's cache; the pack callback cannot be told to stream. */
+    const CopyMode::Plan plan   = copy_mode_.plan(CopyMode::kUnknownSize);
+    const uint64_t       start  = plan.timed ? monotonic_ns() : 0;
+    const size_t         length = pack_cb(plan.stream ? bounce_.data() : payload, arg);
     if (ucs_unlikely(length > ep->peer->geometry().seg_size)) {
         ucs_error("tm_sm: pack callback wrote %zu bytes, more than max_bcopy %u", length,
                   ep->peer->geometry().seg_size);
@@ -312,12 +337,23 @@ ssize_t SmIface::send_bcopy(SmEp *ep, Kind kind, uct_pack_callback_t pack_cb, vo
         fifo.publish(e, seq);
         return UCS_ERR_INVALID_PARAM;
     }
+    copy_mode_.bcopy_packed(length);
+    if (plan.stream) {
+        const bool large = copy_mode_.large(length);
+        copy_to_peer(payload, bounce_.data(), length, large);
+        if (large) {
+            copy_mode_.count_streamed();
+        }
+    }
     e->kind   = kind;
     e->flags  = kFlagFirst | kFlagDesc;
     e->length = static_cast<uint32_t>(length);
     fill(e);
     if (!fifo.publish(e, seq)) {
         return UCS_ERR_NO_RESOURCE;
+    }
+    if (plan.timed) {
+        copy_mode_.copied(length, monotonic_ns() - start);
     }
     return static_cast<ssize_t>(length);
 }
