@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Draws PNG curves from contrib/sweep_sm.sh's CSV (medians over rounds):
 latency and bandwidth against message size for tm_sm and UCX, and tm_sm
-latency against posted-queue depth.
+latency against posted-queue depth; and a markdown table of tm_sm / UCX
+latency per size from each round's runs (tag_lat_ratios.md, also printed).
 
 Usage: plot_perftest.py SWEEP_CSV OUT_DIR [UCX_PEER_LABEL]
 Needs matplotlib (Debian: python3-matplotlib; installed on demand as root)."""
@@ -96,5 +97,36 @@ if xs:
     fig.tight_layout()
     outputs.append(os.path.join(out, "tag_lat_depth.png"))
     fig.savefig(outputs[-1], dpi=110)
+
+
+def per_round(test, impl, col):
+    """{size: {round: value}} of one tool's runs."""
+    acc = {}
+    for r in rows:
+        if r["test"] == test and r["impl"] == impl:
+            try:
+                v = float(r[col])
+            except ValueError:
+                continue
+            if v == v:
+                acc.setdefault(int(r["size"]), {})[r["round"]] = v
+    return acc
+
+
+# tm_sm / UCX latency per size, each round's runs against each other (run back
+# to back, they share the host's mode more often than medians over rounds do).
+tm, ucx = per_round("tag_lat", "tm_sm", "lat_us"), per_round("tag_lat", "ucx", "lat_us")
+lines = ["| size (B) | tm_sm / UCX per round: median | min-max | rounds above 0.8x |",
+         "|---:|---:|---|---:|"]
+for size in sorted(set(tm) & set(ucx)):
+    ratios = sorted(tm[size][k] / ucx[size][k] for k in set(tm[size]) & set(ucx[size]) if ucx[size][k] > 0)
+    if ratios:
+        lines.append("| %d | %.2f | %.2f-%.2f | %d of %d |" % (
+            size, statistics.median(ratios), ratios[0], ratios[-1],
+            sum(1 for x in ratios if x > 0.8), len(ratios)))
+outputs.append(os.path.join(out, "tag_lat_ratios.md"))
+with open(outputs[-1], "w") as f:
+    f.write("\n".join(lines) + "\n")
+print("\n".join(lines))
 for o in outputs:
     print(o)
