@@ -31,6 +31,7 @@ class CopyMode {
     static constexpr unsigned kSampleEvery = 8;  /* while cached: one copy timed in 8 */
     static constexpr unsigned kProbeEvery  = 64; /* while streaming: one cached in 64 */
     static constexpr size_t   kUnknownSize = SIZE_MAX; /* a bcopy before its pack (plan()) */
+    static constexpr double   kDefaultSlowBw = 6.0 * (1u << 30); /* UCX_TM_SM_COPY_SLOW_BW "6GBs" */
 
     /* What to do with the next message. */
     struct Plan {
@@ -41,7 +42,8 @@ class CopyMode {
     /* slow_bw: bytes per second (> 0, checked by the iface); min_size:
      * smaller messages always copy ordinarily and are not timed (their time
      * is mostly the fixed cost of a send, not the copy). */
-    CopyMode(Setting setting = Setting::kAuto, double slow_bw = 6e9, size_t min_size = 4096)
+    CopyMode(Setting setting = Setting::kAuto, double slow_bw = kDefaultSlowBw,
+             size_t min_size = 4096)
         : setting_(setting), min_size_(min_size), slow_ns_per_kib_(1024.0 * 1e9 / slow_bw) {}
 
     bool large(size_t size) const { return size >= min_size_; }

@@ -73,12 +73,14 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
                   config.rndv_slots, config.staging_chunks, config.staging_chunk_size);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (!(config.copy_slow_bw > 0) || !(config.copy_slow_bw < 1e15)) {
-        ucs_error("tm_sm: COPY_SLOW_BW must be a bandwidth above 0 (got %g B/s)",
-                  config.copy_slow_bw);
+    /* "auto" (UCX's parser: -2) is the default bound */
+    const double slow_bw = (config.copy_slow_bw == -2.0) ? CopyMode::kDefaultSlowBw
+                                                          : config.copy_slow_bw;
+    if (!(slow_bw > 0) || !(slow_bw < 1e15)) {
+        ucs_error("tm_sm: COPY_SLOW_BW must be a bandwidth above 0 (got %g B/s)", slow_bw);
         return UCS_ERR_INVALID_PARAM;
     }
-    copy_mode_ = CopyMode(static_cast<CopyMode::Setting>(config.copy), config.copy_slow_bw);
+    copy_mode_ = CopyMode(static_cast<CopyMode::Setting>(config.copy), slow_bw);
     inline_cap_     = geometry_.elem_size - sizeof(ElemHeader);
     eager_max_      = std::min<size_t>(config.eager_max, size_t{geometry_.seg_size} * (geometry_.fifo_elems / 2));
     budget_         = config.progress_budget;

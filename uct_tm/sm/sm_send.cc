@@ -330,9 +330,10 @@ ssize_t SmIface::send_bcopy(SmEp *ep, Kind kind, uct_pack_callback_t pack_cb, vo
     const CopyMode::Plan plan   = copy_mode_.plan(CopyMode::kUnknownSize);
     const uint64_t       start  = plan.timed ? monotonic_ns() : 0;
     const size_t         length = pack_cb(plan.stream ? bounce_.data() : payload, arg);
-    if (ucs_unlikely(length > ep->peer->geometry().seg_size)) {
+    if (ucs_unlikely((length > ep->peer->geometry().seg_size) ||
+                     (plan.stream && (length > bounce_.size())))) {
         ucs_error("tm_sm: pack callback wrote %zu bytes, more than max_bcopy %u", length,
-                  ep->peer->geometry().seg_size);
+                  std::min(ep->peer->geometry().seg_size, geometry_.seg_size));
         e->kind = Kind::kDropped;
         fifo.publish(e, seq);
         return UCS_ERR_INVALID_PARAM;
