@@ -27,8 +27,8 @@ peer = sys.argv[3] if len(sys.argv) > 3 else "ucx"
 rows = list(csv.DictReader(open(path)))
 
 
-def series(test, impl, key, col):
-    acc = {}
+def runs(test, impl, key, col):
+    """(row[key], round, value) of one tool's runs that measured a number."""
     for r in rows:
         if r["test"] == test and r["impl"] == impl:
             try:
@@ -36,7 +36,13 @@ def series(test, impl, key, col):
             except ValueError:
                 continue
             if v == v:
-                acc.setdefault(int(r[key]), []).append(v)
+                yield int(r[key]), r["round"], v
+
+
+def series(test, impl, key, col):
+    acc = {}
+    for x, _, v in runs(test, impl, key, col):
+        acc.setdefault(x, []).append(v)
     xs = sorted(acc)
     return xs, [statistics.median(acc[x]) for x in xs]
 
@@ -102,14 +108,8 @@ if xs:
 def per_round(test, impl, col):
     """{size: {round: value}} of one tool's runs."""
     acc = {}
-    for r in rows:
-        if r["test"] == test and r["impl"] == impl:
-            try:
-                v = float(r[col])
-            except ValueError:
-                continue
-            if v == v:
-                acc.setdefault(int(r["size"]), {})[r["round"]] = v
+    for size, rnd, v in runs(test, impl, "size", col):
+        acc.setdefault(size, {})[rnd] = v
     return acc
 
 

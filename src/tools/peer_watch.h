@@ -22,7 +22,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <poll.h>
 #include <unistd.h>
 

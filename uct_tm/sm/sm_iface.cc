@@ -73,11 +73,12 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
                   config.rndv_slots, config.staging_chunks, config.staging_chunk_size);
         return UCS_ERR_INVALID_PARAM;
     }
-    /* "auto" (UCX's parser: -2) is the default bound */
-    const double slow_bw = (config.copy_slow_bw == -2.0) ? CopyMode::kDefaultSlowBw
-                                                          : config.copy_slow_bw;
-    if (!(slow_bw > 0) || !(slow_bw < 1e15)) {
-        ucs_error("tm_sm: COPY_SLOW_BW must be a bandwidth above 0 (got %g B/s)", slow_bw);
+    /* UCX's parser refuses 0 and negative bandwidths except "auto", which it
+     * stores as a negative value: the default bound */
+    const double slow_bw = (config.copy_slow_bw > 0) ? config.copy_slow_bw
+                                                      : CopyMode::kDefaultSlowBw;
+    if (!(slow_bw < 1e15)) { /* "inf": every copy would count as slow */
+        ucs_error("tm_sm: COPY_SLOW_BW must be a finite bandwidth (got %g B/s)", slow_bw);
         return UCS_ERR_INVALID_PARAM;
     }
     copy_mode_ = CopyMode(static_cast<CopyMode::Setting>(config.copy), slow_bw);
