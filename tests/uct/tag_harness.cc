@@ -296,6 +296,7 @@ ucs_status_t Unexpected::eager_cb(void *arg, void *data, size_t length, unsigned
     }
     if (flags & UCT_CB_PARAM_FLAG_DESC) {
         ++self->desc_fragments;
+        self->desc_data.push_back(data);
     }
     if (!(flags & UCT_CB_PARAM_FLAG_MORE)) {
         m.imm      = imm;

@@ -187,6 +187,7 @@ class Unexpected {
     std::vector<std::string> violations;  /* protocol errors seen */
     size_t                   fragments       = 0;
     size_t                   desc_fragments  = 0; /* delivered with DESC */
+    std::vector<const void *> desc_data;          /* their data pointers, in order */
     /* Called for each complete eager message (index into messages). */
     std::function<void(size_t)> on_message;
     /* Called for each rendezvous (index into rndvs). */

@@ -253,6 +253,39 @@ TEST_P(TagTest, UnexpectedDescHoldMany) {
     EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
 }
 
+/* tm_sm gives an element whose descriptor it just read the least recently
+ * used spare one (sm_desc_ring.h): descriptors are written again only after
+ * every other one was, however short the FIFO. With 4 elements and 12 spare
+ * descriptors, messages one at a time land in 16 different descriptors,
+ * then in the same 16 in the same order. */
+TEST_P(TagTest, SmDescriptorsReusedLeastRecentlyUsed) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's receive descriptors";
+    }
+    reopen({{"FIFO_SIZE", "4"}, {"SPARE_DESCS", "12"}});
+    if (lacks(Path::kBcopy)) {
+        GTEST_SKIP();
+    }
+    constexpr size_t kDescs = 16, kMessages = 3 * kDescs;
+    for (size_t i = 0; i < kMessages; ++i) {
+        Send s(Path::kBcopy, 0x5eed, 0, i, 1000); /* beyond the inline payload */
+        ASSERT_EQ(send(s), UCS_OK);
+        ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == i + 1; }));
+    }
+    const auto &seen = rx_->unexp.desc_data;
+    ASSERT_EQ(seen.size(), kMessages) << "each message in a descriptor, with DESC";
+    for (size_t i = 0; i < kMessages; ++i) {
+        for (size_t j = i + 1; j < std::min(i + kDescs, kMessages); ++j) {
+            ASSERT_NE(seen[i], seen[j]) << "messages " << i << " and " << j
+                                        << " in one descriptor, fewer than 16 apart";
+        }
+        if (i + kDescs < kMessages) {
+            EXPECT_EQ(seen[i], seen[i + kDescs]) << "message " << i;
+        }
+    }
+    EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
+}
+
 /* ---- rendezvous ------------------------------------------------------------------------- */
 
 TEST_P(TagTest, RndvUnexpectedGetZcopy) {

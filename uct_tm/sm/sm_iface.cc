@@ -108,7 +108,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     fifo_.init(header_, geometry_);
     if (alloc_status([&] {
             elem_desc_.resize(geometry_.fifo_elems);
-            spare_descs_.reserve(geometry_.num_descs);
+            spare_descs_.reset(geometry_.num_descs);
             peer_views_.resize(geometry_.max_peers);
             pending_eps_.reserve(16);
             bounce_.resize(geometry_.seg_size); /* streamed bcopy packs here (CopyMode) */
@@ -119,8 +119,8 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
         elem_desc_[i]        = i;
         fifo_.elem(i)->desc  = i;
     }
-    for (uint32_t d = geometry_.num_descs; d-- > geometry_.fifo_elems;) {
-        spare_descs_.push_back(d);
+    for (uint32_t d = geometry_.fifo_elems; d < geometry_.num_descs; ++d) {
+        spare_descs_.push(d);
     }
     status = rndv_.init(config, rndv_slots_, geometry_.rndv_slots);
     if (status == UCS_OK) {
@@ -417,8 +417,23 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
         break;
     default:
         drop(m, "unknown kind");
-        break;
+        return;
     }
+    if (m.desc) {
+        rotate_desc(e);
+    }
+}
+
+void SmIface::rotate_desc(ElemHeader *e) {
+    if (spare_descs_.empty()) {
+        return; /* the layer above holds every spare one */
+    }
+    const uint32_t index = fifo_.head_index();
+    const uint32_t used  = elem_desc_[index];
+    const uint32_t fresh = spare_descs_.pop();
+    elem_desc_[index]    = fresh;
+    e->desc              = fresh; /* before release(): the sender reads it after claiming */
+    spare_descs_.push(used);      /* room: one was just taken */
 }
 
 unsigned SmIface::progress_work(ElemHeader *e) {
@@ -624,8 +639,7 @@ void SmIface::deliver(const Message &m, const Invoke &invoke) {
     if (status == UCS_INPROGRESS) {
         if (flags & UCT_CB_PARAM_FLAG_DESC) {
             /* The layer above keeps the descriptor: give the element another. */
-            const uint32_t spare = spare_descs_.back();
-            spare_descs_.pop_back();
+            const uint32_t spare = spare_descs_.pop();
             const uint32_t index = fifo_.index(m.elem);
             elem_desc_[index]    = spare;
             m.elem->desc         = spare;
@@ -644,7 +658,9 @@ void SmIface::release_desc(void *desc) {
                   iface_serial_);
         return;
     }
-    spare_descs_.push_back(d);
+    if (!spare_descs_.push(d)) {
+        ucs_error("tm_sm: uct_iface_release_desc(%p): descriptor %u released twice", desc, d);
+    }
 }
 
 void SmIface::receive_am(const Message &m) {

@@ -18,6 +18,7 @@
 
 #include "sm_config.h"
 #include "sm_copy_mode.h"
+#include "sm_desc_ring.h"
 #include "sm_fifo.h"
 #include "sm_layout.h"
 #include "sm_link.h"
@@ -259,6 +260,9 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     void dispatch(ElemHeader *e);
     void drop(const Message &m, const char *why);
     template <typename Invoke> void deliver(const Message &m, const Invoke &invoke);
+    /* Gives the head element the least recently used spare descriptor and
+     * queues the one it carried (DescRing: why). */
+    void rotate_desc(ElemHeader *e);
     void receive_am(const Message &m);
     void receive_eager(const Message &m);
     /* The first fragment of a message no posted receive matched: eager_cb. */
@@ -328,7 +332,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     PeerSlot             *peer_slots_ = nullptr;
     RndvSlot             *rndv_slots_ = nullptr;
     std::vector<uint32_t> elem_desc_;   /* descriptor attached to each element (our truth) */
-    std::vector<uint32_t> spare_descs_; /* neither attached nor held by the layer above */
+    DescRing              spare_descs_; /* neither attached nor held by the layer above */
     std::vector<char>     bounce_;      /* SEG_SIZE: bcopy packing for receivers with smaller
                                            descriptors, and for streamed copies (CopyMode) */
 
