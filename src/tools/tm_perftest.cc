@@ -64,7 +64,7 @@ struct Options {
     std::vector<size_t> sizes     = {8};
     size_t              iters     = 0; /* 0: chosen per size */
     size_t              warmup    = 0;
-    size_t              window    = 32;
+    size_t              window    = 127; /* ucx_perftest's UCT flow-control window */
     size_t              depth     = 0;
     unsigned            mask_classes = 1;
     bool                unexpected   = false;
@@ -92,7 +92,9 @@ void usage() {
            "  -x, --transport NAME        UCT transport (default tm_sm)\n"
            "  -s, --sizes LIST            message sizes, e.g. 8,1k,64k,1m (default 8)\n"
            "  -n, --iters N               measured iterations per size (default: by size)\n"
-           "  -w, --window N              tag_bw: receives posted ahead (default 32)\n"
+           "  -w, --window N              tag_bw: messages in flight, receives posted ahead\n"
+           "                              (default 127, ucx_perftest's UCT window; at most\n"
+           "                              the transport's posted-receive limit)\n"
            "  -D, --depth N               extra non-matching receives kept posted\n"
            "      --mask-classes K        spread them over K mask patterns (default 1: exact)\n"
            "  -U, --unexpected            receiver posts nothing: unexpected callbacks\n"
@@ -813,8 +815,9 @@ Result run_lat(Peer &p, size_t size, int fd) {
 
 Result run_bw(Peer &p, size_t size, int fd) {
     const size_t iters  = default_iters(*p.opt, size);
-    const size_t window = std::min(p.opt->window, iters);
     const bool   unexp  = p.opt->unexpected;
+    const size_t limit  = p.attr.cap.tag.recv.max_outstanding;
+    const size_t window = std::min({p.opt->window, iters, (unexp || (limit == 0)) ? SIZE_MAX : limit});
     Result       res;
     res.iters = iters;
     barrier(fd);

@@ -81,7 +81,7 @@ LD_PRELOAD=$plugin timeout 300 $perftest -x tm_rc -t tag_lat -s 8,4k,1m -n 50 -U
 echo "PASS: tm_perftest over tm_rc"
 echo "== two processes: tm_perftest -x tm_dc --check (connected on demand by iface address)"
 LD_PRELOAD=$plugin timeout 300 $perftest -x tm_dc -t tag_lat -s 8,4k,64k,1m -n 50 --check || exit 1
-LD_PRELOAD=$plugin timeout 300 $perftest -x tm_dc -t tag_bw -s 8,64k -n 200 -U --check || exit 1
+LD_PRELOAD=$plugin timeout 300 $perftest -x tm_dc -t tag_bw -s 8,64k -n 200 -w 32 -U --check || exit 1
 echo "PASS: tm_perftest over tm_dc"
 echo "== 16 processes, each sending to all the others: tm_mesh"
 LD_PRELOAD=$plugin timeout 300 $mesh -x tm_rc -n 16 -m 4 > /tmp/mesh.log
