@@ -773,6 +773,16 @@ ucs_status_t invoke_am(BaseIface *base, uint8_t id, void *data, unsigned length,
     return handler.cb(handler.arg, data, length, flags);
 }
 
+static_assert((sizeof(AmHandler) == sizeof(uct_am_handler_t)) &&
+                  (offsetof(AmHandler, cb) == offsetof(uct_am_handler_t, cb)) &&
+                  (offsetof(AmHandler, arg) == offsetof(uct_am_handler_t, arg)) &&
+                  (offsetof(AmHandler, flags) == offsetof(uct_am_handler_t, flags)),
+              "AmHandler mirrors uct_am_handler_t");
+
+const AmHandler *am_handlers(BaseIface *base) {
+    return reinterpret_cast<const AmHandler *>(base_of(base)->am);
+}
+
 ucs_status_t handle_ep_error(BaseIface *base, uct_ep_h ep, ucs_status_t status) {
     return uct_iface_handle_ep_err(to_uct(base), ep, status);
 }

@@ -200,6 +200,18 @@ void cleanup_base_iface(BaseIface *base);
 /* Calls the active-message handler registered for `id` (< UCT_AM_ID_MAX). */
 ucs_status_t invoke_am(BaseIface *base, uint8_t id, void *data, unsigned length, unsigned flags);
 
+/* One entry of an iface's handler table, as libuct keeps it (the layout is
+ * checked against the compat header). */
+struct AmHandler {
+    uct_am_callback_t cb;
+    void             *arg;
+    uint32_t          flags;
+};
+/* The iface's UCT_AM_ID_MAX handlers, which uct_iface_set_am_handler()
+ * updates in place: a transport may keep the pointer for the iface's life
+ * and call a handler without a call into this seam. */
+const AmHandler *am_handlers(BaseIface *base);
+
 /* Reports an endpoint failure to the iface's error handler (or logs it). */
 ucs_status_t handle_ep_error(BaseIface *base, uct_ep_h ep, ucs_status_t status);
 

@@ -74,6 +74,7 @@ ucs_status_t SmIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
 }
 
 void SmIface::ep_destroy(SmEp *ep) {
+    const MayQueueWork mark{this};
     RemotePeer *peer = ep->peer;
     peer->eps.erase(std::remove(peer->eps.begin(), peer->eps.end(), ep), peer->eps.end());
     pending_eps_.remove(ep);
@@ -88,6 +89,7 @@ void SmIface::ep_destroy(SmEp *ep) {
 /* ---- pending and flush ---------------------------------------------------------------- */
 
 ucs_status_t SmIface::pending_add(SmEp *ep, uct_pending_req_t *req) {
+    const MayQueueWork mark{this};
     if (req == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -99,6 +101,7 @@ ucs_status_t SmIface::pending_add(SmEp *ep, uct_pending_req_t *req) {
 }
 
 void SmIface::pending_purge(SmEp *ep, uct_pending_purge_callback_t cb, void *arg) {
+    const MayQueueWork mark{this};
     ep->pending.purge(cb, arg);
 }
 
@@ -117,6 +120,7 @@ bool SmIface::flush_done(const SmEp *ep) const {
 }
 
 ucs_status_t SmIface::flush(unsigned flags, uct_completion_t *comp) {
+    const MayQueueWork mark{this};
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         return UCS_ERR_UNSUPPORTED; /* UCT defines cancel for endpoints only */
     }
@@ -127,6 +131,7 @@ ucs_status_t SmIface::flush(unsigned flags, uct_completion_t *comp) {
 }
 
 ucs_status_t SmIface::ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp) {
+    const MayQueueWork mark{this};
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         /* Best effort: withdraw our rendezvous sends, then the endpoint is
          * in error state and only good for destruction. */
@@ -149,6 +154,7 @@ void SmIface::complete_flushes() {
 }
 
 ucs_status_t SmIface::ep_check(SmEp *ep, unsigned, uct_completion_t *) {
+    const MayQueueWork mark{this};
     /* Like a keepalive round: a dead peer is reported through the error
      * handler from the next progress call, not from inside this call. */
     if (!ep->peer->reported() && !ep->peer->check_alive()) {

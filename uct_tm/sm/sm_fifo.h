@@ -148,13 +148,14 @@ class FifoReader {
         header->tail.store(head_, std::memory_order_relaxed);
         header->skips.store(0, std::memory_order_relaxed);
         header->head.store(head_, std::memory_order_release);
+        head_elem_ = elem(head_);
     }
 
-    /* The next element if it is published (possibly as skipped), else null. */
+    /* The next element if it is published (possibly as skipped), else null.
+     * The head element is kept as a pointer: every progress call polls. */
     ElemHeader *poll() const {
-        ElemHeader    *e     = elem(head_);
-        const uint64_t state = e->state.load(std::memory_order_acquire);
-        return ((state & ~kStateSkipped) == (head_ | kStateReady)) ? e : nullptr;
+        const uint64_t state = head_elem_->state.load(std::memory_order_acquire);
+        return ((state & ~kStateSkipped) == (head_ | kStateReady)) ? head_elem_ : nullptr;
     }
 
     /* True once the message whose first fragment is at the head is all
@@ -187,6 +188,7 @@ class FifoReader {
     void release() {
         ++head_;
         header_->head.store(head_, std::memory_order_release);
+        head_elem_ = elem(head_);
     }
 
     /* A sender claimed the next element but has not published it. */
@@ -226,6 +228,7 @@ class FifoReader {
   private:
     SegmentHeader *header_    = nullptr;
     char          *elems_     = nullptr;
+    ElemHeader    *head_elem_ = nullptr; /* elem(head_) */
     uint64_t       head_      = 0;
     uint64_t       mask_      = 0;
     uint32_t       elem_size_ = 0;

@@ -106,6 +106,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     peer_slots_  = reinterpret_cast<PeerSlot *>(seg + geometry_.peers_offset);
     rndv_slots_  = reinterpret_cast<RndvSlot *>(seg + geometry_.rndv_offset);
     fifo_.init(header_, geometry_);
+    am_handlers_ = abi::am_handlers(&base);
     if (alloc_status([&] {
             elem_desc_.resize(geometry_.fifo_elems);
             spare_descs_.reset(geometry_.num_descs);
@@ -332,8 +333,60 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
 
 /* ---- progress ------------------------------------------------------------------- */
 
-/* Inline into progress_work() (docs/perf.md, "Code shape of the hot paths"). */
+/* Inline into progress_work() (docs/perf.md, "Code shape of the hot paths"):
+ * the two messages a streaming receiver gets each time -- a whole tagged
+ * message inline in its element, an inline active message -- handled here
+ * without building a Message; everything else in dispatch_general(), out of
+ * line, so the loop keeps few registers and no Message on its stack. */
 [[gnu::always_inline]] inline void SmIface::dispatch(ElemHeader *e) {
+    /* Each field read once: the sender could still scribble on them. */
+    const Kind     kind   = e->kind;
+    const uint8_t  flags  = e->flags;
+    const uint32_t length = e->length;
+    if (ucs_likely(!FifoReader::skipped(e) && ((flags & kFlagDesc) == 0) &&
+                   (length <= inline_cap_))) {
+        if ((kind == Kind::kTagEager) && ((flags & (kFlagFirst | kFlagMore)) == kFlagFirst) &&
+            !assembly_.active && tag_enabled()) {
+            const uct_tag_t tag = e->tag;
+            const uint64_t  imm = e->imm;
+            if (ucs_unlikely(!EagerDelivery::whole(tags_, tag, imm, inline_payload(e), length))) {
+                receive_unexpected_inline(e, tag, imm, length, flags);
+            }
+            return;
+        }
+        if (kind == Kind::kAm) {
+            const uint32_t id = e->aux;
+            if (ucs_likely(id < UCT_AM_ID_MAX)) {
+                const abi::AmHandler &h = am_handlers_[id];
+                if (ucs_unlikely(h.cb(h.arg, inline_payload(e), length, 0) == UCS_INPROGRESS)) {
+                    ucs_error("tm_sm: callback kept data delivered without UCT_CB_PARAM_FLAG_DESC");
+                }
+                return;
+            }
+        }
+    }
+    dispatch_general(e);
+}
+
+void SmIface::receive_unexpected_inline(ElemHeader *e, uct_tag_t tag, uint64_t imm,
+                                        uint32_t length, uint8_t flags) {
+    const MayQueueWork mark{this};
+    Message m;
+    m.kind    = Kind::kTagEager;
+    m.flags   = flags;
+    m.length  = length;
+    m.tag     = tag;
+    m.imm     = imm;
+    m.peer    = e->peer;
+    m.aux     = e->aux;
+    m.elem    = e;
+    m.desc    = false;
+    m.payload = inline_payload(e);
+    receive_unexpected_eager(m);
+}
+
+void SmIface::dispatch_general(ElemHeader *e) {
+    const MayQueueWork mark{this}; /* any of these messages may queue work */
     if (ucs_unlikely(FifoReader::skipped(e))) {
         abort_assembly(UCS_ERR_CONNECTION_RESET);
         return;
@@ -345,27 +398,10 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
     m.length = e->length;
     m.tag    = e->tag;
     m.imm    = e->imm;
-    const auto read_rest = [&] {
-        m.peer = e->peer;
-        m.aux  = e->aux;
-        m.elem = e;
-        m.desc = (m.flags & kFlagDesc) != 0;
-    };
-    /* A whole tagged message inline in its element, what a streaming
-     * receiver gets each time: matched here, before the rest of `m` is
-     * read and without receive_eager()'s call. */
-    if (ucs_likely((m.kind == Kind::kTagEager) &&
-                   ((m.flags & (kFlagDesc | kFlagFirst | kFlagMore)) == kFlagFirst) &&
-                   (m.length <= inline_cap_) && !assembly_.active && tag_enabled())) {
-        if (ucs_likely(EagerDelivery::whole(tags_, m.tag, m.imm, inline_payload(e), m.length))) {
-            return;
-        }
-        read_rest();
-        m.payload = inline_payload(e);
-        receive_unexpected_eager(m);
-        return;
-    }
-    read_rest();
+    m.peer   = e->peer;
+    m.aux    = e->aux;
+    m.elem   = e;
+    m.desc   = (m.flags & kFlagDesc) != 0;
     if (ucs_unlikely(m.kind == Kind::kDropped)) {
         return; /* a sender gave up on a claimed element: its other fields are stale */
     }
@@ -447,20 +483,32 @@ unsigned SmIface::progress_work(ElemHeader *e) {
         }
         e = fifo_.poll();
     }
-    count += tags_.progress();
-    if (ucs_unlikely(rndv_.has_splits())) {
-        count += rndv_.progress_splits();
-    }
-    if (ucs_unlikely(staging_.busy())) {
-        count += staging_.progress();
-    }
-    if (ucs_unlikely(has_deferred_work() || (--slow_countdown_ == 0))) {
+    if (ucs_unlikely(maybe_background_)) {
+        count += background_progress();
+    } else if (ucs_unlikely(--slow_countdown_ == 0)) {
         count += slow_progress();
     }
     return count;
 }
 
+unsigned SmIface::background_progress() {
+    unsigned count = tags_.progress();
+    if (rndv_.has_splits()) {
+        count += rndv_.progress_splits();
+    }
+    if (staging_.busy()) {
+        count += staging_.progress();
+    }
+    if (has_deferred_work() || (--slow_countdown_ == 0)) {
+        count += slow_progress();
+    }
+    /* Anything the calls above queued (their callbacks included) shows here. */
+    maybe_background_ = has_background_work();
+    return count;
+}
+
 unsigned SmIface::slow_progress() {
+    const MayQueueWork mark{this}; /* peer checks and retries may queue work */
     slow_countdown_ = kSlowProgressPeriod;
     unsigned count  = 0;
     if (rndv_.has_deferred_gets()) {
@@ -931,6 +979,7 @@ void SmIface::fail_peer(RemotePeer *peer) {
 }
 
 ucs_status_t SmIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
+    const MayQueueWork mark{this};
     if (ucs_unlikely(!tag_enabled())) {
         return UCS_ERR_UNSUPPORTED;
     }

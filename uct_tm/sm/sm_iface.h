@@ -133,7 +133,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
      * arrived and nothing waiting, return after a few loads. */
     unsigned progress() {
         ElemHeader *e = fifo_.poll();
-        if (ucs_likely(e == nullptr) && ucs_likely(!has_background_work())) {
+        if (ucs_likely(e == nullptr) && ucs_likely(!maybe_background_)) {
             return ucs_likely(--slow_countdown_ != 0) ? 0 : slow_progress();
         }
         return progress_work(e);
@@ -167,17 +167,23 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     ucs_status_ptr_t tag_rndv_zcopy(SmEp *ep, uct_tag_t tag, const void *header,
                                     unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
                                     uct_completion_t *comp) {
+        const MayQueueWork mark{this};
         return rndv_.send(ep, tag, header, header_length, iov, iovcnt, comp);
     }
-    ucs_status_t tag_rndv_cancel(SmEp *ep, void *op) { return rndv_.cancel(ep, op); }
+    ucs_status_t tag_rndv_cancel(SmEp *ep, void *op) {
+        const MayQueueWork mark{this};
+        return rndv_.cancel(ep, op);
+    }
     ucs_status_t tag_rndv_request(SmEp *ep, uct_tag_t tag, const void *header,
                                   unsigned header_length);
     ucs_status_t get_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
                            uct_rkey_t rkey, uct_completion_t *comp) {
+        const MayQueueWork mark{this};
         return rndv_.zcopy(ep, iov, iovcnt, remote_addr, rkey, comp, false);
     }
     ucs_status_t put_zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
                            uct_rkey_t rkey, uct_completion_t *) {
+        const MayQueueWork mark{this};
         return rndv_.zcopy(ep, iov, iovcnt, remote_addr, rkey, nullptr, true);
     }
     ucs_status_t pending_add(SmEp *ep, uct_pending_req_t *req);
@@ -258,6 +264,9 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
 
     /* ---- receiving (sm_iface.cc) ---- */
     void dispatch(ElemHeader *e);
+    [[gnu::noinline]] void dispatch_general(ElemHeader *e);
+    [[gnu::noinline]] void receive_unexpected_inline(ElemHeader *e, uct_tag_t tag, uint64_t imm,
+                                                     uint32_t length, uint8_t flags);
     void drop(const Message &m, const char *why);
     template <typename Invoke> void deliver(const Message &m, const Invoke &invoke);
     /* Gives the head element the least recently used spare descriptor and
@@ -294,6 +303,18 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     bool         has_deferred_work() const {
         return has_outbox_ || !pending_eps_.empty() || !flush_waiters_.empty();
     }
+    /* Set whenever work for background_progress() may have been queued: at
+     * the end of every operation that can queue some (MayQueueWork), of
+     * every message but the two dispatch() takes inline, and of
+     * slow_progress(); cleared only by background_progress() once
+     * has_background_work() is false. So the poll loop checks one flag
+     * where has_background_work() reads seven containers. */
+    bool         maybe_background_ = true;
+    struct MayQueueWork {
+        SmIface *iface;
+        ~MayQueueWork() { iface->maybe_background_ = true; }
+    };
+    [[gnu::noinline]] unsigned background_progress();
     bool         has_background_work() const {
         return tags_.has_cancelled() || rndv_.has_splits() || staging_.busy() || has_deferred_work();
     }
@@ -331,6 +352,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     char                 *descs_      = nullptr;
     PeerSlot             *peer_slots_ = nullptr;
     RndvSlot             *rndv_slots_ = nullptr;
+    const abi::AmHandler *am_handlers_ = nullptr; /* UCX's table in `base` (dispatch) */
     std::vector<uint32_t> elem_desc_;   /* descriptor attached to each element (our truth) */
     DescRing              spare_descs_; /* neither attached nor held by the layer above */
     std::vector<char>     bounce_;      /* SEG_SIZE: bcopy packing for receivers with smaller
