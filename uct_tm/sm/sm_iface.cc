@@ -368,21 +368,33 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
     dispatch_general(e);
 }
 
+/* Whole and inline: no assembly to start, no descriptor to lend -- straight
+ * to eager_cb. It queues no background work itself; a callback that does
+ * goes through an operation that says so (MayQueueWork). */
 void SmIface::receive_unexpected_inline(ElemHeader *e, uct_tag_t tag, uint64_t imm,
                                         uint32_t length, uint8_t flags) {
-    const MayQueueWork mark{this};
-    Message m;
-    m.kind    = Kind::kTagEager;
-    m.flags   = flags;
-    m.length  = length;
-    m.tag     = tag;
-    m.imm     = imm;
-    m.peer    = e->peer;
-    m.aux     = e->aux;
-    m.elem    = e;
-    m.desc    = false;
-    m.payload = inline_payload(e);
-    receive_unexpected_eager(m);
+    const auto &p = params();
+    if (ucs_unlikely(p.eager_cb == nullptr)) {
+        Message m;
+        m.kind    = Kind::kTagEager;
+        m.flags   = flags;
+        m.length  = length;
+        m.tag     = tag;
+        m.imm     = imm;
+        m.peer    = e->peer;
+        m.aux     = e->aux;
+        m.elem    = e;
+        m.desc    = false;
+        m.payload = inline_payload(e);
+        drop(m, "unexpected tagged message but no eager callback");
+        return;
+    }
+    ++counters_.unexpected;
+    void *context = nullptr;
+    if (ucs_unlikely(p.eager_cb(p.eager_arg, inline_payload(e), length, UCT_CB_PARAM_FLAG_FIRST,
+                                tag, imm, &context) == UCS_INPROGRESS)) {
+        ucs_error("tm_sm: callback kept data delivered without UCT_CB_PARAM_FLAG_DESC");
+    }
 }
 
 void SmIface::dispatch_general(ElemHeader *e) {
