@@ -304,11 +304,13 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
         return has_outbox_ || !pending_eps_.empty() || !flush_waiters_.empty();
     }
     /* Set whenever work for background_progress() may have been queued: at
-     * the end of every operation that can queue some (MayQueueWork), of
-     * every message but the two dispatch() takes inline, and of
-     * slow_progress(); cleared only by background_progress() once
-     * has_background_work() is false. So the poll loop checks one flag
-     * where has_background_work() reads seven containers. */
+     * the end of every operation that can queue some (MayQueueWork: cancel,
+     * pending, flush, rendezvous, get/put, endpoint destruction), of every
+     * message but the ones dispatch() takes inline, of slow_progress(), and
+     * where a control message waits in an outbox (send_control); cleared
+     * only by background_progress() once has_background_work() is false.
+     * So the poll loop checks one flag where has_background_work() reads
+     * seven containers, and eager sends, which queue nothing, leave it. */
     bool         maybe_background_ = true;
     struct MayQueueWork {
         SmIface *iface;

@@ -277,7 +277,8 @@ void SmIface::send_control(RemotePeer *peer, const ControlMsg &msg) {
     }
     if (alloc_status([&] {
             peer->outbox.push_back(msg);
-            has_outbox_ = true;
+            has_outbox_       = true;
+            maybe_background_ = true; /* whoever called: slow_progress() retries it */
         }) != UCS_OK) {
         ucs_error("tm_sm: out of memory queueing a control message to process %d", peer->pid());
     }
@@ -360,7 +361,6 @@ ssize_t SmIface::send_bcopy(SmEp *ep, Kind kind, uct_pack_callback_t pack_cb, vo
 }
 
 ssize_t SmIface::am_bcopy(SmEp *ep, uint8_t id, uct_pack_callback_t pack_cb, void *arg) {
-    const MayQueueWork mark{this};
     if (ucs_unlikely(id >= UCT_AM_ID_MAX)) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -373,7 +373,6 @@ ssize_t SmIface::am_bcopy(SmEp *ep, uint8_t id, uct_pack_callback_t pack_cb, voi
 /* Copied out before return (no completion is ever due). */
 ucs_status_t SmIface::am_zcopy(SmEp *ep, uint8_t id, const void *header, unsigned header_length,
                                const uct_iov_t *iov, size_t iovcnt, uct_completion_t *) {
-    const MayQueueWork mark{this};
     if (ucs_unlikely((id >= UCT_AM_ID_MAX) || (header_length > inline_cap_) ||
                      ((header == nullptr) && header_length))) {
         return UCS_ERR_INVALID_PARAM;
@@ -404,7 +403,6 @@ ucs_status_t SmIface::tag_eager_short(SmEp *ep, uct_tag_t tag, const void *data,
 
 ssize_t SmIface::tag_eager_bcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, uct_pack_callback_t pack_cb,
                                  void *arg) {
-    const MayQueueWork mark{this};
     if (ucs_unlikely(ep->bcopy_bounce)) {
         return send_bcopy_bounced(ep, Kind::kTagEager, 0, tag, imm, pack_cb, arg);
     }
@@ -416,7 +414,6 @@ ssize_t SmIface::tag_eager_bcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, uct_pack
 
 ucs_status_t SmIface::tag_eager_zcopy(SmEp *ep, uct_tag_t tag, uint64_t imm, const uct_iov_t *iov,
                                       size_t iovcnt, uct_completion_t *) {
-    const MayQueueWork mark{this};
     /* One small buffer (the protocol layer's eager message: tag_eager_short
      * has no imm): one inline element, copied as tag_eager_short copies. */
     if (ucs_likely(is_one_buffer(iov, iovcnt) && (iov->length <= ep->inline_cap))) {
