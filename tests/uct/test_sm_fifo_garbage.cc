@@ -295,6 +295,36 @@ TEST_F(SmFifoGarbage, TruncatedFragmentChain) {
     EXPECT_TRUE(b2.pieces[0].untouched(1000, 5000));
 }
 
+/* An unexpected message whose sender is still writing it is held until
+ * whole, then handed to eager_cb. A receive that could match it, posted in
+ * between, is refused (UCS_ERR_NO_RESOURCE): in the tag list it would take
+ * the next message of the tag while the layer above still has the held one
+ * to match -- the two would be matched out of order. Receives of other tags
+ * are taken; the tag's are again once the message went up. */
+TEST_F(SmFifoGarbage, ReceivesForAHeldUnexpectedMessageWaitUntilItIsWhole) {
+    write_fragment(kFlagFirst | kFlagMore, tx_slot_, 0x77, 1000, 7);
+    drain(); /* held: the next fragment is not published */
+    EXPECT_EQ(rx_->unexp.complete_messages(), 0u);
+    RecvCtx     exact, masked, other;
+    RecvBuffers b1(4000), b2(4000), b3(4000);
+    EXPECT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x77, kFullMask, b1.iov.data(), 1, &exact.ctx),
+              UCS_ERR_NO_RESOURCE);
+    EXPECT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x7f, 0xf0, b2.iov.data(), 1, &masked.ctx),
+              UCS_ERR_NO_RESOURCE) << "a masked receive that matches the held tag";
+    ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x88, kFullMask, b3.iov.data(), 1, &other.ctx),
+              UCS_OK);
+    write_fragment(0, tx_slot_, 0x77, 1000, 7, 1000);
+    drain();
+    ASSERT_EQ(rx_->unexp.complete_messages(), 1u);
+    EXPECT_EQ(rx_->unexp.messages[0].data.size(), 2000u);
+    EXPECT_EQ(pattern_mismatch(rx_->unexp.messages[0].data.data(), 2000, 7), SIZE_MAX);
+    EXPECT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x77, kFullMask, b1.iov.data(), 1, &exact.ctx),
+              UCS_OK);
+    EXPECT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &exact.ctx, 1), UCS_OK);
+    EXPECT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &other.ctx, 1), UCS_OK);
+    expect_alive(8);
+}
+
 /* Rendezvous descriptors that lie: wrong header length, address overflow,
  * unknown peer, slot out of range, and — the dangerous one — a real pending
  * rendezvous slot paired with an address that is not mapped. */

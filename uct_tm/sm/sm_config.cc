@@ -15,8 +15,8 @@ ucs_config_field_t sm_config_table[] = {
     {"FIFO_SIZE", "256",
      "Elements in the receive FIFO of each tm_sm interface (a power of two). Senders get\n"
      "UCS_ERR_NO_RESOURCE while it is full. 64 carries small messages faster (a ring that\n"
-     "stays in both cores' caches, docs/perf.md) but fills sooner; the default stays 256\n"
-     "until the protocol layer keeps order under a full FIFO (docs/perf.md).",
+     "stays in both cores' caches) but fills sooner, and a fuller FIFO exposed an ordering\n"
+     "race (fixed; docs/perf.md): the default stays 256 until 64 has a longer stress record.",
      offsetof(SmConfig, fifo_size), UCS_CONFIG_TYPE_UINT},
 
     {"FIFO_ELEM_SIZE", "128",

@@ -145,6 +145,15 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
         if (ucs_unlikely(!tag_enabled())) {
             return UCS_ERR_UNSUPPORTED;
         }
+        /* An unexpected message held until whole arrived before this
+         * receive: it goes up through eager_cb, which the layer above may
+         * match to this very receive -- but in our list the receive would
+         * take a later message of the tag first. Refused (the layer above
+         * keeps it) while that can happen. */
+        if (ucs_unlikely(assembly_.active && assembly_.held) &&
+            (((tag ^ assembly_.tag) & mask) == 0)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
         return tags_.post(tag, mask, iov, iovcnt, ctx);
     }
     ucs_status_t tag_recv_cancel(uct_tag_context_t *ctx, int force);
