@@ -1,6 +1,6 @@
 /* tm_sm's spare receive descriptors: DescRing hands them out least recently
- * used first, refuses a push beyond its capacity (a descriptor given back
- * twice) and allocates nothing after reset(). */
+ * used first and refuses a push beyond its capacity (a descriptor given
+ * back twice). */
 #include "sm/sm_desc_ring.h"
 
 #include <gtest/gtest.h>

@@ -101,7 +101,6 @@ ucs_status_t SmIface::pending_add(SmEp *ep, uct_pending_req_t *req) {
 }
 
 void SmIface::pending_purge(SmEp *ep, uct_pending_purge_callback_t cb, void *arg) {
-    const MayQueueWork mark{this};
     ep->pending.purge(cb, arg);
 }
 
