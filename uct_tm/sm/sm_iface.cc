@@ -333,6 +333,27 @@ IfaceAddress SmIface::self_address() const { return IfaceAddress{segment_.id(), 
 
 /* ---- progress ------------------------------------------------------------------- */
 
+namespace {
+
+/* Every field of `e` read once: the sender could still scribble on them.
+ * The payload is left to the caller (inline or in a descriptor). */
+Message read_message(ElemHeader *e) {
+    Message m;
+    m.kind    = e->kind;
+    m.flags   = e->flags;
+    m.length  = e->length;
+    m.tag     = e->tag;
+    m.imm     = e->imm;
+    m.peer    = e->peer;
+    m.aux     = e->aux;
+    m.elem    = e;
+    m.desc    = (m.flags & kFlagDesc) != 0;
+    m.payload = nullptr;
+    return m;
+}
+
+}  // namespace
+
 /* Inline into progress_work() (docs/perf.md, "Code shape of the hot paths"):
  * the two messages a streaming receiver gets each time -- a whole tagged
  * message inline in its element, an inline active message -- handled here
@@ -375,15 +396,12 @@ void SmIface::receive_unexpected_inline(ElemHeader *e, uct_tag_t tag, uint64_t i
                                         uint32_t length, uint8_t flags) {
     const auto &p = params();
     if (ucs_unlikely(p.eager_cb == nullptr)) {
-        Message m;
-        m.kind    = Kind::kTagEager;
+        Message m = read_message(e);
+        m.kind    = Kind::kTagEager; /* what dispatch() saw, whatever the sender rewrote since */
         m.flags   = flags;
         m.length  = length;
         m.tag     = tag;
         m.imm     = imm;
-        m.peer    = e->peer;
-        m.aux     = e->aux;
-        m.elem    = e;
         m.desc    = false;
         m.payload = inline_payload(e);
         drop(m, "unexpected tagged message but no eager callback");
@@ -403,17 +421,7 @@ void SmIface::dispatch_general(ElemHeader *e) {
         abort_assembly(UCS_ERR_CONNECTION_RESET);
         return;
     }
-    /* Read every field once: the sender could still scribble on them. */
-    Message m;
-    m.kind   = e->kind;
-    m.flags  = e->flags;
-    m.length = e->length;
-    m.tag    = e->tag;
-    m.imm    = e->imm;
-    m.peer   = e->peer;
-    m.aux    = e->aux;
-    m.elem   = e;
-    m.desc   = (m.flags & kFlagDesc) != 0;
+    Message m = read_message(e);
     if (ucs_unlikely(m.kind == Kind::kDropped)) {
         return; /* a sender gave up on a claimed element: its other fields are stale */
     }
