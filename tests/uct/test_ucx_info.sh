@@ -46,7 +46,7 @@ config=$(LD_PRELOAD=$plugin ucx_info -c -f 2>&1)
 for var in FIFO_SIZE FIFO_ELEM_SIZE SEG_SIZE TAG_LIST_SIZE RNDV_SLOTS RNDV_SPLIT MAX_PEERS NUMA_BIND; do
     expect "ucx_info -c -f shows UCX_TM_SM_$var" "^UCX_TM_SM_$var=" "$config"
 done
-expect "FIFO_SIZE default is 256" '^UCX_TM_SM_FIFO_SIZE=256$' "$config"
+expect "FIFO_SIZE default is 64" '^UCX_TM_SM_FIFO_SIZE=64$' "$config"
 # The verbs transport is in the plugin exactly when the build had rdma-core
 # (its UCX_TM_RC_* table is registered with or without an RDMA device).
 case ${TM_VERBS:-} in

@@ -12,11 +12,10 @@ const char *sm_copy_names[] = {"auto", "cached", "stream", nullptr};
 ucs_config_field_t sm_config_table[] = {
     {"", "", nullptr, offsetof(SmConfig, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
 
-    {"FIFO_SIZE", "256",
+    {"FIFO_SIZE", "64",
      "Elements in the receive FIFO of each tm_sm interface (a power of two). Senders get\n"
-     "UCS_ERR_NO_RESOURCE while it is full. 64 carries small messages faster (a ring that\n"
-     "stays in both cores' caches) but fills sooner, and a fuller FIFO exposed an ordering\n"
-     "race (fixed; docs/perf.md): the default stays 256 until 64 has a longer stress record.",
+     "UCS_ERR_NO_RESOURCE while it is full. A short ring stays in both cores' caches: 64\n"
+     "elements carry small messages faster than 256 (docs/perf.md).",
      offsetof(SmConfig, fifo_size), UCS_CONFIG_TYPE_UINT},
 
     {"FIFO_ELEM_SIZE", "128",
@@ -29,7 +28,7 @@ ucs_config_field_t sm_config_table[] = {
      "of larger eager zcopy messages.",
      offsetof(SmConfig, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"SPARE_DESCS", "128",
+    {"SPARE_DESCS", "320",
      "Receive descriptors beyond one per FIFO element: how many descriptors the layer above\n"
      "may keep (UCT_CB_PARAM_FLAG_DESC) before messages are delivered for copying instead.\n"
      "Descriptors are reused least recently used first, so FIFO_SIZE + SPARE_DESCS also sets\n"
