@@ -2,7 +2,8 @@
 # The test command: installs what is missing, builds, runs the whole suite.
 #   contrib/test.sh            build + make check
 #   CI=true contrib/test.sh    also: clang -Werror build, the suite built --enable-debug
-#                              (assertions on), the suites under ASan/LSan/UBSan,
+#                              (assertions on; the QEMU guest tests only in the main
+#                              build), the suites under ASan/LSan/UBSan,
 #                              a 60 s soak (contrib/soak.sh), make distcheck (without
 #                              rdma-core), the tarball built with rdma-core, and its
 #                              Debian and RPM packages built, installed, run and purged
@@ -61,7 +62,10 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     mkdir -p "$build-debug"
     if "$src/contrib/build.sh" "$build-debug" --enable-debug >"$build-debug/build.log" 2>&1; then
         debug_rc=0 before_p=$passed before_f=$failed
-        make -C "$build-debug" -j"$(nproc)" check >"$build-debug/check.log" 2>&1 || debug_rc=$?
+        # The QEMU guest tests ran against the main build above; under software
+        # emulation they take half an hour per build on a slow host, more than the
+        # CI's budget allows twice. The debug build runs every other test.
+        RXE_TESTS=no make -C "$build-debug" -j"$(nproc)" check >"$build-debug/check.log" 2>&1 || debug_rc=$?
         count_check "$build-debug" "$debug_rc"
         echo "debug suite: passed $((passed - before_p)), failed $((failed - before_f))"
         [[ $debug_rc -eq 0 ]] || extra_rc=1

@@ -34,7 +34,9 @@ if [[ ${1:-} != --in-guest ]]; then
         [[ -e $f ]] || { echo "test_hosts_rxe: $f is missing (build first)"; exit 1; }
     done
     seed=${RXE_MODEL_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
-    RXE_HOSTS=2 exec "$top_srcdir/contrib/rxe_qemu.sh" bash "$top_srcdir/tests/integration/test_hosts_rxe.sh" \
+    # Two emulated guests and two 30 s link outages: 15 min was not enough on a
+    # slow host (the receiver-killed case ran out of it).
+    RXE_HOSTS=2 RXE_TIMEOUT=${RXE_TIMEOUT:-1800} exec "$top_srcdir/contrib/rxe_qemu.sh" bash "$top_srcdir/tests/integration/test_hosts_rxe.sh" \
         --in-guest "$top_srcdir" "$builddir" "$plugin" "$seed"
 fi
 
