@@ -306,6 +306,23 @@ std::vector<std::string> open_fds() {
     return out;
 }
 
+/* For a pidfd, " (pid N)" from its fdinfo: which process's watch was kept. */
+std::string fd_owner(int fd) {
+    const std::string path = "/proc/self/fdinfo/" + std::to_string(fd);
+    FILE             *f    = fopen(path.c_str(), "r");
+    if (f == nullptr) return "";
+    char        line[128];
+    std::string owner;
+    while (fgets(line, sizeof(line), f) != nullptr) {
+        if (strncmp(line, "Pid:", 4) == 0) {
+            owner = " (pid " + std::to_string(atol(line + 4)) + ")";
+            break;
+        }
+    }
+    fclose(f);
+    return owner;
+}
+
 /* ---- delivery ------------------------------------------------------------------------ */
 
 /* TM_SOAK_INJECT=lose|duplicate|corrupt: the checks' own test (the soak
@@ -1103,7 +1120,10 @@ int main(int argc, char **argv) {
     for (const std::string &f : fds_held) {
         if (!std::binary_search(fds_init.begin(), fds_init.end(), f)) {
             ++fds_extra;
-            if (fds_extra > 1) fprintf(stderr, "tm_soak %d: FD HELD: %s\n", s.opt.slot, f.c_str());
+            if (fds_extra > 1) {
+                fprintf(stderr, "tm_soak %d: FD HELD: %s%s\n", s.opt.slot, f.c_str(),
+                        fd_owner(atoi(f.c_str())).c_str());
+            }
         }
     }
     long fd_leak = std::max(0L, fds_extra - 1);
