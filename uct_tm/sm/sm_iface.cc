@@ -371,7 +371,7 @@ Message read_message(ElemHeader *e) {
             const uct_tag_t tag = e->tag;
             const uint64_t  imm = e->imm;
             if (ucs_unlikely(!EagerDelivery::whole(tags_, tag, imm, inline_payload(e), length))) {
-                receive_unexpected_inline(e, tag, imm, length, flags);
+                receive_unexpected_inline(e, tag, imm, length);
             }
             return;
         }
@@ -393,15 +393,10 @@ Message read_message(ElemHeader *e) {
  * to eager_cb. It queues no background work itself; a callback that does
  * goes through an operation that says so (MayQueueWork). */
 void SmIface::receive_unexpected_inline(ElemHeader *e, uct_tag_t tag, uint64_t imm,
-                                        uint32_t length, uint8_t flags) {
+                                        uint32_t length) {
     const auto &p = params();
     if (ucs_unlikely(p.eager_cb == nullptr)) {
-        Message m = read_message(e);
-        m.kind    = Kind::kTagEager; /* what dispatch() saw, whatever the sender rewrote since */
-        m.flags   = flags;
-        m.length  = length;
-        m.tag     = tag;
-        m.imm     = imm;
+        Message m = read_message(e); /* for the log: what the element holds */
         m.desc    = false;
         m.payload = inline_payload(e);
         drop(m, "unexpected tagged message but no eager callback");

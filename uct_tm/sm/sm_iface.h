@@ -275,7 +275,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     void dispatch(ElemHeader *e);
     [[gnu::noinline]] void dispatch_general(ElemHeader *e);
     [[gnu::noinline]] void receive_unexpected_inline(ElemHeader *e, uct_tag_t tag, uint64_t imm,
-                                                     uint32_t length, uint8_t flags);
+                                                     uint32_t length);
     void drop(const Message &m, const char *why);
     template <typename Invoke> void deliver(const Message &m, const Invoke &invoke);
     /* Gives the head element the least recently used spare descriptor and
