@@ -1115,15 +1115,18 @@ int main(int argc, char **argv) {
      * destroyed: what the connections of all sessions left behind. The
      * partner's current incarnation may legitimately hold one (its attachment
      * as a sender to our FIFO): more is growth with the sessions. */
-    const std::vector<std::string> fds_held = open_fds();
-    long                           fds_extra = 0;
-    for (const std::string &f : fds_held) {
+    std::vector<std::string> fds_new;
+    for (const std::string &f : open_fds()) {
         if (!std::binary_search(fds_init.begin(), fds_init.end(), f)) {
-            ++fds_extra;
-            if (fds_extra > 1) {
-                fprintf(stderr, "tm_soak %d: FD HELD: %s%s\n", s.opt.slot, f.c_str(),
-                        fd_owner(atoi(f.c_str())).c_str());
-            }
+            fds_new.push_back(f);
+        }
+    }
+    const long fds_extra = static_cast<long>(fds_new.size());
+    if (fds_extra > 1) {
+        /* All of them, the one allowed included: which is the extra is not known. */
+        for (const std::string &f : fds_new) {
+            fprintf(stderr, "tm_soak %d: FD HELD: %s%s\n", s.opt.slot, f.c_str(),
+                    fd_owner(atoi(f.c_str())).c_str());
         }
     }
     long fd_leak = std::max(0L, fds_extra - 1);

@@ -1189,79 +1189,153 @@ TEST_F(SmFifoGarbage, RtrWithWrappingBuffersIsDropped) {
     EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
 }
 
-/* Open file descriptors of this process. */
-size_t open_fds() {
+/* Open file descriptors of this process; with `pidfds`, only pidfds (one per
+ * peer process an iface watches). */
+size_t open_fds(bool pidfds = false) {
     size_t n   = 0;
     DIR   *dir = opendir("/proc/self/fd");
     if (dir == nullptr) {
         return 0;
     }
-    while (readdir(dir) != nullptr) {
-        ++n;
+    char target[64];
+    while (const dirent *entry = readdir(dir)) {
+        if (!pidfds) {
+            ++n;
+            continue;
+        }
+        const std::string link = std::string("/proc/self/fd/") + entry->d_name;
+        const ssize_t     len  = readlink(link.c_str(), target, sizeof(target) - 1);
+        if (len > 0) {
+            target[len] = '\0';
+            n += strcmp(target, "anon_inode:[pidfd]") == 0;
+        }
     }
     closedir(dir);
     return n;
 }
 
-/* Senders that die give back what the receiver holds for them: their entry
- * in its peer table (else MAX_PEERS deaths later no sender can connect) and
- * its attachment to them (a pidfd and a mapping each), without any stall. */
-TEST_F(SmFifoGarbage, DeadSendersGiveBackTheirPeerTableEntries) {
-    Node rx(*env_, "tm_sm", {{"MAX_PEERS", "4"}, {"PEER_CHECK_INTERVAL", "10ms"}});
-    ASSERT_EQ(rx.status, UCS_OK);
-    std::string rx_iface(rx.attr.iface_addr_len, '\0');
-    ASSERT_EQ(uct_iface_get_address(rx.iface, reinterpret_cast<uct_iface_addr_t *>(&rx_iface[0])),
-              UCS_OK);
+/* A receiver whose peer table the test reads through the raw segment. */
+struct WatchedReceiver {
+    Node       node;
     RawSegment raw;
-    ASSERT_TRUE(raw.attach(rx_iface.data())) << raw.error();
-    auto used_slots = [&] {
+    bool       attached = false;
+
+    WatchedReceiver(UctEnv &env, const Settings &settings) : node(env, "tm_sm", settings) {
+        if (node.status != UCS_OK) {
+            return;
+        }
+        std::string iface(node.attr.iface_addr_len, '\0');
+        attached = (uct_iface_get_address(node.iface,
+                                          reinterpret_cast<uct_iface_addr_t *>(&iface[0])) ==
+                    UCS_OK) &&
+                   raw.attach(iface.data());
+    }
+    int used_slots() {
         int n = 0;
         for (uint32_t k = 0; k < raw.geometry().max_peers; ++k) {
             n += (raw.peer_slots()[k].state.load() & 3) == kPeerUsed;
         }
         return n;
-    };
-    const std::string address = rx.address();
+    }
+};
+
+/* A sender in a child process: connects to `address`, posts a rendezvous
+ * send of tag `tag` (the RTS makes the receiver attach back to it) and, with
+ * `eager`, an eager one after it, and writes one byte to the parent: 'k',
+ * or 'c' (could not connect), 's' (could not send). Then, with `leave`, it
+ * waits for a byte from the parent, destroys its endpoint (leaving the
+ * receiver's peer table while it lives) and writes again; either way it ends
+ * waiting to be killed. */
+class ChildSender {
+  public:
+    ChildSender(const std::string &address, uct_tag_t tag, bool eager, bool leave) {
+        if ((pipe(to_parent_) != 0) || (pipe(to_child_) != 0)) {
+            return;
+        }
+        fflush(nullptr);
+        pid_ = fork();
+        if (pid_ != 0) {
+            close(to_parent_[1]);
+            close(to_child_[0]);
+            return;
+        }
+        alarm(60);
+        char result = 'x';
+        {
+            UctEnv   env;
+            Node     node(env, "tm_sm");
+            uct_ep_h ep = nullptr;
+            Send     rndv(Path::kRndv, tag, 0, tag, 4096);
+            Send     bcopy(Path::kBcopy, tag + 1, 1, tag, 100);
+            if ((node.status != UCS_OK) || (node.connect(address, &ep) != UCS_OK)) {
+                result = 'c';
+            } else {
+                result = ((rndv.post(ep) == UCS_OK) && (!eager || (bcopy.post(ep) == UCS_OK)))
+                             ? 'k' : 's';
+            }
+            (void)!::write(to_parent_[1], &result, 1);
+            if (leave && (::read(to_child_[0], &result, 1) == 1)) {
+                if (ep != nullptr) {
+                    uct_ep_destroy(ep);
+                }
+                (void)!::write(to_parent_[1], &result, 1);
+            }
+            pause();
+        }
+        _exit(0);
+    }
+    ~ChildSender() {
+        kill_now();
+        close(to_parent_[0]);
+        close(to_child_[1]);
+    }
+    ChildSender(const ChildSender &)            = delete;
+    ChildSender &operator=(const ChildSender &) = delete;
+
+    /* The child's first report ('k' when all went well), 0 if none came. */
+    char result() {
+        char c = 0;
+        return (::read(to_parent_[0], &c, 1) == 1) ? c : 0;
+    }
+    /* A `leave` sender destroys its endpoint; true once it says so. */
+    bool leave() {
+        char c = 'l';
+        return (::write(to_child_[1], &c, 1) == 1) && (::read(to_parent_[0], &c, 1) == 1);
+    }
+    void kill_now() {
+        if (pid_ > 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+            pid_ = -1;
+        }
+    }
+
+  private:
+    pid_t pid_          = -1;
+    int   to_parent_[2] = {-1, -1};
+    int   to_child_[2]  = {-1, -1};
+};
+
+/* Senders that die give back what the receiver holds for them: their entry
+ * in its peer table (else MAX_PEERS deaths later no sender can connect) and
+ * its attachment to them (a pidfd and a mapping each), without any stall. */
+TEST_F(SmFifoGarbage, DeadSendersGiveBackTheirPeerTableEntries) {
+    WatchedReceiver rx(*env_, {{"MAX_PEERS", "4"}, {"PEER_CHECK_INTERVAL", "10ms"}});
+    ASSERT_EQ(rx.node.status, UCS_OK);
+    ASSERT_TRUE(rx.attached) << rx.raw.error();
+    const std::string address         = rx.node.address();
     size_t            fds_after_first = 0;
     for (int round = 0; round < 12; ++round) {
         SCOPED_TRACE("sender " + std::to_string(round));
-        int fds[2];
-        ASSERT_EQ(pipe(fds), 0);
-        const pid_t child = fork();
-        ASSERT_GE(child, 0);
-        if (child == 0) {
-            alarm(60);
-            close(fds[0]);
-            char result = 'x';
-            {
-                UctEnv   env;
-                Node     node(env, "tm_sm");
-                uct_ep_h ep = nullptr;
-                Send     rndv(Path::kRndv, 0x4400 + round, 0, round, 4096);
-                Send     eager(Path::kBcopy, 0x4500 + round, 1, round, 100);
-                if ((node.status == UCS_OK) && (node.connect(address, &ep) == UCS_OK)) {
-                    result = ((rndv.post(ep) == UCS_OK) && (eager.post(ep) == UCS_OK)) ? 'k' : 's';
-                } else {
-                    result = 'c';
-                }
-                (void)!::write(fds[1], &result, 1);
-                pause(); /* killed here, endpoint and send outstanding */
-            }
-            _exit(0);
-        }
-        close(fds[1]);
-        char result = 0;
-        EXPECT_EQ(read(fds[0], &result, 1), 1);
-        close(fds[0]);
+        ChildSender  child(address, 0x4400 + 2 * round, true, false);
+        const char   result = child.result();
+        const size_t rndvs  = rx.node.unexp.rndvs.size();
         EXPECT_EQ(result, 'k') << "c: could not connect (peer table full?); s: could not send";
-        const size_t rndvs = rx.unexp.rndvs.size();
         if (result == 'k') {
-            /* The RTS makes the receiver attach back to the sender. */
-            EXPECT_TRUE(wait([&] { return rx.unexp.rndvs.size() > rndvs; }));
+            EXPECT_TRUE(wait([&] { return rx.node.unexp.rndvs.size() > rndvs; }));
         }
-        kill(child, SIGKILL);
-        waitpid(child, nullptr, 0);
-        EXPECT_TRUE(wait([&] { return used_slots() == 0; }, 5))
+        child.kill_now(); /* endpoint and send outstanding */
+        EXPECT_TRUE(wait([&] { return rx.used_slots() == 0; }, 5))
             << "the dead sender's peer-table entry is still in use";
         if (round == 0) {
             fds_after_first = open_fds();
@@ -1271,6 +1345,61 @@ TEST_F(SmFifoGarbage, DeadSendersGiveBackTheirPeerTableEntries) {
         }
     }
     EXPECT_LE(open_fds(), fds_after_first + 1) << "descriptors kept for dead senders";
+}
+
+/* A dead sender the receiver attached back to is given back at the peer check
+ * that finds it dead -- its entry, the pidfd and the mapping -- not when the
+ * sweep of a large peer table comes by (4096 entries at 16 a check: 25 s). */
+TEST_F(SmFifoGarbage, DeadSenderWeAttachedToIsGivenBackAtOnce) {
+    WatchedReceiver rx(*env_, {{"MAX_PEERS", "4096"}, {"PEER_CHECK_INTERVAL", "100ms"}});
+    ASSERT_EQ(rx.node.status, UCS_OK);
+    ASSERT_TRUE(rx.attached) << rx.raw.error();
+    /* The first checks sweep the start of the table before the sender comes. */
+    const auto settle = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    wait([&] { return std::chrono::steady_clock::now() > settle; }, 1);
+    const size_t pidfds = open_fds(true);
+    ChildSender  child(rx.node.address(), 0x4800, false, false);
+    const char   result = child.result();
+    const size_t rndvs  = rx.node.unexp.rndvs.size();
+    EXPECT_EQ(result, 'k') << "c: could not connect; s: could not send";
+    if (result == 'k') {
+        EXPECT_TRUE(wait([&] { return rx.node.unexp.rndvs.size() > rndvs; }));
+        EXPECT_EQ(open_fds(true), pidfds + 1) << "the RTS makes the receiver attach back";
+    }
+    EXPECT_EQ(rx.used_slots(), 1);
+    child.kill_now();
+    EXPECT_TRUE(wait([&] { return (rx.used_slots() == 0) && (open_fds(true) == pidfds); }, 3))
+        << rx.used_slots() << " entries in use, " << open_fds(true) - pidfds
+        << " pidfds kept for the dead sender";
+}
+
+/* A sender that gives up its endpoint while it lives frees its peer-table
+ * entry itself. The receiver attached back to it (for the RTS's answer) and
+ * has no endpoint of its own to it: that attachment, a pidfd and a mapping
+ * of the sender's segment, goes too, without waiting for another sender
+ * to reuse the entry or for the process to exit. */
+TEST_F(SmFifoGarbage, SendersThatLeaveTheirPeerTableEntryGiveBackTheAttachment) {
+    Node rx(*env_, "tm_sm", {{"MAX_PEERS", "4"}, {"PEER_CHECK_INTERVAL", "10ms"}});
+    ASSERT_EQ(rx.status, UCS_OK);
+    const std::string address = rx.address();
+    const size_t      pidfds  = open_fds(true);
+    for (int round = 0; round < 3; ++round) {
+        SCOPED_TRACE("sender " + std::to_string(round));
+        ChildSender  child(address, 0x4600 + 2 * round, false, true);
+        const char   result = child.result();
+        const size_t rndvs  = rx.unexp.rndvs.size();
+        EXPECT_EQ(result, 'k') << "c: could not connect; s: could not send";
+        if (result == 'k') {
+            EXPECT_TRUE(wait([&] { return rx.unexp.rndvs.size() > rndvs; }));
+            EXPECT_EQ(open_fds(true), pidfds + 1) << "the receiver watches the sender once";
+        }
+        EXPECT_TRUE(child.leave()) << "the sender did not destroy its endpoint";
+        EXPECT_TRUE(wait([&] { return open_fds(true) == pidfds; }, 5))
+            << "the receiver still watches a sender that left its peer table";
+        if (HasFailure()) {
+            break;
+        }
+    }
 }
 
 }  // namespace

@@ -550,7 +550,7 @@ unsigned SmIface::slow_progress() {
         next_check_ = now + check_interval_;
         rndv_.check();
         check_peers();
-        reclaim_dead_slots(now);
+        sweep_peer_table(now);
         recover_stall(now);
     } else if (ucs_unlikely(dead_until_ != 0)) {
         recover_stall(now); /* more elements a dead process claimed may follow */
@@ -645,6 +645,10 @@ void SmIface::free_peer_slot(uint32_t slot, uint32_t word, uint64_t now) {
     /* Every claim it made is below the tail now: stall recovery skips them. */
     dead_until_   = std::max(dead_until_, fifo_.tail());
     dead_seen_at_ = now;
+    drop_view(slot);
+}
+
+void SmIface::drop_view(uint32_t slot) {
     PeerView &view = peer_views_[slot];
     if (view.peer != nullptr) {
         RemotePeer *peer = view.peer;
@@ -653,17 +657,25 @@ void SmIface::free_peer_slot(uint32_t slot, uint32_t word, uint64_t now) {
     }
 }
 
-/* A sender that died without stalling the FIFO still holds its entry in
- * our peer table (MAX_PEERS such deaths and no sender can connect) and our
- * attachment back to it: a few entries per peer check look for them. */
-void SmIface::reclaim_dead_slots(uint64_t now) {
-    const uint32_t budget = std::min<uint32_t>(kReclaimPerCheck, geometry_.max_peers);
+/* A few entries of our peer table per peer check, for what nothing else
+ * gives back:
+ *  - a sender that died without stalling the FIFO still holds its entry
+ *    (MAX_PEERS such deaths and no sender can connect) and our attachment
+ *    back to it;
+ *  - an entry its sender left (it destroyed its endpoints, or closed) or
+ *    that another sender took since: our view of it still holds the
+ *    attachment to the one that left, a pidfd and a mapping of its segment,
+ *    until a message names that entry again, which may be never. */
+void SmIface::sweep_peer_table(uint64_t now) {
+    const uint32_t budget = std::min<uint32_t>(kSweepPerCheck, geometry_.max_peers);
     for (uint32_t n = 0; n < budget; ++n) {
-        const uint32_t i    = reclaim_cursor_;
-        reclaim_cursor_     = (reclaim_cursor_ + 1) % geometry_.max_peers;
+        const uint32_t i    = sweep_cursor_;
+        sweep_cursor_       = (sweep_cursor_ + 1) % geometry_.max_peers;
         const uint32_t word = peer_slots_[i].state.load(std::memory_order_acquire);
         if (((word & 3) == kPeerUsed) && process_exited(peer_slots_[i].segment.pid)) {
             free_peer_slot(i, word, now);
+        } else if (word != peer_views_[i].word) {
+            drop_view(i);
         }
     }
 }
@@ -910,9 +922,7 @@ RemotePeer *SmIface::peer_of(uint16_t slot) {
     if (find_or_attach(remote, &peer) != UCS_OK) {
         return nullptr;
     }
-    if (view.peer != nullptr) {
-        put_peer(view.peer);
-    }
+    drop_view(slot);
     view = PeerView{word, peer};
     return peer;
 }
@@ -989,6 +999,23 @@ void SmIface::fail_peer(RemotePeer *peer) {
         SmEp *ep     = *it;
         ep->notified = true;
         abi::handle_ep_error(&base, &ep->super, UCS_ERR_CONNECTION_RESET);
+    }
+    /* A dead sender we attached back to: its entries in our table go now,
+     * with the attachment, not when the sweep comes by (MAX_PEERS /
+     * kSweepPerCheck checks later, after the iface may have closed). */
+    if (peer->process_exited()) {
+        const uint64_t now = monotonic_ns();
+        for (uint32_t i = 0; i < geometry_.max_peers; ++i) {
+            if (peer_views_[i].peer != peer) {
+                continue;
+            }
+            const uint32_t word = peer_slots_[i].state.load(std::memory_order_acquire);
+            if (word == peer_views_[i].word) {
+                free_peer_slot(i, word, now);
+            } else {
+                drop_view(i);
+            }
+        }
     }
     put_peer(peer);
 }

@@ -305,8 +305,10 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     /* Frees entry `slot` (state `word`) of our peer table, taken by a
      * process that died or was dropped, and our attachment back to it. */
     void         free_peer_slot(uint32_t slot, uint32_t word, uint64_t now);
-    void         reclaim_dead_slots(uint64_t now);
-    static constexpr uint32_t kReclaimPerCheck = 16;
+    void         sweep_peer_table(uint64_t now);
+    /* Releases our view of peer-table entry `slot` and its reference. */
+    void         drop_view(uint32_t slot);
+    static constexpr uint32_t kSweepPerCheck = 16;
     /* Our attachments to process `pid` fail from the next progress. */
     void         declare_failed(int32_t pid);
     bool         has_deferred_work() const {
@@ -398,7 +400,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     uint64_t               dead_seen_at_   = 0; /* when dead_until_ was last raised */
     uint64_t               stall_began_    = 0; /* when the element at stall_head_ first stalled */
     uint64_t               stall_head_     = 0;
-    uint32_t               reclaim_cursor_ = 0; /* next peer-table entry reclaim_dead_slots() looks at */
+    uint32_t               sweep_cursor_   = 0; /* next peer-table entry sweep_peer_table() looks at */
     uint32_t                 slow_countdown_ = kSlowProgressPeriod;
     uint64_t                 dropped_        = 0;
     Counters                 counters_;

@@ -74,6 +74,9 @@ class RemotePeer {
     uint16_t            slot() const { return slot_; }
     int32_t             pid() const { return address_.segment.pid; }
     bool                dead() const { return dead_; }
+    /* Its process has exited (by the pidfd taken at attach: a reused pid
+     * does not fool it). */
+    bool                process_exited() const { return process_.exited(); }
     /* The peer stopped answering (dropped after STOPPED_TIMEOUT). */
     void                declare_dead() { dead_ = true; }
     /* Its failure was reported to the endpoints' error handler. */
