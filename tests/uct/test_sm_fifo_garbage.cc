@@ -1189,9 +1189,12 @@ TEST_F(SmFifoGarbage, RtrWithWrappingBuffersIsDropped) {
     EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
 }
 
-/* Open file descriptors of this process; with `pidfds`, only pidfds (one per
- * peer process an iface watches). */
-size_t open_fds(bool pidfds = false) {
+/* What a pidfd's /proc/self/fd link reads. */
+constexpr const char *kPidfdLink = "anon_inode:[pidfd]";
+
+/* Open file descriptors of this process; with `link`, only those whose
+ * /proc/self/fd entry reads `link`. */
+size_t open_fds(const char *link = nullptr) {
     size_t n   = 0;
     DIR   *dir = opendir("/proc/self/fd");
     if (dir == nullptr) {
@@ -1199,15 +1202,15 @@ size_t open_fds(bool pidfds = false) {
     }
     char target[64];
     while (const dirent *entry = readdir(dir)) {
-        if (!pidfds) {
+        if (link == nullptr) {
             ++n;
             continue;
         }
-        const std::string link = std::string("/proc/self/fd/") + entry->d_name;
-        const ssize_t     len  = readlink(link.c_str(), target, sizeof(target) - 1);
+        const std::string path = std::string("/proc/self/fd/") + entry->d_name;
+        const ssize_t     len  = readlink(path.c_str(), target, sizeof(target) - 1);
         if (len > 0) {
             target[len] = '\0';
-            n += strcmp(target, "anon_inode:[pidfd]") == 0;
+            n += strcmp(target, link) == 0;
         }
     }
     closedir(dir);
@@ -1250,15 +1253,18 @@ class ChildSender {
   public:
     ChildSender(const std::string &address, uct_tag_t tag, bool eager, bool leave) {
         if ((pipe(to_parent_) != 0) || (pipe(to_child_) != 0)) {
-            return;
+            return; /* no child: result() reports nothing */
         }
         fflush(nullptr);
         pid_ = fork();
         if (pid_ != 0) {
-            close(to_parent_[1]);
-            close(to_child_[0]);
+            close_fd(&to_parent_[1]);
+            close_fd(&to_child_[0]);
             return;
         }
+        /* The parent's ends closed: a parent that dies ends the wait for its byte. */
+        close_fd(&to_parent_[0]);
+        close_fd(&to_child_[1]);
         alarm(60);
         char result = 'x';
         {
@@ -1286,8 +1292,9 @@ class ChildSender {
     }
     ~ChildSender() {
         kill_now();
-        close(to_parent_[0]);
-        close(to_child_[1]);
+        for (int *fd : {&to_parent_[0], &to_parent_[1], &to_child_[0], &to_child_[1]}) {
+            close_fd(fd);
+        }
     }
     ChildSender(const ChildSender &)            = delete;
     ChildSender &operator=(const ChildSender &) = delete;
@@ -1311,6 +1318,13 @@ class ChildSender {
     }
 
   private:
+    static void close_fd(int *fd) {
+        if (*fd >= 0) {
+            close(*fd);
+            *fd = -1;
+        }
+    }
+
     pid_t pid_          = -1;
     int   to_parent_[2] = {-1, -1};
     int   to_child_[2]  = {-1, -1};
@@ -1357,19 +1371,19 @@ TEST_F(SmFifoGarbage, DeadSenderWeAttachedToIsGivenBackAtOnce) {
     /* The first checks sweep the start of the table before the sender comes. */
     const auto settle = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
     wait([&] { return std::chrono::steady_clock::now() > settle; }, 1);
-    const size_t pidfds = open_fds(true);
+    const size_t pidfds = open_fds(kPidfdLink);
     ChildSender  child(rx.node.address(), 0x4800, false, false);
     const char   result = child.result();
     const size_t rndvs  = rx.node.unexp.rndvs.size();
     EXPECT_EQ(result, 'k') << "c: could not connect; s: could not send";
     if (result == 'k') {
         EXPECT_TRUE(wait([&] { return rx.node.unexp.rndvs.size() > rndvs; }));
-        EXPECT_EQ(open_fds(true), pidfds + 1) << "the RTS makes the receiver attach back";
+        EXPECT_EQ(open_fds(kPidfdLink), pidfds + 1) << "the RTS makes the receiver attach back";
     }
     EXPECT_EQ(rx.used_slots(), 1);
     child.kill_now();
-    EXPECT_TRUE(wait([&] { return (rx.used_slots() == 0) && (open_fds(true) == pidfds); }, 3))
-        << rx.used_slots() << " entries in use, " << open_fds(true) - pidfds
+    EXPECT_TRUE(wait([&] { return (rx.used_slots() == 0) && (open_fds(kPidfdLink) == pidfds); }, 3))
+        << rx.used_slots() << " entries in use, " << open_fds(kPidfdLink) - pidfds
         << " pidfds kept for the dead sender";
 }
 
@@ -1382,7 +1396,7 @@ TEST_F(SmFifoGarbage, SendersThatLeaveTheirPeerTableEntryGiveBackTheAttachment) 
     Node rx(*env_, "tm_sm", {{"MAX_PEERS", "4"}, {"PEER_CHECK_INTERVAL", "10ms"}});
     ASSERT_EQ(rx.status, UCS_OK);
     const std::string address = rx.address();
-    const size_t      pidfds  = open_fds(true);
+    const size_t      pidfds  = open_fds(kPidfdLink);
     for (int round = 0; round < 3; ++round) {
         SCOPED_TRACE("sender " + std::to_string(round));
         ChildSender  child(address, 0x4600 + 2 * round, false, true);
@@ -1391,10 +1405,10 @@ TEST_F(SmFifoGarbage, SendersThatLeaveTheirPeerTableEntryGiveBackTheAttachment) 
         EXPECT_EQ(result, 'k') << "c: could not connect; s: could not send";
         if (result == 'k') {
             EXPECT_TRUE(wait([&] { return rx.unexp.rndvs.size() > rndvs; }));
-            EXPECT_EQ(open_fds(true), pidfds + 1) << "the receiver watches the sender once";
+            EXPECT_EQ(open_fds(kPidfdLink), pidfds + 1) << "the receiver watches the sender once";
         }
         EXPECT_TRUE(child.leave()) << "the sender did not destroy its endpoint";
-        EXPECT_TRUE(wait([&] { return open_fds(true) == pidfds; }, 5))
+        EXPECT_TRUE(wait([&] { return open_fds(kPidfdLink) == pidfds; }, 5))
             << "the receiver still watches a sender that left its peer table";
         if (HasFailure()) {
             break;
