@@ -12,6 +12,9 @@
 #                              (contrib/ucx_matrix.sh; colon- or space-separated)
 # Ends with one line "uct-tm tests: N passed, M failed".
 set -euo pipefail
+# A stage's heading says when it started, minutes into this script: where a
+# CI run with a time budget spends it.
+stage() { printf '== %s  [+%d:%02d]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$src/build}
 cd "$src"
@@ -46,6 +49,7 @@ count_check() {  # build-dir check-exit-status
 }
 
 cd "$build"
+stage "make check"
 check_rc=0
 make -j"$(nproc)" check || check_rc=$?
 passed=0 failed=0
@@ -53,12 +57,12 @@ count_check "$build" "$check_rc"
 
 extra_rc=0
 if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
-    echo "== clang++ -Werror build"
+    stage "clang++ -Werror build"
     "$src/contrib/build.sh" "$build-clang" CXX=clang++ || extra_rc=1
     # The test programs too (built, not run: g++'s build ran them above).
     make -C "$build-clang" -j"$(nproc)" check TESTS= >"$build-clang/check-build.log" 2>&1 ||
         { tail -40 "$build-clang/check-build.log"; extra_rc=1; }
-    echo "== debug build (--enable-debug): the suite with assertions on"
+    stage "debug build (--enable-debug): the suite with assertions on"
     mkdir -p "$build-debug"
     if "$src/contrib/build.sh" "$build-debug" --enable-debug >"$build-debug/build.log" 2>&1; then
         debug_rc=0 before_p=$passed before_f=$failed
@@ -72,12 +76,12 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     else
         tail -40 "$build-debug/build.log"; extra_rc=1
     fi
-    echo "== the suites under ASan, LSan and UBSan (contrib/sanitize.sh)"
+    stage "the suites under ASan, LSan and UBSan (contrib/sanitize.sh)"
     mkdir -p "$build-asan"
     "$src/contrib/sanitize.sh" "$build-asan" | tee "$build-asan/sanitize.log" || extra_rc=1
     passed=$((passed + $(grep -c '^PASS: ' "$build-asan/sanitize.log" || true)))
     failed=$((failed + $(grep -c '^FAIL: ' "$build-asan/sanitize.log" || true)))
-    echo "== installed plugin seen by stock ucx_info"
+    stage "installed plugin seen by stock ucx_info"
     rm -rf "$build/inst"
     if make -C "$build" -j"$(nproc)" install DESTDIR="$build/inst" >"$build/install.log" 2>&1 &&
        plugin=$(find "$build/inst" -name libuct_tm.so -path '*/ucx/*' | head -1) && [[ -n "$plugin" ]] &&
@@ -86,26 +90,26 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     else
         failed=$((failed + 1)); echo "FAIL: installed plugin check"; tail -20 "$build/install.log" "$build/installed_ucx_info.log" 2>/dev/null
     fi
-    echo "== installed layout: UCX's module name, uct-tm.pc"
+    stage "installed layout: UCX's module name, uct-tm.pc"
     if "$src/tests/integration/test_installed.sh" "$build/inst" >"$build/installed_layout.log" 2>&1; then
         passed=$((passed + 1)); echo "PASS: installed layout"
     else
         failed=$((failed + 1)); echo "FAIL: installed layout"; cat "$build/installed_layout.log"
     fi
-    echo "== soak: 8 pairs of tm_soak, 60 s of kills, stops and resumes (contrib/soak.sh)"
+    stage "soak: 8 pairs of tm_soak, 60 s of kills, stops and resumes (contrib/soak.sh)"
     if PAIRS=8 TOOLS="$build/src/tools" "$src/contrib/soak.sh" 60 >"$build/soak.log" 2>&1; then
         passed=$((passed + 1)); echo "PASS: soak"; sed -n '/^soak report/,$p' "$build/soak.log"
     else
         failed=$((failed + 1)); echo "FAIL: soak"; tail -40 "$build/soak.log"
     fi
-    echo "== make distcheck"
+    stage "make distcheck"
     if make -C "$build" -j"$(nproc)" distcheck >"$build/distcheck.log" 2>&1; then
         passed=$((passed + 1))
     else
         failed=$((failed + 1)); echo "FAIL: make distcheck"; tail -60 "$build/distcheck.log"
     fi
     grep -A1 'archives ready for distribution' "$build/distcheck.log" || true
-    echo "== the release tarball builds with rdma-core too"
+    stage "the release tarball builds with rdma-core too"
     tarball=$(ls -t "$build"/uct-tm-*.tar.gz 2>/dev/null | head -1)
     rm -rf "$build/dist-verbs" && mkdir -p "$build/dist-verbs"
     if [[ -n "$tarball" ]] && tar -C "$build/dist-verbs" -xzf "$tarball" &&
@@ -115,7 +119,7 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     else
         echo "FAIL: $tarball with verbs"; tail -30 "$build"/dist-verbs/*.log 2>/dev/null; extra_rc=1
     fi
-    echo "== packages: the tarball's .debs built, linted, installed, run, purged; its RPMs (contrib/packages.sh)"
+    stage "packages: the tarball's .debs built, linted, installed, run, purged; its RPMs (contrib/packages.sh)"
     if [[ -n "$tarball" ]]; then
         "$src/contrib/packages.sh" "$tarball" "$build/packages" | tee "$build/packages.log" || extra_rc=1
         passed=$((passed + $(grep -c '^PASS: ' "$build/packages.log" || true)))
@@ -126,7 +130,7 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
 fi
 
 if [[ -n "${UCT_TM_UCX_TREES:-}" ]]; then
-    echo "== UCX compatibility matrix over UCT_TM_UCX_TREES (contrib/ucx_matrix.sh)"
+    stage "UCX compatibility matrix over UCT_TM_UCX_TREES (contrib/ucx_matrix.sh)"
     IFS=': ' read -r -a trees <<<"$UCT_TM_UCX_TREES"
     if "$src/contrib/ucx_matrix.sh" "${trees[@]}"; then
         passed=$((passed + 1))
@@ -138,5 +142,6 @@ else
          "set UCT_TM_UCX_TREES to UCX source trees to build and test against each, contrib/ucx_matrix.sh)"
 fi
 
+stage "done"
 echo "uct-tm tests: $passed passed, $failed failed"
 [[ $check_rc -eq 0 && $extra_rc -eq 0 && $failed -eq 0 ]]
