@@ -138,7 +138,7 @@ if [[ -n "${UCT_TM_UCX_TREES:-}" ]]; then
         failed=$((failed + 1)); echo "FAIL: UCX compatibility matrix"
     fi
 else
-    echo "== UCX compatibility matrix: skipped (this build uses UCX $(sed -n 's/^UCX_VERSION = //p' "$build/Makefile");" \
+    stage "UCX compatibility matrix: skipped (this build uses UCX $(sed -n 's/^UCX_VERSION = //p' "$build/Makefile");" \
          "set UCT_TM_UCX_TREES to UCX source trees to build and test against each, contrib/ucx_matrix.sh)"
 fi
 

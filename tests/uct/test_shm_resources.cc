@@ -12,6 +12,7 @@
  * Children report through their exit status (gtest assertions in a child
  * would be lost); every wait on them is bounded.
  */
+#include "open_fds.h"
 #include "tag_fixture.h"
 
 #include "sm/sm_rkey.h"
@@ -100,20 +101,6 @@ bool recv_all(int fd, void *data, size_t length, int seconds = 120) {
         length -= static_cast<size_t>(n);
     }
     return true;
-}
-
-/* Descriptors open in this process; SIZE_MAX if none is left to count them. */
-size_t open_fds() {
-    DIR *dir = opendir("/proc/self/fd");
-    if (dir == nullptr) {
-        return SIZE_MAX;
-    }
-    size_t n = 0;
-    while (struct dirent *e = readdir(dir)) {
-        n += (e->d_name[0] != '.');
-    }
-    closedir(dir);
-    return n - 1; /* the directory's own descriptor */
 }
 
 bool exists_in_dev_shm(const std::string &name) {

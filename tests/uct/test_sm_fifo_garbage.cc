@@ -7,6 +7,7 @@
  * The peer is played with RawSegment (sm_raw.h): the segment is mapped from
  * the iface address exactly as any process of the same user can.
  */
+#include "open_fds.h"
 #include "sm_raw.h"
 #include "tag_fixture.h"
 
@@ -1189,34 +1190,6 @@ TEST_F(SmFifoGarbage, RtrWithWrappingBuffersIsDropped) {
     EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
 }
 
-/* What a pidfd's /proc/self/fd link reads. */
-constexpr const char *kPidfdLink = "anon_inode:[pidfd]";
-
-/* Open file descriptors of this process; with `link`, only those whose
- * /proc/self/fd entry reads `link`. */
-size_t open_fds(const char *link = nullptr) {
-    size_t n   = 0;
-    DIR   *dir = opendir("/proc/self/fd");
-    if (dir == nullptr) {
-        return 0;
-    }
-    char target[64];
-    while (const dirent *entry = readdir(dir)) {
-        if (link == nullptr) {
-            ++n;
-            continue;
-        }
-        const std::string path = std::string("/proc/self/fd/") + entry->d_name;
-        const ssize_t     len  = readlink(path.c_str(), target, sizeof(target) - 1);
-        if (len > 0) {
-            target[len] = '\0';
-            n += strcmp(target, link) == 0;
-        }
-    }
-    closedir(dir);
-    return n;
-}
-
 /* A receiver whose peer table the test reads through the raw segment. */
 struct WatchedReceiver {
     Node       node;
@@ -1252,11 +1225,11 @@ struct WatchedReceiver {
 class ChildSender {
   public:
     ChildSender(const std::string &address, uct_tag_t tag, bool eager, bool leave) {
-        if ((pipe(to_parent_) != 0) || (pipe(to_child_) != 0)) {
-            return; /* no child: result() reports nothing */
-        }
         fflush(nullptr);
-        pid_ = fork();
+        if ((pipe(to_parent_) != 0) || (pipe(to_child_) != 0) || ((pid_ = fork()) < 0)) {
+            close_all(); /* no child: result() and leave() report nothing, block on nothing */
+            return;
+        }
         if (pid_ != 0) {
             close_fd(&to_parent_[1]);
             close_fd(&to_child_[0]);
@@ -1292,9 +1265,7 @@ class ChildSender {
     }
     ~ChildSender() {
         kill_now();
-        for (int *fd : {&to_parent_[0], &to_parent_[1], &to_child_[0], &to_child_[1]}) {
-            close_fd(fd);
-        }
+        close_all();
     }
     ChildSender(const ChildSender &)            = delete;
     ChildSender &operator=(const ChildSender &) = delete;
@@ -1307,7 +1278,8 @@ class ChildSender {
     /* A `leave` sender destroys its endpoint; true once it says so. */
     bool leave() {
         char c = 'l';
-        return (::write(to_child_[1], &c, 1) == 1) && (::read(to_parent_[0], &c, 1) == 1);
+        return (pid_ > 0) && (::write(to_child_[1], &c, 1) == 1) &&
+               (::read(to_parent_[0], &c, 1) == 1);
     }
     void kill_now() {
         if (pid_ > 0) {
@@ -1322,6 +1294,11 @@ class ChildSender {
         if (*fd >= 0) {
             close(*fd);
             *fd = -1;
+        }
+    }
+    void close_all() {
+        for (int *fd : {&to_parent_[0], &to_parent_[1], &to_child_[0], &to_child_[1]}) {
+            close_fd(fd);
         }
     }
 
