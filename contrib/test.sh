@@ -44,7 +44,26 @@ count_check() {  # build-dir check-exit-status
     done < <(find "$dir/tests" -name '*.trs' -print0)
     if [[ $rc -ne 0 ]]; then
         find "$dir/tests" -name '*.log' -newer "$dir/config.status" -exec grep -l 'FAIL\|ERROR' {} + 2>/dev/null |
-            while read -r l; do echo "---- $l"; tail -40 "$l"; done
+            while read -r l; do echo "---- $l"; failure_excerpt "$l"; done
+    fi
+}
+
+# What a failed log says: for a gtest log, every failed test whole from its
+# RUN line (the assertion and its trace sit mid-log, not at the end), then
+# the summary; for anything else (a crash included) its tail.
+failure_excerpt() {  # log
+    if grep -q '^\[==========\] .* ran\.' "$1"; then
+        awk '/^\[ RUN      \]/ { n = 0 } { block[n++] = $0 }
+             /^\[  FAILED  \] .*\([0-9]+ ms\)$/ {
+                 print block[0]; shown = 0
+                 for (i = 1; i < n - 1 && shown < 120; i++) {
+                     if (block[i] ~ /: Failure$/) until = i + 12
+                     if (i <= until) { print block[i]; shown++ }
+                 }
+                 print block[n - 1]; n = 0; until = 0 }' "$1"
+        grep -A30 '^\[==========\] .* ran\.' "$1" | grep -v '^\[  SKIPPED \]'
+    else
+        tail -40 "$1"
     fi
 }
 

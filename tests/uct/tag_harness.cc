@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 
 namespace uct_tm_test {
@@ -598,6 +599,7 @@ Node::Node(UctEnv &env, const std::string &tl, const Settings &settings, size_t 
 
 Node::~Node() {
     release_held_descs();
+    shm_note_held(); /* what the iface held goes with it: remember it was ours */
     if (iface != nullptr) {
         uct_iface_close(iface);
     }
@@ -699,6 +701,26 @@ uct_allocated_memory_t md_alloc(uct_md_h md, size_t length, ucs_status_t *status
     return mem;
 }
 
+namespace {
+
+/* tm_sm's named segment files: uct_tm.<uid>.<16 hex digits> (a random name,
+ * base/shm_segment.h). Nothing of ours has another form: a file that does
+ * (a squatter's, the old uct_tm.<uid>.<pid>.<serial>) is not a segment. */
+bool is_segment_name(const char *name) {
+    if (strncmp(name, "uct_tm.", 7) != 0) {
+        return false;
+    }
+    const char  *uid    = name + 7;
+    const size_t digits = strspn(uid, "0123456789");
+    if ((digits == 0) || (uid[digits] != '.')) {
+        return false;
+    }
+    const char *id = uid + digits + 1;
+    return (strlen(id) == 16) && (strspn(id, "0123456789abcdef") == 16);
+}
+
+}  // namespace
+
 std::vector<std::string> shm_leftovers() {
     std::vector<std::string> names;
     DIR                     *dir = opendir("/dev/shm");
@@ -706,7 +728,7 @@ std::vector<std::string> shm_leftovers() {
         return names;
     }
     while (struct dirent *entry = readdir(dir)) {
-        if (strncmp(entry->d_name, "uct_tm.", 7) == 0) {
+        if (is_segment_name(entry->d_name)) {
             names.emplace_back(entry->d_name);
         }
     }
@@ -769,6 +791,35 @@ std::vector<std::string> shm_leaked_since(const std::vector<std::string> &before
     for (const std::string &name : shm_leftovers()) {
         if ((std::find(before.begin(), before.end(), name) == before.end()) &&
             (held_by_this_process(name) || !owned_by_another_process(name))) {
+            leaked.push_back(name);
+        }
+    }
+    return leaked;
+}
+
+namespace {
+
+/* Segment files this process was seen holding (shm_note_held). */
+std::set<std::string> &held_ledger() {
+    static std::set<std::string> names;
+    return names;
+}
+
+}  // namespace
+
+void shm_note_held() {
+    for (const std::string &name : shm_leftovers()) {
+        if (held_by_this_process(name)) {
+            held_ledger().insert(name);
+        }
+    }
+}
+
+std::vector<std::string> shm_leaked_by_this_process(const std::vector<std::string> &before) {
+    std::vector<std::string> leaked;
+    for (const std::string &name : shm_leftovers()) {
+        if ((std::find(before.begin(), before.end(), name) == before.end()) &&
+            ((held_ledger().count(name) > 0) || held_by_this_process(name))) {
             leaked.push_back(name);
         }
     }

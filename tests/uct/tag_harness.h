@@ -323,16 +323,26 @@ class Node {
 /* uct_mem_alloc of `length` bytes by MD `md` (UCT_ALLOC_METHOD_MD). */
 uct_allocated_memory_t md_alloc(uct_md_h md, size_t length, ucs_status_t *status);
 
-/* The /dev/shm entries of this project (uct_tm.*). */
+/* tm_sm's named segment files in /dev/shm (uct_tm.<uid>.<16 hex digits>). */
 std::vector<std::string> shm_leftovers();
 /* The entries that appeared since `before` (a shm_leftovers()) and that no
  * other live process owns: what this process, or a process of the test that
- * has ended, left behind. Test programs run side by side (make check -j), and
- * a segment's creator holds an flock on it while it exists (named segments
- * are named at random, not by pid), so a segment whose lock another process
- * holds is that process's; one this process still has open or mapped is a
- * leak all the same. */
+ * has ended, left behind. A segment's creator holds an flock on it while it
+ * exists (named segments are named at random, not by pid), so a segment
+ * whose lock another process holds is that process's; one this process still
+ * has open or mapped is a leak all the same. A dead process's segment counts
+ * whoever's it was: the test programs that check this way (test_tag_multiproc,
+ * test_shm_resources) run one after the other. */
 std::vector<std::string> shm_leaked_since(const std::vector<std::string> &before);
+/* Remembers the segment files this process holds (open or mapped) now. Node
+ * calls it before it closes its iface, and so should whatever else lets go
+ * of segments (an MD, freed memory): what this process held and then left in
+ * /dev/shm is told apart from other processes' files by that. */
+void shm_note_held();
+/* The entries that appeared since `before` and that this process held, now
+ * or when it noted (shm_note_held): its own leaks, whatever programs running
+ * alongside create, kill or squat in /dev/shm meanwhile. */
+std::vector<std::string> shm_leaked_by_this_process(const std::vector<std::string> &before);
 
 /* Runs `f` with stderr going to a file; what it wrote (an iface's
  * PRINT_STATS lines when `f` closes it). */

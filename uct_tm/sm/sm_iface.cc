@@ -1028,10 +1028,5 @@ ucs_status_t SmIface::tag_recv_cancel(uct_tag_context_t *ctx, int force) {
     return tags_.cancel(ctx, force);
 }
 
-namespace {
-
-
-}  // namespace
-
 }  // namespace sm
 }  // namespace uct_tm
