@@ -1,5 +1,7 @@
 #include "tag_harness.h"
 
+#include "base/shm_segment.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -701,26 +703,6 @@ uct_allocated_memory_t md_alloc(uct_md_h md, size_t length, ucs_status_t *status
     return mem;
 }
 
-namespace {
-
-/* tm_sm's named segment files: uct_tm.<uid>.<16 hex digits> (a random name,
- * base/shm_segment.h). Nothing of ours has another form: a file that does
- * (a squatter's, the old uct_tm.<uid>.<pid>.<serial>) is not a segment. */
-bool is_segment_name(const char *name) {
-    if (strncmp(name, "uct_tm.", 7) != 0) {
-        return false;
-    }
-    const char  *uid    = name + 7;
-    const size_t digits = strspn(uid, "0123456789");
-    if ((digits == 0) || (uid[digits] != '.')) {
-        return false;
-    }
-    const char *id = uid + digits + 1;
-    return (strlen(id) == 16) && (strspn(id, "0123456789abcdef") == 16);
-}
-
-}  // namespace
-
 std::vector<std::string> shm_leftovers() {
     std::vector<std::string> names;
     DIR                     *dir = opendir("/dev/shm");
@@ -728,7 +710,8 @@ std::vector<std::string> shm_leftovers() {
         return names;
     }
     while (struct dirent *entry = readdir(dir)) {
-        if (is_segment_name(entry->d_name)) {
+        uint32_t uid;
+        if (uct_tm::shm_named_file(entry->d_name, &uid)) {
             names.emplace_back(entry->d_name);
         }
     }
@@ -738,35 +721,37 @@ std::vector<std::string> shm_leftovers() {
 
 namespace {
 
-/* This process has /dev/shm/`name` open or mapped. */
-bool held_by_this_process(const std::string &name) {
-    const std::string path = "/dev/shm/" + name;
+/* The /dev/shm entries this process has open or mapped, from one pass over
+ * its descriptors and one over its mappings. */
+std::set<std::string> held_by_this_process() {
+    static constexpr char kDir[] = "/dev/shm/";
+    std::set<std::string> held;
+    /* "/dev/shm/<name>" at `path`, maybe followed by " (deleted)" or a newline. */
+    const auto take = [&](const char *path) {
+        if ((path != nullptr) && (strncmp(path, kDir, sizeof(kDir) - 1) == 0)) {
+            const char *name = path + sizeof(kDir) - 1;
+            held.emplace(name, strcspn(name, " \n"));
+        }
+    };
     if (DIR *fds = opendir("/proc/self/fd")) {
-        bool found = false;
         while (struct dirent *entry = readdir(fds)) {
             char          target[512];
             const ssize_t n = readlinkat(dirfd(fds), entry->d_name, target, sizeof(target) - 1);
             if (n > 0) {
                 target[n] = '\0';
-                found     = found || (strncmp(target, path.c_str(), path.size()) == 0);
+                take(target);
             }
         }
         closedir(fds);
-        if (found) {
-            return true;
+    }
+    if (FILE *maps = fopen("/proc/self/maps", "r")) {
+        char line[1024];
+        while (fgets(line, sizeof(line), maps) != nullptr) {
+            take(strstr(line, kDir));
         }
+        fclose(maps);
     }
-    FILE *maps = fopen("/proc/self/maps", "r");
-    if (maps == nullptr) {
-        return false;
-    }
-    char line[1024];
-    bool found = false;
-    while (!found && (fgets(line, sizeof(line), maps) != nullptr)) {
-        found = strstr(line, path.c_str()) != nullptr;
-    }
-    fclose(maps);
-    return found;
+    return held;
 }
 
 /* Another live process holds the segment's lock (or is creating it). */
@@ -787,10 +772,11 @@ bool owned_by_another_process(const std::string &name) {
 }  // namespace
 
 std::vector<std::string> shm_leaked_since(const std::vector<std::string> &before) {
-    std::vector<std::string> leaked;
+    std::vector<std::string>    leaked;
+    const std::set<std::string> held = held_by_this_process();
     for (const std::string &name : shm_leftovers()) {
         if ((std::find(before.begin(), before.end(), name) == before.end()) &&
-            (held_by_this_process(name) || !owned_by_another_process(name))) {
+            ((held.count(name) > 0) || !owned_by_another_process(name))) {
             leaked.push_back(name);
         }
     }
@@ -808,18 +794,16 @@ std::set<std::string> &held_ledger() {
 }  // namespace
 
 void shm_note_held() {
-    for (const std::string &name : shm_leftovers()) {
-        if (held_by_this_process(name)) {
-            held_ledger().insert(name);
-        }
-    }
+    const std::set<std::string> held = held_by_this_process();
+    held_ledger().insert(held.begin(), held.end());
 }
 
 std::vector<std::string> shm_leaked_by_this_process(const std::vector<std::string> &before) {
-    std::vector<std::string> leaked;
+    std::vector<std::string>    leaked;
+    const std::set<std::string> held = held_by_this_process();
     for (const std::string &name : shm_leftovers()) {
         if ((std::find(before.begin(), before.end(), name) == before.end()) &&
-            ((held_ledger().count(name) > 0) || held_by_this_process(name))) {
+            ((held_ledger().count(name) > 0) || (held.count(name) > 0))) {
             leaked.push_back(name);
         }
     }

@@ -22,7 +22,6 @@
 namespace uct_tm {
 namespace {
 
-constexpr const char *kNamedPrefix = "uct_tm.";
 constexpr const char *kMemfdPrefix = "uct_tm.";
 /* Names drawn before giving up: each collides only with an existing name. */
 constexpr int kNamedAttempts = 32;
@@ -286,16 +285,13 @@ void ShmSegment::reap_stale_named() {
     if (dir == nullptr) {
         return;
     }
-    const int    dfd = dirfd(dir);
-    const uid_t  uid = getuid();
-    char         mine[32];
-    const int    mine_len = snprintf(mine, sizeof(mine), "%s%u.", kNamedPrefix, uid);
+    const int   dfd = dirfd(dir);
+    const uid_t uid = getuid();
     while (struct dirent *entry = readdir(dir)) {
         /* Only names of our own form: uct_tm.<our uid>.<16 hex digits>. */
         const char *name = entry->d_name;
-        if ((strncmp(name, mine, static_cast<size_t>(mine_len)) != 0) ||
-            (strlen(name + mine_len) != 16) ||
-            (strspn(name + mine_len, "0123456789abcdef") != 16)) {
+        uint32_t    owner;
+        if (!shm_named_file(name, &owner) || (owner != uid)) {
             continue;
         }
         const int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);

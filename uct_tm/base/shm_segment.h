@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <sys/types.h>
 
 namespace uct_tm {
@@ -53,6 +54,30 @@ inline bool shm_is_named(const ShmId &id) { return (id.serial & kShmNamedBit) !=
 inline int shm_named_path(const ShmId &id, char *buf, size_t len) {
     return snprintf(buf, len, "/uct_tm.%u.%08x%08x", id.uid, id.serial,
                     static_cast<uint32_t>(id.fd));
+}
+
+/* True if `name` (an entry of /dev/shm) has the form shm_named_path gives,
+ * uct_tm.<uid>.<16 hex digits> with the uid as %u prints it; its uid then. */
+inline bool shm_named_file(const char *name, uint32_t *uid) {
+    static constexpr char kPrefix[] = "uct_tm.";
+    if (strncmp(name, kPrefix, sizeof(kPrefix) - 1) != 0) {
+        return false;
+    }
+    const char  *digits = name + sizeof(kPrefix) - 1;
+    const size_t n      = strspn(digits, "0123456789");
+    if ((n == 0) || (n > 10) || ((n > 1) && (digits[0] == '0')) || (digits[n] != '.')) {
+        return false;
+    }
+    uint64_t value = 0;
+    for (size_t i = 0; i < n; ++i) {
+        value = value * 10 + static_cast<uint64_t>(digits[i] - '0');
+    }
+    const char *hex = digits + n + 1;
+    if ((value > UINT32_MAX) || (strlen(hex) != 16) || (strspn(hex, "0123456789abcdef") != 16)) {
+        return false;
+    }
+    *uid = static_cast<uint32_t>(value);
+    return true;
 }
 
 enum class ShmBacking : uint8_t { kMemfd, kNamed };
