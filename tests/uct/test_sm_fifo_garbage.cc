@@ -1393,5 +1393,32 @@ TEST_F(SmFifoGarbage, SendersThatLeaveTheirPeerTableEntryGiveBackTheAttachment) 
     }
 }
 
+/* A sender dies after its RTS reached our FIFO and before we read it: the
+ * posted receive it matches completes once with UCS_ERR_CONNECTION_RESET, as
+ * every receive a dead sender was to fill -- not UCS_ERR_UNREACHABLE, which
+ * says a live sender cannot be answered -- and the iface goes on. */
+TEST_F(SmFifoGarbage, RendezvousOfASenderThatDiedFailsItsReceiveWithReset) {
+    constexpr uct_tag_t kTag = 0x4a00;
+    RecvCtx             r;
+    RecvBuffers         b(4096);
+    ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, kTag, kFullMask, b.iov.data(), 1, &r.ctx),
+              UCS_OK);
+    {
+        ChildSender child(rx_->address(), kTag, false, false);
+        const char  result = child.result();
+        if (result != 'k') {
+            uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 1);
+            FAIL() << "the sender could not " << ((result == 'c') ? "connect" : "send");
+        }
+        child.kill_now(); /* before this process reads the RTS */
+    }
+    ASSERT_TRUE(wait([&] { return r.done(); }, 5)) << "callbacks [" << r.sequence() << "]";
+    drain();
+    EXPECT_EQ(r.sequence(), "consumed,completed");
+    EXPECT_EQ(r.status, UCS_ERR_CONNECTION_RESET) << ucs_status_string(r.status);
+    EXPECT_TRUE(b.untouched());
+    expect_alive(3003);
+}
+
 }  // namespace
 }  // namespace uct_tm_test

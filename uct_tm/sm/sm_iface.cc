@@ -927,6 +927,16 @@ RemotePeer *SmIface::peer_of(uint16_t slot) {
     return peer;
 }
 
+ucs_status_t SmIface::unattached_peer_status(uint16_t slot) const {
+    if (slot >= geometry_.max_peers) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    const uint32_t word = peer_slots_[slot].state.load(std::memory_order_acquire);
+    return (((word & 3) != kPeerUsed) || process_exited(peer_slots_[slot].segment.pid))
+               ? UCS_ERR_CONNECTION_RESET
+               : UCS_ERR_UNREACHABLE;
+}
+
 bool SmIface::peer_address(uint16_t slot, IfaceAddress *out) const {
     if (slot >= geometry_.max_peers) {
         return false;

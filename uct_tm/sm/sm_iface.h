@@ -295,6 +295,10 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
 
     /* ---- peers (sm_iface.cc) ---- */
     RemotePeer  *peer_of(uint16_t slot);
+    /* Why peer_of(slot) found nobody: UCS_ERR_CONNECTION_RESET if the
+     * sender left (its entry is free, or its process exited), else
+     * UCS_ERR_UNREACHABLE (alive, but we cannot attach to it). */
+    ucs_status_t unattached_peer_status(uint16_t slot) const;
     /* The iface announced in slot `slot` of our peer table; false if free. */
     bool         peer_address(uint16_t slot, IfaceAddress *out) const;
     ucs_status_t find_or_attach(const IfaceAddress &remote, RemotePeer **peer);
@@ -413,6 +417,9 @@ inline void SmIfaceLink::send_control(RemotePeer *peer, const ControlMsg &msg) {
     iface_->send_control(peer, msg);
 }
 inline RemotePeer *SmIfaceLink::peer_of(uint16_t slot) { return iface_->peer_of(slot); }
+inline ucs_status_t SmIfaceLink::unattached_peer_status(uint16_t slot) const {
+    return iface_->unattached_peer_status(slot);
+}
 inline bool SmIfaceLink::peer_address(uint16_t slot, IfaceAddress *out) const {
     return iface_->peer_address(slot, out);
 }

@@ -36,6 +36,9 @@ class SmIfaceLink {
     inline void        send_control(RemotePeer *peer, const ControlMsg &msg);
     /* The peer in slot `slot` of our peer table (attached on first use), or null. */
     inline RemotePeer *peer_of(uint16_t slot);
+    /* Why peer_of(slot) found nobody: UCS_ERR_CONNECTION_RESET if the sender
+     * left, else UCS_ERR_UNREACHABLE. */
+    inline ucs_status_t unattached_peer_status(uint16_t slot) const;
     inline bool        peer_address(uint16_t slot, IfaceAddress *out) const;
     inline void        put_peer(RemotePeer *peer);
     /* The next progress call runs the iface's slow part (rare work that

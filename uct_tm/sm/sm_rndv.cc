@@ -433,10 +433,12 @@ void SmRendezvous::receive_rts(const Message &m) {
     RemotePeer      *sender = iface_.peer_of(m.peer);
     TagEngine::Recv *recv   = tags.match(m.tag);
     if (sender == nullptr) {
-        /* No FIN could reach it: refuse the send in its own slot. */
+        /* No FIN could reach it: refuse the send in its own slot. A sender
+         * that died after sending is a reset, as for every receive it was
+         * to fill. */
         reject(m, info.op_token);
         if (recv != nullptr) {
-            tags.complete(recv, m.tag, 0, info.length, UCS_ERR_UNREACHABLE);
+            tags.complete(recv, m.tag, 0, info.length, iface_.unattached_peer_status(m.peer));
         }
         return;
     }
