@@ -18,7 +18,7 @@ build=${1:-$src/build-asan}
     CXXFLAGS="-O1 -g -fno-omit-frame-pointer" LIBS="-lasan -lubsan" >/dev/null
 cd "$build"
 # The test programs at -O0, the code under test at -O1: with both sanitizers g++ takes three
-# times as long at -O1 (test_tag_api.cc: 63 s against 19 s); the stage takes 9 minutes, not 15.
+# times as long at -O1 (test_tag_api.cc: 63 s against 19 s); the stage takes 9-10 minutes, not 15.
 # (The libraries are built above and up to date: this CXXFLAGS recompiles none of them.)
 make -j"$(nproc)" check TESTS= CXXFLAGS="-O0 -g -fno-omit-frame-pointer" >check-build.log 2>&1 ||
     { tail -30 check-build.log; exit 1; }
