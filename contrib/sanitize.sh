@@ -2,18 +2,25 @@
 # The test programs under AddressSanitizer (with LeakSanitizer) and UndefinedBehaviorSanitizer:
 # the matcher, tag engine, tm_sm, hardware tag list and protocol layer suites, and UCP over
 # tm_sm (ucp_tag_test, the plugin preloaded). Any report fails the run: UBSan does not
-# recover, ASan and LSan exit non-zero. The fuzzers are sanitized in every build already;
+# recover, ASan and LSan exit non-zero. The fuzzers are built sanitized (and run) by the main build;
 # the scripts that load the plugin into stock UCX tools, Open MPI and the QEMU guest are not
 # run here (an instrumented plugin in an uninstrumented process needs the ASan runtime
 # preloaded first, which the scripts' own LD_PRELOAD replaces).
-# Usage: contrib/sanitize.sh [build-dir] (default build-asan); needs contrib/deps.sh's packages.
+# Usage: contrib/sanitize.sh [--build-only] [build-dir] (default build-asan); needs
+# contrib/deps.sh's packages. --build-only builds the instrumented libraries and test programs
+# and runs nothing (contrib/test.sh --full builds them while the QEMU guests run).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
+build_only=0
+if [[ ${1:-} == --build-only ]]; then
+    build_only=1
+    shift
+fi
 build=${1:-$src/build-asan}
 # In CXX, not CXXFLAGS: libtool links shared libraries without CXXFLAGS. The runtimes also
 # in LIBS: the libraries link with -Wl,--no-undefined. No -Werror: at -O1 with ASan, g++ 12
 # warns -Warray-bounds on branches it cannot rule out (copy_bytes into an 8-byte payload).
-"$src/contrib/build.sh" "$build" --disable-werror \
+"$src/contrib/build.sh" "$build" --disable-werror --without-fuzzer \
     CXX="g++ -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
     CXXFLAGS="-O1 -g -fno-omit-frame-pointer" LIBS="-lasan -lubsan" >/dev/null
 cd "$build"
@@ -22,6 +29,7 @@ cd "$build"
 # (The libraries are built above and up to date: this CXXFLAGS recompiles none of them.)
 make -j"$(nproc)" check TESTS= CXXFLAGS="-O0 -g -fno-omit-frame-pointer" >check-build.log 2>&1 ||
     { tail -30 check-build.log; exit 1; }
+((build_only == 0)) || exit 0
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 rc=0

@@ -1,33 +1,71 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds, runs the whole suite.
-#   contrib/test.sh            build + make check
-#   CI=true contrib/test.sh    also: clang -Werror build, the suite built --enable-debug
-#                              (assertions on; the QEMU guest tests only in the main
-#                              build), the suites under ASan/LSan/UBSan,
-#                              a 60 s soak (contrib/soak.sh), make distcheck (without
-#                              rdma-core), the tarball's Debian packages (with rdma-core)
-#                              built, installed, run and purged, and its RPMs built with
-#                              and without rdma-core (contrib/packages.sh)
-#   UCT_TM_UCX_TREES="t1 t2"   also: the UCX compatibility matrix over those UCX source trees
-#                              (contrib/ucx_matrix.sh; colon- or space-separated)
-# Ends with one line "uct-tm tests: N passed, M failed".
+# The test command, in tiers. Each installs what is missing and builds first.
+#   contrib/test.sh          host tier: every suite that runs on this machine itself -- unit,
+#                            uct (tm_sm conformance, multi-process, hostile input), the protocol
+#                            layer, the hardware tag list on its device model, the fuzzers
+#                            (FUZZ_SECONDS each), and the integration scripts (UCP, ucx_perftest,
+#                            Open MPI, the tools, a dead peer)
+#   contrib/test.sh --rxe    guest tier: the suites on Soft-RoCE in QEMU guests alone (tm_rc and
+#                            tm_dc conformance, the protocol layer over them, UCP in the guest,
+#                            two hosts), for verbs work
+#   contrib/test.sh --full   what .ci/run runs: both tiers, then the clang++ -Werror build, the
+#                            test programs built --enable-debug (assertions on), the suites under
+#                            ASan/LSan/UBSan, the installed plugin, a 60 s soak (contrib/soak.sh),
+#                            make distcheck (without rdma-core), the tarball's Debian packages
+#                            (with rdma-core) built, installed, run and purged, and its RPMs built
+#                            with and without rdma-core (contrib/packages.sh)
+#   UCT_TM_UCX_TREES="t1 t2" also: the UCX compatibility matrix over those UCX source trees
+#                            (contrib/ucx_matrix.sh; colon- or space-separated)
+# The builds after the first run the test programs, not the integration scripts again
+# (INTEGRATION_TESTS=no), and compile no fuzzer: the main build ran both.
+# Ends with a table of the stages' minutes and one line "uct-tm tests: N passed, M failed".
 set -euo pipefail
-# A stage's heading says when it started, minutes into this script: where a
-# CI run with a time budget spends it.
-stage() { printf '== %s  [+%d:%02d]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
+tier=host
+case ${1:-} in
+'') ;;
+--rxe) tier=rxe ;;
+--full) tier=full ;;
+-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+*) echo "usage: $0 [--rxe | --full]" >&2; exit 2 ;;
+esac
+[[ $tier != full ]] || export TM_FULL_CHECK=1 # deps.sh: the packaging tools too
+
+# A stage's heading says when it started, minutes into this script; the table at
+# the end how long each took: where a CI run with a time budget spends it.
+stage_names=() stage_starts=()
+stage() {
+    printf '== %s  [+%d:%02d]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60))
+    local name=${*%%:*}
+    stage_names+=("${name%% (*}") stage_starts+=("$SECONDS")
+}
+stage_table() {
+    local i end
+    echo "| stage | minutes |"
+    echo "|---|---|"
+    for i in "${!stage_names[@]}"; do
+        [[ ${stage_names[i]} != done ]] || continue
+        end=${stage_starts[i + 1]:-$SECONDS}
+        printf '| %s | %d:%02d |\n' "${stage_names[i]}" $(((end - stage_starts[i]) / 60)) $(((end - stage_starts[i]) % 60))
+    done
+    printf '| total | %d:%02d |\n' $((SECONDS / 60)) $((SECONDS % 60))
+}
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$src/build}
 cd "$src"
 
+stage "dependencies and the main build"
 contrib/deps.sh
 contrib/build.sh "$build"
 
 # Counts the individual tests of a build's `make check` into passed / failed:
 # gtest cases from each gtest log, other harness tests (fuzz runs, scripts)
 # one each. Then, if the run failed, shows the logs that say so.
-count_check() {  # build-dir check-exit-status
-    local dir=$1 rc=$2 trs log p f
+count_check() {  # build-dir check-exit-status [test names: only those]
+    local dir=$1 rc=$2 trs log p f name
+    shift 2
     while IFS= read -r -d '' trs; do
+        name=${trs##*/}
+        if [[ $# -gt 0 && " $* " != *" ${name%.trs} "* ]]; then continue; fi
         log=${trs%.trs}.log
         if grep -q '^\[==========\]' "$log" 2>/dev/null; then
             p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
@@ -67,40 +105,92 @@ failure_excerpt() {  # log
     fi
 }
 
-cd "$build"
-stage "make check"
-check_rc=0
-make -j"$(nproc)" check || check_rc=$?
-passed=0 failed=0
-count_check "$build" "$check_rc"
+# The QEMU guest suites, each a test of its directory's make check (the test
+# programs they run are built first); one guest at a time on 2 cores.
+RXE_SUITES=("tests/ib:test_rxe.sh test_rxe_proto.sh" "tests/integration:test_ucp_rxe.sh test_hosts_rxe.sh")
+guest_tier() {  # build-dir; status: 0 if every guest suite passed
+    local dir=$1 rc=0 suite sub
+    for sub in tests/uct tests/proto tests/ib tests/integration; do
+        make -C "$dir/$sub" -j"$(nproc)" check TESTS= >"$dir/$sub/check-programs.log" 2>&1 ||
+            { tail -40 "$dir/$sub/check-programs.log"; return 1; }
+    done
+    for suite in "${RXE_SUITES[@]}"; do
+        make -C "$dir/${suite%%:*}" check TESTS="${suite#*:}" || rc=1
+    done
+    return $rc
+}
+guest_tests() { local s; for s in "${RXE_SUITES[@]}"; do echo "${s#*:}"; done; }
 
-extra_rc=0
-if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
-    stage "clang++ -Werror build"
-    "$src/contrib/build.sh" "$build-clang" CXX=clang++ || extra_rc=1
+# The builds of the stages after the guest tier, at the lowest priority: the emulated
+# guests keep about one of the two cores busy, these compile on the other and give way
+# whenever a guest wants it (the stages later build again, which finds them up to date,
+# or shows a failure where it belongs).
+later_builds() {
+    "$src/contrib/build.sh" "$build-clang" CXX=clang++ CXXFLAGS="-O0" --without-fuzzer &&
+        make -C "$build-clang" -j"$(nproc)" check TESTS=
+    mkdir -p "$build-debug"
+    "$src/contrib/build.sh" "$build-debug" --enable-debug --without-fuzzer &&
+        make -C "$build-debug" -j"$(nproc)" check TESTS=
+    mkdir -p "$build-asan"
+    "$src/contrib/sanitize.sh" --build-only "$build-asan"
+}
+
+passed=0 failed=0 check_rc=0 extra_rc=0
+cd "$build"
+if [[ $tier != rxe ]]; then
+    stage "host tier: make check (the guest suites skipped: RXE_TESTS=no)"
+    RXE_TESTS=no make -j"$(nproc)" check || check_rc=$?
+fi
+if [[ $tier != host ]]; then
+    heading="guest tier: Soft-RoCE in QEMU guests (tests/ib, tests/integration *_rxe.sh)"
+    later_pid=
+    if [[ $tier == full ]]; then
+        # (renice in the subshell: children inherit it, this script keeps its own)
+        (renice -n 19 -p "$BASHPID" >/dev/null; later_builds >"$build/later-builds.log" 2>&1) </dev/null &
+        later_pid=$!
+        heading+="; the later stages' builds alongside at nice 19"
+    fi
+    stage "$heading"
+    guest_tier "$build" || check_rc=1
+    if [[ -n $later_pid ]]; then
+        stage "the later stages' builds: what the guests left of them"
+        wait "$later_pid" || true
+    fi
+fi
+if [[ $tier == rxe ]]; then
+    # shellcheck disable=SC2046 # the names, one word each
+    count_check "$build" "$check_rc" $(guest_tests)
+else
+    count_check "$build" "$check_rc"
+fi
+
+if [[ $tier == full ]]; then
+    stage "clang++ -Werror build (-O0: clang's warnings come from its front end)"
+    "$src/contrib/build.sh" "$build-clang" CXX=clang++ CXXFLAGS="-O0" --without-fuzzer || extra_rc=1
     # The test programs too (built, not run: g++'s build ran them above).
     make -C "$build-clang" -j"$(nproc)" check TESTS= >"$build-clang/check-build.log" 2>&1 ||
         { tail -40 "$build-clang/check-build.log"; extra_rc=1; }
-    stage "debug build (--enable-debug): the suite with assertions on"
+
+    stage "debug build (--enable-debug): the test programs with assertions on"
     mkdir -p "$build-debug"
-    if "$src/contrib/build.sh" "$build-debug" --enable-debug >"$build-debug/build.log" 2>&1; then
+    if "$src/contrib/build.sh" "$build-debug" --enable-debug --without-fuzzer >"$build-debug/build.log" 2>&1; then
         debug_rc=0 before_p=$passed before_f=$failed
-        # The QEMU guest tests ran against the main build above; under software
-        # emulation they take half an hour per build on a slow host, more than the
-        # CI's budget allows twice. The debug build runs every other test.
-        RXE_TESTS=no make -C "$build-debug" -j"$(nproc)" check >"$build-debug/check.log" 2>&1 || debug_rc=$?
+        RXE_TESTS=no INTEGRATION_TESTS=no make -C "$build-debug" -j"$(nproc)" check \
+            >"$build-debug/check.log" 2>&1 || debug_rc=$?
         count_check "$build-debug" "$debug_rc"
         echo "debug suite: passed $((passed - before_p)), failed $((failed - before_f))"
         [[ $debug_rc -eq 0 ]] || extra_rc=1
     else
         tail -40 "$build-debug/build.log"; extra_rc=1
     fi
+
     stage "the suites under ASan, LSan and UBSan (contrib/sanitize.sh)"
     mkdir -p "$build-asan"
     "$src/contrib/sanitize.sh" "$build-asan" | tee "$build-asan/sanitize.log" || extra_rc=1
     passed=$((passed + $(grep -c '^PASS: ' "$build-asan/sanitize.log" || true)))
     failed=$((failed + $(grep -c '^FAIL: ' "$build-asan/sanitize.log" || true)))
-    stage "installed plugin seen by stock ucx_info"
+
+    stage "installed plugin: stock ucx_info, UCX's module name, uct-tm.pc"
     rm -rf "$build/inst"
     if make -C "$build" -j"$(nproc)" install DESTDIR="$build/inst" >"$build/install.log" 2>&1 &&
        plugin=$(find "$build/inst" -name libuct_tm.so -path '*/ucx/*' | head -1) && [[ -n "$plugin" ]] &&
@@ -109,27 +199,31 @@ if [[ "${CI:-}" == "true" || "${TM_FULL_CHECK:-}" == "1" ]]; then
     else
         failed=$((failed + 1)); echo "FAIL: installed plugin check"; tail -20 "$build/install.log" "$build/installed_ucx_info.log" 2>/dev/null
     fi
-    stage "installed layout: UCX's module name, uct-tm.pc"
     if "$src/tests/integration/test_installed.sh" "$build/inst" >"$build/installed_layout.log" 2>&1; then
         passed=$((passed + 1)); echo "PASS: installed layout"
     else
         failed=$((failed + 1)); echo "FAIL: installed layout"; cat "$build/installed_layout.log"
     fi
+
     stage "soak: 8 pairs of tm_soak, 60 s of kills, stops and resumes (contrib/soak.sh)"
     if PAIRS=8 TOOLS="$build/src/tools" "$src/contrib/soak.sh" 60 >"$build/soak.log" 2>&1; then
         passed=$((passed + 1)); echo "PASS: soak"; sed -n '/^soak report/,$p' "$build/soak.log"
     else
         failed=$((failed + 1)); echo "FAIL: soak"; tail -40 "$build/soak.log"
     fi
-    stage "make distcheck"
-    if make -C "$build" -j"$(nproc)" distcheck >"$build/distcheck.log" 2>&1; then
+
+    stage "make distcheck: the tarball built and its test programs run"
+    # -O1 without debug information: this build checks the tarball; -O2 and -O0 ran above.
+    if RXE_TESTS=no INTEGRATION_TESTS=no make -C "$build" -j"$(nproc)" distcheck \
+        DISTCHECK_CONFIGURE_FLAGS="--without-fuzzer CXXFLAGS=-O1" >"$build/distcheck.log" 2>&1; then
         passed=$((passed + 1))
     else
         failed=$((failed + 1)); echo "FAIL: make distcheck"; tail -60 "$build/distcheck.log"
     fi
     grep -A1 'archives ready for distribution' "$build/distcheck.log" || true
+
     # The release tarball with rdma-core: its .debs and its RPM --with verbs build it so
-    # (configure --with-verbs), next; the git tree's -Werror build with verbs ran above.
+    # (configure --with-verbs); the git tree's -Werror build with verbs ran above.
     tarball=$(ls -t "$build"/uct-tm-*.tar.gz 2>/dev/null | head -1)
     stage "packages: the tarball's .debs built, linted, installed, run, purged; its RPMs (contrib/packages.sh)"
     if [[ -n "$tarball" ]]; then
@@ -149,11 +243,12 @@ if [[ -n "${UCT_TM_UCX_TREES:-}" ]]; then
     else
         failed=$((failed + 1)); echo "FAIL: UCX compatibility matrix"
     fi
-else
-    stage "UCX compatibility matrix: skipped (this build uses UCX $(sed -n 's/^UCX_VERSION = //p' "$build/Makefile");" \
+elif [[ $tier == full ]]; then
+    echo "(UCX compatibility matrix not run: this build uses UCX $(sed -n 's/^UCX_VERSION = //p' "$build/Makefile");" \
          "set UCT_TM_UCX_TREES to UCX source trees to build and test against each, contrib/ucx_matrix.sh)"
 fi
 
 stage "done"
+stage_table
 echo "uct-tm tests: $passed passed, $failed failed"
 [[ $check_rc -eq 0 && $extra_rc -eq 0 && $failed -eq 0 ]]

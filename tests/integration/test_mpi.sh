@@ -9,6 +9,7 @@
 # (configure --with-ucx), the ranks get its libraries through LD_LIBRARY_PATH: Debian's
 # Open MPI then runs with that release's libucp.
 set -u
+[ "${INTEGRATION_TESTS:-yes}" != no ] || { echo "SKIP: INTEGRATION_TESTS=no"; exit 77; }
 plugin=${PLUGIN:?set PLUGIN to the libuct_tm.so to preload}
 mpirun=${MPIRUN:-mpirun}
 command -v "$mpirun" >/dev/null || { echo "SKIP: mpirun not installed (apt-get install openmpi-bin libopenmpi-dev)"; exit 77; }

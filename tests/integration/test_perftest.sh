@@ -7,6 +7,7 @@
 # PLUGIN: the libuct_tm.so to load (preloaded before UCX 1.22, through UCX_PLUGIN_PATH from
 # 1.22: ucx_perftest with no preload at all).
 set -u
+[ "${INTEGRATION_TESTS:-yes}" != no ] || { echo "SKIP: INTEGRATION_TESTS=no"; exit 77; }
 plugin=${PLUGIN:?set PLUGIN to the libuct_tm.so to preload}
 command -v ucx_perftest >/dev/null || { echo "SKIP: ucx_perftest not installed (apt-get install ucx-utils)"; exit 77; }
 [ -e "$plugin" ] || { echo "FAIL: plugin $plugin not found"; exit 1; }

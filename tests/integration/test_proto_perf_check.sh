@@ -9,6 +9,7 @@
 # checked could report figures for broken transfers.
 # TOOLS: the directory holding tm_proto_perf and tm_perftest (default: this build's src/tools).
 set -u
+[ "${INTEGRATION_TESTS:-yes}" != no ] || { echo "SKIP: INTEGRATION_TESTS=no"; exit 77; }
 perf=${TOOLS:?set TOOLS to the directory of tm_proto_perf}/tm_proto_perf
 uct_perf=$TOOLS/tm_perftest
 for tool in "$perf" "$uct_perf"; do

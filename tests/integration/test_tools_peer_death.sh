@@ -6,6 +6,7 @@
 # Also SIGSTOP: a peer that stops answering makes the survivor give up after --timeout.
 # TOOLS: the directory holding tm_perftest and tm_proto_perf (default: this build's src/tools).
 set -u
+[ "${INTEGRATION_TESTS:-yes}" != no ] || { echo "SKIP: INTEGRATION_TESTS=no"; exit 77; }
 tools=${TOOLS:?set TOOLS to the directory of tm_perftest and tm_proto_perf}
 bound=${BOUND:-30}
 for t in tm_perftest tm_proto_perf; do

@@ -7,6 +7,7 @@
 # into tm_sm. PLUGIN: the libuct_tm.so to load (preloaded before UCX 1.22, through
 # UCX_PLUGIN_PATH from 1.22).
 set -u
+[ "${INTEGRATION_TESTS:-yes}" != no ] || { echo "SKIP: INTEGRATION_TESTS=no"; exit 77; }
 plugin=${PLUGIN:?set PLUGIN to the libuct_tm.so to preload}
 [ -e "$plugin" ] || { echo "FAIL: plugin $plugin not found"; exit 1; }
 here=$(dirname "$0")
