@@ -13,9 +13,10 @@
  * their transports with libuct. Otherwise it registers nothing, says so once
  * through UCX's log, and UCX goes on with its own transports.
  *
- * libuct and libucs publish no version call; libucp does (ucp_get_version),
- * and every UCX installation has libucp next to libuct, so the release is
- * read from the libucp in the directory of the libuct this process runs.
+ * libuct and libucs publish no version call; libucp does (ucp_get_version).
+ * The release is read from the libucp this process has loaded (a UCP
+ * program's), else from the one installed next to the libuct it runs, else,
+ * in UCX's build tree (src/uct/.libs), from src/ucp/.libs.
  * The calls made here (ucp_get_version, ucs_log_dispatch,
  * ucs_global_opts_get_value) have kept their signatures through every
  * supported release, and ucs_log_component_config_t its layout.
@@ -97,24 +98,38 @@ std::string libuct_directory() {
     return dirname_of(map->l_name);
 }
 
-struct Release {
-    unsigned major = 0, minor = 0, patch = 0;
-};
-
-/* The release of the running UCX, from the libucp installed with its libuct;
- * on failure, why in `error`. */
-bool running_release(Release *release, std::string *error) {
+/* The libucp that goes with this process's libuct, opened (and so kept
+ * loaded until the caller closes it); on failure, why in `error`. */
+void *open_libucp(std::string *error) {
+    void *loaded = dlopen("libucp.so.0", RTLD_LAZY | RTLD_NOLOAD);
+    if (loaded != nullptr) {
+        return loaded;
+    }
     const std::string dir = libuct_directory();
     if (dir.empty()) {
         const char *why = dlerror();
         *error = std::string("libuct.so.0: ") + ((why != nullptr) ? why : "not found");
-        return false;
+        return nullptr;
     }
-    const std::string path   = dir + "/libucp.so.0";
-    void             *libucp = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
+    /* installed: libucp beside libuct; UCX's build tree: src/uct/.libs and src/ucp/.libs */
+    for (const char *relative : {"/libucp.so.0", "/../../ucp/.libs/libucp.so.0"}) {
+        void *libucp = dlopen((dir + relative).c_str(), RTLD_LAZY | RTLD_LOCAL);
+        if (libucp != nullptr) {
+            return libucp;
+        }
+    }
+    *error = "no libucp.so.0 loaded, none beside " + dir + "/libuct.so.0 nor in ../../ucp/.libs";
+    return nullptr;
+}
+
+struct Release {
+    unsigned major = 0, minor = 0, patch = 0;
+};
+
+/* The release of the running UCX, from its libucp; on failure, why in `error`. */
+bool running_release(Release *release, std::string *error) {
+    void *libucp = open_libucp(error);
     if (libucp == nullptr) {
-        const char *why = dlerror();
-        *error = (why != nullptr) ? why : path + ": not found";
         return false;
     }
     using GetVersion = void (*)(unsigned *, unsigned *, unsigned *);
@@ -122,7 +137,7 @@ bool running_release(Release *release, std::string *error) {
     if (get_version != nullptr) {
         get_version(&release->major, &release->minor, &release->patch);
     } else {
-        *error = path + " has no ucp_get_version";
+        *error = "libucp.so.0 has no ucp_get_version";
     }
     dlclose(libucp); /* unloaded again unless the program uses it too */
     return get_version != nullptr;
