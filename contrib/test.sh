@@ -125,18 +125,26 @@ guest_tier() {  # build-dir; status: 0 if every guest suite passed
 }
 guest_tests() { local s; for s in "${RXE_SUITES[@]}"; do echo "${s#*:}"; done; }
 
-# The builds of the stages after the guest tier, at the lowest priority: the emulated
-# guests keep about one of the two cores busy, these compile on the other and give way
-# whenever a guest wants it (the stages later build again, which finds them up to date,
-# or shows a failure where it belongs).
-later_builds() {
-    "$src/contrib/build.sh" "$build-clang" CXX=clang++ CXXFLAGS="-O0" --without-fuzzer &&
-        make -C "$build-clang" -j"$(nproc)" check TESTS=
+# The later stages' builds, libraries and test programs, each logged in its directory.
+# clang: -O0, its warnings come from its front end (g++'s build ran the code at -O2).
+clang_build() {
+    mkdir -p "$build-clang"
+    { "$src/contrib/build.sh" "$build-clang" CXX=clang++ CXXFLAGS="-O0" --without-fuzzer &&
+        make -C "$build-clang" -j"$(nproc)" check TESTS=; } >"$build-clang/build.log" 2>&1
+}
+debug_build() {
     mkdir -p "$build-debug"
-    "$src/contrib/build.sh" "$build-debug" --enable-debug --without-fuzzer &&
-        make -C "$build-debug" -j"$(nproc)" check TESTS=
+    { "$src/contrib/build.sh" "$build-debug" --enable-debug --without-fuzzer &&
+        make -C "$build-debug" -j"$(nproc)" check TESTS=; } >"$build-debug/build.log" 2>&1
+}
+# All three at the lowest priority while the guests run: the emulation keeps about one of
+# the two cores busy, these compile on the other and give way whenever a guest wants it
+# (the stages build again later, which finds them up to date or shows the failure).
+later_builds() {
+    clang_build || true
+    debug_build || true
     mkdir -p "$build-asan"
-    "$src/contrib/sanitize.sh" --build-only "$build-asan"
+    "$src/contrib/sanitize.sh" --build-only "$build-asan" || true
 }
 
 passed=0 failed=0 check_rc=0 extra_rc=0
@@ -169,15 +177,11 @@ else
 fi
 
 if [[ $tier == full ]]; then
-    stage "clang++ -Werror build (-O0: clang's warnings come from its front end)"
-    "$src/contrib/build.sh" "$build-clang" CXX=clang++ CXXFLAGS="-O0" --without-fuzzer || extra_rc=1
-    # The test programs too (built, not run: g++'s build ran them above).
-    make -C "$build-clang" -j"$(nproc)" check TESTS= >"$build-clang/check-build.log" 2>&1 ||
-        { tail -40 "$build-clang/check-build.log"; extra_rc=1; }
+    stage "clang++ -Werror build, the test programs too (built, not run)"
+    clang_build || { tail -40 "$build-clang/build.log"; extra_rc=1; }
 
     stage "debug build (--enable-debug): the test programs with assertions on"
-    mkdir -p "$build-debug"
-    if "$src/contrib/build.sh" "$build-debug" --enable-debug --without-fuzzer >"$build-debug/build.log" 2>&1; then
+    if debug_build; then
         debug_rc=0 before_p=$passed before_f=$failed
         RXE_TESTS=no INTEGRATION_TESTS=no make -C "$build-debug" -j"$(nproc)" check \
             >"$build-debug/check.log" 2>&1 || debug_rc=$?
