@@ -99,6 +99,9 @@ enum class Kind {
     SyncExpected, /* as Expected, with ucp_tag_send_sync_nbx */
     ProbeKeep,    /* unexpected; probe without remove, then ucp_tag_recv_nbx */
     ProbeRemove,  /* unexpected; probe with remove, then ucp_tag_msg_recv_nbx */
+    /* as ProbeRemove, the receive's param without UCP_OP_ATTR_FIELD_USER_DATA and its
+     * user_data field left holding garbage: the callback must see NULL */
+    ProbeRemoveNoUserData,
     Cancel,       /* receiver posts and cancels; nothing is sent */
 };
 
@@ -152,6 +155,8 @@ const std::vector<Case> &cases() {
          false},
         {"probe remove rndv 1 MiB", Kind::ProbeRemove, 1 << 20, 1 << 20, 0xd3, 0xd3, kFull,
          UCS_OK, false},
+        {"probe remove rndv 1,148,576 B, no user data", Kind::ProbeRemoveNoUserData, 1148576,
+         1148576, 0xd4, 0xd4, kFull, UCS_OK, false},
         {"cancel posted 4 KiB", Kind::Cancel, 0, 4096, 0, 0xe1, kFull, UCS_ERR_CANCELED, true},
         {"cancel posted 1 MiB", Kind::Cancel, 0, 1 << 20, 0, 0xe2, kFull, UCS_ERR_CANCELED, true},
         {"truncated posted eager 4 KiB into 2 KiB", Kind::Expected, 4096, 2048, 0xf1, 0xf1,
@@ -357,6 +362,16 @@ ucp_request_param_t recv_param(RecvResult *result, ucp_datatype_t datatype) {
     return param;
 }
 
+/* The receive whose param has no user data: UCP passes the callback NULL. */
+RecvResult no_user_data_result;
+const void *no_user_data_seen = nullptr;
+
+void on_recv_no_user_data(void *, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                          void *user_data) {
+    no_user_data_seen = user_data;
+    on_recv(nullptr, status, info, &no_user_data_result);
+}
+
 void check_received(const Case &c, unsigned seed, const UserBuffer &buffer,
                     const RecvResult &result, ucs_status_t waited) {
     const std::string name = c.name;
@@ -415,9 +430,15 @@ void receive_case(Peer &peer, const Case &c, unsigned seed) {
                                recv_tag, c.mask, &param);
         break;
     case Kind::ProbeKeep:
-    case Kind::ProbeRemove: {
+    case Kind::ProbeRemove:
+    case Kind::ProbeRemoveNoUserData: {
         expect(peer.wait_signal(static_cast<uint8_t>(seed)), name + ": sender signal");
-        const int           remove = c.kind == Kind::ProbeRemove;
+        const int           remove = c.kind != Kind::ProbeKeep;
+        if (c.kind == Kind::ProbeRemoveNoUserData) {
+            param.op_attr_mask &= ~UCP_OP_ATTR_FIELD_USER_DATA;
+            param.user_data = &param; /* garbage UCP must not read */
+            param.cb.recv   = on_recv_no_user_data;
+        }
         ucp_tag_recv_info_t info{};
         ucp_tag_message_h   msg = probe(peer, c, remove, &info);
         expect(msg != nullptr, name + ": probe found the message");
@@ -450,6 +471,10 @@ void receive_case(Peer &peer, const Case &c, unsigned seed) {
     }
     ucs_status_t waited = peer.wait(req);
     peer.progress_for(std::chrono::milliseconds(1)); /* a second completion would show now */
+    if (c.kind == Kind::ProbeRemoveNoUserData) {
+        expect(no_user_data_seen == nullptr, name + ": the callback's user_data is NULL");
+        result = no_user_data_result;
+    }
     check_received(c, seed, buffer, result, waited);
 }
 

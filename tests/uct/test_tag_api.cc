@@ -48,6 +48,12 @@ TEST_P(TagTest, CapsAreConsistent) {
         EXPECT_GE(c.rndv_max_hdr, 17u);
         EXPECT_GE(c.rndv_max_iov, 1u);
         EXPECT_GT(c.rndv_max_zcopy, 0u);
+        /* Finite and registrable: UCX's own test_tag allocates and registers
+         * rndv.max_zcopy bytes. */
+        EXPECT_LT(c.rndv_max_zcopy, SIZE_MAX / 2);
+        uct_md_attr_t md_attr{};
+        ASSERT_EQ(uct_md_query(env_->md(), &md_attr), UCS_OK);
+        EXPECT_GE(md_attr.cap.max_reg, c.rndv_max_zcopy);
     }
 }
 
@@ -576,27 +582,59 @@ TEST_P(TagTest, RndvRequestExpected) {
  * checks that the registration is gone (UCP 1.13 asserts, rndv.c). An RDMA
  * READ never completes inside the callback, and neither may a copy: it
  * reports from a later progress, its data already in place. */
+/* `length` bytes of pattern `seed`, registered with the env's MD, and the
+ * remote key a peer would unpack for them; released on destruction. */
+class RemoteSource {
+  public:
+    RemoteSource(const UctEnv &env, size_t length, uint64_t seed) : env_(env), bytes_(length) {
+        fill_pattern(bytes_.data(), length, seed);
+        uct_md_attr_t md_attr;
+        if ((uct_md_query(env_.md(), &md_attr) != UCS_OK) ||
+            (uct_md_mem_reg(env_.md(), bytes_.data(), length, UCT_MD_MEM_ACCESS_ALL, &memh_) !=
+             UCS_OK)) {
+            return;
+        }
+        std::string packed(md_attr.rkey_packed_size, '\0');
+        unpacked_ = (uct_md_mkey_pack(env_.md(), memh_, &packed[0]) == UCS_OK) &&
+                    (uct_rkey_unpack(env_.component(), packed.data(), &rkey_) == UCS_OK);
+    }
+    ~RemoteSource() {
+        if (unpacked_) {
+            uct_rkey_release(env_.component(), &rkey_);
+        }
+        if (memh_ != nullptr) {
+            EXPECT_EQ(uct_md_mem_dereg(env_.md(), memh_), UCS_OK);
+        }
+    }
+    RemoteSource(const RemoteSource &)            = delete;
+    RemoteSource &operator=(const RemoteSource &) = delete;
+
+    bool               ready() const { return unpacked_; }
+    uct_rkey_t         rkey() const { return rkey_.rkey; }
+    std::vector<char> &bytes() { return bytes_; }
+
+  private:
+    const UctEnv     &env_;
+    std::vector<char> bytes_;
+    uct_mem_h         memh_ = nullptr;
+    uct_rkey_bundle_t rkey_{};
+    bool              unpacked_ = false;
+};
+
 TEST_P(TagTest, GetFromRndvCallbackCompletesAfterItReturns) {
     if (lacks(Path::kRndv) || !(rx_->caps.flags & UCT_IFACE_FLAG_GET_ZCOPY)) {
         GTEST_SKIP();
     }
     uct_ep_h back = reverse_ep();
     ASSERT_NE(back, nullptr);
-    uct_md_attr_t md_attr;
-    ASSERT_EQ(uct_md_query(env_->md(), &md_attr), UCS_OK);
     Rng rng(test_seed() ^ 23);
     for (size_t length : {size_t{8}, size_t{4096}, size_t{1} << 20}) {
         SCOPED_TRACE("length " + std::to_string(length));
-        const uint64_t    seed = rng.next();
-        std::vector<char> source(length);
-        fill_pattern(source.data(), length, seed);
-        uct_mem_h memh;
-        ASSERT_EQ(uct_md_mem_reg(env_->md(), source.data(), length, UCT_MD_MEM_ACCESS_ALL, &memh),
-                  UCS_OK);
-        std::string packed(md_attr.rkey_packed_size, '\0');
-        ASSERT_EQ(uct_md_mkey_pack(env_->md(), memh, &packed[0]), UCS_OK);
-        uct_rkey_bundle_t rkey;
-        ASSERT_EQ(uct_rkey_unpack(env_->component(), packed.data(), &rkey), UCS_OK);
+        const uint64_t     seed = rng.next();
+        RemoteSource       src(*env_, length, seed);
+        ASSERT_TRUE(src.ready());
+        const uct_rkey_t   rkey   = src.rkey();
+        std::vector<char> &source = src.bytes();
 
         GuardedBuffer dest(length);
         Completion    c;
@@ -608,7 +646,7 @@ TEST_P(TagTest, GetFromRndvCallbackCompletesAfterItReturns) {
             uct_iov_t iov   = {dest.data(), length, nullptr, 0, 1};
             get_status      = uct_ep_get_zcopy(back, &iov, 1, reinterpret_cast<uintptr_t>(
                                                                   source.data()),
-                                               rkey.rkey, &c.comp);
+                                               rkey, &c.comp);
             calls_in_the_cb = c.calls;
             iface_flush     = uct_iface_flush(rx_->iface, 0, nullptr);
         };
@@ -637,8 +675,46 @@ TEST_P(TagTest, GetFromRndvCallbackCompletesAfterItReturns) {
         ASSERT_TRUE(wait([&] {
             return uct_ep_flush(back, 0, nullptr) == UCS_OK;
         })) << "the endpoint does not flush after the get completed";
-        uct_rkey_release(env_->component(), &rkey);
-        EXPECT_EQ(uct_md_mem_dereg(env_->md(), memh), UCS_OK);
+    }
+}
+
+/* UCP 1.22 completes a receive matched in ucp_tag_msg_recv_nbx at once, when
+ * its rendezvous get completes inside the call, through a path that hands the
+ * callback the param's user_data unchecked: a get issued from outside
+ * progress reports from progress, once, as an RDMA READ does. */
+TEST_P(TagTest, GetFromOutsideProgressCompletesFromProgress) {
+    if (!(rx_->caps.flags & UCT_IFACE_FLAG_GET_ZCOPY)) {
+        GTEST_SKIP();
+    }
+    uct_ep_h back = reverse_ep();
+    ASSERT_NE(back, nullptr);
+    Rng rng(test_seed() ^ 29);
+    for (size_t length : {size_t{8}, size_t{65536}, size_t{1148576}}) {
+        SCOPED_TRACE("length " + std::to_string(length));
+        const uint64_t seed = rng.next();
+        RemoteSource   src(*env_, length, seed);
+        ASSERT_TRUE(src.ready());
+
+        GuardedBuffer dest(length);
+        Completion    c;
+        uct_iov_t     iov    = {dest.data(), length, nullptr, 0, 1};
+        ucs_status_t  status = UCS_ERR_NO_RESOURCE;
+        ASSERT_TRUE(wait([&] {
+            status = uct_ep_get_zcopy(back, &iov, 1,
+                                      reinterpret_cast<uintptr_t>(src.bytes().data()), src.rkey(),
+                                      &c.comp);
+            return status != UCS_ERR_NO_RESOURCE;
+        }));
+        EXPECT_EQ(status, UCS_INPROGRESS) << ucs_status_string(status);
+        EXPECT_EQ(c.calls, 0) << "the completion ran inside uct_ep_get_zcopy";
+        if (status == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait([&] { return c.calls >= 1; }));
+        }
+        drain(100);
+        EXPECT_EQ(c.calls, 1);
+        EXPECT_EQ(c.status, UCS_OK);
+        EXPECT_EQ(pattern_mismatch(dest.data(), length, seed), SIZE_MAX);
+        EXPECT_TRUE(dest.guards_intact());
     }
 }
 
@@ -1438,6 +1514,20 @@ struct PendingSend {
     }
 };
 
+/* Short sends into a receiver that does not progress until its FIFO refuses
+ * one: *sends gets those that went; the refused one is returned (null if the
+ * FIFO never filled). */
+std::unique_ptr<Send> fill_fifo(uct_ep_h ep, std::vector<std::unique_ptr<Send>> *sends) {
+    for (int i = 0; i < 100000; ++i) {
+        std::unique_ptr<Send> s(new Send(Path::kShort, 1000 + i, 0, 1000 + i, 8));
+        if (s->post(ep) == UCS_ERR_NO_RESOURCE) {
+            return s;
+        }
+        sends->push_back(std::move(s));
+    }
+    return nullptr;
+}
+
 TEST_P(TagTest, FifoFullPendingAdd) {
     if (lacks(Path::kShort) || !(tx_->caps.flags & UCT_IFACE_FLAG_PENDING)) {
         GTEST_SKIP();
@@ -1450,16 +1540,9 @@ TEST_P(TagTest, FifoFullPendingAdd) {
     p.send     = &probe;
     EXPECT_EQ(uct_ep_pending_add(ep_, &p.req, 0), UCS_ERR_BUSY);
 
-    /* Fill the receiver's FIFO without letting it progress. */
     std::vector<std::unique_ptr<Send>> sends;
-    ucs_status_t                        status = UCS_OK;
-    for (int i = 0; (i < 100000) && (status == UCS_OK); ++i) {
-        sends.emplace_back(new Send(Path::kShort, 1000 + i, 0, 1000 + i, 8));
-        status = sends.back()->post(ep_);
-    }
-    ASSERT_EQ(status, UCS_ERR_NO_RESOURCE) << "the FIFO never filled";
-    std::unique_ptr<Send> last = std::move(sends.back());
-    sends.pop_back();
+    std::unique_ptr<Send>              last = fill_fifo(ep_, &sends);
+    ASSERT_NE(last, nullptr) << "the FIFO never filled";
     ASSERT_EQ(uct_ep_pending_add(ep_, &p.req, 0), UCS_OK);
     p.send = last.get();
     /* A second one, purged before it runs. */
@@ -1485,6 +1568,59 @@ TEST_P(TagTest, FifoFullPendingAdd) {
         ASSERT_EQ(rx_->unexp.messages[i].tag, sends[i]->tag) << i;
     }
     EXPECT_EQ(rx_->unexp.messages.back().tag, last->tag);
+}
+
+/* A flush that waits in the pending queue (UCP's rendezvous put with
+ * RNDV_PUT_FORCE_FLUSH) is dispatched with later requests queued behind it:
+ * it must go, not refuse for them and stay in front of them forever. */
+struct PendingFlush {
+    uct_pending_req_t req; /* must stay first */
+    uct_ep_h          ep;
+    Completion        comp;
+    ucs_status_t      status = UCS_ERR_LAST;
+    int               calls  = 0;
+    static ucs_status_t run(uct_pending_req_t *self) {
+        auto *f = reinterpret_cast<PendingFlush *>(self);
+        ++f->calls;
+        f->status = uct_ep_flush(f->ep, 0, &f->comp.comp);
+        return (f->status == UCS_ERR_NO_RESOURCE) ? UCS_ERR_NO_RESOURCE : UCS_OK;
+    }
+};
+
+TEST_P(TagTest, FlushFromPendingGoesAheadOfLaterRequests) {
+    if (lacks(Path::kShort) || !(tx_->caps.flags & UCT_IFACE_FLAG_PENDING)) {
+        GTEST_SKIP();
+    }
+    std::vector<std::unique_ptr<Send>> sends;
+    std::unique_ptr<Send>              refused = fill_fifo(ep_, &sends);
+    ASSERT_NE(refused, nullptr) << "the FIFO never filled";
+    PendingSend first{};
+    first.req.func = PendingSend::run;
+    first.ep       = ep_;
+    first.send     = refused.get();
+    PendingFlush flush;
+    flush.req      = uct_pending_req_t{};
+    flush.req.func = PendingFlush::run;
+    flush.ep       = ep_;
+    Send        after(Path::kShort, 97, 0, 97, 8);
+    PendingSend behind{};
+    behind.req.func = PendingSend::run;
+    behind.ep       = ep_;
+    behind.send     = &after;
+    ASSERT_EQ(uct_ep_pending_add(ep_, &first.req, 0), UCS_OK);
+    ASSERT_EQ(uct_ep_pending_add(ep_, &flush.req, 0), UCS_OK);
+    ASSERT_EQ(uct_ep_pending_add(ep_, &behind.req, 0), UCS_OK);
+    ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == sends.size() + 2; }))
+            << "flush dispatched " << flush.calls << " times, last "
+            << ucs_status_string(flush.status);
+    EXPECT_EQ(flush.calls, 1);
+    EXPECT_TRUE((flush.status == UCS_OK) || (flush.status == UCS_INPROGRESS))
+            << ucs_status_string(flush.status);
+    if (flush.status == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait([&] { return flush.comp.calls == 1; }));
+    }
+    EXPECT_EQ(behind.calls, 1);
+    EXPECT_EQ(rx_->unexp.messages.back().tag, after.tag);
 }
 
 }  // namespace

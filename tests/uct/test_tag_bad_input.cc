@@ -199,6 +199,11 @@ TEST_P(TagBadInput, RndvZcopy) {
     EXPECT_ERROR(rndv(hdr.data(), 8, iov, SIZE_MAX));
     uct_iov_t null_buf = {nullptr, 10, nullptr, 0, 1};
     EXPECT_ERROR(rndv(hdr.data(), 8, &null_buf, 1));
+    /* One byte past rndv.max_zcopy: refused before a byte is read. */
+    uct_iov_t over = {data.data(), c.rndv_max_zcopy + 1, nullptr, 0, 1};
+    if (c.rndv_max_zcopy < SIZE_MAX) {
+        EXPECT_EQ(rndv(hdr.data(), 8, &over, 1), UCS_ERR_EXCEEDS_LIMIT);
+    }
     /* Cancel of operations that do not exist. */
     Rng rng(test_seed() ^ 20);
     for (int i = 0; i < 100; ++i) {

@@ -374,7 +374,8 @@ ucs_status_t RcIface::ep_flush(RcEp *ep, unsigned flags, uct_completion_t *comp)
             attr.qp_state           = IBV_QPS_ERR;
             ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
         }
-    } else if (!ep->pending.empty()) {
+    } else if (!ep->pending.empty() && !dispatching_) {
+        /* From the queue's dispatch, those behind are later operations. */
         return UCS_ERR_NO_RESOURCE;
     }
     if (flush_done(ep)) {

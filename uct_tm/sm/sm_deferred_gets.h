@@ -10,7 +10,10 @@
  * RDMA READ it never does. A copy finished inside the callback is therefore
  * reported later: the caller gets UCS_INPROGRESS, the completion runs from
  * the iface's next progress (its slow part, so the polling loop checks
- * nothing more), and the endpoint does not flush until it has run.
+ * nothing more), and the endpoint does not flush until it has run. So is one
+ * the user started outside progress: UCP completes a receive whose get
+ * finished inside ucp_tag_msg_recv_nbx through a path that passes the
+ * callback a user_data it was not given.
  */
 #ifndef UCT_TM_SM_SM_DEFERRED_GETS_H_
 #define UCT_TM_SM_SM_DEFERRED_GETS_H_

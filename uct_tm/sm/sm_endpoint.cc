@@ -139,7 +139,10 @@ ucs_status_t SmIface::ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp)
         ep->failed = true;
         return UCS_OK;
     }
-    if (!ep->pending.empty()) {
+    /* Requests queued behind a flush dispatched from the queue are later
+     * operations: refusing for them would put the flush back in front of
+     * them, forever. */
+    if (!ep->pending.empty() && !dispatching_) {
         return UCS_ERR_NO_RESOURCE;
     }
     if (flush_done(ep)) {

@@ -237,7 +237,7 @@ ucs_status_t SmIface::query(uct_iface_attr_t *attr) const {
         attr->cap.tag.eager.max_bcopy      = geometry_.seg_size;
         attr->cap.tag.eager.max_zcopy      = eager_max_;
         attr->cap.tag.eager.max_iov        = kMaxSendIov;
-        attr->cap.tag.rndv.max_zcopy       = SIZE_MAX;
+        attr->cap.tag.rndv.max_zcopy       = kRndvMaxZcopy;
         attr->cap.tag.rndv.max_hdr         = geometry_.seg_size - sizeof(RndvInfo);
         attr->cap.tag.rndv.max_iov         = 1;
     }
@@ -488,7 +488,8 @@ void SmIface::rotate_desc(ElemHeader *e) {
 }
 
 unsigned SmIface::progress_work(ElemHeader *e) {
-    unsigned count = 0;
+    const InProgress inside{this};
+    unsigned         count = 0;
     while (e != nullptr) {
         dispatch(e);
         fifo_.release();
@@ -507,6 +508,7 @@ unsigned SmIface::progress_work(ElemHeader *e) {
 }
 
 unsigned SmIface::background_progress() {
+    const InProgress inside{this};
     unsigned count = tags_.progress();
     if (rndv_.has_splits()) {
         count += rndv_.progress_splits();
@@ -523,6 +525,7 @@ unsigned SmIface::background_progress() {
 }
 
 unsigned SmIface::slow_progress() {
+    const InProgress   inside{this};
     const MayQueueWork mark{this}; /* peer checks and retries may queue work */
     slow_countdown_ = kSlowProgressPeriod;
     unsigned count  = 0;

@@ -88,6 +88,10 @@ struct PeerView {
 
 /* Most iov entries a send, get or put takes. */
 inline constexpr size_t kMaxSendIov = 16;
+/* The largest tag_rndv_zcopy, as UCX's RC and DC report the port's max_msg_sz
+ * (1 GiB): a finite size callers can allocate and register. Larger messages
+ * take UCP's software rendezvous through get_zcopy, which has no bound. */
+inline constexpr size_t kRndvMaxZcopy = size_t{1} << 30;
 
 /* A FIFO element as read by the owner: every field copied once. */
 struct Message {
@@ -331,6 +335,16 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
         SmIface *iface;
         ~MayQueueWork() { iface->maybe_background_ = true; }
     };
+    /* Held by the progress paths that run callbacks (the inline poll that
+     * finds nothing runs none). */
+    uint32_t progress_depth_ = 0;
+    struct InProgress {
+        explicit InProgress(SmIface *i) : iface(i) { ++iface->progress_depth_; }
+        ~InProgress() { --iface->progress_depth_; }
+        InProgress(const InProgress &)            = delete;
+        InProgress &operator=(const InProgress &) = delete;
+        SmIface *iface;
+    };
     [[gnu::noinline]] unsigned background_progress();
     bool         has_background_work() const {
         return tags_.has_cancelled() || rndv_.has_splits() || staging_.busy() || has_deferred_work();
@@ -428,6 +442,7 @@ inline void SmIfaceLink::drop(const Message &m, const char *why) { iface_->drop(
 inline TagEngine &SmIfaceLink::tags() { return iface_->tags_; }
 inline bool SmIfaceLink::tag_enabled() const { return iface_->tag_enabled(); }
 inline void SmIfaceLink::slow_progress_next() { iface_->slow_countdown_ = 1; }
+inline bool SmIfaceLink::in_progress() const { return iface_->progress_depth_ != 0; }
 inline const Geometry &SmIfaceLink::geometry() const { return iface_->geometry_; }
 inline bool SmIfaceLink::unexpected_rndv(uct_tag_t tag, const void *header, unsigned header_length,
                                          uint64_t address, size_t length, const PackedRkey *rkey) {

@@ -44,6 +44,9 @@ class SmIfaceLink {
     /* The next progress call runs the iface's slow part (rare work that
      * must not cost the polling loop a check). */
     inline void        slow_progress_next();
+    /* Inside this iface's progress (its callbacks included), not a call the
+     * user made from outside it. */
+    inline bool        in_progress() const;
     /* Counts and logs a message dropped as malformed. */
     inline void        drop(const Message &m, const char *why);
     inline TagEngine  &tags();

@@ -186,7 +186,7 @@ ucs_status_ptr_t SmRendezvous::send(SmEp *ep, uct_tag_t tag, const void *header,
                                     unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
                                     uct_completion_t *comp) {
     size_t       length;
-    ucs_status_t status = check_iov(iov, iovcnt, IovLimits{1, SIZE_MAX}, &length);
+    ucs_status_t status = check_iov(iov, iovcnt, IovLimits{1, kRndvMaxZcopy}, &length);
     if (ucs_unlikely(status != UCS_OK)) {
         return UCS_STATUS_PTR(status);
     }
@@ -309,7 +309,8 @@ void SmRendezvous::forget_ep(SmEp *ep) {
             split.ep   = nullptr;
             split.comp = nullptr;
         }
-    }    deferred_gets_.forget_ep(ep);
+    }
+    deferred_gets_.forget_ep(ep);
 }
 
 void SmRendezvous::fail_peer(const RemotePeer *peer) {
@@ -746,7 +747,13 @@ bool SmRendezvous::cma_allowed(RemotePeer *peer, uint64_t address) {
 ucs_status_t SmRendezvous::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
                                  uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp,
                                  bool write) {
-    if (ucs_likely((comp == nullptr) || !iface_.tags().in_rndv_callback())) {
+    /* A get that would complete inside the call reports from progress when
+     * the call came from rndv_cb (see DeferredGets) or from outside progress:
+     * UCP completes a receive matched in ucp_tag_msg_recv_nbx at once through
+     * a path that hands its callback the param's user_data unchecked
+     * (docs/using-with-ucx.md). */
+    if (ucs_likely((comp == nullptr) ||
+                   (iface_.in_progress() && !iface_.tags().in_rndv_callback()))) {
         return zcopy_now(ep, iov, iovcnt, remote_addr, rkey, comp, write);
     }
     return zcopy_deferred(ep, iov, iovcnt, remote_addr, rkey, comp, write);

@@ -7,9 +7,10 @@
 namespace uct_tm {
 
 ucs_config_field_t tag_list_config_table[] = {
-    {"TAG_LIST_SIZE", "1048576",
+    {"TAG_LIST_SIZE", "1024",
      "Receives that may be posted with uct_iface_tag_recv_zcopy at once; the next one gets\n"
-     "UCS_ERR_EXCEEDS_LIMIT.",
+     "UCS_ERR_EXCEEDS_LIMIT and UCP keeps it in its software queue. UCX's RC tag list\n"
+     "defaults to the same; raise it for deep queues of posted receives.",
      offsetof(TagListConfig, list_size), UCS_CONFIG_TYPE_UINT},
 
     {"RECV_MAX_IOV", "8", "Largest iovcnt of uct_iface_tag_recv_zcopy (1..8).",
