@@ -34,19 +34,7 @@ checked) configure=../configure tag=-checked ;;
 *) echo "ucx_cache: UCX_FLAVOR=$flavor: release or checked" >&2; exit 2 ;;
 esac
 
-ucx_release() { # TREE -> 1.22.0, from configure.ac's version macros
-    local ac=$1/configure.ac major minor patch
-    major=$(sed -n 's/^define(\[ucx_ver_major\], \([0-9]*\)).*/\1/p' "$ac")
-    minor=$(sed -n 's/^define(\[ucx_ver_minor\], \([0-9]*\)).*/\1/p' "$ac")
-    patch=$(sed -n 's/^define(\[ucx_ver_patch\], \([0-9]*\)).*/\1/p' "$ac")
-    [[ -n "$major" && -n "$minor" ]] || return 1
-    echo "$major.$minor.${patch:-0}"
-}
-
-tree_hash() { # TREE -> a short hash of every file the build reads
-    (cd "$1" && find . -path ./.git -prune -o -type f -print0 | LC_ALL=C sort -z |
-        xargs -0 sha1sum) | sha1sum | cut -c1-12
-}
+. "$(dirname "$0")/ucx_tree.sh"
 
 build_one() {
     local tree release key dir log

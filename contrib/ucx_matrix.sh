@@ -29,22 +29,26 @@
 #              first): one warning, nothing registered, UCX works
 #   lat8       ucx_perftest tag_lat 8 B, tm_sm / that release's posix,cma (UCP), median of
 #              ROUNDS interleaved rounds (ratio < 1: tm_sm faster)
+#   gtest      UCX's own tag suites (UCT test_tag, UCP test_ucp_tag_*) over tm_sm, in the
+#              release's build tree and installed (contrib/ucx_gtest.sh; builds the tree
+#              again with --enable-gtest, about 15 minutes per release here the first time)
 #
 #   UCX_MATRIX_WORK   where builds and logs go (default ~/.cache/uct-tm/matrix)
 #   UCX_CACHE         the UCX build cache (contrib/ucx_cache.sh)
 #   ROUNDS            latency rounds per release (default 5)
+#   UCX_MATRIX_GTEST  no: leave the gtest column out (skip)
 # Exit status: 0 when every column of every release passed (or was skipped).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 work=${UCX_MATRIX_WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/uct-tm/matrix}
 rounds=${ROUNDS:-5}
-[[ $# -ge 1 ]] || { sed -n '2,35p' "$0" >&2; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,39p' "$0" >&2; exit 2; }
 mkdir -p "$work"
 
 "$src/contrib/deps.sh"
 [[ -x "$src/configure" ]] || (cd "$src" && ./autogen.sh >/dev/null 2>&1)
 
-declare -a releases prefixes builds
+declare -a releases prefixes builds trees
 declare -A result
 
 log() { echo "ucx_matrix: $*" >&2; }
@@ -134,7 +138,7 @@ for tree in "$@"; do
     [[ -n "$release" ]] || { log "cannot read the release of $prefix"; exit 1; }
     build=$work/$release/build
     mkdir -p "$build"
-    releases+=("$release"); prefixes+=("$prefix"); builds+=("$build")
+    releases+=("$release"); prefixes+=("$prefix"); builds+=("$build"); trees+=("$tree")
     log "UCX $release ($prefix): building uct-tm in $build"
     column build "$release" bash -c '
         cd "$1" && { [[ -f Makefile ]] || "$2/configure" --enable-werror --with-ucx="$3"; } &&
@@ -147,7 +151,7 @@ n=${#releases[@]}
 for ((i = 0; i < n; i++)); do
     release=${releases[i]} prefix=${prefixes[i]} build=${builds[i]}
     if [[ ${result[$release,build]} != pass ]]; then
-        for c in ucx_info uct proto ucp perftest mpi foreign; do result[$release,$c]=-; done
+        for c in ucx_info uct proto ucp perftest mpi foreign gtest; do result[$release,$c]=-; done
         result[$release,lat8]=-
         continue
     fi
@@ -168,15 +172,20 @@ for ((i = 0; i < n; i++)); do
     fi
     column lat8log "$release" lat8_column "$prefix" "$build" "$release"
     [[ ${result[$release,lat8log]} == pass ]] || result[$release,lat8]=FAIL
+    if [[ ${UCX_MATRIX_GTEST:-yes} == no ]]; then
+        result[$release,gtest]=skip
+    else
+        column gtest "$release" "$src/contrib/ucx_gtest.sh" "${trees[i]}"
+    fi
 done
 
 # ---- the table -----------------------------------------------------------------------
 {
-    echo "| UCX | build | layout | ucx_info | uct | proto | ucp | perftest | mpi | foreign | lat8 |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| UCX | build | layout | ucx_info | uct | proto | ucp | perftest | mpi | foreign | lat8 | gtest |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
     for release in "${releases[@]}"; do
         row="| $release"
-        for c in build layout ucx_info uct proto ucp perftest mpi foreign lat8; do
+        for c in build layout ucx_info uct proto ucp perftest mpi foreign lat8 gtest; do
             row+=" | ${result[$release,$c]:--}"
         done
         echo "$row |"
