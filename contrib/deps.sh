@@ -7,6 +7,7 @@ PACKAGES=(
     build-essential autoconf automake libtool pkg-config python3
     libucx-dev ucx-utils          # libucs/libuct/libucp and the UCT headers, ucx_info, ucx_perftest
     openmpi-bin libopenmpi-dev    # integration tests: mpirun, mpicc (pml ucx over tm_sm)
+    mpich libmpich-dev            # mpiexec.mpich, mpicc.mpich (ch4:ucx); mpicc, mpirun stay Open MPI's
     libhwloc-dev                  # topology
     libibverbs-dev                # rdma-core (optional transports)
     libgtest-dev libgmock-dev     # unit and conformance tests

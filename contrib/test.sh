@@ -4,7 +4,7 @@
 #                            uct (tm_sm conformance, multi-process, hostile input), the protocol
 #                            layer, the hardware tag list on its device model, the fuzzers
 #                            (FUZZ_SECONDS each), and the integration scripts (UCP, ucx_perftest,
-#                            Open MPI, the tools, a dead peer)
+#                            Open MPI, MPICH, the tools, a dead peer)
 #   contrib/test.sh --rxe    guest tier: the suites on Soft-RoCE in QEMU guests alone (tm_rc and
 #                            tm_dc conformance, the protocol layer over them, UCP in the guest,
 #                            two hosts), for verbs work

@@ -24,7 +24,7 @@
 #              counters show receives posted into tm_sm) and UCX_PROTO_INFO naming
 #              tm_sm's tag-offload protocols (from 1.16, UCP's default v2 engine)
 #   perftest   ucx_perftest tag_lat / tag_bw / tag_sync_lat over tm_sm
-#   mpi        Open MPI's pml ucx over tm_sm, with this release's libucp
+#   mpi        Open MPI's pml ucx and MPICH's ch4:ucx over tm_sm, with this release's libucp
 #   foreign    this release's plugin loaded into the next tree's UCX (the last into the
 #              first): one warning, nothing registered, UCX works
 #   lat8       ucx_perftest tag_lat 8 B, tm_sm / that release's posix,cma (UCP), median of

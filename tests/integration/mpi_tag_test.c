@@ -1,7 +1,8 @@
 /*
  * mpi_tag_test: MPI point-to-point semantics that exercise UCP's tag matching, asserting
  * results (payloads, status fields, error classes), not only that calls return.
- * Run by test_mpi.sh with Open MPI's pml ucx over tm_sm, 2 and 4 ranks.
+ * Run by test_mpi.sh with Open MPI's pml ucx and MPICH's ch4:ucx over tm_sm, 2 and 4 ranks
+ * (built as mpi_tag_test and mpi_tag_test_mpich).
  *
  *   ping-pong      rank 0 <-> 1, 0 B .. 4 MiB, every byte checked both ways
  *   any-source     every rank sends to rank 0, received with MPI_ANY_SOURCE / MPI_ANY_TAG;
