@@ -142,6 +142,28 @@ proto_at() {
         echo "FAIL: $name: $size B goes by '$(paste -sd/ <<<"$got")', expected '$want' in every table"; fail=1
     fi
 }
+# v1_choice NAME RNDV [VAR=VALUE...]: UCP's protocols v1 (the default before 1.16) print their
+# thresholds per endpoint configuration (ucx_info -e); every tagged send (plain, nbr, sync)
+# must go rendezvous from RNDV on and be eager below it.
+v1_choice() {
+    local name=$1 want=$2 out got op
+    shift 2
+    out=$(env "$@" "$loading" UCX_TLS=tm_sm ucx_info -e -u t 2>&1)
+    for op in tag_send tag_send_nbr tag_send_sync; do
+        got=$(sed -n "s/^# *$op: .*<egr\/[a-z]*>\.\.\([0-9]*\)\.\.<rndv>.*/\1/p" <<<"$out")
+        if [ "$got" != "$want" ]; then
+            echo "FAIL: $name: $op eager below '${got:-?}' B, expected $want"
+            grep 'tag_send' <<<"$out" | sed 's/^/    /'; fail=1; return
+        fi
+    done
+    echo "ok: $name: eager below $want B, then rendezvous ($(grep -m1 ' tag_send:' <<<"$out" | sed 's/^# *//'))"
+}
+if [ $v2_default = no ]; then
+    # tm_sm's fragmented eager path up to EAGER_MAX (64 KiB) is faster than a rendezvous;
+    # v1 puts the threshold no higher than max_bcopy, hence BCOPY_MAX (auto: EAGER_MAX here)
+    v1_choice "UCX $release v1 thresholds" 65536
+    v1_choice "UCX $release v1 thresholds with BCOPY_MAX=SEG_SIZE" 8192 UCX_TM_SM_BCOPY_MAX=8k
+fi
 iters=200
 if [ $v2_default = yes ]; then
     forbid_multi_frag=yes   # no active-message eager at all: the tag rendezvous follows

@@ -453,7 +453,9 @@ Caps Caps::of(const uct_iface_attr_t &attr) {
     c.rndv_max_iov         = attr.cap.tag.rndv.max_iov;
     c.recv_max_iov         = attr.cap.tag.recv.max_iov;
     c.recv_max_outstanding = attr.cap.tag.recv.max_outstanding;
-    c.zcopy_single         = std::min(c.max_zcopy, c.max_bcopy);
+    /* One descriptor or message of the transport: a bcopy may go beyond it in
+     * fragments (tm_sm's BCOPY_MAX), an active-message zcopy never does. */
+    c.zcopy_single         = std::min({c.max_zcopy, c.max_bcopy, attr.cap.am.max_zcopy});
     return c;
 }
 
@@ -461,8 +463,8 @@ bool Caps::has(Path path) const {
     if (!(flags & path_flag(path))) {
         return false;
     }
-    /* Multi-fragment zcopy exists only where zcopy goes beyond one bcopy. */
-    return (path != Path::kZcopyMulti) || (max_zcopy > max_bcopy);
+    /* Multi-fragment zcopy exists only where zcopy goes beyond one fragment. */
+    return (path != Path::kZcopyMulti) || (max_zcopy > zcopy_single);
 }
 
 std::vector<size_t> Caps::sizes(Path path) const {
@@ -472,13 +474,13 @@ std::vector<size_t> Caps::sizes(Path path) const {
         s = {0, 1, 8, max_short / 2 + 3, max_short};
         break;
     case Path::kBcopy:
-        s = {0, 1, 100, max_bcopy / 2 + 7, max_bcopy};
+        s = {0, 1, 100, zcopy_single, zcopy_single + 1, max_bcopy / 2 + 7, max_bcopy};
         break;
     case Path::kZcopy:
         s = {1, 100, zcopy_single / 3 + 5, zcopy_single};
         break;
     case Path::kZcopyMulti:
-        s = {max_bcopy + 1, 2 * max_bcopy + 333, max_zcopy - 1, max_zcopy};
+        s = {zcopy_single + 1, 2 * zcopy_single + 333, max_zcopy - 1, max_zcopy};
         break;
     case Path::kRndv:
         s = {1, 1000, 65536 + 3, 1u << 20};
@@ -486,7 +488,7 @@ std::vector<size_t> Caps::sizes(Path path) const {
     }
     std::vector<size_t> out;
     for (size_t v : s) {
-        if ((v <= 4096) || (path != Path::kShort)) {
+        if (((v <= 4096) || (path != Path::kShort)) && ((path != Path::kBcopy) || (v <= max_bcopy))) {
             if (std::find(out.begin(), out.end(), v) == out.end()) {
                 out.push_back(v);
             }

@@ -252,7 +252,7 @@ struct Caps {
     size_t   rndv_max_iov  = 0;
     size_t   recv_max_iov  = 0;
     size_t   recv_max_outstanding = 0;
-    /* Largest bcopy-sized (single fragment) zcopy message. */
+    /* Largest single-fragment zcopy message (one descriptor). */
     size_t   zcopy_single  = 0;
 
     static Caps of(const uct_iface_attr_t &attr);

@@ -303,6 +303,7 @@ TEST_F(SmFifoGarbage, TruncatedFragmentChain) {
  * to match -- the two would be matched out of order. Receives of other tags
  * are taken; the tag's are again once the message went up. */
 TEST_F(SmFifoGarbage, ReceivesForAHeldUnexpectedMessageWaitUntilItIsWhole) {
+    rx_->unexp.hold_descs(2);
     write_fragment(kFlagFirst | kFlagMore, tx_slot_, 0x77, 1000, 7);
     drain(); /* held: the next fragment is not published */
     EXPECT_EQ(rx_->unexp.complete_messages(), 0u);
@@ -319,6 +320,31 @@ TEST_F(SmFifoGarbage, ReceivesForAHeldUnexpectedMessageWaitUntilItIsWhole) {
     ASSERT_EQ(rx_->unexp.complete_messages(), 1u);
     EXPECT_EQ(rx_->unexp.messages[0].data.size(), 2000u);
     EXPECT_EQ(pattern_mismatch(rx_->unexp.messages[0].data.data(), 2000, 7), SIZE_MAX);
+    /* Whole, as a descriptor with the headroom in front, which the layer
+     * above may keep (UCP copies anything else onto its stack or into
+     * buffers of its active-message size). */
+    ASSERT_EQ(rx_->unexp.messages[0].flags.size(), 1u);
+    EXPECT_NE(rx_->unexp.messages[0].flags[0] & UCT_CB_PARAM_FLAG_DESC, 0u);
+    EXPECT_EQ(rx_->unexp.held.size(), 1u) << "the held message was not kept";
+    /* held message number `n` (tag and seed 0x76 + n) in two fragments */
+    auto held_message = [&](size_t n) {
+        write_fragment(kFlagFirst | kFlagMore, tx_slot_, 0x76 + n, 1000, 6 + n);
+        drain();
+        write_fragment(0, tx_slot_, 0x76 + n, 1000, 6 + n, 1000);
+        drain();
+        ASSERT_EQ(rx_->unexp.complete_messages(), n);
+        EXPECT_EQ(pattern_mismatch(rx_->unexp.messages[n - 1].data.data(), 2000, 6 + n), SIZE_MAX);
+    };
+    held_message(2); /* while the first is kept: its own buffer */
+    ASSERT_EQ(rx_->unexp.held.size(), 2u);
+    EXPECT_NE(rx_->unexp.held[0].data, rx_->unexp.held[1].data);
+    for (const auto &h : rx_->unexp.held) {
+        EXPECT_EQ(std::string(h.data, h.content.size()), h.content) << "a kept buffer changed";
+    }
+    rx_->release_held_descs();
+    held_message(3); /* released buffers serve the next held message */
+    rx_->release_held_descs();
+    EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
     EXPECT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x77, kFullMask, b1.iov.data(), 1, &exact.ctx),
               UCS_OK);
     EXPECT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &exact.ctx, 1), UCS_OK);
@@ -807,7 +833,7 @@ TEST_F(SmFifoGarbage, SenderDiesMidMessage) {
 /* Fragments are published as they are written (a receiver copies one out
  * while its sender copies the next in). An unexpected message whose later
  * fragments are not there yet is held and goes up whole, once: one eager_cb
- * call, FIRST without MORE, every byte; a posted receive takes the fragments
+ * call, FIRST without MORE, as a descriptor, every byte; a posted receive takes the fragments
  * as they come. */
 TEST_F(SmFifoGarbage, MessageStillBeingWrittenUnexpectedGoesUpWhole) {
     constexpr uint32_t kFrag = 1000;
@@ -823,7 +849,8 @@ TEST_F(SmFifoGarbage, MessageStillBeingWrittenUnexpectedGoesUpWhole) {
     ASSERT_EQ(rx_->unexp.messages.size(), 1u);
     const auto &m = rx_->unexp.messages[0];
     EXPECT_EQ(m.tag, 0x3au);
-    EXPECT_EQ(m.flags, std::vector<unsigned>{UCT_CB_PARAM_FLAG_FIRST}) << "not one piece";
+    EXPECT_EQ(m.flags, std::vector<unsigned>{UCT_CB_PARAM_FLAG_FIRST | UCT_CB_PARAM_FLAG_DESC})
+            << "not one piece";
     ASSERT_EQ(m.data.size(), 3 * kFrag);
     std::string want(3 * kFrag, 0);
     fill_pattern(&want[0], want.size(), 9);

@@ -292,6 +292,115 @@ TEST_P(TagTest, SmDescriptorsReusedLeastRecentlyUsed) {
     EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
 }
 
+size_t pack_string(void *dest, void *arg) {
+    const auto *data = static_cast<const std::string *>(arg);
+    memcpy(dest, data->data(), data->size());
+    return data->size();
+}
+
+/* BCOPY_MAX above SEG_SIZE (the default before UCX 1.16): a bcopy of any
+ * size up to it arrives whole and byte for byte -- an active message in one
+ * am_cb call, a tagged one into a posted receive or to eager_cb. */
+TEST_P(TagTest, SmBcopyAboveOneDescriptorArrivesWhole) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's BCOPY_MAX";
+    }
+    reopen({{"BCOPY_MAX", "64k"}}, {{"BCOPY_MAX", "64k"}});
+    ASSERT_EQ(tx_->attr.cap.am.max_bcopy, 65536u);
+    ASSERT_EQ(tx_->attr.cap.tag.eager.max_bcopy, 65536u);
+    std::vector<std::string> ams;
+    ASSERT_EQ(rx_->set_am_log(5, &ams), UCS_OK);
+    const size_t seg = tx_->attr.cap.am.max_zcopy; /* one descriptor */
+    const std::vector<size_t> sizes = {seg, seg + 1, 3 * seg + 5, 65536};
+    for (size_t length : sizes) {
+        SCOPED_TRACE(std::to_string(length) + " B");
+        std::string data(length, '\0');
+        fill_pattern(&data[0], length, length);
+        ssize_t sent;
+        ASSERT_TRUE(wait([&] {
+            sent = uct_ep_am_bcopy(ep_, 5, pack_string, &data, 0);
+            return sent != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(sent, static_cast<ssize_t>(length));
+        ASSERT_TRUE(wait([&] { return !ams.empty(); }));
+        drain();
+        ASSERT_EQ(ams.size(), 1u) << "one am_cb call per message";
+        EXPECT_EQ(ams[0], data);
+        ams.clear();
+
+        RecvCtx     r;
+        RecvBuffers b(length);
+        ASSERT_EQ(post(r, 0x600d + length, kFullMask, b), UCS_OK);
+        Send expected(Path::kBcopy, 0x600d + length, 9, length, length);
+        ASSERT_EQ(send(expected), UCS_OK);
+        ASSERT_TRUE(wait([&] { return r.done(); }));
+        EXPECT_EQ(check_delivery(r, b, expected, UCS_OK), "");
+
+        const size_t before = rx_->unexp.complete_messages();
+        Send unexpected(Path::kBcopy, 0xbad0 + length, 3, length + 1, length);
+        ASSERT_EQ(send(unexpected), UCS_OK);
+        ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() > before; }));
+        const Unexpected::Message &m = rx_->unexp.messages.back();
+        EXPECT_EQ(m.tag, unexpected.tag);
+        ASSERT_EQ(m.data.size(), length);
+        EXPECT_EQ(pattern_mismatch(m.data.data(), length, length + 1), SIZE_MAX);
+    }
+    EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
+}
+
+/* A large bcopy that finds room for its first fragment only is accepted and
+ * kept by the endpoint: later sends wait behind it (NO_RESOURCE, flush not
+ * done) until the receiver makes room, and everything arrives in order. */
+TEST_P(TagTest, SmBcopyWithoutRoomWaitsInOrder) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's endpoint backlog";
+    }
+    const Settings small = {{"FIFO_SIZE", "8"}, {"SEG_SIZE", "1k"}, {"EAGER_MAX", "4k"},
+                            {"BCOPY_MAX", "4k"}};
+    reopen(small, small);
+    drain();
+    std::vector<std::unique_ptr<Send>> shorts;
+    for (int i = 0; i < 7; ++i) { /* one of the 8 elements left */
+        shorts.emplace_back(new Send(Path::kShort, 0x100 + i, 0, i, 8));
+        ASSERT_EQ(shorts.back()->post(ep_), UCS_OK) << i;
+    }
+    Send big(Path::kBcopy, 0x200, 7, 0x77, 4096);
+    ASSERT_EQ(big.post(ep_), UCS_OK) << "accepted without room for its fragments";
+    Send after(Path::kShort, 0x300, 0, 0x33, 8);
+    EXPECT_EQ(after.post(ep_), UCS_ERR_NO_RESOURCE) << "a later send went ahead of it";
+    Completion flushed;
+    ASSERT_EQ(uct_ep_flush(ep_, 0, &flushed.comp), UCS_INPROGRESS);
+    ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == 8; }));
+    ASSERT_TRUE(wait([&] { return flushed.calls == 1; })) << "flush never completed";
+    EXPECT_EQ(flushed.status, UCS_OK);
+    ASSERT_EQ(send(after), UCS_OK);
+    ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == 9; }));
+    const auto &got = rx_->unexp.messages;
+    for (int i = 0; i < 7; ++i) {
+        EXPECT_EQ(got[i].tag, shorts[i]->tag) << i;
+    }
+    EXPECT_EQ(got[7].tag, big.tag);
+    ASSERT_EQ(got[7].data.size(), 4096u);
+    EXPECT_EQ(pattern_mismatch(got[7].data.data(), 4096, 0x77), SIZE_MAX);
+    EXPECT_EQ(got[8].tag, after.tag);
+    EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
+}
+
+/* BCOPY_MAX runs from SEG_SIZE to EAGER_MAX: outside, the iface does not open. */
+TEST_P(TagTest, SmBcopyMaxOutOfRangeIsRefused) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's BCOPY_MAX";
+    }
+    for (const char *value : {"4k", "65537", "1m"}) {
+        Node n(*env_, "tm_sm", {{"SEG_SIZE", "8k"}, {"EAGER_MAX", "64k"}, {"BCOPY_MAX", value}});
+        EXPECT_EQ(n.status, UCS_ERR_INVALID_PARAM) << "BCOPY_MAX=" << value;
+    }
+    Node ok(*env_, "tm_sm", {{"SEG_SIZE", "8k"}, {"EAGER_MAX", "64k"}, {"BCOPY_MAX", "8k"}});
+    ASSERT_EQ(ok.status, UCS_OK);
+    EXPECT_EQ(ok.attr.cap.am.max_bcopy, 8192u);
+    EXPECT_EQ(ok.attr.cap.tag.eager.max_bcopy, 8192u);
+}
+
 /* ---- rendezvous ------------------------------------------------------------------------- */
 
 TEST_P(TagTest, RndvUnexpectedGetZcopy) {

@@ -200,7 +200,7 @@ struct Plan {
         case Path::kShort: p.length = rng.range(0, caps.max_short); break;
         case Path::kBcopy: p.length = rng.range(0, caps.max_bcopy); break;
         case Path::kZcopy: p.length = rng.range(1, caps.zcopy_single); break;
-        case Path::kZcopyMulti: p.length = rng.range(caps.max_bcopy + 1, caps.max_zcopy); break;
+        case Path::kZcopyMulti: p.length = rng.range(caps.zcopy_single + 1, caps.max_zcopy); break;
         case Path::kRndv: p.length = rng.range(1, 256 << 10); break;
         }
         /* class byte = sender + 1; the rest random but unique per message */
@@ -1292,8 +1292,9 @@ TEST_P(TagMultiProc, MismatchedGeometriesCarryEveryMessageOrRefuseIt) {
         ASSERT_TRUE(read_msg(c.sock, &addr, idle));
         ASSERT_EQ(rx.connect(addr, &back), UCS_OK);
         ASSERT_TRUE(write_msg(c.sock, rx.address()));
-        const RxGeometry geom{rx.attr.cap.tag.eager.max_short, rx.attr.cap.tag.eager.max_bcopy,
-                              rx.attr.cap.tag.eager.max_zcopy / rx.attr.cap.tag.eager.max_bcopy};
+        /* one descriptor: am.max_zcopy (a bcopy may go beyond it, BCOPY_MAX) */
+        const RxGeometry geom{rx.attr.cap.tag.eager.max_short, rx.attr.cap.am.max_zcopy,
+                              rx.attr.cap.tag.eager.max_zcopy / rx.attr.cap.am.max_zcopy};
         ASSERT_TRUE(write_msg(c.sock, std::string(reinterpret_cast<const char *>(&geom),
                                                   sizeof(geom))));
         std::string report;
@@ -1303,12 +1304,13 @@ TEST_P(TagMultiProc, MismatchedGeometriesCarryEveryMessageOrRefuseIt) {
         memcpy(static_cast<void *>(sent.data()), report.data(), report.size());
         size_t tags_ok = 0, ams_ok = 0, refused = 0;
         for (const Sent &s : sent) {
-            const bool am       = s.kind >= 3;
+            /* an active message in one element or descriptor: short and zcopy */
+            const bool single   = (s.kind == 3) || (s.kind == 5);
             const bool fits     = (s.length <= geom.inline_cap) ||
-                                  (am ? (s.length <= geom.seg)
-                                      : ((s.length + geom.seg - 1) / geom.seg <= geom.frags));
+                                  (single ? (s.length <= geom.seg)
+                                          : ((s.length + geom.seg - 1) / geom.seg <= geom.frags));
             if (s.status == UCS_OK) {
-                (am ? ams_ok : tags_ok) += 1;
+                (s.kind >= 3 ? ams_ok : tags_ok) += 1;
             } else {
                 ++refused;
                 EXPECT_FALSE(fits) << "kind " << s.kind << ", " << s.length

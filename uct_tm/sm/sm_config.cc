@@ -41,6 +41,14 @@ ucs_config_field_t sm_config_table[] = {
      "occupy consecutive FIFO elements.",
      offsetof(SmConfig, eager_max), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"BCOPY_MAX", "auto",
+     "Largest bcopy message (am_bcopy, tag_eager_bcopy), from SEG_SIZE to EAGER_MAX. Above\n"
+     "SEG_SIZE every bcopy is packed aside first and a larger one travels in SEG_SIZE\n"
+     "fragments (an active message is handed up whole). auto: EAGER_MAX when built for UCX\n"
+     "before 1.16, whose protocols (v1) switch to rendezvous no later than max_bcopy;\n"
+     "SEG_SIZE from 1.16, whose protocols take eager zero-copy for larger messages.",
+     offsetof(SmConfig, bcopy_max), UCS_CONFIG_TYPE_MEMUNITS},
+
     {"COPY", "auto",
      "How the sender copies eager messages of 4 KiB and more into the receiver's descriptors:\n"
      " cached - ordinary stores: the receiver reads the lines from the sender's cache.\n"

@@ -22,6 +22,7 @@ struct SmConfig {
     size_t           seg_size;
     unsigned         spare_descs;
     size_t           eager_max;
+    size_t           bcopy_max;    /* UCS_MEMUNITS_AUTO: by UCX release */
     int              copy;         /* CopyMode::Setting */
     double           copy_slow_bw; /* bytes per second */
     TagListConfig    tag_list;

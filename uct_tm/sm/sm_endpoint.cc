@@ -59,8 +59,8 @@ ucs_status_t SmIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
     ep->iface         = this;
     ep->peer          = peer;
     ep->inline_cap    = std::min(inline_cap_, peer->inline_capacity());
-    ep->bcopy_bounce  = peer->geometry().seg_size < geometry_.seg_size; /* bounce_: from init */
-    if ((ep->inline_cap < inline_cap_) || ep->bcopy_bounce ||
+    ep->bcopy_bounce  = peer->geometry().seg_size < bcopy_max_; /* bounce_: from init */
+    if ((ep->inline_cap < inline_cap_) || (peer->geometry().seg_size < geometry_.seg_size) ||
         (peer->max_fragments() < geometry_.fifo_elems / 2)) {
         ucs_diag("tm_sm: process %d receives with a smaller geometry than ours (FIFO element "
                  "%u B, SEG_SIZE %u, FIFO_SIZE %u; ours %u B, %u, %u): larger messages go "
@@ -78,6 +78,7 @@ void SmIface::ep_destroy(SmEp *ep) {
     RemotePeer *peer = ep->peer;
     peer->eps.erase(std::remove(peer->eps.begin(), peer->eps.end(), ep), peer->eps.end());
     pending_eps_.remove(ep);
+    drop_backlog(ep);
     rndv_.forget_ep(ep);
     staging_.forget_ep(ep);
     flush_waiters_.forget(ep);
@@ -94,7 +95,7 @@ ucs_status_t SmIface::pending_add(SmEp *ep, uct_pending_req_t *req) {
         return UCS_ERR_INVALID_PARAM;
     }
     if (ep->failed || ep->peer->dead() ||
-        (ep->pending.empty() && ep->peer->fifo().has_room(1))) {
+        (ep->pending.empty() && !ep->backlog.active && ep->peer->fifo().has_room(1))) {
         return UCS_ERR_BUSY; /* resources are there (or never will be): retry the send */
     }
     return pending_eps_.add(ep, req);
@@ -111,11 +112,12 @@ unsigned SmIface::dispatch_pending() {
 
 bool SmIface::flush_done(const SmEp *ep) const {
     if (ep != nullptr) {
-        return (ep->rndv_outstanding == 0) && (ep->gets_outstanding == 0) && ep->peer->outbox.empty();
+        return (ep->rndv_outstanding == 0) && (ep->gets_outstanding == 0) &&
+               ep->peer->outbox.empty() && !ep->backlog.active;
     }
     /* every endpoint's gets too: split ones and those reported later */
     return rndv_.sends_idle() && staging_.pulls_idle() && !rndv_.has_splits() &&
-           !rndv_.has_deferred_gets() && !has_outbox_;
+           !rndv_.has_deferred_gets() && !has_outbox_ && backlogged_.empty();
 }
 
 ucs_status_t SmIface::flush(unsigned flags, uct_completion_t *comp) {
@@ -136,6 +138,7 @@ ucs_status_t SmIface::ep_flush(SmEp *ep, unsigned flags, uct_completion_t *comp)
          * in error state and only good for destruction. */
         rndv_.cancel_ep(ep);
         staging_.cancel_gets(ep); /* pipelined gets complete as cancelled */
+        drop_backlog(ep);
         ep->failed = true;
         return UCS_OK;
     }

@@ -71,6 +71,20 @@ class FifoWriter {
         return true;
     }
 
+    /* Claims `count` more elements right behind a claim that ended at `end`
+     * (its last sequence + 1), so that they continue it; false if another
+     * sender claimed there first or the ring has no room. */
+    bool extend(uint64_t end, uint32_t count) {
+        if (end + count - head_cache_ > mask_ + 1) {
+            head_cache_ = head_->load(std::memory_order_acquire);
+            if (end + count - head_cache_ > mask_ + 1) {
+                return false;
+            }
+        }
+        return tail_->compare_exchange_strong(end, end + count, std::memory_order_acquire,
+                                              std::memory_order_relaxed);
+    }
+
     /* True if `count` elements could be claimed now. */
     bool has_room(uint32_t count) {
         const uint64_t tail = tail_->load(std::memory_order_relaxed);

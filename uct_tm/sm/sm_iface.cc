@@ -10,6 +10,7 @@
 #include "tag/eager_delivery.h"
 
 #include <ucs/debug/log_def.h>
+#include <ucs/sys/string.h>
 
 #include <algorithm>
 #include <atomic>
@@ -84,6 +85,9 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     copy_mode_ = CopyMode(static_cast<CopyMode::Setting>(config.copy), slow_bw);
     inline_cap_     = geometry_.elem_size - sizeof(ElemHeader);
     eager_max_      = std::min<size_t>(config.eager_max, size_t{geometry_.seg_size} * (geometry_.fifo_elems / 2));
+    if (!choose_bcopy_max(config.bcopy_max)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
     budget_         = config.progress_budget;
     print_stats_    = config.print_stats;
     check_interval_ = seconds_to_ns(config.peer_check_interval);
@@ -112,7 +116,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
             spare_descs_.reset(geometry_.num_descs);
             peer_views_.resize(geometry_.max_peers);
             pending_eps_.reserve(16);
-            bounce_.resize(geometry_.seg_size); /* streamed bcopy packs here (CopyMode) */
+            bounce_.resize(bcopy_max_); /* bcopy packs here when streamed or fragmented */
         }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -158,7 +162,8 @@ void SmIface::print_counters(FILE *stream) const {
             "tm_sm iface %u (pid %d): %lu messages received; tag list: %lu posted, %lu matched, "
             "%lu cancelled, %lu refused; %lu unexpected; rendezvous received: %lu direct, %lu cma, "
             "%lu split, %lu pipelined; %lu gets split with their sender; %lu dropped; "
-            "%lu eager messages sent with streaming stores (auto turned them on %lu times)\n",
+            "%lu eager messages sent with streaming stores (auto turned them on %lu times); "
+            "%lu bcopy sends waited for FIFO room\n",
             iface_serial_, static_cast<int>(getpid()), (unsigned long)counters_.received,
             (unsigned long)t.posts, (unsigned long)t.matches, (unsigned long)t.cancels,
             (unsigned long)t.refused, (unsigned long)counters_.unexpected,
@@ -166,7 +171,7 @@ void SmIface::print_counters(FILE *stream) const {
             (unsigned long)rndv_.counters().split, (unsigned long)rndv_.counters().pipelined,
             (unsigned long)rndv_.counters().get_split,
             (unsigned long)dropped_, (unsigned long)copy_mode_.streamed(),
-            (unsigned long)copy_mode_.switches());
+            (unsigned long)copy_mode_.switches(), (unsigned long)counters_.backlogged);
 }
 
 SmIface::~SmIface() {
@@ -198,6 +203,27 @@ SmIface::~SmIface() {
     peers_.clear(); /* frees our slots in the peers' tables */
 }
 
+/* UCP's protocols before 1.16 (v1) put the rendezvous threshold of a
+ * tag-offload lane at most at its max_bcopy (ucp_ep_config_init caps the
+ * active-message threshold there, and its estimate never below am.max_bcopy):
+ * with one descriptor's worth, every message from 8 KiB on would be a
+ * rendezvous, although the fragmented eager path is 2-4x faster up to
+ * EAGER_MAX (docs/perf.md). From 1.16 UCP chooses eager zero-copy by its
+ * estimates, and a bcopy no larger than a descriptor is packed in place. */
+bool SmIface::choose_bcopy_max(size_t configured) {
+    if (configured == UCS_MEMUNITS_AUTO) {
+        bcopy_max_ = (abi::kUcxRelease < 116) ? eager_max_ : geometry_.seg_size;
+        return true;
+    }
+    if ((configured < geometry_.seg_size) || (configured > eager_max_)) {
+        ucs_error("tm_sm: BCOPY_MAX %zu out of range: from SEG_SIZE (%u) to EAGER_MAX (%zu, "
+                  "at most SEG_SIZE x FIFO_SIZE / 2)", configured, geometry_.seg_size, eager_max_);
+        return false;
+    }
+    bcopy_max_ = configured;
+    return true;
+}
+
 /* ---- capabilities and addresses ------------------------------------------------ */
 
 ucs_status_t SmIface::query(uct_iface_attr_t *attr) const {
@@ -215,7 +241,7 @@ ucs_status_t SmIface::query(uct_iface_attr_t *attr) const {
     attr->cap.get.align_mtu       = 1;
 
     attr->cap.am.max_short       = inline_cap_;
-    attr->cap.am.max_bcopy       = geometry_.seg_size;
+    attr->cap.am.max_bcopy       = bcopy_max_;
     attr->cap.am.max_zcopy       = geometry_.seg_size;
     attr->cap.am.max_hdr         = inline_cap_;
     attr->cap.am.max_iov         = kMaxSendIov;
@@ -234,7 +260,7 @@ ucs_status_t SmIface::query(uct_iface_attr_t *attr) const {
         attr->cap.tag.recv.max_iov         = tags_.limits().max_iov;
         attr->cap.tag.recv.max_outstanding = tags_.limits().list_size;
         attr->cap.tag.eager.max_short      = inline_cap_;
-        attr->cap.tag.eager.max_bcopy      = geometry_.seg_size;
+        attr->cap.tag.eager.max_bcopy      = bcopy_max_;
         attr->cap.tag.eager.max_zcopy      = eager_max_;
         attr->cap.tag.eager.max_iov        = kMaxSendIov;
         attr->cap.tag.rndv.max_zcopy       = kRndvMaxZcopy;
@@ -545,6 +571,13 @@ unsigned SmIface::slow_progress() {
             }
         }
     }
+    for (size_t i = 0; i < backlogged_.size();) { /* a sent backlog leaves the list */
+        if (send_backlog(backlogged_[i])) {
+            ++count;
+        } else {
+            ++i;
+        }
+    }
     if (!pending_eps_.empty()) {
         count += dispatch_pending();
     }
@@ -732,13 +765,69 @@ void SmIface::release_desc(void *desc) {
     const size_t offset  = static_cast<size_t>(payload - descs_) - geometry_.desc_payload;
     const uint32_t d     = static_cast<uint32_t>(offset / geometry_.desc_stride);
     if ((payload < descs_) || (offset % geometry_.desc_stride != 0) || (d >= geometry_.num_descs)) {
-        ucs_error("tm_sm: uct_iface_release_desc(%p) is not a descriptor of iface %u", desc,
-                  iface_serial_);
+        if (!release_held(payload)) {
+            ucs_error("tm_sm: uct_iface_release_desc(%p) is not a descriptor of iface %u", desc,
+                      iface_serial_);
+        }
         return;
     }
     if (!spare_descs_.push(d)) {
         ucs_error("tm_sm: uct_iface_release_desc(%p): descriptor %u released twice", desc, d);
     }
+}
+
+/* ---- messages held until whole (Assembly) ---- */
+
+/* held_ keeps a descriptor's front (the release pointer and the layer
+ * above's headroom) before the data, so that a held message goes up with
+ * UCT_CB_PARAM_FLAG_DESC like any other: UCP copies a message without it
+ * into buffers of its largest active-message size, or onto its stack for a
+ * synchronous send, which is no place for up to EAGER_MAX bytes. */
+bool SmIface::hold_first(const Message &m) {
+    return alloc_status([&] {
+               held_.resize(geometry_.desc_payload);
+               held_.insert(held_.end(), static_cast<const char *>(m.payload),
+                            static_cast<const char *>(m.payload) + m.length);
+           }) == UCS_OK;
+}
+
+template <typename Invoke>
+void SmIface::deliver_held(const Invoke &invoke) {
+    char        *payload = held_.data() + geometry_.desc_payload;
+    const size_t length  = held_.size() - geometry_.desc_payload;
+    /* Room to track it first: a callback may keep it. */
+    const bool   lendable =
+        alloc_status([&] { lent_held_.reserve(lent_held_.size() + 1); }) == UCS_OK;
+    stamp_desc(payload - params().rx_headroom);
+    if (invoke(payload, length, lendable ? UCT_CB_PARAM_FLAG_DESC : 0) != UCS_INPROGRESS) {
+        return;
+    }
+    if (!lendable) {
+        ucs_error("tm_sm: callback kept data delivered without UCT_CB_PARAM_FLAG_DESC");
+        return;
+    }
+    /* Kept by the layer above until uct_iface_release_desc (release_held). */
+    lent_held_.push_back(std::move(held_));
+    held_.clear();
+    if (!spare_held_.empty()) {
+        held_ = std::move(spare_held_.back());
+        spare_held_.pop_back();
+    }
+}
+
+bool SmIface::release_held(const char *payload) {
+    for (size_t i = 0; i < lent_held_.size(); ++i) {
+        if (lent_held_[i].data() + geometry_.desc_payload != payload) {
+            continue;
+        }
+        std::vector<char> buffer = std::move(lent_held_[i]);
+        lent_held_[i]            = std::move(lent_held_.back());
+        lent_held_.pop_back();
+        buffer.clear();
+        alloc_status([&] { spare_held_.push_back(std::move(buffer)); }); /* else freed */
+        return true;
+    }
+    return false;
 }
 
 void SmIface::receive_am(const Message &m) {
@@ -747,9 +836,35 @@ void SmIface::receive_am(const Message &m) {
         return;
     }
     const uint8_t id = static_cast<uint8_t>(m.aux);
+    if (ucs_unlikely((m.flags & (kFlagFirst | kFlagMore)) != kFlagFirst)) {
+        receive_am_fragment(m, id);
+        return;
+    }
     deliver(m, [&](void *data, unsigned flags) {
         return abi::invoke_am(&base, id, data, m.length, flags);
     });
+}
+
+/* A bcopy active message above one descriptor (BCOPY_MAX): its fragments are
+ * gathered in held_ and handed up whole, as am_cb takes one buffer. */
+void SmIface::receive_am_fragment(const Message &m, uint8_t id) {
+    if (m.flags & kFlagFirst) {
+        if (ucs_unlikely(assembly_.active)) {
+            abort_assembly(UCS_ERR_CONNECTION_RESET);
+        }
+        assembly_       = Assembly{true, m.peer, nullptr, nullptr, 0, m.length};
+        assembly_.held  = true;
+        assembly_.am    = true;
+        assembly_.am_id = id;
+        assembly_.lost  = !hold_first(m);
+        return;
+    }
+    if (!assembly_.active || (assembly_.peer != m.peer) || !assembly_.am ||
+        (assembly_.am_id != id)) {
+        drop(m, "active message fragment outside a message");
+        return;
+    }
+    receive_held_fragment(m);
 }
 
 void SmIface::receive_eager(const Message &m) {
@@ -771,7 +886,7 @@ void SmIface::receive_eager(const Message &m) {
         }
         return;
     }
-    if (!assembly_.active || (assembly_.peer != m.peer)) {
+    if (!assembly_.active || (assembly_.peer != m.peer) || assembly_.am) {
         drop(m, "fragment outside a message");
         return;
     }
@@ -810,10 +925,7 @@ void SmIface::receive_unexpected_eager(const Message &m) {
          * leaves the layer above no half message. */
         assembly_      = Assembly{true, m.peer, nullptr, nullptr, m.tag, m.length};
         assembly_.held = true;
-        assembly_.lost = alloc_status([&] {
-                             held_.assign(static_cast<const char *>(m.payload),
-                                            static_cast<const char *>(m.payload) + m.length);
-                         }) != UCS_OK;
+        assembly_.lost = !hold_first(m);
         return;
     }
     void *context = nullptr;
@@ -834,7 +946,7 @@ void SmIface::receive_held_fragment(const Message &m) {
     assembly_.offset += m.length;
     if (assembly_.offset > size_t{geometry_.seg_size} * (geometry_.fifo_elems / 2)) {
         assembly_.lost = true; /* longer than any sender may send: not held */
-        held_.clear();
+        held_.resize(geometry_.desc_payload);
     }
     if (!assembly_.lost) {
         assembly_.lost = alloc_status([&] {
@@ -847,16 +959,25 @@ void SmIface::receive_held_fragment(const Message &m) {
     }
     assembly_.active = false;
     if (assembly_.lost) {
-        ucs_error("tm_sm: an unexpected %zu-byte message with tag 0x%lx could not be held (out "
-                  "of memory, or longer than a sender may send): dropped",
-                  assembly_.offset, static_cast<unsigned long>(assembly_.tag));
+        ucs_error("tm_sm: a %zu-byte %s %lu could not be held (out of memory, or longer than "
+                  "a sender may send): dropped", assembly_.offset,
+                  assembly_.am ? "active message, id" : "unexpected message, tag",
+                  static_cast<unsigned long>(assembly_.am ? assembly_.am_id : assembly_.tag));
         return;
     }
-    void *context = nullptr;
-    if (params().eager_cb(params().eager_arg, held_.data(), held_.size(),
-                          UCT_CB_PARAM_FLAG_FIRST, assembly_.tag, m.imm, &context) == UCS_INPROGRESS) {
-        ucs_error("tm_sm: callback kept data delivered without UCT_CB_PARAM_FLAG_DESC");
+    if (assembly_.am) {
+        const uint8_t id = assembly_.am_id;
+        deliver_held([&](void *data, size_t length, unsigned flags) {
+            return abi::invoke_am(&base, id, data, length, flags);
+        });
+        return;
     }
+    const uct_tag_t tag = assembly_.tag;
+    deliver_held([&](void *data, size_t length, unsigned flags) {
+        void *context = nullptr;
+        return params().eager_cb(params().eager_arg, data, length, flags | UCT_CB_PARAM_FLAG_FIRST,
+                                 tag, m.imm, &context);
+    });
 }
 
 void SmIface::abort_assembly(ucs_status_t status) {
@@ -865,8 +986,9 @@ void SmIface::abort_assembly(ucs_status_t status) {
     }
     assembly_.active = false;
     if (assembly_.held) {
-        ucs_error("tm_sm: unexpected message with tag 0x%lx lost its last fragments (sender "
-                  "failed): dropped, none of it delivered", static_cast<unsigned long>(assembly_.tag));
+        ucs_error("tm_sm: %s 0x%lx lost its last fragments (sender failed): dropped, none of "
+                  "it delivered", assembly_.am ? "active message with id" : "unexpected message with tag",
+                  static_cast<unsigned long>(assembly_.am ? assembly_.am_id : assembly_.tag));
         return;
     }
     if (assembly_.recv != nullptr) {
@@ -997,6 +1119,7 @@ void SmIface::fail_peer(RemotePeer *peer) {
     peer->outbox.clear();
     for (SmEp *ep : peer->eps) {
         ep->failed = true;
+        drop_backlog(ep);
     }
     rndv_.fail_peer(peer);
     if (assembly_.active && (peer_views_[assembly_.peer].peer == peer)) {

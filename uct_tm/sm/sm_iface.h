@@ -46,6 +46,23 @@ namespace sm {
 
 class SmIface;
 
+/* A message in descriptor fragments of the receiver's SEG_SIZE. */
+struct Fragments {
+    Kind      kind;
+    uint8_t   am_id;
+    uct_tag_t tag;
+    uint64_t  imm;
+    size_t    total;
+    size_t    nfrags; /* 0: drop every claimed element */
+};
+
+/* A bcopy packed before the receiver's FIFO had room for all its fragments. */
+struct Backlog {
+    std::vector<char> data;
+    Fragments         frags{};
+    bool              active = false;
+};
+
 /* An endpoint: a connection to one remote iface. */
 struct SmEp {
     uct_ep_t    super;  /* UCX's view: {iface}; must stay first */
@@ -63,9 +80,11 @@ struct SmEp {
      * of our max_bcopy can overflow its descriptors (pack elsewhere first). */
     uint32_t           inline_cap   = 0;
     bool               bcopy_bounce = false;
+    Backlog            backlog; /* sent before anything else on the endpoint */
 };
 
-/* Tagged eager message being received fragment by fragment. */
+/* A message being received fragment by fragment: tagged eager, or an active
+ * message (always held: it goes up in one piece). */
 struct Assembly {
     bool             active   = false;
     uint16_t         peer     = 0;
@@ -78,6 +97,8 @@ struct Assembly {
      * dropped). Set with each new assembly, read only while it is active. */
     bool             held     = false;
     bool             lost     = false;
+    bool             am       = false; /* an active message with id am_id */
+    uint8_t          am_id    = 0;
 };
 
 /* What the iface remembers of a peer-table entry. */
@@ -213,6 +234,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     struct Counters {
         uint64_t received        = 0; /* FIFO elements handled */
         uint64_t unexpected      = 0; /* tagged messages handed to eager_cb / rndv_cb */
+        uint64_t backlogged      = 0; /* bcopy sends that waited for FIFO room (Backlog) */
     };
     void print_counters(FILE *stream) const;
 
@@ -224,19 +246,24 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
 
     IfaceAddress self_address() const;
     uint32_t     geometry_seg_max() const { return geometry_.seg_size; }
+    bool         choose_bcopy_max(size_t configured);
 
     /* ---- sending (sm_send.cc) ---- */
-    ucs_status_t tx_ready(SmEp *ep) const;
+    inline ucs_status_t tx_ready(SmEp *ep);
     template <typename Fill>
     ucs_status_t send_inline(SmEp *ep, Kind kind, uint32_t length, const Fill &fill);
     template <typename Fill>
     ssize_t send_bcopy(SmEp *ep, Kind kind, uct_pack_callback_t pack_cb, void *arg,
                        const Fill &fill);
-    /* A bcopy to a receiver with smaller descriptors than ours: packed into
-     * bounce_, then sent as a gather (fragments for tagged messages). */
+    /* A bcopy that may not fit the receiver's descriptors (BCOPY_MAX above
+     * its SEG_SIZE): packed into bounce_, then sent in fragments. */
     [[gnu::noinline]] ssize_t send_bcopy_bounced(SmEp *ep, Kind kind, uint8_t am_id,
                                                  uct_tag_t tag, uint64_t imm,
                                                  uct_pack_callback_t pack_cb, void *arg);
+    void         publish_drop(SmEp *ep, uint64_t seq);
+    ssize_t      backlog_bcopy(SmEp *ep, const Fragments &f);
+    [[gnu::noinline]] bool send_backlog(SmEp *ep);
+    void         drop_backlog(SmEp *ep);
     /* A short send larger than the receiver's FIFO element: through its
      * descriptors instead. */
     [[gnu::noinline]] ucs_status_t send_short_by_desc(SmEp *ep, Kind kind, uint8_t am_id,
@@ -254,15 +281,6 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     ucs_status_t send_gather(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t tag, uint64_t imm,
                              const void *prefix, size_t prefix_length, const uct_iov_t *iov,
                              size_t iovcnt, size_t total, size_t max_fragments);
-    /* A message in descriptor fragments of the receiver's SEG_SIZE. */
-    struct Fragments {
-        Kind      kind;
-        uint8_t   am_id;
-        uct_tag_t tag;
-        uint64_t  imm;
-        size_t    total;
-        size_t    nfrags; /* 0: drop every claimed element */
-    };
     /* Writes `f` into the `claimed` elements from `seq` (those beyond its
      * fragments become drops) with gather_at(dst, offset, length, stream),
      * stream as copy_mode_ chooses for the message, and publishes them. */
@@ -286,10 +304,14 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
      * queues the one it carried (DescRing: why). */
     void rotate_desc(ElemHeader *e);
     void receive_am(const Message &m);
+    void receive_am_fragment(const Message &m, uint8_t id);
     void receive_eager(const Message &m);
     /* The first fragment of a message no posted receive matched: eager_cb. */
     void receive_unexpected_eager(const Message &m);
     void receive_held_fragment(const Message &m);
+    bool hold_first(const Message &m);
+    template <typename Invoke> void deliver_held(const Invoke &invoke);
+    bool release_held(const char *payload);
     void receive_rndv_request(const Message &m);
     /* The rndv callback for a rendezvous (request: no rkey) no receive
      * matched; false if there is none. */
@@ -320,7 +342,8 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     /* Our attachments to process `pid` fail from the next progress. */
     void         declare_failed(int32_t pid);
     bool         has_deferred_work() const {
-        return has_outbox_ || !pending_eps_.empty() || !flush_waiters_.empty();
+        return has_outbox_ || !pending_eps_.empty() || !flush_waiters_.empty() ||
+               !backlogged_.empty();
     }
     /* Set whenever work for background_progress() may have been queued: at
      * the end of every operation that can queue some (MayQueueWork: cancel,
@@ -369,6 +392,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     Geometry   geometry_{};
     uint32_t   inline_cap_     = 0;
     size_t     eager_max_      = 0;
+    size_t     bcopy_max_      = 0; /* am.max_bcopy and tag.eager.max_bcopy */
     CopyMode   copy_mode_;
     unsigned   budget_         = 32;
     uint32_t   iface_serial_   = 0;
@@ -386,13 +410,17 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     const abi::AmHandler *am_handlers_ = nullptr; /* UCX's table in `base` (dispatch) */
     std::vector<uint32_t> elem_desc_;   /* descriptor attached to each element (our truth) */
     DescRing              spare_descs_; /* neither attached nor held by the layer above */
-    std::vector<char>     bounce_;      /* SEG_SIZE: bcopy packing for receivers with smaller
-                                           descriptors, and for streamed copies (CopyMode) */
+    std::vector<char>     bounce_;      /* BCOPY_MAX: a bcopy packed aside, to go in fragments
+                                           or with streamed copies (CopyMode) */
 
     /* tag matching */
     TagEngine                tags_;
     Assembly                 assembly_;
-    std::vector<char>        held_;   /* an unexpected message held until whole (Assembly) */
+    /* A message held until whole (Assembly), behind a descriptor's front;
+     * those the layer above keeps (lent) until released, and empty ones. */
+    std::vector<char>              held_;
+    std::vector<std::vector<char>> lent_held_;
+    std::vector<std::vector<char>> spare_held_;
 
     /* peers */
     std::vector<PeerView>                    peer_views_; /* by slot of our peer table */
@@ -408,6 +436,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     FlushWaiters<SmEp>     flush_waiters_;
     bool                     dispatching_    = false;
     bool                     has_outbox_     = false;
+    std::vector<SmEp *>      backlogged_;   /* endpoints whose Backlog is active */
     uint64_t               next_check_     = 0;
     uint64_t               stall_since_    = 0;
     /* Elements below this sequence may have been claimed by a process found
@@ -448,6 +477,22 @@ inline bool SmIfaceLink::unexpected_rndv(uct_tag_t tag, const void *header, unsi
                                          uint64_t address, size_t length, const PackedRkey *rkey) {
     return iface_->unexpected_rndv(tag, header, header_length, address, length, rkey);
 }
+/* Inline in every send: the 8 B path pays two loads and branches for it. */
+[[gnu::always_inline]] inline ucs_status_t SmIface::tx_ready(SmEp *ep) {
+    if (ucs_unlikely(ep->failed || ep->peer->dead())) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    if (ucs_unlikely(ep->backlog.active)) {
+        send_backlog(ep); /* nothing live across the call: no register saves on the fast path */
+        return UCS_ERR_NO_RESOURCE;
+    }
+    /* Keep order behind requests already waiting for room. */
+    if (ucs_unlikely(!ep->pending.empty() && !dispatching_)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    return UCS_OK;
+}
+
 inline ucs_status_t SmIfaceLink::tx_ready(SmEp *ep) const { return iface_->tx_ready(ep); }
 inline ucs_status_t SmIfaceLink::send_rts(SmEp *ep, uct_tag_t tag, const void *info,
                                           size_t info_length, const void *header,

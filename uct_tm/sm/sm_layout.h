@@ -29,7 +29,7 @@ namespace uct_tm {
 namespace sm {
 
 inline constexpr uint64_t kSegmentMagic   = 0x6d735f6d745f7375ull; /* "us_tm_sm" */
-inline constexpr uint32_t kLayoutVersion  = 4;
+inline constexpr uint32_t kLayoutVersion  = 5;
 inline constexpr size_t   kCacheLine      = 64;
 inline constexpr uint64_t kStateReady     = 1ull << 63;
 inline constexpr uint64_t kStateSkipped   = 1ull << 62;

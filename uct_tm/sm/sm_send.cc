@@ -59,17 +59,6 @@ void gather(char *dst, size_t offset, size_t length, const void *prefix, size_t 
 
 /* ---- sending ----------------------------------------------------------------------- */
 
-ucs_status_t SmIface::tx_ready(SmEp *ep) const {
-    if (ucs_unlikely(ep->failed || ep->peer->dead())) {
-        return UCS_ERR_CONNECTION_RESET;
-    }
-    /* Keep order behind requests already waiting for room. */
-    if (ucs_unlikely(!ep->pending.empty() && !dispatching_)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    return UCS_OK;
-}
-
 template <typename Fill>
 ucs_status_t SmIface::send_inline(SmEp *ep, Kind kind, uint32_t length, const Fill &fill) {
     const ucs_status_t status = tx_ready(ep);
@@ -210,44 +199,101 @@ ucs_status_t SmIface::send_short_by_desc(SmEp *ep, Kind kind, uint8_t am_id, uct
                        prefix_length + length, (kind == Kind::kAm) ? 1 : SIZE_MAX);
 }
 
+/* A bcopy packed aside: larger than the receiver's descriptors (BCOPY_MAX
+ * above SEG_SIZE, or a receiver with smaller ones), sent in fragments. */
 ssize_t SmIface::send_bcopy_bounced(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t tag,
                                     uint64_t imm, uct_pack_callback_t pack_cb, void *arg) {
-    if (pack_cb == nullptr) {
+    if (ucs_unlikely(pack_cb == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
     const ucs_status_t status = tx_ready(ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+    /* One element claimed before packing: once packed, the send must not
+     * come back with NO_RESOURCE (UCP's pack callback advances its request). */
+    FifoWriter &fifo = ep->peer->fifo();
+    uint64_t    seq;
+    if (ucs_unlikely(!fifo.claim(1, &seq))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    const size_t    length = pack_cb(bounce_.data(), arg);
+    const size_t    seg    = ep->peer->geometry().seg_size;
+    const size_t    nfrags = std::max<size_t>(1, (length + seg - 1) / seg);
+    const Fragments frags{kind, am_id, tag, imm, length, nfrags};
+    if (ucs_unlikely((length > bcopy_max_) || (nfrags > ep->peer->max_fragments()))) {
+        publish_drop(ep, seq);
+        if (length > bcopy_max_) {
+            ucs_error("tm_sm: pack callback wrote %zu bytes, more than max_bcopy %zu", length,
+                      bcopy_max_);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        return refuse_for_geometry(ep, length, "its SEG_SIZE x FIFO_SIZE / 2");
+    }
+    if ((nfrags > 1) && !fifo.extend(seq + 1, static_cast<uint32_t>(nfrags - 1))) {
+        /* The rest cannot follow the first element now: that one goes as a
+         * drop and the message waits in the endpoint's backlog. */
+        publish_drop(ep, seq);
+        return backlog_bcopy(ep, frags);
+    }
+    copy_mode_.bcopy_packed(length);
+    const ucs_status_t sent =
+        publish_fragments(ep, seq, nfrags, frags, [&](char *dst, size_t offset, size_t n, bool stream) {
+            copy_to_peer(dst, bounce_.data() + offset, n, stream);
+        });
+    return (sent == UCS_OK) ? static_cast<ssize_t>(length) : static_cast<ssize_t>(sent);
+}
+
+void SmIface::publish_drop(SmEp *ep, uint64_t seq) {
+    FifoWriter &fifo = ep->peer->fifo();
+    ElemHeader *e    = fifo.elem(seq);
+    e->peer          = ep->peer->slot();
+    e->kind          = Kind::kDropped;
+    e->flags         = 0;
+    e->length        = 0;
+    fifo.publish(e, seq);
+}
+
+/* The packed message is the endpoint's until the receiver's FIFO has room
+ * for all its fragments: the caller may reuse its data at once, and later
+ * sends on the endpoint wait behind it (tx_ready). */
+ssize_t SmIface::backlog_bcopy(SmEp *ep, const Fragments &f) {
+    Backlog           &b      = ep->backlog;
+    const ucs_status_t status = alloc_status([&] {
+        b.data.assign(bounce_.data(), bounce_.data() + f.total);
+        backlogged_.push_back(ep);
+    });
     if (status != UCS_OK) {
         return status;
     }
-    /* Claim first, as for any bcopy: once packed, the send must not come
-     * back with NO_RESOURCE (the layer above may have consumed its data). */
-    const size_t seg     = ep->peer->geometry().seg_size;
-    const size_t most    = (kind == Kind::kAm) ? 1 : ep->peer->max_fragments();
-    const size_t claimed = std::min<size_t>(most, (geometry_.seg_size + seg - 1) / seg);
-    uint64_t     seq;
-    if (!ep->peer->fifo().claim(static_cast<uint32_t>(claimed), &seq)) {
-        return UCS_ERR_NO_RESOURCE;
+    b.frags            = f;
+    b.active           = true;
+    maybe_background_  = true;
+    ++counters_.backlogged;
+    return static_cast<ssize_t>(f.total);
+}
+
+/* False while the receiver's FIFO has no room for the whole message. */
+bool SmIface::send_backlog(SmEp *ep) {
+    Backlog &b = ep->backlog;
+    uint64_t seq;
+    if (!ep->peer->fifo().claim(static_cast<uint32_t>(b.frags.nfrags), &seq)) {
+        return false;
     }
-    const size_t length = pack_cb(bounce_.data(), arg);
-    const bool   bad    = length > geometry_.seg_size;
-    const size_t nfrags = std::max<size_t>(1, (length + seg - 1) / seg);
-    const bool   fits   = !bad && (nfrags <= claimed);
-    const Fragments frags{kind, am_id, tag, imm, length, fits ? nfrags : 0};
-    const ucs_status_t sent =
-        publish_fragments(ep, seq, claimed, frags,
-                          [&](char *dst, size_t offset, size_t n, bool stream) {
-            copy_to_peer(dst, bounce_.data() + offset, n, stream);
-        });
-    if (bad) {
-        ucs_error("tm_sm: pack callback wrote %zu bytes, more than max_bcopy %u", length,
-                  geometry_.seg_size);
-        return UCS_ERR_INVALID_PARAM;
+    publish_fragments(ep, seq, b.frags.nfrags, b.frags,
+                      [&](char *dst, size_t offset, size_t n, bool stream) {
+                          copy_to_peer(dst, b.data.data() + offset, n, stream);
+                      });
+    drop_backlog(ep);
+    return true;
+}
+
+void SmIface::drop_backlog(SmEp *ep) {
+    if (ep->backlog.active) {
+        ep->backlog.active = false;
+        backlogged_.erase(std::remove(backlogged_.begin(), backlogged_.end(), ep),
+                          backlogged_.end());
     }
-    if (!fits) {
-        return refuse_for_geometry(ep, length, (kind == Kind::kAm) ? "its SEG_SIZE"
-                                                                    : "its SEG_SIZE x FIFO_SIZE / 2");
-    }
-    return (sent == UCS_OK) ? static_cast<ssize_t>(length) : static_cast<ssize_t>(sent);
 }
 
 ucs_status_t SmIface::send_control_now(RemotePeer *peer, const ControlMsg &msg) {
