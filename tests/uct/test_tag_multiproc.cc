@@ -789,6 +789,85 @@ TEST_P(TagMultiProc, FullFifoPendingAddInOrder) {
     EXPECT_EQ(reap(c), 0);
 }
 
+/* ---- closing with completions owed ------------------------------------------------------------ */
+
+/* A receiver takes more rendezvous sends than its sender's FIFO (4) holds
+ * FINs for while the sender is not progressing, and closes its iface at
+ * once: the FINs waiting in its outbox go out before the iface does
+ * (CLOSE_TIMEOUT), and every send whose data it took completes UCS_OK. */
+TEST_P(TagMultiProc, CloseSendsTheCompletionsStillWaiting) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's outbox of rendezvous completions";
+    }
+    constexpr int    kSends  = 16;
+    constexpr size_t kLength = 32768; /* one CMA read by the receiver: no sender help */
+    Child &c = add_child([](int sock) {
+        ChildCheck check;
+        ChildNode  child("tm_sm", {{"FIFO_SIZE", "4"}});
+        if (!child.connect(sock)) {
+            check.fail("iface open or connect failed");
+            return check.status();
+        }
+        std::string go;
+        read_msg(sock, &go, child.progress_fn());
+        std::vector<std::unique_ptr<Send>> sends;
+        for (int i = 0; i < kSends; ++i) {
+            sends.emplace_back(new Send(Path::kRndv, 0x600 + i, 0, 0x900 + i, kLength));
+            if (sends.back()->post(child.ep) != UCS_OK) {
+                check.fail("rendezvous send %d refused", i);
+            }
+        }
+        write_msg(sock, "sent");
+        usleep(300000); /* not progressing: the receiver's FINs find this FIFO full */
+        int done = 0, ok = 0;
+        wait_for([&] {
+            done = ok = 0;
+            for (const auto &s : sends) {
+                done += (s->comp->calls > 0);
+                ok += (s->comp->calls == 1) && (s->comp->status == UCS_OK);
+            }
+            return done == kSends;
+        }, child.progress_fn(), 20);
+        write_msg(sock, std::to_string(ok) + " " + std::to_string(done));
+        std::string bye;
+        read_msg(sock, &bye, child.progress_fn());
+        uct_ep_destroy(child.ep);
+        return check.status();
+    });
+    env_.reset(new UctEnv());
+    std::unique_ptr<Node> rx(new Node(*env_, "tm_sm"));
+    ASSERT_EQ(rx->status, UCS_OK);
+    std::string addr;
+    ASSERT_TRUE(read_msg(c.sock, &addr, idle));
+    ASSERT_TRUE(write_msg(c.sock, rx->address()));
+    std::vector<std::unique_ptr<RecvCtx>>     ctxs;
+    std::vector<std::unique_ptr<RecvBuffers>> bufs;
+    for (int i = 0; i < kSends; ++i) {
+        ctxs.emplace_back(new RecvCtx());
+        bufs.emplace_back(new RecvBuffers(kLength));
+        ASSERT_EQ(uct_iface_tag_recv_zcopy(rx->iface, 0x600 + i, ~uct_tag_t{0},
+                                           bufs.back()->iov.data(), 1, &ctxs.back()->ctx),
+                  UCS_OK);
+    }
+    ASSERT_TRUE(write_msg(c.sock, "go"));
+    std::string sent;
+    ASSERT_TRUE(read_msg(c.sock, &sent, [this] { progress(); }));
+    ASSERT_TRUE(wait([&] {
+        return std::all_of(ctxs.begin(), ctxs.end(), [](const auto &r) { return r->done(); });
+    }, 5)) << "the receives did not complete";
+    for (int i = 0; i < kSends; ++i) {
+        EXPECT_EQ(ctxs[i]->status, UCS_OK) << i;
+        EXPECT_EQ(bufs[i]->check(0x900 + i, kLength), "") << i;
+    }
+    rx.reset(); /* while the sender sleeps: most FINs wait in the outbox */
+    std::string report;
+    ASSERT_TRUE(read_msg(c.sock, &report, idle, 30));
+    EXPECT_EQ(report, std::to_string(kSends) + " " + std::to_string(kSends))
+        << "sends completed UCS_OK, sends completed";
+    ASSERT_TRUE(write_msg(c.sock, "bye"));
+    EXPECT_EQ(reap(c), 0);
+}
+
 /* ---- peers killed mid-transfer -------------------------------------------------------------------- */
 
 /* A sender streams (eager of every size, rendezvous) and is SIGKILLed in the

@@ -111,6 +111,12 @@ ucs_config_field_t sm_config_table[] = {
      "before the receiver skips it.",
      offsetof(SmConfig, stall_timeout), UCS_CONFIG_TYPE_TIME},
 
+    {"CLOSE_TIMEOUT", "1s",
+     "How long closing an iface waits for its peers to take the rendezvous completions\n"
+     "(FIN) still waiting for room in their FIFOs: a sender whose data was delivered then\n"
+     "completes with UCS_OK. Peers that are gone or closed are not waited for.",
+     offsetof(SmConfig, close_timeout), UCS_CONFIG_TYPE_TIME},
+
     {"STOPPED_TIMEOUT", "20s",
      "How long a FIFO element claimed by a sender that is alive but stopped (SIGSTOP, a\n"
      "debugger) may stay unwritten before the receiver drops that sender: its endpoints fail,\n"

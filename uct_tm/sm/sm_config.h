@@ -37,6 +37,7 @@ struct SmConfig {
     double           peer_check_interval;
     double           stall_timeout;
     double           stopped_timeout;
+    double           close_timeout;
     int              numa_bind;
     int              named_segments;
     unsigned         progress_budget;

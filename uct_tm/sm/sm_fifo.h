@@ -85,6 +85,9 @@ class FifoWriter {
                                               std::memory_order_relaxed);
     }
 
+    /* True once the reader has taken every element below `end`. */
+    bool taken(uint64_t end) const { return head_->load(std::memory_order_acquire) >= end; }
+
     /* True if `count` elements could be claimed now. */
     bool has_room(uint32_t count) {
         const uint64_t tail = tail_->load(std::memory_order_relaxed);

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -93,6 +94,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     check_interval_ = seconds_to_ns(config.peer_check_interval);
     stall_timeout_  = seconds_to_ns(config.stall_timeout);
     stopped_timeout_ = seconds_to_ns(config.stopped_timeout);
+    close_timeout_   = seconds_to_ns(config.close_timeout);
     iface_serial_   = iface_serials.fetch_add(1) + 1;
 
     const ShmBacking backing = config.named_segments ? ShmBacking::kNamed : ShmBacking::kMemfd;
@@ -191,6 +193,7 @@ SmIface::~SmIface() {
             }
         }
     }
+    drain_outboxes();
     if (header_ != nullptr) {
         header_->closed.store(1, std::memory_order_release);
     }
@@ -550,6 +553,54 @@ unsigned SmIface::background_progress() {
     return count;
 }
 
+unsigned SmIface::send_outboxes() {
+    unsigned count = 0;
+    has_outbox_    = false;
+    for (const auto &peer : peers_) {
+        while (!peer->outbox.empty() && !peer->dead()) {
+            if (send_control_now(peer.get(), peer->outbox.front()) != UCS_OK) {
+                has_outbox_ = true;
+                break;
+            }
+            peer->outbox.erase(peer->outbox.begin());
+            ++count;
+        }
+    }
+    return count;
+}
+
+/* A receiver that took more rendezvous sends than its peer's FIFO holds
+ * FINs for keeps the rest in outboxes; and a peer drops a control message it
+ * reads after our slot in its table is gone. Closed before both are taken,
+ * senders whose data we have would complete with UCS_ERR_CONNECTION_RESET. */
+void SmIface::drain_outboxes() {
+    const uint64_t deadline = monotonic_ns() + close_timeout_;
+    for (unsigned round = 0;; ++round) {
+        send_outboxes();
+        size_t owed = 0; /* control messages our live peers have not taken */
+        for (const auto &peer : peers_) {
+            if (!peer->dead()) {
+                owed += peer->outbox.size() + !peer->fifo().taken(peer->last_control);
+            }
+        }
+        if (owed == 0) {
+            return;
+        }
+        if (monotonic_ns() >= deadline) {
+            ucs_warn("tm_sm: iface %u closed before its peers took %zu or more rendezvous "
+                     "completions (CLOSE_TIMEOUT): those senders see UCS_ERR_CONNECTION_RESET",
+                     iface_serial_, owed);
+            return;
+        }
+        if ((round % 64) == 63) {
+            for (const auto &peer : peers_) {
+                peer->check_alive(); /* a closed or exited peer is not waited for */
+            }
+        }
+        sched_yield(); /* the peers read their FIFOs */
+    }
+}
+
 unsigned SmIface::slow_progress() {
     const InProgress   inside{this};
     const MayQueueWork mark{this}; /* peer checks and retries may queue work */
@@ -559,17 +610,7 @@ unsigned SmIface::slow_progress() {
         count += rndv_.progress_deferred_gets();
     }
     if (has_outbox_) {
-        has_outbox_ = false;
-        for (const auto &peer : peers_) {
-            while (!peer->outbox.empty() && !peer->dead()) {
-                if (send_control_now(peer.get(), peer->outbox.front()) != UCS_OK) {
-                    has_outbox_ = true;
-                    break;
-                }
-                peer->outbox.erase(peer->outbox.begin());
-                ++count;
-            }
-        }
+        count += send_outboxes();
     }
     for (size_t i = 0; i < backlogged_.size();) { /* a sent backlog leaves the list */
         if (send_backlog(backlogged_[i])) {
@@ -597,12 +638,27 @@ unsigned SmIface::slow_progress() {
     return count;
 }
 
+/* Everything published in our FIFO now (one lap at most: live senders go on
+ * publishing), as progress would take it. */
+void SmIface::take_published() {
+    for (uint32_t n = 0; n < geometry_.fifo_elems; ++n) {
+        ElemHeader *e = fifo_.poll();
+        if (e == nullptr) {
+            return;
+        }
+        dispatch(e);
+        fifo_.release();
+        ++counters_.received;
+    }
+}
+
 void SmIface::check_peers() {
     /* fail_peer() runs callbacks that may destroy endpoints and peers. */
     for (size_t i = 0; i < peers_.size(); ++i) {
         RemotePeer *peer = peers_[i].get();
         if (!peer->reported() && !peer->check_alive()) {
             peer->set_reported();
+            take_published(); /* what it sent before it went, its FINs included, counts */
             fail_peer(peer);
             i = static_cast<size_t>(-1); /* the list may have changed: rescan */
         }

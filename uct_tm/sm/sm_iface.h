@@ -331,6 +331,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     void         put_peer(RemotePeer *peer);
     void         fail_peer(RemotePeer *peer);
     void         check_peers();
+    void         take_published();
     void         recover_stall(uint64_t now);
     /* Frees entry `slot` (state `word`) of our peer table, taken by a
      * process that died or was dropped, and our attachment back to it. */
@@ -369,6 +370,10 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
         SmIface *iface;
     };
     [[gnu::noinline]] unsigned background_progress();
+    /* Sends what waits in the peers' outboxes; the number sent. */
+    unsigned     send_outboxes();
+    /* At close: the outboxes' FINs to live peers, for CLOSE_TIMEOUT at most. */
+    void         drain_outboxes();
     bool         has_background_work() const {
         return tags_.has_cancelled() || rndv_.has_splits() || staging_.busy() || has_deferred_work();
     }
@@ -399,6 +404,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     uint64_t check_interval_ = 0;
     uint64_t stall_timeout_  = 0;
     uint64_t stopped_timeout_ = 0;
+    uint64_t close_timeout_   = 0;
 
     /* own segment */
     ShmSegment            segment_;

@@ -117,6 +117,7 @@ class RemotePeer {
     /* Bookkeeping owned by the iface. */
     uint32_t                refs = 0;      /* endpoints + peer-table entries using it */
     std::vector<ControlMsg> outbox;        /* FINs waiting for FIFO room */
+    uint64_t                last_control = 0; /* FIFO sequence of our last control message + 1 */
     std::vector<SmEp *>     eps;           /* endpoints to this peer */
     bool                    geometry_warned = false; /* said a message cannot fit its geometry */
 

@@ -311,6 +311,7 @@ ucs_status_t SmIface::send_control_now(RemotePeer *peer, const ControlMsg &msg) 
     e->tag        = 0;
     e->imm        = msg.imm;
     memcpy(inline_payload(e), &msg.payload, msg.length);
+    peer->last_control = seq + 1; /* closing waits until the peer took it (drain_outboxes) */
     return fifo.publish(e, seq) ? UCS_OK : UCS_ERR_NO_RESOURCE;
 }
 
