@@ -1171,6 +1171,45 @@ TEST_F(SmFifoGarbage, RndvCancelReturnsWhileTheReceiverIsStuckReading) {
     close(fds[0]);
 }
 
+
+/* The sender's rendezvous slot of a posted send, seen through a raw view of
+ * the sender's segment and locked READING as a receiver locks it; rtr()
+ * invites the sender to write its pieces, release() hands the slot back. */
+struct RawRendezvous {
+    RawSegment raw;
+    int        rx_slot = -1;
+    uint64_t   token   = 0;
+    uint32_t   gen     = 0;
+    RndvSlot  *slot    = nullptr;
+
+    bool lock(const Node &tx, const Send &s) {
+        std::string addr(tx.attr.iface_addr_len, '\0');
+        if ((uct_iface_get_address(tx.iface, reinterpret_cast<uct_iface_addr_t *>(&addr[0])) !=
+             UCS_OK) || !raw.attach(addr.data()) || ((rx_slot = raw.used_peer_slot()) < 0)) {
+            return false;
+        }
+        token           = reinterpret_cast<uintptr_t>(s.rndv_op);
+        gen             = static_cast<uint32_t>(token >> 32) & 0x0fffffff;
+        slot            = &raw.rndv_slots()[static_cast<uint32_t>(token)];
+        uint32_t posted = rndv_word(gen, kRndvPosted);
+        return slot->word.compare_exchange_strong(posted, rndv_word(gen, kRndvReading));
+    }
+    bool rtr() {
+        return raw.write([&](ElemHeader *e, char *, char *) {
+            e->kind   = Kind::kRndvRtr;
+            e->flags  = kFlagFirst;
+            e->peer   = static_cast<uint16_t>(rx_slot);
+            e->length = 0;
+            e->aux    = 0;
+            e->tag    = 0;
+            e->imm    = token;
+        });
+    }
+    void release() {
+        uint32_t reading = rndv_word(gen, kRndvReading);
+        slot->word.compare_exchange_strong(reading, rndv_word(gen, kRndvPosted));
+    }
+};
 /* An RTR whose receiver buffers wrap the address space (lengths summing
  * past 2^64 to look large enough) is dropped: the sender claims and writes
  * no piece. */
@@ -1178,18 +1217,9 @@ TEST_F(SmFifoGarbage, RtrWithWrappingBuffersIsDropped) {
     Send s(Path::kRndv, 0x31, 0, 31, 4096);
     ASSERT_EQ(s.post(ep_), UCS_OK);
     ASSERT_TRUE(wait([&] { return !rx_->unexp.rndvs.empty(); })); /* rx attached back to tx */
-    std::string tx_addr(tx_->attr.iface_addr_len, '\0');
-    ASSERT_EQ(uct_iface_get_address(tx_->iface, reinterpret_cast<uct_iface_addr_t *>(&tx_addr[0])),
-              UCS_OK);
-    RawSegment raw_tx;
-    ASSERT_TRUE(raw_tx.attach(tx_addr.data())) << raw_tx.error();
-    const int rx_slot = raw_tx.used_peer_slot();
-    ASSERT_GE(rx_slot, 0);
-    const uint64_t token  = reinterpret_cast<uintptr_t>(s.rndv_op);
-    const uint32_t gen    = static_cast<uint32_t>(token >> 32) & 0x0fffffff;
-    RndvSlot      &slot   = raw_tx.rndv_slots()[static_cast<uint32_t>(token)];
-    uint32_t       posted = rndv_word(gen, kRndvPosted);
-    ASSERT_TRUE(slot.word.compare_exchange_strong(posted, rndv_word(gen, kRndvReading)));
+    RawRendezvous r;
+    ASSERT_TRUE(r.lock(*tx_, s)) << r.raw.error();
+    RndvSlot &slot = *r.slot;
     slot.piece_size   = 4096;
     slot.receiver_pid = getpid();
     slot.iovcnt       = 2;
@@ -1199,22 +1229,43 @@ TEST_F(SmFifoGarbage, RtrWithWrappingBuffersIsDropped) {
     slot.sender_done.store(0);
     slot.sender_status.store(UCS_OK);
     slot.claim.store(uint64_t{1} << 32);
-    ASSERT_TRUE(raw_tx.write([&](ElemHeader *e, char *, char *) {
-        e->kind   = Kind::kRndvRtr;
-        e->flags  = kFlagFirst;
-        e->peer   = static_cast<uint16_t>(rx_slot);
-        e->length = 0;
-        e->aux    = 0;
-        e->tag    = 0;
-        e->imm    = token;
-    }));
+    ASSERT_TRUE(r.rtr());
     drain();
     EXPECT_EQ(slot.sender_done.load(), 0u) << "the sender copied pieces into wrapping buffers";
     EXPECT_EQ(slot.claim.load(), uint64_t{1} << 32) << "the sender claimed a piece";
-    /* Give the slot back as the receiver would, and withdraw the send. */
-    uint32_t reading = rndv_word(gen, kRndvReading);
-    slot.word.compare_exchange_strong(reading, rndv_word(gen, kRndvPosted));
+    r.release(); /* as the receiver would; then withdraw the send */
     EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
+}
+
+/* A receiver that writes a huge claim counter (hi = 2^32 - 1) into the
+ * sender's slot before its RTR: the sender copies the message's pieces and
+ * stops there; it used to claim four billion empty pieces inside one
+ * progress call. */
+TEST_F(SmFifoGarbage, RtrWithAHugeClaimCounterStopsAtTheMessage) {
+    constexpr size_t kLength = 65536, kPiece = 4096;
+    Send s(Path::kRndv, 0x32, 0, 32, kLength);
+    ASSERT_EQ(s.post(ep_), UCS_OK);
+    ASSERT_TRUE(wait([&] { return !rx_->unexp.rndvs.empty(); })); /* rx attached back to tx */
+    RawRendezvous r;
+    ASSERT_TRUE(r.lock(*tx_, s)) << r.raw.error();
+    RndvSlot &slot = *r.slot;
+    std::vector<char> into(kLength, 0);
+    slot.piece_size   = kPiece;
+    slot.receiver_pid = getpid();
+    slot.iovcnt       = 1;
+    slot.length       = kLength;
+    slot.iov[0]       = RemoteIov{reinterpret_cast<uintptr_t>(into.data()), kLength};
+    slot.sender_done.store(0);
+    slot.sender_status.store(UCS_OK);
+    slot.claim.store(uint64_t{0xffffffffu} << 32);
+    ASSERT_TRUE(r.rtr());
+    drain();
+    EXPECT_EQ(slot.sender_done.load(), kLength / kPiece) << "pieces the sender claimed";
+    EXPECT_EQ(pattern_mismatch(into.data(), kLength, 32), SIZE_MAX) << "the pieces it wrote";
+    EXPECT_NE(slot.sender_status.load(), int32_t{UCS_OK}) << "a counter no receiver writes";
+    r.release();
+    EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
+    expect_alive(33);
 }
 
 /* A receiver whose peer table the test reads through the raw segment. */

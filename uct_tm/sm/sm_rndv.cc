@@ -583,11 +583,23 @@ ucs_status_t SmRendezvous::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid
                                        size_t piece, uint32_t *claimed) {
     ucs_status_t status = UCS_OK;
     uint64_t     claim  = slot->claim.load(std::memory_order_acquire);
-    for (;;) {
+    /* The counter lives in shared memory: a peer may have written any value
+     * there, or keep rewriting it. No claim beyond the message's pieces, and
+     * a bounded number of tries (each piece is lost to the other side at most
+     * once, or taken by us). */
+    const uint64_t pieces = (length + piece - 1) / piece;
+    for (uint64_t tries = 0;; ++tries) {
+        if (tries > 4 * pieces + 64) {
+            return UCS_ERR_IO_ERROR;
+        }
         const uint32_t lo = static_cast<uint32_t>(claim & kClaimLo);
         const uint32_t hi = static_cast<uint32_t>(claim >> 32);
         if (lo >= hi) {
             return status;
+        }
+        const size_t index = from_back ? hi - 1 : lo;
+        if (index >= pieces) {
+            return UCS_ERR_IO_ERROR; /* a counter no conforming peer writes */
         }
         const uint64_t next  = from_back ? ((claim & kClaimLo) | (uint64_t{hi - 1} << 32))
                                          : ((claim & ~kClaimLo) | (lo + 1));
@@ -597,7 +609,6 @@ ucs_status_t SmRendezvous::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid
         }
         claim = next;
         ++*claimed;
-        const size_t index  = from_back ? hi - 1 : lo;
         const size_t offset = index * piece;
         if ((status != UCS_OK) || (offset >= length)) {
             continue; /* keep claiming so the other side stops, but copy nothing */
