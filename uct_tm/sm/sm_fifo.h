@@ -175,28 +175,6 @@ class FifoReader {
         return ((state & ~kStateSkipped) == (head_ | kStateReady)) ? head_elem_ : nullptr;
     }
 
-    /* True once the message whose first fragment is at the head is all
-     * there: the elements after it published, each a later fragment of the
-     * same sender's message, the last without kFlagMore. False while one is
-     * not published yet, and for a broken run (skipped, dropped, another
-     * message): the reader then holds what it has rather than hand up a
-     * part. Looks at most `max` elements ahead. */
-    bool run_published(uint32_t max) const {
-        const ElemHeader *first = elem(head_);
-        for (uint64_t seq = head_ + 1; seq - head_ <= max; ++seq) {
-            const ElemHeader *e     = elem(seq);
-            const uint64_t    state = e->state.load(std::memory_order_acquire);
-            if ((state != (seq | kStateReady)) || (e->kind != first->kind) ||
-                (e->peer != first->peer) || (e->flags & kFlagFirst)) {
-                return false;
-            }
-            if (!(e->flags & kFlagMore)) {
-                return true;
-            }
-        }
-        return false; /* longer than any message: malformed */
-    }
-
     static bool skipped(const ElemHeader *e) {
         return e->state.load(std::memory_order_relaxed) & kStateSkipped;
     }

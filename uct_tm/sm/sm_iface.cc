@@ -908,7 +908,7 @@ void SmIface::receive_am_fragment(const Message &m, uint8_t id) {
         if (ucs_unlikely(assembly_.active)) {
             abort_assembly(UCS_ERR_CONNECTION_RESET);
         }
-        assembly_       = Assembly{true, m.peer, nullptr, nullptr, 0, m.length};
+        assembly_       = Assembly{true, m.peer, nullptr, 0, m.length};
         assembly_.held  = true;
         assembly_.am    = true;
         assembly_.am_id = id;
@@ -938,7 +938,7 @@ void SmIface::receive_eager(const Message &m) {
         if (recv == nullptr) {
             receive_unexpected_eager(m);
         } else if (more) {
-            assembly_ = Assembly{true, m.peer, recv, nullptr, m.tag, m.length};
+            assembly_ = Assembly{true, m.peer, recv, m.tag, m.length};
         }
         return;
     }
@@ -950,22 +950,11 @@ void SmIface::receive_eager(const Message &m) {
         receive_held_fragment(m);
         return;
     }
-    if (assembly_.recv != nullptr) {
-        const size_t offset = assembly_.offset;
-        assembly_.offset += m.length;
-        assembly_.active = more; /* before the completion: it may start another message */
-        EagerDelivery::piece(tags_, &assembly_.recv, assembly_.tag, m.imm, offset, m.payload,
-                             m.length, false, !more);
-        return;
-    }
+    const size_t offset = assembly_.offset;
     assembly_.offset += m.length;
-    if (!more) {
-        assembly_.active = false;
-    }
-    deliver(m, [&](void *data, unsigned flags) {
-        return params().eager_cb(params().eager_arg, data, m.length, flags | (more ? UCT_CB_PARAM_FLAG_MORE : 0),
-                         assembly_.tag, more ? 0 : m.imm, &assembly_.context);
-    });
+    assembly_.active = more; /* before the completion: it may start another message */
+    EagerDelivery::piece(tags_, &assembly_.recv, assembly_.tag, m.imm, offset, m.payload, m.length,
+                         false, !more);
 }
 
 void SmIface::receive_unexpected_eager(const Message &m) {
@@ -974,25 +963,21 @@ void SmIface::receive_unexpected_eager(const Message &m) {
         return;
     }
     ++counters_.unexpected;
-    const bool more = (m.flags & kFlagMore) != 0;
-    if (more && !fifo_.run_published(geometry_.fifo_elems / 2)) {
-        /* Its sender is still writing it (fragments are published as they
-         * are written): held here until whole, so that a sender dying midway
-         * leaves the layer above no half message. */
-        assembly_      = Assembly{true, m.peer, nullptr, nullptr, m.tag, m.length};
+    if (m.flags & kFlagMore) {
+        /* Held here until whole and handed up in one call, with its imm, as
+         * the layer above gets a bcopy or zcopy message from UCX's RC (UCX's
+         * own test_tag reads imm from the first call), and so that a sender
+         * dying midway leaves it no half message. */
+        assembly_      = Assembly{true, m.peer, nullptr, m.tag, m.length};
         assembly_.held = true;
         assembly_.lost = !hold_first(m);
         return;
     }
     void *context = nullptr;
-    const unsigned first = UCT_CB_PARAM_FLAG_FIRST | (more ? UCT_CB_PARAM_FLAG_MORE : 0);
     deliver(m, [&](void *data, unsigned flags) {
-        return params().eager_cb(params().eager_arg, data, m.length, flags | first, m.tag, more ? 0 : m.imm,
-                         &context);
+        return params().eager_cb(params().eager_arg, data, m.length,
+                                 flags | UCT_CB_PARAM_FLAG_FIRST, m.tag, m.imm, &context);
     });
-    if (more) {
-        assembly_ = Assembly{true, m.peer, nullptr, context, m.tag, m.length};
-    }
 }
 
 /* A later fragment of an unexpected message held until whole; the last one

@@ -89,7 +89,6 @@ struct Assembly {
     bool             active   = false;
     uint16_t         peer     = 0;
     TagEngine::Recv *recv     = nullptr; /* expected: the receive it fills */
-    void            *context  = nullptr; /* unexpected: the layer above's per-message context */
     uct_tag_t        tag      = 0;
     size_t           offset   = 0;
     /* unexpected, and its sender was still writing it: its bytes are held in
