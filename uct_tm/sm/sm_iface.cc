@@ -50,9 +50,9 @@ SmIface::SmIface(const SmConfig &config)
       rndv_(SmIfaceLink(*this), staging_),
       staging_(SmIfaceLink(*this), rndv_) {}
 
-ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *,
-                           const SmConfig &config) {
-    ucs_status_t status = config.tag_list.check("tm_sm");
+/* Checks the settings and takes what the iface keeps of them. */
+ucs_status_t SmIface::apply_config(const SmConfig &config) {
+    const ucs_status_t status = config.tag_list.check("tm_sm");
     if (status != UCS_OK) {
         return status;
     }
@@ -96,12 +96,16 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     stopped_timeout_ = seconds_to_ns(config.stopped_timeout);
     close_timeout_   = seconds_to_ns(config.close_timeout);
     iface_serial_   = iface_serials.fetch_add(1) + 1;
+    return UCS_OK;
+}
 
+/* Our segment, laid out by geometry_, and what lives in it. */
+ucs_status_t SmIface::create_segment(uct_md_h md, const SmConfig &config) {
     const ShmBacking backing = config.named_segments ? ShmBacking::kNamed : ShmBacking::kMemfd;
     if (backing == ShmBacking::kNamed) {
         ShmSegment::reap_stale_named();
     }
-    status = ShmSegment::create(geometry_.total_size, backing, config.numa_bind,
+    ucs_status_t status = ShmSegment::create(geometry_.total_size, backing, config.numa_bind,
                                              &segment_);
     if (status != UCS_OK) {
         return status;
@@ -139,7 +143,18 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     tags_.set_orphan_hook(
         [](void *arg, const TagEngine::Recv *recv) { static_cast<SmIface *>(arg)->orphan_receive(recv); },
         this);
+    return UCS_OK;
+}
 
+ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *,
+                           const SmConfig &config) {
+    ucs_status_t status = apply_config(config);
+    if (status == UCS_OK) {
+        status = create_segment(md, config);
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
     /* Publish the geometry last: peers validate the header before use. */
     header_->pid          = getpid();
     header_->uid          = getuid();
@@ -520,9 +535,7 @@ unsigned SmIface::progress_work(ElemHeader *e) {
     const InProgress inside{this};
     unsigned         count = 0;
     while (e != nullptr) {
-        dispatch(e);
-        fifo_.release();
-        ++counters_.received;
+        consume(e);
         if (++count >= budget_) {
             break;
         }
@@ -646,9 +659,7 @@ void SmIface::take_published() {
         if (e == nullptr) {
             return;
         }
-        dispatch(e);
-        fifo_.release();
-        ++counters_.received;
+        consume(e);
     }
 }
 

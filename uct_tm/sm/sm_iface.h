@@ -246,6 +246,8 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     IfaceAddress self_address() const;
     uint32_t     geometry_seg_max() const { return geometry_.seg_size; }
     bool         choose_bcopy_max(size_t configured);
+    ucs_status_t apply_config(const SmConfig &config);
+    ucs_status_t create_segment(uct_md_h md, const SmConfig &config);
 
     /* ---- sending (sm_send.cc) ---- */
     inline ucs_status_t tx_ready(SmEp *ep);
@@ -331,6 +333,12 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     void         fail_peer(RemotePeer *peer);
     void         check_peers();
     void         take_published();
+    /* Handles the element poll() returned and frees it. */
+    [[gnu::always_inline]] void consume(ElemHeader *e) {
+        dispatch(e);
+        fifo_.release();
+        ++counters_.received;
+    }
     void         recover_stall(uint64_t now);
     /* Frees entry `slot` (state `word`) of our peer table, taken by a
      * process that died or was dropped, and our attachment back to it. */
