@@ -15,6 +15,7 @@
 #include "open_fds.h"
 #include "tag_fixture.h"
 
+#include "sm/sm_peer.h"
 #include "sm/sm_rkey.h"
 
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -506,6 +508,89 @@ TEST_P(MdAllocTag, RndvAfterTheMemoryWasReplaced) {
         EXPECT_EQ(rndv(mem, length, 2), "") << length << " bytes, after the memory was replaced";
         EXPECT_EQ(uct_mem_free(&mem), UCS_OK);
     }
+}
+
+/* What another process of the user gets when it opens a descriptor of ours
+ * through /proc and tries to truncate it: 0 refused (EPERM: sealed), 1 it
+ * truncated, 2 it could not open it. */
+int truncate_from_another_process(pid_t owner, int fd) {
+    const pid_t child = spawn([&] {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/fd/%d", owner, fd);
+        const int opened = open(path, O_RDWR | O_CLOEXEC);
+        if (opened < 0) {
+            return 2;
+        }
+        return ((ftruncate(opened, 0) != 0) && (errno == EPERM)) ? 0 : 1;
+    });
+    return wait_child(child, 30);
+}
+
+/* The memfd behind MD-allocated memory is sealed against resizing: neither
+ * its owner nor another process can cut it under the receiver's mapping (a
+ * SIGBUS in the receiver's direct copy), and rendezvous from it still
+ * deliver afterwards. */
+TEST_P(MdAllocTag, AllocatedMemoryCannotBeTruncated) {
+    constexpr size_t       kLength = 64 << 10;
+    uct_allocated_memory_t mem     = alloc(kLength);
+    fill_pattern(mem.address, kLength, 3);
+    EXPECT_EQ(rndv(mem, kLength, 3), ""); /* the receiver maps the block */
+    uct_tm::sm::PackedRkey packed;
+    ASSERT_EQ(uct_md_mkey_pack(env_->md(), mem.memh, &packed), UCS_OK);
+    ASSERT_TRUE(packed.flags & uct_tm::sm::kRkeyHasShm);
+    EXPECT_NE(ftruncate(packed.shm.fd, 0), 0) << "the owner truncated its own block";
+    EXPECT_EQ(errno, EPERM);
+    EXPECT_EQ(truncate_from_another_process(getpid(), packed.shm.fd), 0)
+        << "another process truncated the block's memfd";
+    fill_pattern(mem.address, kLength, 4);
+    EXPECT_EQ(rndv(mem, kLength, 4), "") << "after the truncation attempts";
+    EXPECT_EQ(uct_mem_free(&mem), UCS_OK);
+}
+
+/* An iface's own segment likewise: a process that opens it through /proc
+ * cannot truncate it under the iface polling its FIFO. */
+TEST_P(MdAllocTag, IfaceSegmentCannotBeTruncated) {
+    std::string addr(rx_->attr.iface_addr_len, '\0');
+    ASSERT_EQ(uct_iface_get_address(rx_->iface, reinterpret_cast<uct_iface_addr_t *>(&addr[0])),
+              UCS_OK);
+    uct_tm::sm::IfaceAddress ia;
+    ASSERT_GE(addr.size(), sizeof(ia));
+    memcpy(&ia, addr.data(), sizeof(ia));
+    if (uct_tm::shm_is_named(ia.segment)) {
+        GTEST_SKIP() << "named segment (tmpfs files take no seals)";
+    }
+    EXPECT_EQ(truncate_from_another_process(ia.segment.pid, ia.segment.fd), 0)
+        << "another process truncated the iface's segment";
+    uct_allocated_memory_t mem = alloc(4096);
+    fill_pattern(mem.address, 4096, 5);
+    EXPECT_EQ(rndv(mem, 4096, 5), "") << "the iface after the attempt";
+    EXPECT_EQ(uct_mem_free(&mem), UCS_OK);
+}
+
+/* An rkey naming a memfd that is not sealed (a hostile peer's own) is not
+ * mapped: its owner could truncate it under the mapping. */
+TEST_P(MdAllocTag, RkeyOfAnUnsealedSegmentIsNotMapped) {
+    char name[32];
+    snprintf(name, sizeof(name), "uct_tm.%u", 0x7ffffff0u);
+    const int fd = memfd_create(name, MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, 4096), 0);
+    ASSERT_EQ(fchmod(fd, S_IRUSR | S_IWUSR), 0);
+    uct_tm::sm::PackedRkey packed{};
+    packed.magic      = uct_tm::sm::kRkeyMagic;
+    packed.flags      = uct_tm::sm::kRkeyHasShm;
+    packed.address    = 0x10000000;
+    packed.length     = 4096;
+    packed.pid        = getpid();
+    packed.shm        = uct_tm::ShmId{getpid(), fd, 0x7ffffff0u, static_cast<uint32_t>(getuid()), 4096};
+    packed.shm_offset = 0;
+    uct_rkey_bundle_t rkey;
+    ASSERT_EQ(uct_rkey_unpack(env_->component(), &packed, &rkey), UCS_OK);
+    void *p = nullptr;
+    EXPECT_NE(uct_rkey_ptr(env_->component(), &rkey, packed.address, &p), UCS_OK)
+        << "an unsealed segment was mapped";
+    uct_rkey_release(env_->component(), &rkey);
+    ::close(fd);
 }
 
 std::vector<std::string> sm_only() {

@@ -23,6 +23,7 @@ namespace uct_tm {
 namespace {
 
 constexpr const char *kMemfdPrefix = "uct_tm.";
+constexpr int         kSizeSeals   = F_SEAL_SHRINK | F_SEAL_GROW;
 /* Names drawn before giving up: each collides only with an existing name. */
 constexpr int kNamedAttempts = 32;
 /* A named segment of size 0 whose lock is free may be one being created (its
@@ -171,7 +172,7 @@ ucs_status_t ShmSegment::create(size_t size, ShmBacking backing, bool numa_bind,
         char name[32];
         seg.id_.serial = next_memfd_serial();
         snprintf(name, sizeof(name), "%s%u", kMemfdPrefix, seg.id_.serial);
-        seg.fd_ = memfd_create(name, MFD_CLOEXEC);
+        seg.fd_ = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (seg.fd_ < 0) {
             ucs_error("tm shm: memfd_create failed: %m");
             return UCS_ERR_IO_ERROR;
@@ -189,6 +190,13 @@ ucs_status_t ShmSegment::create(size_t size, ShmBacking backing, bool numa_bind,
         (ftruncate(seg.fd_, static_cast<off_t>(seg.size_)) != 0)) {
         ucs_error("tm shm: sizing segment to %zu bytes failed: %m", seg.size_);
         return UCS_ERR_NO_MEMORY;
+    }
+    /* Its size is fixed for good: a process that opens it through /proc
+     * cannot truncate it under our mappings (nor under a peer's). */
+    if ((backing == ShmBacking::kMemfd) &&
+        (fcntl(seg.fd_, F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0)) {
+        ucs_error("tm shm: sealing the segment's size failed: %m");
+        return UCS_ERR_IO_ERROR;
     }
     ucs_status_t status = map_fd(seg.fd_, seg.size_, 0, &seg.address_);
     if (status != UCS_OK) {
@@ -247,6 +255,11 @@ ucs_status_t ShmSegment::attach_range(const ShmId &id, uint64_t offset, uint64_t
     if (!shm_is_named(id) && !memfd_has_serial(fd, id.serial)) {
         /* The descriptor number was reused: not the segment the id names. */
         ucs_debug("tm shm: %s is not segment %u of process %d", path, id.serial, id.pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    if (!shm_is_named(id) && ((fcntl(fd, F_GET_SEALS) & kSizeSeals) != kSizeSeals)) {
+        /* Its owner could truncate it under our mapping: a SIGBUS in ours. */
+        ucs_error("tm shm: %s is not sealed against resizing: refused", path);
         return UCS_ERR_UNREACHABLE;
     }
     struct stat st;
