@@ -8,6 +8,7 @@
  * the iface address exactly as any process of the same user can.
  */
 #include "open_fds.h"
+#include "sm/sm_rkey.h"
 #include "sm_raw.h"
 #include "tag_fixture.h"
 
@@ -70,7 +71,7 @@ class SmFifoGarbage : public ::testing::Test {
         env_.reset(new UctEnv());
         rx_.reset(new Node(*env_, "tm_sm",
                            {{"PEER_CHECK_INTERVAL", "10ms"}, {"STALL_TIMEOUT", "50ms"},
-                            {"STOPPED_TIMEOUT", "300ms"}}));
+                            {"STOPPED_TIMEOUT", "300ms"}, {"SPLIT_TIMEOUT", "300ms"}}));
         ASSERT_EQ(rx_->status, UCS_OK);
         tx_.reset(new Node(*env_, "tm_sm"));
         ASSERT_EQ(tx_->status, UCS_OK);
@@ -1066,6 +1067,81 @@ TEST_F(SmFifoGarbage, FinFromAnotherPeerCompletesNothing) {
     uct_ep_destroy(v_ep);
 }
 
+/* A FIN (or RTR) that names the receiver's own slot in the sender's peer
+ * table, written by another process: the element's peer field is whatever
+ * its writer puts there, so only the token's proof (which came with the RTS
+ * and no other process has) lets an answer through. */
+TEST_F(SmFifoGarbage, FinNamingTheReceiversSlotCompletesNothing) {
+    UctEnv   venv; /* the victim sender, on a worker of its own */
+    Node     v(venv, "tm_sm");
+    ASSERT_EQ(v.status, UCS_OK);
+    uct_ep_h v_ep = nullptr, r_ep = nullptr, f_ep = nullptr;
+    ASSERT_EQ(v.connect(rx_->address(), &v_ep), UCS_OK);
+    ASSERT_EQ(rx_->connect(v.address(), &r_ep), UCS_OK); /* the slot the real FIN uses */
+    ASSERT_EQ(tx_->connect(v.address(), &f_ep), UCS_OK); /* the forger's own slot */
+    RecvCtx     r;
+    RecvBuffers b(4096);
+    ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, 0x98, kFullMask, b.iov.data(), 1, &r.ctx),
+              UCS_OK);
+    Send s(Path::kRndv, 0x98, 0, 5, 4096);
+    ASSERT_EQ(s.post(v_ep), UCS_OK);
+    const uint64_t token = reinterpret_cast<uintptr_t>(s.rndv_op);
+    std::string    v_addr(v.attr.iface_addr_len, '\0');
+    ASSERT_EQ(uct_iface_get_address(v.iface, reinterpret_cast<uct_iface_addr_t *>(&v_addr[0])),
+              UCS_OK);
+
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        /* The third process: every used slot, every answer kind, proofs it can think of. */
+        RawSegment raw_v;
+        int        written = 0;
+        if (raw_v.attach(v_addr.data())) {
+            for (uint32_t slot = 0; slot < raw_v.geometry().max_peers; ++slot) {
+                if ((raw_v.peer_slots()[slot].state.load() & 3) != kPeerUsed) {
+                    continue;
+                }
+                for (Kind kind : {Kind::kRndvRtr, Kind::kRndvFin}) {
+                    for (uint64_t proof : {uint64_t{0}, token, ~token}) {
+                        written += raw_v.write([&](ElemHeader *e, char *, char *) {
+                            e->kind   = kind;
+                            e->flags  = kFlagFirst;
+                            e->peer   = static_cast<uint16_t>(slot);
+                            e->length = 0;
+                            e->aux    = static_cast<uint32_t>(UCS_OK);
+                            e->tag    = proof;
+                            e->imm    = token;
+                        });
+                    }
+                }
+            }
+        }
+        _exit((written == 12) ? 0 : 1); /* two used slots x 2 kinds x 3 proofs */
+    }
+    int wstatus = 0;
+    ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+    ASSERT_TRUE(WIFEXITED(wstatus) && (WEXITSTATUS(wstatus) == 0))
+        << "the forger did not write its 12 answers";
+    for (int i = 0; i < 300; ++i) {
+        uct_worker_progress(venv.worker());
+    }
+    EXPECT_EQ(s.comp->calls, 0) << "a FIN naming the receiver's slot completed the send";
+    EXPECT_TRUE(wait_for([&] { return r.done() && (s.comp->calls > 0); }, [&] {
+        progress();
+        uct_worker_progress(venv.worker());
+    }));
+    EXPECT_EQ(r.status, UCS_OK);
+    EXPECT_EQ(b.check(5, 4096), "");
+    for (int i = 0; i < 300; ++i) {
+        uct_worker_progress(venv.worker());
+    }
+    EXPECT_EQ(s.comp->calls, 1);
+    EXPECT_EQ(s.comp->status, UCS_OK);
+    uct_ep_destroy(f_ep);
+    uct_ep_destroy(r_ep);
+    uct_ep_destroy(v_ep);
+}
+
 /* A receiver that cannot attach back to a rendezvous sender (the sender's
  * peer table is full, so no FIN can reach it) rejects the send: the
  * sender's completion reports the error instead of waiting forever. */
@@ -1174,15 +1250,23 @@ TEST_F(SmFifoGarbage, RndvCancelReturnsWhileTheReceiverIsStuckReading) {
 
 /* The sender's rendezvous slot of a posted send, seen through a raw view of
  * the sender's segment and locked READING as a receiver locks it; rtr()
- * invites the sender to write its pieces, release() hands the slot back. */
+ * invites the sender to write its pieces (with the proof from the packed
+ * rkey the receiver was given), release() hands the slot back. */
 struct RawRendezvous {
     RawSegment raw;
     int        rx_slot = -1;
     uint64_t   token   = 0;
+    uint64_t   proof   = 0;
     uint32_t   gen     = 0;
     RndvSlot  *slot    = nullptr;
 
-    bool lock(const Node &tx, const Send &s) {
+    bool lock(const Node &tx, const Send &s, const std::string &packed_rkey) {
+        uct_tm::sm::PackedRkey key;
+        if (packed_rkey.size() != sizeof(key)) {
+            return false;
+        }
+        memcpy(&key, packed_rkey.data(), sizeof(key));
+        proof = key.rndv_proof;
         std::string addr(tx.attr.iface_addr_len, '\0');
         if ((uct_iface_get_address(tx.iface, reinterpret_cast<uct_iface_addr_t *>(&addr[0])) !=
              UCS_OK) || !raw.attach(addr.data()) || ((rx_slot = raw.used_peer_slot()) < 0)) {
@@ -1201,7 +1285,7 @@ struct RawRendezvous {
             e->peer   = static_cast<uint16_t>(rx_slot);
             e->length = 0;
             e->aux    = 0;
-            e->tag    = 0;
+            e->tag    = proof;
             e->imm    = token;
         });
     }
@@ -1218,7 +1302,7 @@ TEST_F(SmFifoGarbage, RtrWithWrappingBuffersIsDropped) {
     ASSERT_EQ(s.post(ep_), UCS_OK);
     ASSERT_TRUE(wait([&] { return !rx_->unexp.rndvs.empty(); })); /* rx attached back to tx */
     RawRendezvous r;
-    ASSERT_TRUE(r.lock(*tx_, s)) << r.raw.error();
+    ASSERT_TRUE(r.lock(*tx_, s, rx_->unexp.rndvs.back().rkey)) << r.raw.error();
     RndvSlot &slot = *r.slot;
     slot.piece_size   = 4096;
     slot.receiver_pid = getpid();
@@ -1247,7 +1331,7 @@ TEST_F(SmFifoGarbage, RtrWithAHugeClaimCounterStopsAtTheMessage) {
     ASSERT_EQ(s.post(ep_), UCS_OK);
     ASSERT_TRUE(wait([&] { return !rx_->unexp.rndvs.empty(); })); /* rx attached back to tx */
     RawRendezvous r;
-    ASSERT_TRUE(r.lock(*tx_, s)) << r.raw.error();
+    ASSERT_TRUE(r.lock(*tx_, s, rx_->unexp.rndvs.back().rkey)) << r.raw.error();
     RndvSlot &slot = *r.slot;
     std::vector<char> into(kLength, 0);
     slot.piece_size   = kPiece;
@@ -1292,6 +1376,115 @@ struct WatchedReceiver {
         return n;
     }
 };
+
+/* A sender in a child process that posts one rendezvous send of `length`
+ * bytes to `address`, never progresses, and when the receiver invites it to
+ * share the copy claims every piece left and writes none: the receiver's
+ * split copy waits for pieces that never come. The child reports the number
+ * of pieces it withheld (one byte, at most 255) and then waits to be killed. */
+class WithholdingSender {
+  public:
+    WithholdingSender(const std::string &address, uct_tag_t tag, size_t length) {
+        fflush(nullptr);
+        if ((pipe(pipe_) != 0) || ((pid_ = fork()) < 0)) {
+            return;
+        }
+        if (pid_ != 0) {
+            close(pipe_[1]);
+            return;
+        }
+        close(pipe_[0]);
+        alarm(60);
+        _exit(run(address, tag, length));
+    }
+    ~WithholdingSender() {
+        if (pid_ > 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+        close(pipe_[0]);
+    }
+    WithholdingSender(const WithholdingSender &)            = delete;
+    WithholdingSender &operator=(const WithholdingSender &) = delete;
+
+    /* Pieces withheld, or -1 if the child could not set up. */
+    int withheld() {
+        unsigned char n = 0;
+        return (pid_ > 0) && (::read(pipe_[0], &n, 1) == 1) ? ((n == 0xff) ? -1 : n) : -1;
+    }
+
+  private:
+    int run(const std::string &address, uct_tag_t tag, size_t length) {
+        UctEnv     env;
+        Node       node(env, "tm_sm");
+        uct_ep_h   ep = nullptr;
+        Send       send(Path::kRndv, tag, 0, tag, length);
+        RawSegment own;
+        std::string own_addr(node.attr.iface_addr_len, '\0');
+        unsigned char n = 0xff;
+        if ((node.status != UCS_OK) || (node.connect(address, &ep) != UCS_OK) ||
+            (send.post(ep) != UCS_OK) ||
+            (uct_iface_get_address(node.iface,
+                                   reinterpret_cast<uct_iface_addr_t *>(&own_addr[0])) != UCS_OK) ||
+            !own.attach(own_addr.data())) {
+            (void)!::write(pipe_[1], &n, 1);
+            pause();
+        }
+        RndvSlot &slot = own.rndv_slots()[static_cast<uint32_t>(reinterpret_cast<uintptr_t>(send.rndv_op))];
+        for (;;) { /* the receiver's invitation resets the counter to [0, pieces) */
+            uint64_t       claim = slot.claim.load();
+            const uint32_t lo = static_cast<uint32_t>(claim), hi = static_cast<uint32_t>(claim >> 32);
+            if ((lo < hi) &&
+                slot.claim.compare_exchange_strong(claim, (uint64_t{hi} << 32) | hi)) {
+                n = static_cast<unsigned char>(std::min<uint32_t>(hi - lo, 254));
+                break;
+            }
+        }
+        (void)!::write(pipe_[1], &n, 1);
+        pause();
+        return 0;
+    }
+
+    int   pipe_[2] = {-1, -1};
+    pid_t pid_     = -1;
+};
+
+/* A sender that claims pieces of a split copy and never writes them holds
+ * the receive no longer than SPLIT_TIMEOUT: it fails UCS_ERR_TIMED_OUT, and
+ * a force-cancel meanwhile returns within that bound too. */
+TEST_F(SmFifoGarbage, WithheldSplitPiecesFailTheReceiveInTime) {
+    constexpr size_t kLength = 32 << 20; /* 128 pieces of 256 KiB */
+    for (bool cancel : {false, true}) {
+        SCOPED_TRACE(cancel ? "force-cancelled" : "progressed");
+        const uct_tag_t tag = cancel ? 0x52 : 0x51;
+        RecvCtx     r;
+        RecvBuffers b(kLength);
+        ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, tag, kFullMask, b.iov.data(), 1, &r.ctx),
+                  UCS_OK);
+        WithholdingSender sender(rx_->address(), tag, kLength);
+        /* The receiver matches the RTS and splits the copy; the child claims
+         * what it can while the receiver copies its pieces from the back. */
+        ASSERT_TRUE(wait([&] { return r.consumed(); }))
+            << "the rendezvous did not arrive";
+        const int withheld = sender.withheld();
+        ASSERT_GE(withheld, 0) << "the withholding sender could not set up";
+        if (withheld == 0) {
+            GTEST_SKIP() << "the receiver took every piece before the child ran";
+        }
+        const auto start = std::chrono::steady_clock::now();
+        if (cancel) {
+            EXPECT_EQ(uct_iface_tag_recv_cancel(rx_->iface, &r.ctx, 1), UCS_OK);
+        } else {
+            EXPECT_TRUE(wait([&] { return r.done(); })) << "the receive never finished";
+            EXPECT_EQ(r.status, UCS_ERR_TIMED_OUT);
+        }
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        EXPECT_LT(seconds, 5.0) << withheld << " withheld pieces held the receiver";
+        printf("%d pieces withheld: %s after %.2f s\n", withheld,
+               cancel ? "cancel returned" : "the receive failed", seconds);
+    }
+}
 
 /* A sender in a child process: connects to `address`, posts a rendezvous
  * send of tag `tag` (the RTS makes the receiver attach back to it) and, with

@@ -78,6 +78,13 @@ ucs_config_field_t sm_config_table[] = {
      "Smallest rendezvous message whose copy is split between sender and receiver.",
      offsetof(SmConfig, rndv_split_min), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"SPLIT_TIMEOUT", "1s",
+     "How long a receiver waits, once every piece of a split copy is claimed, for the pieces\n"
+     "its sender claimed and has not reported written. A sender that withholds them longer\n"
+     "fails the receive (or get) with UCS_ERR_TIMED_OUT, and a force-cancel of the receive\n"
+     "waits no longer than this. A conforming sender reports within one piece's copy.",
+     offsetof(SmConfig, split_timeout), UCS_CONFIG_TYPE_TIME},
+
     {"SHM_DIRECT_MAX", "512k",
      "Rendezvous messages from MD-allocated shared memory up to this size are copied directly\n"
      "from the sender's mapping; larger ones use the split CMA copy when CMA is allowed.",

@@ -29,6 +29,7 @@ struct SmConfig {
     unsigned         rndv_slots;
     int              rndv_split;
     size_t           rndv_split_min;
+    double           split_timeout;
     size_t           shm_direct_max;
     int              cma;
     unsigned         staging_chunks;

@@ -29,7 +29,7 @@ namespace uct_tm {
 namespace sm {
 
 inline constexpr uint64_t kSegmentMagic   = 0x6d735f6d745f7375ull; /* "us_tm_sm" */
-inline constexpr uint32_t kLayoutVersion  = 5;
+inline constexpr uint32_t kLayoutVersion  = 6;
 inline constexpr size_t   kCacheLine      = 64;
 inline constexpr uint64_t kStateReady     = 1ull << 63;
 inline constexpr uint64_t kStateSkipped   = 1ull << 62;
@@ -81,8 +81,10 @@ enum class Kind : uint8_t {
     kTagEager,     /* tagged eager fragment: tag, imm (last fragment only) */
     kTagRndv,      /* tagged rendezvous (tag_rndv_zcopy): RndvInfo + header */
     kTagRndvReq,   /* software rendezvous request (tag_rndv_request): header */
-    kRndvFin,      /* receiver finished reading a rendezvous send: imm = op token, aux = status */
-    kRndvRtr,      /* receiver invites the sender to write pieces of a rendezvous: imm = op token */
+    /* Answers name an operation of the process they go to by its token
+     * (imm) and carry the token's proof (tag; base/token_proof.h). */
+    kRndvFin,      /* receiver finished reading a rendezvous send: aux = status */
+    kRndvRtr,      /* receiver invites the sender to write pieces of a rendezvous */
     kPullReq,      /* "copy this range of your memory into my staging chunks": PullRequest */
     kPullNack,     /* owner refuses or abandons a pull: imm = pull token, aux = status */
     kLast
@@ -117,8 +119,9 @@ struct RndvInfo {
     uint32_t flags;      /* kRndvInShm */
     ShmId    shm;        /* kRndvInShm: the buffer is MD-allocated shared memory */
     uint64_t shm_offset; /* of `address` in that segment */
+    uint64_t proof;      /* of op_token: answers to the send must carry it */
 };
-static_assert(sizeof(RndvInfo) == 64, "rendezvous info");
+static_assert(sizeof(RndvInfo) == 72, "rendezvous info");
 inline constexpr uint32_t kRndvInShm = 1u << 0;
 
 /* Payload of a kPullReq element: the owner of [address, address + length)
@@ -128,13 +131,17 @@ struct PullRequest {
     uint64_t pull_token; /* requester's pull index | generation << 32 */
     uint64_t address;
     uint64_t length;
+    uint64_t pull_proof; /* of pull_token: a NACK must carry it */
     uint64_t rndv_token; /* non-zero: the range is this rendezvous send of the owner's */
+    uint64_t rndv_proof; /* of rndv_token, as the owner's RTS gave it */
     uint32_t piece_size; /* = the requester's staging chunk size */
     uint16_t nchunks;
     uint16_t chunk[kPullMaxChunks];
     uint16_t reserved;
 };
-static_assert(sizeof(PullRequest) == 48, "pull request");
+static_assert(sizeof(PullRequest) == 64, "pull request");
+static_assert(sizeof(PullRequest) <= 2 * kCacheLine - sizeof(ElemHeader),
+              "a pull request fits inline in the smallest FIFO element");
 
 /* One staging chunk's hand-over word, in the requester's segment:
  *   (generation << 40) | (piece << 1)      chunk free to receive `piece`

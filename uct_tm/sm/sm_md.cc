@@ -223,6 +223,7 @@ ucs_status_t rkey_unpack(const void *rkey_buffer, uct_rkey_t *rkey, void **handl
     }
     key->has_rndv   = (packed.flags & kRkeyRndv) != 0;
     key->rndv_token = packed.rndv_token;
+    key->rndv_proof = packed.rndv_proof;
     return UCS_OK;
 }
 

@@ -44,6 +44,7 @@ struct ControlMsg {
     Kind        kind;
     uint32_t    aux;
     uint64_t    imm;
+    uint64_t    proof  = 0; /* of imm, for answers (sm_layout.h) */
     uint32_t    length = 0;
     PullRequest payload{};
 };

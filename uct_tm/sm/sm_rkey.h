@@ -33,8 +33,9 @@ struct PackedRkey : PackedRkeyHeader {
     ShmId    shm;        /* valid with kRkeyHasShm */
     uint64_t shm_offset; /* of `address` inside the segment */
     uint64_t rndv_token; /* valid with kRkeyRndv: the sender's rendezvous slot */
+    uint64_t rndv_proof; /* valid with kRkeyRndv: the proof of rndv_token */
 };
-static_assert(sizeof(PackedRkey) == 72, "packed rkey layout");
+static_assert(sizeof(PackedRkey) == 80, "packed rkey layout");
 
 /* An unpacked rkey: what a peer needs to reach the owner's memory. */
 struct RemoteKey : RemoteRange {
@@ -44,6 +45,7 @@ struct RemoteKey : RemoteRange {
     uint64_t   shm_offset = 0;
     bool       has_rndv   = false;
     uint64_t   rndv_token = 0;
+    uint64_t   rndv_proof = 0;
     ShmSegment mapping; /* the pages of the range, attached on first use */
 };
 

@@ -135,8 +135,13 @@ ucs_status_t SmRendezvous::init(const SmConfig &config, RndvSlot *slots, uint32_
     split_enabled_  = config.rndv_split;
     split_min_      = config.rndv_split_min;
     shm_direct_max_ = config.shm_direct_max;
+    split_timeout_  = seconds_to_ns(config.split_timeout);
     cma_enabled_    = config.cma;
     slots_          = slots;
+    if (!proof_.init()) {
+        ucs_error("tm_sm: no random key for rendezvous proofs: %m");
+        return UCS_ERR_IO_ERROR;
+    }
     const ucs_status_t status = alloc_status([&] {
         ops_.resize(count);
         free_ops_.reserve(count);
@@ -206,6 +211,7 @@ ucs_status_ptr_t SmRendezvous::send(SmEp *ep, uct_tag_t tag, const void *header,
     ucs_assertv(!op.active, "rendezvous send %u on the free list is active", index);
     RndvInfo       info{};
     info.op_token      = make_token(index, op.gen);
+    info.proof         = proof_.sign(info.op_token);
     /* No entry: a message of no bytes. */
     info.address       = (iovcnt > 0) ? reinterpret_cast<uintptr_t>(iov->buffer) : 0;
     info.length        = length;
@@ -355,18 +361,21 @@ RndvOp *SmRendezvous::op_from(const Message &m, uint64_t token, const char *what
     }
     RndvOp &op = ops_[index];
     /* Only the process the send went to may answer it: the token is no
-     * secret from the other peers of this iface. */
-    if ((op.ep == nullptr) || (iface_.peer_of(m.peer) != op.ep->peer)) {
+     * secret from the other peers of this iface, and the element's peer
+     * field is whatever its writer put there; the proof came with the RTS. */
+    if ((op.ep == nullptr) || (iface_.peer_of(m.peer) != op.ep->peer) ||
+        !proof_.valid(token, m.tag)) {
         iface_.drop(m, what);
         return nullptr;
     }
     return &op;
 }
 
-bool SmRendezvous::serves(uint64_t token, const RemotePeer *puller, uint64_t address,
-                          uint64_t length) const {
+bool SmRendezvous::serves(uint64_t token, uint64_t proof, const RemotePeer *puller,
+                          uint64_t address, uint64_t length) const {
     const uint32_t i = token_index(token);
     return (i < ops_.size()) && ops_[i].active && (ops_[i].gen == token_gen(token)) &&
+           proof_.valid(token, proof) &&
            (ops_[i].ep != nullptr) && (ops_[i].ep->peer == puller) &&
            (address >= ops_[i].address) && (length <= ops_[i].length) &&
            (address - ops_[i].address <= ops_[i].length - length);
@@ -403,10 +412,11 @@ void SmRendezvous::receive_fin(const Message &m) {
 /* ---- receiver ------------------------------------------------------------------------- */
 
 void SmRendezvous::finish_receive(RemotePeer *sender, RndvSlot *slot, uint64_t token,
-                                  TagEngine::Recv *recv, uct_tag_t tag, size_t length,
-                                  ucs_status_t status) {
+                                  uint64_t proof, TagEngine::Recv *recv, uct_tag_t tag,
+                                  size_t length, ucs_status_t status) {
     if (release_slot(slot, token_gen(token), kRndvDone)) {
-        iface_.send_control(sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), token});
+        iface_.send_control(sender,
+                            ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), token, proof});
     } else {
         status = UCS_ERR_CANCELED;
     }
@@ -451,6 +461,7 @@ void SmRendezvous::receive_rts(const Message &m) {
         rkey.length     = info.length;
         rkey.pid        = sender->pid();
         rkey.rndv_token = info.op_token;
+        rkey.rndv_proof = info.proof;
         if (!iface_.unexpected_rndv(m.tag, header, info.header_length, info.address, info.length,
                                     &rkey)) {
             iface_.drop(m, "unexpected rendezvous but no rndv callback");
@@ -473,7 +484,7 @@ void SmRendezvous::receive_rts(const Message &m) {
     const size_t count  = tags.iovecs(recv, want, local);
     const pid_t  pid    = sender->pid();
     auto         finish = [&](ucs_status_t status) {
-        finish_receive(sender, slot, info.op_token, recv, m.tag, info.length, status);
+        finish_receive(sender, slot, info.op_token, info.proof, recv, m.tag, info.length, status);
     };
     const bool cma = cma_allowed(sender, info.address);
     /* The sender's buffer is MD-allocated shared memory: for small enough
@@ -505,6 +516,7 @@ void SmRendezvous::receive_rts(const Message &m) {
         pull.msg_length = info.length;
         pull.slot       = slot;
         pull.token      = info.op_token;
+        pull.rndv_proof = info.proof;
         ++sender->refs;
         const ucs_status_t status = staging_.start_pull(pull, info.address, info.op_token);
         if (status != UCS_OK) {
@@ -520,7 +532,7 @@ void SmRendezvous::receive_rts(const Message &m) {
         return;
     }
     ++counters_.split;
-    SplitCopy split{recv, sender, slot, info.op_token, m.tag, info.length, 0, UCS_OK};
+    SplitCopy split{recv, sender, slot, info.op_token, info.proof, m.tag, info.length, 0, UCS_OK};
     start_split(&split, local, count, info.address, want, piece);
     if (!keep_split(&split)) {
         finish_split(split, split.status);
@@ -549,14 +561,16 @@ void SmRendezvous::start_split(SplitCopy *split, const struct iovec *local, size
     slot->sender_done.store(0, std::memory_order_relaxed);
     slot->sender_status.store(UCS_OK, std::memory_order_relaxed);
     slot->claim.store(uint64_t{pieces} << 32, std::memory_order_release);
-    iface_.send_control(split->sender, ControlMsg{Kind::kRndvRtr, 0, split->token});
+    iface_.send_control(split->sender, ControlMsg{Kind::kRndvRtr, 0, split->token, split->proof});
 
     const struct iovec theirs = {reinterpret_cast<void *>(address), want};
     uint32_t           mine   = 0;
     split->status = copy_pieces(slot, true, split->sender->pid(), false, local, count, &theirs, 1,
-                                want, piece, &mine);
+                                want, piece, 0, &mine);
     ucs_assertv(mine <= pieces, "split copy: took %u of %u pieces", mine, pieces);
     split->sender_pieces = pieces - mine;
+    /* Nothing is left to claim: a conforming sender is inside its last piece. */
+    split->deadline = monotonic_ns() + split_timeout_;
 }
 
 bool SmRendezvous::keep_split(SplitCopy *split) {
@@ -568,19 +582,32 @@ bool SmRendezvous::keep_split(SplitCopy *split) {
         return true;
     }
     /* Cannot wait in the background: wait here, the sender is mid-piece. */
-    while (!split_done(*split) && split->sender->check_alive()) {
-        cpu_relax();
-    }
+    wait_split(*split);
     if (!split_done(*split)) {
-        split->status = UCS_ERR_CONNECTION_RESET;
+        split->status = split_abandoned(*split);
     }
     return false;
+}
+
+void SmRendezvous::wait_split(const SplitCopy &split) {
+    while (!split_done(split) && split.sender->check_alive() && (monotonic_ns() < split.deadline)) {
+        cpu_relax();
+    }
+}
+
+ucs_status_t SmRendezvous::split_abandoned(const SplitCopy &split) {
+    if (split.sender->dead()) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    ucs_error("tm_sm: process %d did not write its pieces of a split rendezvous copy within "
+              "SPLIT_TIMEOUT: the copy fails", split.sender->pid());
+    return UCS_ERR_TIMED_OUT;
 }
 
 ucs_status_t SmRendezvous::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,
                                        const struct iovec *ours, size_t nours,
                                        const struct iovec *theirs, size_t ntheirs, size_t length,
-                                       size_t piece, uint32_t *claimed) {
+                                       size_t piece, uint32_t reading, uint32_t *claimed) {
     ucs_status_t status = UCS_OK;
     uint64_t     claim  = slot->claim.load(std::memory_order_acquire);
     /* The counter lives in shared memory: a peer may have written any value
@@ -610,6 +637,10 @@ ucs_status_t SmRendezvous::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid
         claim = next;
         ++*claimed;
         const size_t offset = index * piece;
+        if (write && (status == UCS_OK) &&
+            (slot->word.load(std::memory_order_acquire) != reading)) {
+            status = UCS_ERR_TIMED_OUT; /* the receiver stopped waiting for us */
+        }
         if ((status != UCS_OK) || (offset >= length)) {
             continue; /* keep claiming so the other side stops, but copy nothing */
         }
@@ -650,21 +681,22 @@ void SmRendezvous::finish_split(SplitCopy split, ucs_status_t status) {
         complete(split.comp, status);
         return;
     }
-    finish_receive(split.sender, split.slot, split.token, split.recv, split.tag, split.length,
-                   status);
+    finish_receive(split.sender, split.slot, split.token, split.proof, split.recv, split.tag,
+                   split.length, status);
 }
 
 unsigned SmRendezvous::progress_splits() {
-    unsigned count = 0;
+    unsigned       count = 0;
+    const uint64_t now   = monotonic_ns(); /* called while splits wait: a vDSO read */
     for (size_t i = 0; i < splits_.size();) {
         SplitCopy   split  = splits_[i];
         const bool  done   = split_done(split);
-        if (!done && !split.sender->dead()) {
+        if (!done && !split.sender->dead() && (now < split.deadline)) {
             ++i;
             continue;
         }
         splits_.erase(splits_.begin() + static_cast<ptrdiff_t>(i));
-        finish_split(split, done ? split.status : UCS_ERR_CONNECTION_RESET);
+        finish_split(split, done ? split.status : split_abandoned(split));
         iface_.put_peer(split.sender);
         ++count;
     }
@@ -677,10 +709,10 @@ void SmRendezvous::orphan_receive(const TagEngine::Recv *recv) {
             continue;
         }
         /* Nothing is left to claim (we took our share already); the sender
-         * may be inside one process_vm_writev into the buffer: wait it out. */
-        while (!split_done(split) && split.sender->check_alive()) {
-            cpu_relax();
-        }
+         * may be inside one process_vm_writev into the buffer: wait it out,
+         * SPLIT_TIMEOUT at most (progress then fails the copy, which stops a
+         * slow sender before its next piece). */
+        wait_split(split);
     }
 }
 
@@ -722,7 +754,8 @@ void SmRendezvous::receive_rtr(const Message &m) {
     const struct iovec ours    = {reinterpret_cast<void *>(op.address), length};
     uint32_t           claimed = 0;
     const ucs_status_t status  = copy_pieces(slot, false, peer->pid(), true, &ours, 1, theirs,
-                                             iovcnt, length, piece, &claimed);
+                                             iovcnt, length, piece, rndv_word(op.gen, kRndvReading),
+                                             &claimed);
     if (status != UCS_OK) {
         int32_t expected = UCS_OK;
         slot->sender_status.compare_exchange_strong(expected, status, std::memory_order_relaxed);
@@ -847,6 +880,7 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
         pull.length = total;
         pull.comp   = comp;
         pull.ep     = ep;
+        pull.rndv_proof = key->rndv_proof;
         ++ep->peer->refs;
         ++ep->gets_outstanding;
         const ucs_status_t status =
@@ -873,8 +907,7 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
          * its sender as a matched receive does. */
         const size_t piece = split_piece(total, count, key->pid);
         if (piece != 0) {
-            return split_get(ep, slot, key->rndv_token, local, count, remote_addr, total, piece,
-                             comp);
+            return split_get(ep, slot, *key, local, count, total, piece, comp);
         }
     }
     const ucs_status_t status = cma_copy(key->pid, local, count, remote_addr, total, write);
@@ -884,12 +917,13 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
     return status;
 }
 
-ucs_status_t SmRendezvous::split_get(SmEp *ep, RndvSlot *slot, uint64_t token,
-                                     const struct iovec *local, size_t count, uint64_t address,
-                                     size_t length, size_t piece, uct_completion_t *comp) {
+ucs_status_t SmRendezvous::split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &key,
+                                     const struct iovec *local, size_t count, size_t length,
+                                     size_t piece, uct_completion_t *comp) {
     ++counters_.get_split;
-    SplitCopy split{nullptr, ep->peer, slot, token, 0, length, 0, UCS_OK, ep, comp};
-    start_split(&split, local, count, address, length, piece);
+    const uint64_t token = key.rndv_token;
+    SplitCopy split{nullptr, ep->peer, slot, token, key.rndv_proof, 0, length, 0, UCS_OK, ep, comp};
+    start_split(&split, local, count, key.address, length, piece);
     if (keep_split(&split)) {
         ++ep->gets_outstanding;
         return UCS_INPROGRESS;

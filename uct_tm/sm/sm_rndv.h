@@ -11,6 +11,7 @@
 #ifndef UCT_TM_SM_SM_RNDV_H_
 #define UCT_TM_SM_SM_RNDV_H_
 
+#include "base/token_proof.h"
 #include "sm_deferred_gets.h"
 #include "sm_layout.h"
 #include "sm_link.h"
@@ -44,17 +45,21 @@ struct RndvOp {
 /* A rendezvous copy shared with the sender: our pieces are done, the
  * sender's are in flight. Either a matched receive (recv set) or a get_zcopy
  * from an unexpected rendezvous send (recv null, ep/comp of the get). */
+struct RemoteKey;
+
 struct SplitCopy {
     TagEngine::Recv  *recv;
     RemotePeer       *sender;
     RndvSlot         *slot;
     uint64_t          token;
+    uint64_t          proof;        /* of token, from the sender's RTS */
     uct_tag_t         tag;
     size_t            length;       /* the sender's full message length */
     uint32_t          sender_pieces;/* pieces the sender claimed (final) */
     ucs_status_t      status;       /* of our own pieces */
     SmEp             *ep   = nullptr;
     uct_completion_t *comp = nullptr;
+    uint64_t          deadline = 0; /* for the sender's pieces (SPLIT_TIMEOUT) */
 };
 
 class SmRendezvous {
@@ -114,14 +119,14 @@ class SmRendezvous {
     /* ---- for SmStagingCopies ---- */
     /* Whether `token` is an active send of ours to `puller` that covers
      * [address, address + length). */
-    bool             serves(uint64_t token, const RemotePeer *puller, uint64_t address,
-                            uint64_t length) const;
+    bool             serves(uint64_t token, uint64_t proof, const RemotePeer *puller,
+                            uint64_t address, uint64_t length) const;
     /* A matched receive of the sender's `token` whose copy ended with
      * `status`: gives the sender's slot back with a FIN, or fails with
      * UCS_ERR_CANCELED if the sender withdrew it meanwhile. */
     void             finish_receive(RemotePeer *sender, RndvSlot *slot, uint64_t token,
-                                    TagEngine::Recv *recv, uct_tag_t tag, size_t length,
-                                    ucs_status_t status);
+                                    uint64_t proof, TagEngine::Recv *recv, uct_tag_t tag,
+                                    size_t length, ucs_status_t status);
 
     const Counters  &counters() const { return counters_; }
 
@@ -133,7 +138,8 @@ class SmRendezvous {
     /* An RTS from a peer we cannot attach back to: refuse it in its slot. */
     void         reject(const Message &m, uint64_t token);
     /* The active send `token` names, if `m` comes from the process it was
-     * sent to; else null (dropped as `what` if not stale). */
+     * sent to and carries the token's proof; else null (dropped as `what`
+     * if not stale). */
     RndvOp      *op_from(const Message &m, uint64_t token, const char *what);
     void         cancel_slot(uint32_t index);
     /* Takes send `index` back from its receiver (slot, pushes) and
@@ -143,11 +149,13 @@ class SmRendezvous {
 
     /* Copies pieces of `piece` bytes claimed from one end of `slot->claim`
      * until none is left, between our iov list and the peer's (process `pid`);
-     * `write` pushes ours into theirs. *claimed counts the pieces taken. */
+     * `write` pushes ours into theirs, each piece only while the slot's word
+     * is still `reading` (the receiver gave up waiting otherwise). *claimed
+     * counts the pieces taken. */
     static ucs_status_t copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,
                                     const struct iovec *ours, size_t nours,
                                     const struct iovec *theirs, size_t ntheirs, size_t length,
-                                    size_t piece, uint32_t *claimed);
+                                    size_t piece, uint32_t reading, uint32_t *claimed);
     /* Piece size if copying `want` bytes into `count` local iovecs from
      * process `pid` is worth splitting with it, else 0. */
     size_t       split_piece(size_t want, size_t count, pid_t pid) const;
@@ -159,10 +167,15 @@ class SmRendezvous {
     /* Queues the split for progress while the sender's pieces are in flight
      * (true); false if it can finish now (its status may become an error). */
     bool         keep_split(SplitCopy *split);
-    ucs_status_t split_get(SmEp *ep, RndvSlot *slot, uint64_t token, const struct iovec *local,
-                           size_t count, uint64_t address, size_t length, size_t piece,
+    ucs_status_t split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &key,
+                           const struct iovec *local, size_t count, size_t length, size_t piece,
                            uct_completion_t *comp);
     static bool  split_done(const SplitCopy &split);
+    /* Waits while the sender may still write into the split's buffers: until
+     * it reports its pieces, dies, or the split's deadline passes. */
+    static void  wait_split(const SplitCopy &split);
+    /* The status a split ends with when its sender did not report. */
+    static ucs_status_t split_abandoned(const SplitCopy &split);
     static ucs_status_t split_status(const SplitCopy &split, ucs_status_t status);
     void         finish_split(SplitCopy split, ucs_status_t status);
 
@@ -179,11 +192,13 @@ class SmRendezvous {
 
     SmIfaceLink      iface_;
     SmStagingCopies &staging_;
+    TokenProof       proof_; /* of our sends' tokens */
 
     /* settings */
     bool   split_enabled_  = true;
     size_t split_min_      = 0;
     size_t shm_direct_max_ = 0;
+    uint64_t split_timeout_ = 0; /* ns */
     bool   cma_enabled_    = true;
     bool   cma_warned_     = false;
 

@@ -308,7 +308,7 @@ ucs_status_t SmIface::send_control_now(RemotePeer *peer, const ControlMsg &msg) 
     e->peer       = peer->slot();
     e->length     = msg.length;
     e->aux        = msg.aux;
-    e->tag        = 0;
+    e->tag        = msg.proof;
     e->imm        = msg.imm;
     memcpy(inline_payload(e), &msg.payload, msg.length);
     peer->last_control = seq + 1; /* closing waits until the peer took it (drain_outboxes) */

@@ -57,6 +57,10 @@ ucs_status_t SmStagingCopies::init(uct_md_h md, const Geometry &geometry, char *
     chunks_     = segment + geometry.staging_offset;
     nchunks_    = geometry.staging_chunks;
     chunk_size_ = geometry.staging_chunk_size;
+    if (!proof_.init()) {
+        ucs_error("tm_sm: no random key for pull proofs: %m");
+        return UCS_ERR_IO_ERROR;
+    }
     const ucs_status_t status = alloc_status([&] { free_chunks_.reserve(nchunks_); });
     if (status != UCS_OK) {
         return status;
@@ -116,9 +120,11 @@ void SmStagingCopies::request(size_t index) {
     }
     pull.nchunks    = static_cast<uint16_t>(n);
     req.pull_token  = (uint64_t{pull.gen} << 32) | index;
+    req.pull_proof  = proof_.sign(req.pull_token);
     req.address     = pull.address;
     req.length      = pull.length;
     req.rndv_token  = pull.rndv_token;
+    req.rndv_proof  = pull.rndv_proof;
     req.piece_size  = chunk_size_;
     req.nchunks     = static_cast<uint16_t>(n);
     ControlMsg msg{Kind::kPullReq, 0, 0};
@@ -138,8 +144,8 @@ void SmStagingCopies::finish(size_t index, ucs_status_t status) {
     pulls_[index].active = false;
     --pulls_active_;
     if (pull.purpose == Pull::Purpose::kRndv) {
-        rndv_.finish_receive(pull.owner, pull.slot, pull.token, pull.recv, pull.tag,
-                             pull.msg_length, status);
+        rndv_.finish_receive(pull.owner, pull.slot, pull.token, pull.rndv_proof, pull.recv,
+                             pull.tag, pull.msg_length, status);
         iface_.put_peer(pull.owner);
         return;
     }
@@ -168,7 +174,7 @@ void SmStagingCopies::receive_request(const Message &m) {
     ucs_status_t status = UCS_ERR_INVALID_PARAM;
     if (ok && (req.rndv_token != 0)) {
         /* A rendezvous send of ours, still outstanding, covering the range. */
-        ok     = rndv_.serves(req.rndv_token, puller, req.address, req.length);
+        ok     = rndv_.serves(req.rndv_token, req.rndv_proof, puller, req.address, req.length);
         status = ok ? UCS_OK : UCS_ERR_CANCELED;
     } else if (ok) {
         /* Anything else must be memory this process registered for peers. */
@@ -182,10 +188,10 @@ void SmStagingCopies::receive_request(const Message &m) {
     }
     if (!ok) {
         iface_.send_control(puller, ControlMsg{Kind::kPullNack, static_cast<uint32_t>(status),
-                                               req.pull_token});
+                                               req.pull_token, req.pull_proof});
         return;
     }
-    Push push{puller, req.pull_token, reinterpret_cast<const char *>(req.address), req.length,
+    Push push{puller, req.pull_token, req.pull_proof, reinterpret_cast<const char *>(req.address), req.length,
               req.piece_size, static_cast<uint32_t>((req.length + req.piece_size - 1) / req.piece_size),
               0, {}, req.nchunks, req.rndv_token};
     std::copy(req.chunk, req.chunk + req.nchunks, push.chunk);
@@ -194,7 +200,7 @@ void SmStagingCopies::receive_request(const Message &m) {
         }) != UCS_OK) {
         iface_.send_control(puller, ControlMsg{Kind::kPullNack,
                                                static_cast<uint32_t>(UCS_ERR_NO_MEMORY),
-                                               req.pull_token});
+                                               req.pull_token, req.pull_proof});
         return;
     }
     ++puller->refs;
@@ -203,7 +209,7 @@ void SmStagingCopies::receive_request(const Message &m) {
 void SmStagingCopies::receive_nack(const Message &m) {
     const uint32_t index = pull_index(m.imm);
     if ((index < pulls_.size()) && pulls_[index].active && (pulls_[index].gen == pull_gen(m.imm)) &&
-        (iface_.peer_of(m.peer) == pulls_[index].owner)) {
+        (iface_.peer_of(m.peer) == pulls_[index].owner) && proof_.valid(m.imm, m.tag)) {
         const auto status = static_cast<ucs_status_t>(static_cast<int32_t>(m.aux));
         finish(index, (status < 0) ? status : UCS_ERR_IO_ERROR);
     }
@@ -218,7 +224,7 @@ void SmStagingCopies::abort_pushes(uint64_t rndv_token, ucs_status_t status) {
         const Push push = pushes_[i];
         pushes_.erase(pushes_.begin() + static_cast<ptrdiff_t>(i));
         iface_.send_control(push.puller, ControlMsg{Kind::kPullNack, static_cast<uint32_t>(status),
-                                                    push.pull_token});
+                                                    push.pull_token, push.pull_proof});
         iface_.put_peer(push.puller);
     }
 }

@@ -11,6 +11,7 @@
 #ifndef UCT_TM_SM_SM_STAGING_H_
 #define UCT_TM_SM_SM_STAGING_H_
 
+#include "base/token_proof.h"
 #include "sm_layout.h"
 #include "sm_link.h"
 
@@ -51,6 +52,7 @@ struct Pull {
     size_t           msg_length = 0;
     RndvSlot        *slot  = nullptr;
     uint64_t         token = 0;
+    uint64_t         rndv_proof = 0; /* of token / rndv_token, from the owner's RTS */
     /* kGet */
     uct_completion_t *comp = nullptr;
     SmEp             *ep   = nullptr;
@@ -60,6 +62,7 @@ struct Pull {
 struct Push {
     RemotePeer *puller;
     uint64_t    pull_token;
+    uint64_t    pull_proof; /* our NACKs carry it */
     const char *src;
     size_t      length;
     uint32_t    piece;
@@ -118,6 +121,7 @@ class SmStagingCopies {
     std::vector<uint16_t> free_chunks_; /* our staging chunks not lent to a pull */
     std::vector<Push>     pushes_;
     uint32_t              serial_ = 0;
+    TokenProof            proof_; /* of our pulls' tokens */
 };
 
 }  // namespace sm
