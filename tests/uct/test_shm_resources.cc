@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -591,6 +592,46 @@ TEST_P(MdAllocTag, RkeyOfAnUnsealedSegmentIsNotMapped) {
         << "an unsealed segment was mapped";
     uct_rkey_release(env_->component(), &rkey);
     ::close(fd);
+}
+
+/* A process of another user reaches nothing of ours: not the iface's
+ * segment, not an allocated block's memfd (both through /proc), not our
+ * memory by CMA. Run as root, the child becomes nobody. */
+TEST_P(MdAllocTag, AnotherUserReachesNothing) {
+    if (getuid() != 0) {
+        GTEST_SKIP() << "needs root to become another user";
+    }
+    std::string addr(rx_->attr.iface_addr_len, '\0');
+    ASSERT_EQ(uct_iface_get_address(rx_->iface, reinterpret_cast<uct_iface_addr_t *>(&addr[0])),
+              UCS_OK);
+    uct_tm::sm::IfaceAddress ia;
+    memcpy(&ia, addr.data(), sizeof(ia));
+    uct_allocated_memory_t mem = alloc(4096);
+    uct_tm::sm::PackedRkey packed;
+    ASSERT_EQ(uct_md_mkey_pack(env_->md(), mem.memh, &packed), UCS_OK);
+    const pid_t owner = getpid();
+    const pid_t child = spawn([&] {
+        if ((setgid(65534) != 0) || (setuid(65534) != 0)) {
+            return kSkip;
+        }
+        int reached = 0;
+        for (int fd : {ia.segment.fd, packed.shm.fd}) {
+            char path[64];
+            snprintf(path, sizeof(path), "/proc/%d/fd/%d", owner, fd);
+            const int opened = open(path, O_RDONLY | O_CLOEXEC);
+            reached += (opened >= 0);
+        }
+        char         byte;
+        struct iovec local = {&byte, 1}, remote = {mem.address, 1};
+        reached += (process_vm_readv(owner, &local, 1, &remote, 1, 0) == 1);
+        return reached;
+    });
+    const int status = wait_child(child, 30);
+    if (status == kSkip) {
+        GTEST_SKIP() << "could not become nobody";
+    }
+    EXPECT_EQ(status, 0) << "another user opened a segment or read our memory";
+    EXPECT_EQ(uct_mem_free(&mem), UCS_OK);
 }
 
 std::vector<std::string> sm_only() {
