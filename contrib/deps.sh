@@ -13,6 +13,7 @@ PACKAGES=(
     libgtest-dev libgmock-dev     # unit and conformance tests
     libbenchmark-dev              # Google Benchmark
     clang libclang-rt-14-dev      # libFuzzer targets, clang warning build
+    clang-format                  # contrib/check_format.sh: clang-format, clang-format-diff
 )
 # CI's "packages" stage (contrib/packages.sh): the .debs and RPMs of the
 # release tarball, built, linted, installed and purged.

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command, in tiers. Each installs what is missing and builds first.
-#   contrib/test.sh          host tier: every suite that runs on this machine itself -- unit,
+#   contrib/test.sh          host tier: the format of the C/C++ lines changed since a base
+#                            (contrib/check_format.sh), then every suite that runs on this
+#                            machine itself -- unit,
 #                            uct (tm_sm conformance, multi-process, hostile input), the protocol
 #                            layer, the hardware tag list on its device model, the fuzzers
 #                            (FUZZ_SECONDS each), and the integration scripts (UCP, ucx_perftest,
@@ -148,6 +150,14 @@ later_builds() {
 }
 
 passed=0 failed=0 check_rc=0 extra_rc=0
+if [[ $tier != rxe ]]; then
+    stage "format: the changed lines against .clang-format (contrib/check_format.sh)"
+    if "$src/contrib/check_format.sh"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1)); echo "FAIL: format of the changed lines"
+    fi
+fi
 cd "$build"
 if [[ $tier != rxe ]]; then
     stage "host tier: make check (the guest suites skipped: RXE_TESTS=no)"

@@ -511,6 +511,51 @@ void TagMatcher::remove_posted(uint32_t idx) {
     posted_.release(idx);
 }
 
+/* The oldest receive of the overflow ring matching `tag` and posted before
+ * `before` (a sequence number); kNoIndex if none. */
+[[gnu::always_inline]] inline uint32_t TagMatcher::scan_overflow(Tag tag, uint64_t before) {
+    Impl &im = *impl_;
+    ++im.fallback_scans;
+    uint32_t i = im.overflow_head;
+    do {
+        const PostedEntry &e = posted_[i];
+        if (e.seq > before) {
+            break; /* ring is in posting order: nothing older remains */
+        }
+        if (tag_matches(tag, e.tag, im.overflow_masks[i])) {
+            return i;
+        }
+        i = e.link.next;
+    } while (i != im.overflow_head);
+    return kNoIndex;
+}
+
+/* Removes posted receive `idx`, the head of its key's ring at `slot` of
+ * `table` (its hash `h`): unlinked without a lookup. */
+[[gnu::always_inline]] inline void TagMatcher::unlink_head(uint32_t idx, BucketTable *table,
+                                                           BucketTable::Ref  slot,
+                                                           BucketTable::Hash h) {
+    PostedEntry   &e    = posted_[idx];
+    const uint32_t next = e.link.next;
+    if (next == idx) {
+        table->erase(slot, h);
+    } else {
+        const uint32_t prev     = e.link.prev;
+        posted_[prev].link.next = next;
+        posted_[next].link.prev = prev;
+        *slot                   = next;
+    }
+    if (e.cls != 0) {
+        Impl::MaskClass &c = impl_->classes[e.cls];
+        if (--c.count == 0) {
+            impl_->deactivate(e.cls);
+        }
+        --masked_posted_;
+    }
+    e.gen += 1;
+    posted_.release(idx);
+}
+
 /* Earliest-posted receive matching `tag` over every class, removed; false if
  * none. The heads of every class are merged by posting sequence. */
 bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
@@ -562,50 +607,23 @@ bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
         }
     }
     if (im.overflow_head != kNoIndex) {
-        ++im.fallback_scans;
-        uint32_t i = im.overflow_head;
-        do {
-            const PostedEntry &e = posted_[i];
-            if (e.seq > best_seq) {
-                break; /* ring is in posting order: nothing older remains */
-            }
-            if (tag_matches(tag, e.tag, im.overflow_masks[i])) {
-                best       = i;
-                best_mask  = im.overflow_masks[i];
-                best_table = nullptr;
-                break;
-            }
-            i = e.link.next;
-        } while (i != im.overflow_head);
+        const uint32_t i = scan_overflow(tag, best_seq);
+        if (i != kNoIndex) {
+            best       = i;
+            best_mask  = im.overflow_masks[i];
+            best_table = nullptr;
+        }
     }
     if (best == kNoIndex) {
         return false;
     }
-    PostedEntry &e = posted_[best];
-    *recv          = Receive{e.tag, best_mask, e.ctx};
+    const PostedEntry &e = posted_[best];
+    *recv                = Receive{e.tag, best_mask, e.ctx};
     if (best_table == nullptr) {
         remove_posted(best);
-        return true;
-    }
-    /* the head of its key's ring in its class: unlink without a lookup */
-    const uint32_t next = e.link.next;
-    if (next == best) {
-        best_table->erase(best_slot, best_hash);
     } else {
-        const uint32_t prev     = e.link.prev;
-        posted_[prev].link.next = next;
-        posted_[next].link.prev = prev;
-        *best_slot              = next;
+        unlink_head(best, best_table, best_slot, best_hash);
     }
-    if (e.cls != 0) {
-        Impl::MaskClass &c = im.classes[e.cls];
-        if (--c.count == 0) {
-            im.deactivate(e.cls);
-        }
-        --masked_posted_;
-    }
-    e.gen += 1;
-    posted_.release(best);
     return true;
 }
 

@@ -320,6 +320,9 @@ class TagMatcher {
     ArriveResult arrive_general(Tag tag, uint64_t cookie, bool queue);
     ArriveResult queue_unexpected(Tag tag, uint64_t cookie);
     bool         take_posted_any(Tag tag, Receive *recv);
+    /* take_posted_any()'s steps, inlined into it (tag_matcher.cc) */
+    uint32_t     scan_overflow(Tag tag, uint64_t before);
+    void         unlink_head(uint32_t idx, Table *table, Table::Ref slot, Table::Hash h);
     void         remove_posted(uint32_t idx);
     void         batch(const Tag *tags, const uint64_t *cookies, size_t n, ArriveResult *out);
     void         update_posted_room();

@@ -165,6 +165,74 @@ size_t pack(void *dest, void *arg) {
     return c->size;
 }
 
+/* To the parent: how this rank connects, its device address, then its iface
+ * address (tm_dc) or its endpoint address for each peer (tm_rc, creating the
+ * endpoints in eps). */
+void send_addresses(const Options &opt, int me, int fd, const TransportIface &t, bool to_iface,
+                    std::vector<uct_ep_h> *eps) {
+    std::string dev(t.attr.device_addr_len, '\0');
+    if (uct_iface_get_device_address(t.iface, reinterpret_cast<uct_device_addr_t *>(&dev[0])) != UCS_OK) {
+        die("uct_iface_get_device_address");
+    }
+    send_blob(fd, to_iface ? "iface" : "ep");
+    send_blob(fd, dev);
+    if (to_iface) {
+        std::string ia(t.attr.iface_addr_len, '\0');
+        if (uct_iface_get_address(t.iface, reinterpret_cast<uct_iface_addr_t *>(&ia[0])) != UCS_OK) {
+            die("uct_iface_get_address");
+        }
+        send_blob(fd, ia);
+        return;
+    }
+    for (int j = 0; j < opt.ranks; ++j) {
+        std::string ea(t.attr.ep_addr_len, '\0');
+        if (j != me) {
+            uct_ep_params_t p = {};
+            p.field_mask      = UCT_EP_PARAM_FIELD_IFACE;
+            p.iface           = t.iface;
+            ucs_status_t st   = uct_ep_create(&p, &(*eps)[j]);
+            if (st != UCS_OK) {
+                die("uct_ep_create", st);
+            }
+            st = uct_ep_get_address((*eps)[j], reinterpret_cast<uct_ep_addr_t *>(&ea[0]));
+            if (st != UCS_OK) {
+                die("uct_ep_get_address", st);
+            }
+        }
+        send_blob(fd, ea);
+    }
+}
+
+/* From the parent: for each peer, its device address and its iface address
+ * or its endpoint address for this rank; connects eps to them. */
+void connect_peers(const Options &opt, int me, int fd, const TransportIface &t, bool to_iface,
+                   std::vector<uct_ep_h> *eps) {
+    for (int j = 0; j < opt.ranks; ++j) {
+        const std::string pdev  = recv_blob(fd);
+        const std::string paddr = recv_blob(fd);
+        if (j == me) {
+            continue;
+        }
+        ucs_status_t st;
+        if (to_iface) {
+            uct_ep_params_t p = {};
+            p.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
+            p.iface      = t.iface;
+            p.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(pdev.data());
+            p.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(paddr.data());
+            st           = uct_ep_create(&p, &(*eps)[j]);
+        } else {
+            st = uct_ep_connect_to_ep((*eps)[j],
+                                      reinterpret_cast<const uct_device_addr_t *>(pdev.data()),
+                                      reinterpret_cast<const uct_ep_addr_t *>(paddr.data()));
+        }
+        if (st != UCS_OK) {
+            die("connecting to a peer", st);
+        }
+    }
+}
+
 int run_rank(const Options &opt, int me, int fd) {
     Rank r;
     r.opt = &opt;
@@ -183,66 +251,10 @@ int run_rank(const Options &opt, int me, int fd) {
                 opt.transport.c_str(), t.attr.cap.tag.eager.max_bcopy);
         exit(2);
     }
-    const bool to_iface = (t.attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) != 0;
-    std::string dev(t.attr.device_addr_len, '\0');
-    if (uct_iface_get_device_address(t.iface, reinterpret_cast<uct_device_addr_t *>(&dev[0])) != UCS_OK) {
-        die("uct_iface_get_device_address");
-    }
+    const bool            to_iface = (t.attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) != 0;
     std::vector<uct_ep_h> eps(opt.ranks, nullptr);
-    /* to the parent: how I connect, my device address, then my iface address (tm_dc) or
-     * my endpoint address for each peer (tm_rc) */
-    send_blob(fd, to_iface ? "iface" : "ep");
-    send_blob(fd, dev);
-    if (to_iface) {
-        std::string ia(t.attr.iface_addr_len, '\0');
-        if (uct_iface_get_address(t.iface, reinterpret_cast<uct_iface_addr_t *>(&ia[0])) != UCS_OK) {
-            die("uct_iface_get_address");
-        }
-        send_blob(fd, ia);
-    } else {
-        for (int j = 0; j < opt.ranks; ++j) {
-            std::string ea(t.attr.ep_addr_len, '\0');
-            if (j != me) {
-                uct_ep_params_t p = {};
-                p.field_mask      = UCT_EP_PARAM_FIELD_IFACE;
-                p.iface           = t.iface;
-                ucs_status_t st   = uct_ep_create(&p, &eps[j]);
-                if (st != UCS_OK) {
-                    die("uct_ep_create", st);
-                }
-                st = uct_ep_get_address(eps[j], reinterpret_cast<uct_ep_addr_t *>(&ea[0]));
-                if (st != UCS_OK) {
-                    die("uct_ep_get_address", st);
-                }
-            }
-            send_blob(fd, ea);
-        }
-    }
-    /* from the parent: for each peer, its device address and its iface
-     * address or its endpoint address for me */
-    for (int j = 0; j < opt.ranks; ++j) {
-        const std::string pdev  = recv_blob(fd);
-        const std::string paddr = recv_blob(fd);
-        if (j == me) {
-            continue;
-        }
-        ucs_status_t st;
-        if (to_iface) {
-            uct_ep_params_t p = {};
-            p.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
-            p.iface      = t.iface;
-            p.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(pdev.data());
-            p.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(paddr.data());
-            st           = uct_ep_create(&p, &eps[j]);
-        } else {
-            st = uct_ep_connect_to_ep(eps[j], reinterpret_cast<const uct_device_addr_t *>(pdev.data()),
-                                      reinterpret_cast<const uct_ep_addr_t *>(paddr.data()));
-        }
-        if (st != UCS_OK) {
-            die("connecting to a peer", st);
-        }
-    }
+    send_addresses(opt, me, fd, t, to_iface, &eps);
+    connect_peers(opt, me, fd, t, to_iface, &eps);
 
     /* all to all: message seq to every peer, then seq + 1 */
     const auto   start    = std::chrono::steady_clock::now();
@@ -351,35 +363,26 @@ template <typename T> T median(std::vector<T> v) {
     return v.empty() ? T() : v[v.size() / 2];
 }
 
-int run(const Options &opt) {
-    std::string upper = opt.transport;
-    for (char &c : upper) {
-        c = static_cast<char>(toupper(static_cast<unsigned char>(c)));
-    }
-    setenv(("UCX_" + upper + "_PRINT_STATS").c_str(), "y", 1);
-    char dir[] = "/tmp/tm_mesh_XXXXXX";
-    if (mkdtemp(dir) == nullptr) {
-        perror("tm_mesh: mkdtemp");
-        return 2;
-    }
-    std::vector<int>   fds(opt.ranks);
-    std::vector<pid_t> pids(opt.ranks);
+/* Forks the ranks, each with its stderr in dir/rank<i> and a socket to
+ * the parent (fds); false if one could not be started. */
+bool spawn_ranks(const Options &opt, const char *dir, std::vector<int> *fds,
+                 std::vector<pid_t> *pids) {
     for (int i = 0; i < opt.ranks; ++i) {
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
             perror("tm_mesh: socketpair");
-            return 2;
+            return false;
         }
         fflush(stdout);
-        pids[i] = fork();
-        if (pids[i] < 0) {
+        (*pids)[i] = fork();
+        if ((*pids)[i] < 0) {
             perror("tm_mesh: fork");
-            return 2;
+            return false;
         }
-        if (pids[i] == 0) {
+        if ((*pids)[i] == 0) {
             close(sv[0]);
             for (int k = 0; k < i; ++k) {
-                close(fds[k]);
+                close((*fds)[k]);
             }
             const std::string err = std::string(dir) + "/rank" + std::to_string(i);
             const int         efd = open(err.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
@@ -390,8 +393,13 @@ int run(const Options &opt) {
             _exit(run_rank(opt, i, sv[1]));
         }
         close(sv[1]);
-        fds[i] = sv[0];
+        (*fds)[i] = sv[0];
     }
+    return true;
+}
+
+/* Each rank's addresses to every other one. */
+void route_addresses(const Options &opt, const std::vector<int> &fds) {
     /* addresses: dev[i], and addr[i][j] = what j needs to reach i */
     std::vector<std::string>              dev(opt.ranks);
     std::vector<std::vector<std::string>> addr(opt.ranks, std::vector<std::string>(opt.ranks));
@@ -418,6 +426,25 @@ int run(const Options &opt) {
             send_blob(fds[j], addr[i][j]);
         }
     }
+}
+
+int run(const Options &opt) {
+    std::string upper = opt.transport;
+    for (char &c : upper) {
+        c = static_cast<char>(toupper(static_cast<unsigned char>(c)));
+    }
+    setenv(("UCX_" + upper + "_PRINT_STATS").c_str(), "y", 1);
+    char dir[] = "/tmp/tm_mesh_XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+        perror("tm_mesh: mkdtemp");
+        return 2;
+    }
+    std::vector<int>   fds(opt.ranks);
+    std::vector<pid_t> pids(opt.ranks);
+    if (!spawn_ranks(opt, dir, &fds, &pids)) {
+        return 2;
+    }
+    route_addresses(opt, fds);
     std::vector<std::string> done(opt.ranks);
     for (int i = 0; i < opt.ranks; ++i) {
         done[i] = recv_blob(fds[i]);

@@ -633,6 +633,126 @@ struct Result {
     double median  = 0; /* tag_lat: median batch's mean round trip, seconds */
 };
 
+using Clock = std::chrono::steady_clock;
+
+/* tag_lat at one size: `iters` round trips after `warmup` ones; at the
+ * client *start is when the measured ones began and *rtt gets each batch's
+ * mean round trip. */
+template <typename UserFn>
+void run_lat(const Options &o, const Side &s, bool client, size_t iters, size_t warmup,
+             const Msg &sbuf, const Msg &rbuf, const UserFn &user, Clock::time_point *start,
+             std::vector<double> *rtt_p) {
+    std::vector<double> &rtt = *rtt_p;
+    /* The clock is read once per batch, not per iteration (a read on the
+     * client's path would count in every round trip): the median over
+     * batches of their mean round trip, tm_perftest's statistic. */
+    const size_t batch = std::max<size_t>(1, std::min<size_t>(100, iters / 50));
+    rtt.reserve(iters / batch + 1);
+    auto    t0 = *start;
+    Pending next; /* server: the receive for the coming message */
+    if (!client) {
+        next = post_recv(s, rbuf, 1, user(0));
+    }
+    for (size_t it = 0; it < warmup + iters; ++it) {
+        if (client && (it >= warmup) && ((it - warmup) % batch == 0)) {
+            const auto now = std::chrono::steady_clock::now();
+            if (it == warmup) {
+                *start = now;
+            } else {
+                rtt.push_back(std::chrono::duration<double>(now - t0).count() / batch);
+            }
+            t0 = now;
+        }
+        if (o.check) {
+            fill(sbuf, it);
+        }
+        if (client) {
+            const Pending r = post_recv(s, rbuf, 1, user(0));
+            send_msg(s, sbuf, 1, user(1));
+            wait_req(s, r);
+        } else {
+            /* tm_perftest's order: the next receive is posted before the
+             * reply goes out (raw UCT must; here it keeps the two tools'
+             * round trips alike) */
+            wait_req(s, next);
+            if (o.check) {
+                verify(rbuf, it); /* before the buffer is posted again */
+            }
+            if (it + 1 < warmup + iters) {
+                next = post_recv(s, rbuf, 1, user(0));
+            }
+            send_msg(s, sbuf, 1, user(1));
+        }
+        if (client && o.check) {
+            verify(rbuf, it);
+        }
+    }
+    if (client && (iters % batch == 0)) {
+        rtt.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                      batch);
+    }
+}
+
+/* tag_bw at one size: `iters` messages in windows of
+ * o.window, each acknowledged, after a tenth as many windows of warm-up;
+ * *start is when the measured windows began. */
+template <typename UserFn>
+void run_bw(const Options &o, const Side &s, bool client, size_t size, size_t iters,
+            const Msg &sbuf, const UserFn &user, MultiReceiver *multi, Clock::time_point *start) {
+    const size_t         windows = (iters + o.window - 1) / o.window;
+    const size_t         wu      = windows / 10 + 1;
+    std::vector<Pending> reqs(o.window);
+    /* The window's receive buffers are slots 64 bytes apart in one area, as
+     * in tm_perftest and ucx_perftest (one message's working set, like a
+     * protocol reusing one user buffer); --check needs them disjoint
+     * (with -V, each message's elements and the gaps after them). */
+    const size_t stride = o.check ? MsgArea::span(size, o.recv_iov) : 64;
+    MsgArea      area(size, o.recv_iov, (client || (multi != nullptr)) ? 0 : o.window, stride);
+    if (multi != nullptr) {
+        multi->expect(size);
+    }
+    char      ack;
+    const Msg ack_msg(&ack, 0); /* the acknowledgements stay one buffer of 0 bytes */
+    for (size_t w = 0; w < wu + windows; ++w) {
+        if (w == wu) {
+            *start = std::chrono::steady_clock::now();
+        }
+        if (client) {
+            const Pending a = post_recv(s, ack_msg, 2, user(o.window));
+            for (size_t i = 0; i < o.window; ++i) {
+                reqs[i] = start_send(s, sbuf, 1, user(i), o.more && (i + 1 < o.window));
+            }
+            for (const Pending &r : reqs) {
+                if ((r.req != 0) || (r.user != nullptr)) {
+                    wait_req(s, r);
+                }
+            }
+            wait_req(s, a);
+        } else if (multi != nullptr) {
+            /* -M: the window's messages land in the posted multi-receives */
+            const size_t      target = multi->messages() + o.window;
+            uct_tm::WaitBound bound(g_link, "a window of messages");
+            while (multi->messages() < target) {
+                uct_tm_proto_worker_progress(s.worker);
+                multi->repost();
+                bound.tick();
+            }
+            send_msg(s, ack_msg, 2, user(o.window + 1));
+        } else {
+            for (size_t i = 0; i < o.window; ++i) {
+                reqs[i] = post_recv(s, area.at(i), 1, user(i));
+            }
+            for (size_t i = 0; i < o.window; ++i) {
+                wait_req(s, reqs[i]);
+                if (o.check) {
+                    verify(area.at(i), 0);
+                }
+            }
+            send_msg(s, ack_msg, 2, user(o.window + 1));
+        }
+    }
+}
+
 /* One size at the client: total time of `iters` iterations (after a
  * warm-up), and for tag_lat the median batch's round trip. */
 Result run_size(const Options &o, const Side &s, bool client, size_t size, MultiReceiver *multi) {
@@ -652,108 +772,9 @@ Result run_size(const Options &o, const Side &s, bool client, size_t size, Multi
     fill(sbuf, 0);
     auto start = std::chrono::steady_clock::now();
     if (o.test == "tag_lat") {
-        /* The clock is read once per batch, not per iteration (a read on the
-         * client's path would count in every round trip): the median over
-         * batches of their mean round trip, tm_perftest's statistic. */
-        const size_t batch = std::max<size_t>(1, std::min<size_t>(100, iters / 50));
-        rtt.reserve(iters / batch + 1);
-        auto t0 = start;
-        Pending next; /* server: the receive for the coming message */
-        if (!client) {
-            next = post_recv(s, rbuf, 1, user(0));
-        }
-        for (size_t it = 0; it < warmup + iters; ++it) {
-            if (client && (it >= warmup) && ((it - warmup) % batch == 0)) {
-                const auto now = std::chrono::steady_clock::now();
-                if (it == warmup) {
-                    start = now;
-                } else {
-                    rtt.push_back(std::chrono::duration<double>(now - t0).count() / batch);
-                }
-                t0 = now;
-            }
-            if (o.check) {
-                fill(sbuf, it);
-            }
-            if (client) {
-                const Pending r = post_recv(s, rbuf, 1, user(0));
-                send_msg(s, sbuf, 1, user(1));
-                wait_req(s, r);
-            } else {
-                /* tm_perftest's order: the next receive is posted before the
-                 * reply goes out (raw UCT must; here it keeps the two tools'
-                 * round trips alike) */
-                wait_req(s, next);
-                if (o.check) {
-                    verify(rbuf, it); /* before the buffer is posted again */
-                }
-                if (it + 1 < warmup + iters) {
-                    next = post_recv(s, rbuf, 1, user(0));
-                }
-                send_msg(s, sbuf, 1, user(1));
-            }
-            if (client && o.check) {
-                verify(rbuf, it);
-            }
-        }
-        if (client && (iters % batch == 0)) {
-            rtt.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                                  .count() / batch);
-        }
+        run_lat(o, s, client, iters, warmup, sbuf, rbuf, user, &start, &rtt);
     } else {
-        const size_t windows = (iters + o.window - 1) / o.window;
-        const size_t wu      = windows / 10 + 1;
-        std::vector<Pending> reqs(o.window);
-        /* The window's receive buffers are slots 64 bytes apart in one area, as
-         * in tm_perftest and ucx_perftest (one message's working set, like a
-         * protocol reusing one user buffer); --check needs them disjoint
-         * (with -V, each message's elements and the gaps after them). */
-        const size_t stride = o.check ? MsgArea::span(size, o.recv_iov) : 64;
-        MsgArea      area(size, o.recv_iov, (client || (multi != nullptr)) ? 0 : o.window, stride);
-        if (multi != nullptr) {
-            multi->expect(size);
-        }
-        char      ack;
-        const Msg ack_msg(&ack, 0); /* the acknowledgements stay one buffer of 0 bytes */
-        for (size_t w = 0; w < wu + windows; ++w) {
-            if (w == wu) {
-                start = std::chrono::steady_clock::now();
-            }
-            if (client) {
-                const Pending a = post_recv(s, ack_msg, 2, user(o.window));
-                for (size_t i = 0; i < o.window; ++i) {
-                    reqs[i] = start_send(s, sbuf, 1, user(i),
-                                         o.more && (i + 1 < o.window));
-                }
-                for (const Pending &r : reqs) {
-                    if ((r.req != 0) || (r.user != nullptr)) {
-                        wait_req(s, r);
-                    }
-                }
-                wait_req(s, a);
-            } else if (multi != nullptr) {
-                /* -M: the window's messages land in the posted multi-receives */
-                const size_t      target = multi->messages() + o.window;
-                uct_tm::WaitBound bound(g_link, "a window of messages");
-                while (multi->messages() < target) {
-                    uct_tm_proto_worker_progress(s.worker);
-                    multi->repost();
-                    bound.tick();
-                }
-                send_msg(s, ack_msg, 2, user(o.window + 1));
-            } else {
-                for (size_t i = 0; i < o.window; ++i) {
-                    reqs[i] = post_recv(s, area.at(i), 1, user(i));
-                }
-                for (size_t i = 0; i < o.window; ++i) {
-                    wait_req(s, reqs[i]);
-                    if (o.check) {
-                        verify(area.at(i), 0);
-                    }
-                }
-                send_msg(s, ack_msg, 2, user(o.window + 1));
-            }
-        }
+        run_bw(o, s, client, size, iters, sbuf, user, multi, &start);
     }
     Result res;
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1020,6 +1020,88 @@ void step(Soak &s, bool sending) {
     if ((s.rand() % 1024) == 0) churn_decoys(s);
 }
 
+/* Our sends complete, DONE(count) goes out, the partner's arrive; whatever
+ * of the partner's did not is counted (unfinished, lost). */
+void drain(Soak &s) {
+    const unsigned W   = s.opt.window;
+    const double end = now_s() + s.opt.drain_s;
+    while ((now_s() < end) && (s.tx == Soak::Tx::Open) && !s.ep_failed && !tx_idle(s)) step(s, false);
+    while ((now_s() < end) && (s.tx == Soak::Tx::Open) && !s.ep_failed && !s.done_sent) {
+        s.done_sent = am(s, kAmDone, (uint64_t{s.tx_session} << kSeqBits) | s.next_seq);
+        step(s, false);
+    }
+    const bool rx_live = (s.rx_session != 0) && (s.ep_pid == s.rx_pid) && !s.ep_failed;
+    while ((now_s() < end) && rx_live && !s.ep_failed && !(s.done_seen && (s.prefix >= s.done_count))) {
+        step(s, false);
+    }
+    if (rx_live && !s.ep_failed) {
+        if (!s.done_seen) {
+            fprintf(stderr, "tm_soak %d: UNFINISHED: no DONE from the partner (pid %" PRIu64 ") in %.0f s\n",
+                    s.opt.slot, s.rx_pid, s.opt.drain_s);
+            ++s.n.unfinished;
+        } else if (s.prefix < s.done_count) {
+            uint64_t missing = 0;
+            for (uint64_t q = s.prefix; q < s.done_count; ++q) {
+                if (s.delivered_ring[q % W] != q + 1) ++missing;
+            }
+            fprintf(stderr, "tm_soak %d: LOST: %" PRIu64 " of the partner's %" PRIu64 " messages never "
+                            "arrived (first %" PRIu64 ")\n", s.opt.slot, missing, s.done_count, s.prefix);
+            s.n.lost += missing;
+        }
+    }
+}
+
+/* Receives cancelled, decoys cancelled, endpoints destroyed. */
+void teardown(Soak &s) {
+    cancel_rx(s);
+    for (RecvCtx &r : s.decoys) {
+        if ((r.soak != nullptr) && !r.cancelled) {
+            r.forced = r.cancelled = true;
+            uct_iface_tag_recv_cancel(s.iface, &r.ctx, 1);
+        }
+    }
+    for (int i = 0; (i < 1000) && !s.fetches.empty(); ++i) {
+        progress(s);
+        run_fetches(s);
+    }
+    for (TxSlot &t : s.txs) {
+        if (t.busy && (t.rndv != nullptr)) {
+            uct_ep_tag_rndv_cancel(t.rndv_ep, t.rndv);
+            t.busy = false;
+        }
+    }
+    for (int i = 0; (i < 100000) && !tx_idle(s); ++i) progress(s);
+    if (s.ep != nullptr) drop_ep(s);
+    for (uct_ep_h ep : s.retired) uct_ep_destroy(ep);
+    s.retired.clear();
+    progress(s);
+    if (s.tx_buf.memh != UCT_MEM_HANDLE_NULL) uct_md_mem_dereg(s.md, s.tx_buf.memh);
+    if (s.rx_buf.memh != UCT_MEM_HANDLE_NULL) uct_md_mem_dereg(s.md, s.rx_buf.memh);
+}
+
+/* Files opened since the iface was up (fds_init) and still open with every
+ * endpoint destroyed, reported: what the connections of all sessions left
+ * behind. The partner's current incarnation may legitimately hold one (its
+ * attachment as a sender to our FIFO): more is growth with the sessions;
+ * returns how many more. */
+long held_fds(const Soak &s, const std::vector<std::string> &fds_init) {
+    std::vector<std::string> fds_new;
+    for (const std::string &f : open_fds()) {
+        if (!std::binary_search(fds_init.begin(), fds_init.end(), f)) {
+            fds_new.push_back(f);
+        }
+    }
+    const long fds_extra = static_cast<long>(fds_new.size());
+    if (fds_extra > 1) {
+        /* All of them, the one allowed included: which is the extra is not known. */
+        for (const std::string &f : fds_new) {
+            fprintf(stderr, "tm_soak %d: FD HELD: %s%s\n", s.opt.slot, f.c_str(),
+                    fd_owner(atoi(f.c_str())).c_str());
+        }
+    }
+    return std::max(0L, fds_extra - 1);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -1028,8 +1110,10 @@ int main(int argc, char **argv) {
     s.mypid = static_cast<uint64_t>(getpid());
     s.rng   = mix(s.mypid ^ static_cast<uint64_t>(now_s() * 1e9));
     if (const char *inj = getenv("TM_SOAK_INJECT")) {
-        g_inject = !strcmp(inj, "lose") ? Inject::Lose : !strcmp(inj, "duplicate") ? Inject::Duplicate
-                 : !strcmp(inj, "corrupt") ? Inject::Corrupt : Inject::None;
+        g_inject = !strcmp(inj, "lose")        ? Inject::Lose
+                   : !strcmp(inj, "duplicate") ? Inject::Duplicate
+                   : !strcmp(inj, "corrupt")   ? Inject::Corrupt
+                                               : Inject::None;
     }
     signal(SIGTERM, on_term);
     signal(SIGINT, on_term);
@@ -1056,80 +1140,13 @@ int main(int argc, char **argv) {
         }
     }
 
-    /* Drain: our sends complete, DONE(count) goes out, the partner's arrive. */
-    const double end = now_s() + s.opt.drain_s;
-    while ((now_s() < end) && (s.tx == Soak::Tx::Open) && !s.ep_failed && !tx_idle(s)) step(s, false);
-    while ((now_s() < end) && (s.tx == Soak::Tx::Open) && !s.ep_failed && !s.done_sent) {
-        s.done_sent = am(s, kAmDone, (uint64_t{s.tx_session} << kSeqBits) | s.next_seq);
-        step(s, false);
-    }
-    const bool rx_live = (s.rx_session != 0) && (s.ep_pid == s.rx_pid) && !s.ep_failed;
-    while ((now_s() < end) && rx_live && !s.ep_failed && !(s.done_seen && (s.prefix >= s.done_count))) {
-        step(s, false);
-    }
-    if (rx_live && !s.ep_failed) {
-        if (!s.done_seen) {
-            fprintf(stderr, "tm_soak %d: UNFINISHED: no DONE from the partner (pid %" PRIu64 ") in %.0f s\n",
-                    s.opt.slot, s.rx_pid, s.opt.drain_s);
-            ++s.n.unfinished;
-        } else if (s.prefix < s.done_count) {
-            uint64_t missing = 0;
-            for (uint64_t q = s.prefix; q < s.done_count; ++q) {
-                if (s.delivered_ring[q % W] != q + 1) ++missing;
-            }
-            fprintf(stderr, "tm_soak %d: LOST: %" PRIu64 " of the partner's %" PRIu64 " messages never "
-                            "arrived (first %" PRIu64 ")\n", s.opt.slot, missing, s.done_count, s.prefix);
-            s.n.lost += missing;
-        }
-    }
+    drain(s);
     /* A little more progress so the partner's drain completes too. */
     const double linger = now_s() + 0.5;
     while (now_s() < linger) step(s, false);
 
-    /* Teardown: receives cancelled, decoys cancelled, endpoints destroyed. */
-    cancel_rx(s);
-    for (RecvCtx &r : s.decoys) {
-        if ((r.soak != nullptr) && !r.cancelled) {
-            r.forced = r.cancelled = true;
-            uct_iface_tag_recv_cancel(s.iface, &r.ctx, 1);
-        }
-    }
-    for (int i = 0; (i < 1000) && !s.fetches.empty(); ++i) {
-        progress(s);
-        run_fetches(s);
-    }
-    for (TxSlot &t : s.txs) {
-        if (t.busy && (t.rndv != nullptr)) {
-            uct_ep_tag_rndv_cancel(t.rndv_ep, t.rndv);
-            t.busy = false;
-        }
-    }
-    for (int i = 0; (i < 100000) && !tx_idle(s); ++i) progress(s);
-    if (s.ep != nullptr) drop_ep(s);
-    for (uct_ep_h ep : s.retired) uct_ep_destroy(ep);
-    s.retired.clear();
-    progress(s);
-    if (s.tx_buf.memh != UCT_MEM_HANDLE_NULL) uct_md_mem_dereg(s.md, s.tx_buf.memh);
-    if (s.rx_buf.memh != UCT_MEM_HANDLE_NULL) uct_md_mem_dereg(s.md, s.rx_buf.memh);
-    /* Files opened since the iface was up and still open with every endpoint
-     * destroyed: what the connections of all sessions left behind. The
-     * partner's current incarnation may legitimately hold one (its attachment
-     * as a sender to our FIFO): more is growth with the sessions. */
-    std::vector<std::string> fds_new;
-    for (const std::string &f : open_fds()) {
-        if (!std::binary_search(fds_init.begin(), fds_init.end(), f)) {
-            fds_new.push_back(f);
-        }
-    }
-    const long fds_extra = static_cast<long>(fds_new.size());
-    if (fds_extra > 1) {
-        /* All of them, the one allowed included: which is the extra is not known. */
-        for (const std::string &f : fds_new) {
-            fprintf(stderr, "tm_soak %d: FD HELD: %s%s\n", s.opt.slot, f.c_str(),
-                    fd_owner(atoi(f.c_str())).c_str());
-        }
-    }
-    long fd_leak = std::max(0L, fds_extra - 1);
+    teardown(s);
+    long fd_leak = held_fds(s, fds_init);
     write_progress(s);
     uct_tm::close_transport_iface(&s);
     /* and everything the MD and iface opened is closed with them */

@@ -40,7 +40,33 @@ RcIface::RcIface(const RcConfig &config)
 
 ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *iface_params,
                            const RcConfig &) {
-    md_ = ib_md(md);
+    md_                    = ib_md(md);
+    const PortInfo *port   = nullptr;
+    ucs_status_t    status = find_port(iface_params, &port);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = check_config();
+    if (status != UCS_OK) {
+        return status;
+    }
+    size_queues(*port);
+    if (alloc_tx_state() != UCS_OK) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    const ucs_status_t rndv_status = rndv_.init(config_);
+    if (rndv_status != UCS_OK) {
+        return rndv_status;
+    }
+    const ucs_status_t verbs_status = init_verbs(config_);
+    on_demand_                      = strcmp(opened_as().name, "tm_dc") == 0;
+    if ((verbs_status != UCS_OK) || !on_demand_) {
+        return verbs_status;
+    }
+    return init_on_demand();
+}
+
+ucs_status_t RcIface::find_port(const uct_iface_params_t *iface_params, const PortInfo **port_p) {
     /* Device name "tm_<dev>:<port>": the port comes after the colon. */
     const char *dev_name = iface_params->mode.device.dev_name;
     const char *colon    = (dev_name != nullptr) ? strrchr(dev_name, ':') : nullptr;
@@ -62,6 +88,11 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
         ucs_error("tm_rc: %s has no active port %u", md_->device.c_str(), port_);
         return UCS_ERR_NO_DEVICE;
     }
+    *port_p = port;
+    return UCS_OK;
+}
+
+ucs_status_t RcIface::check_config() const {
     const ucs_status_t status = config_.tag_list.check("tm_rc");
     if (status != UCS_OK) {
         return status;
@@ -72,7 +103,10 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
         ucs_error("tm_rc: SEG_SIZE must be 256..1g and the queue/buffer counts non-zero");
         return UCS_ERR_INVALID_PARAM;
     }
+    return UCS_OK;
+}
 
+void RcIface::size_queues(const PortInfo &port) {
     seg_size_    = config_.seg_size;
     rx_offset_   = align_up(sizeof(uct_recv_desc_t *) + params().rx_headroom, 8);
     rx_stride_   = align_up(rx_offset_ + seg_size_, kAlign);
@@ -81,35 +115,29 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     tx_cq_len_    = std::min<uint32_t>(config_.tx_cq_len, md_->attr.orig_attr.max_cqe);
     budget_       = std::max(config_.progress_budget, 1u);
     print_stats_  = config_.print_stats != 0;
-    roce_         = port->roce();
+    roce_         = port.roce();
     tags_.set_orphan_hook(
         [](void *arg, const TagEngine::Recv *recv) { static_cast<RcIface *>(arg)->wait_reads(recv); },
         this);
+}
 
-    if (alloc_status([&] {
-            rx_held_.assign(rx_queue_len_, 0);
-            rx_repost_.reserve(rx_queue_len_);
-            free_tx_bufs_.reserve(config_.tx_bufs);
-            for (int32_t i = static_cast<int32_t>(config_.tx_bufs) - 1; i >= 0; --i) {
-                free_tx_bufs_.push_back(i);
-            }
-            tx_ops_.resize(tx_cq_len_);
-            for (uint32_t i = 0; i < tx_cq_len_; ++i) {
-                tx_ops_[i].next_free = i + 1;
-            }
-            free_tx_op_ = 0;
-        }) != UCS_OK) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    const ucs_status_t rndv_status = rndv_.init(config_);
-    if (rndv_status != UCS_OK) {
-        return rndv_status;
-    }
-    const ucs_status_t verbs_status = init_verbs(config_);
-    on_demand_ = strcmp(opened_as().name, "tm_dc") == 0;
-    if ((verbs_status != UCS_OK) || !on_demand_) {
-        return verbs_status;
-    }
+ucs_status_t RcIface::alloc_tx_state() {
+    return alloc_status([&] {
+        rx_held_.assign(rx_queue_len_, 0);
+        rx_repost_.reserve(rx_queue_len_);
+        free_tx_bufs_.reserve(config_.tx_bufs);
+        for (int32_t i = static_cast<int32_t>(config_.tx_bufs) - 1; i >= 0; --i) {
+            free_tx_bufs_.push_back(i);
+        }
+        tx_ops_.resize(tx_cq_len_);
+        for (uint32_t i = 0; i < tx_cq_len_; ++i) {
+            tx_ops_[i].next_free = i + 1;
+        }
+        free_tx_op_ = 0;
+    });
+}
+
+ucs_status_t RcIface::init_on_demand() {
     if ((config_.conn_retry <= 0) || !(config_.conn_timeout > 0)) {
         ucs_error("tm_dc: CONN_RETRY and CONN_TIMEOUT must be positive");
         return UCS_ERR_INVALID_PARAM;
@@ -132,11 +160,44 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
 }
 
 ucs_status_t RcIface::init_verbs(const RcConfig &config) {
-    struct ibv_context *ctx = md_->ctx;
-    const auto         &tm  = md_->attr.tm_caps;
+    const ucs_status_t status = init_tag_list(config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    const ucs_status_t queue_status = create_queues();
+    if (queue_status != UCS_OK) {
+        return queue_status;
+    }
+    const ucs_status_t buf_status = alloc_buffers(config);
+    if (buf_status != UCS_OK) {
+        return buf_status;
+    }
+    const ucs_status_t addr_status = query_address(config);
+    if (addr_status != UCS_OK) {
+        return addr_status;
+    }
+    if (hw_.verbs_list() != nullptr) {
+        return UCS_OK; /* the TM SRQ's untagged buffers are the engine's */
+    }
+    for (uint32_t i = 0; i < rx_queue_len_; ++i) {
+        rx_repost_.push_back(i);
+    }
+    post_rx(rx_queue_len_);
+    if (rx_posted_ != rx_queue_len_) {
+        return UCS_ERR_IO_ERROR;
+    }
+    if (!config.tm_model || !tag_enabled()) {
+        return UCS_OK;
+    }
+    return hw_.init_model(config, hw_engine_config(),
+                          mtu_bytes(static_cast<enum ibv_mtu>(dev_addr_.mtu)), md_->device);
+}
+
+ucs_status_t RcIface::init_tag_list(const RcConfig &config) {
+    const auto &tm = md_->attr.tm_caps;
     hw_tm_capable_ = tm.max_num_tags > 0;
     if (config.tm_model) {
-        /* init_model() below, once the port's MTU is known */
+        /* init_model() in init_verbs(), once the port's MTU is known */
     } else if (hw_tm_capable_ && config.hw_tm && tag_enabled()) {
         const ucs_status_t status = hw_.init_verbs_tm(config, hw_engine_config(), *md_, rx_queue_len_);
         if (status == UCS_ERR_UNSUPPORTED) {
@@ -150,7 +211,11 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
                   hw_tm_capable_ ? "hardware tag matching disabled (UCX_TM_RC_HW_TM=n)"
                                  : "no hardware tag matching (tm_caps.max_num_tags == 0)");
     }
+    return UCS_OK;
+}
 
+ucs_status_t RcIface::create_queues() {
+    struct ibv_context *ctx = md_->ctx;
     tx_cq_ = ibv_create_cq(ctx, static_cast<int>(tx_cq_len_), nullptr, nullptr, 0);
     if (hw_.verbs_list() != nullptr) {
         /* QPs receive into the TM SRQ; its CQ is polled by the tag engine. */
@@ -173,7 +238,10 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
         ucs_error("tm_rc: ibv_create_srq on %s: %s", md_->device.c_str(), strerror(errno));
         return UCS_ERR_IO_ERROR;
     }
+    return UCS_OK;
+}
 
+ucs_status_t RcIface::alloc_buffers(const RcConfig &config) {
     const size_t rx_bytes = rx_stride_ * rx_queue_len_;
     /* One spare segment after the last buffer: a pack callback that writes
      * past max_bcopy (its send is refused) scribbles on our memory only. */
@@ -189,8 +257,12 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
                   md_->device.c_str(), strerror(errno));
         return UCS_ERR_IO_ERROR;
     }
+    return UCS_OK;
+}
 
-    union ibv_gid gid = {};
+ucs_status_t RcIface::query_address(const RcConfig &config) {
+    struct ibv_context *ctx = md_->ctx;
+    union ibv_gid       gid = {};
     if (roce_) {
         const ucs_status_t status = select_gid(ctx, port_, config.gid_index, &gid_index_, &gid);
         if (status != UCS_OK) {
@@ -206,22 +278,7 @@ ucs_status_t RcIface::init_verbs(const RcConfig &config) {
     dev_addr_.mtu  = static_cast<uint8_t>(pa.active_mtu);
     dev_addr_.lid  = pa.lid;
     memcpy(dev_addr_.gid, gid.raw, sizeof(dev_addr_.gid));
-
-    if (hw_.verbs_list() != nullptr) {
-        return UCS_OK; /* the TM SRQ's untagged buffers are the engine's */
-    }
-    for (uint32_t i = 0; i < rx_queue_len_; ++i) {
-        rx_repost_.push_back(i);
-    }
-    post_rx(rx_queue_len_);
-    if (rx_posted_ != rx_queue_len_) {
-        return UCS_ERR_IO_ERROR;
-    }
-    if (!config.tm_model || !tag_enabled()) {
-        return UCS_OK;
-    }
-    return hw_.init_model(config, hw_engine_config(),
-                          mtu_bytes(static_cast<enum ibv_mtu>(dev_addr_.mtu)), md_->device);
+    return UCS_OK;
 }
 
 ucs_status_t RcIface::select_dc_provider() {

@@ -49,6 +49,7 @@ namespace uct_tm {
 namespace ib {
 
 class RcIface;
+struct PortInfo;
 
 /* An endpoint: one RC queue pair. */
 /* The least SEG_SIZE: a header and a rendezvous descriptor fit. */
@@ -189,7 +190,27 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
   private:
     friend class RcIfaceLink;
 
+    /* ---- init()'s steps ---- */
+    /* The port the device name "tm_<dev>:<port>" names, active on md_'s device. */
+    ucs_status_t find_port(const uct_iface_params_t *iface_params, const PortInfo **port_p);
+    /* The config checked; the segment, queue and CQ sizes from it, within the
+     * device's limits. */
+    ucs_status_t check_config() const;
+    void         size_queues(const PortInfo &port);
+    /* The receive bookkeeping and the free lists of send buffers and ops. */
+    ucs_status_t alloc_tx_state();
+    /* tm_dc: the DCI pool, the provider, the iface's ids and its connection channel. */
+    ucs_status_t init_on_demand();
     ucs_status_t init_verbs(const RcConfig &config);
+    /* ---- init_verbs()'s steps ---- */
+    /* The hardware tag list (a TM SRQ) if the device and config allow it. */
+    ucs_status_t init_tag_list(const RcConfig &config);
+    /* The send and receive CQs and the SRQ (the TM SRQ's if there is one). */
+    ucs_status_t create_queues();
+    /* The receive and send buffer pools, registered. */
+    ucs_status_t alloc_buffers(const RcConfig &config);
+    /* The GID (RoCE) and the port's MTU and LID: the device address. */
+    ucs_status_t query_address(const RcConfig &config);
 
     /* ---- endpoints: queue pairs (rc_ep.cc) ---- */
     /* A new endpoint with its QP in INIT (none if !with_qp), listed in eps_. */

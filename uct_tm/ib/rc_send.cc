@@ -35,6 +35,38 @@ bool with_immediate(const RcEp *ep, const WireHeader &hdr, uint32_t imm_low, siz
     return (imm_low != 0) || (total > ep->path_mtu);
 }
 
+/* Whether the layer above registered every non-empty piece of the iov list. */
+inline bool all_registered(const uct_iov_t *iov, size_t iovcnt) {
+    for (size_t i = 0; i < iovcnt; ++i) {
+        if ((iov[i].length != 0) && (mr_of(iov[i].memh) == nullptr)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The registered iov pieces as scatter/gather entries, the empty ones left
+ * out; how many. */
+inline int gather_registered(const uct_iov_t *iov, size_t iovcnt, struct ibv_sge *sge) {
+    int nsge = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        const size_t len = iov[i].length;
+        if (len > 0) {
+            sge[nsge++] = {reinterpret_cast<uintptr_t>(iov[i].buffer), static_cast<uint32_t>(len),
+                           mr_of(iov[i].memh)->lkey};
+        }
+    }
+    return nsge;
+}
+
+/* The iov list's pieces copied one after the other to `dst`. */
+inline void copy_iov(char *dst, const uct_iov_t *iov, size_t iovcnt) {
+    for (size_t i = 0; i < iovcnt; ++i) {
+        memcpy(dst, iov[i].buffer, iov[i].length);
+        dst += iov[i].length;
+    }
+}
+
 }  // namespace
 
 /* ---- send resources -------------------------------------------------------------------- */
@@ -142,10 +174,8 @@ ucs_status_t RcIface::send_message(RcEp *ep, const WireHeader &header, uint32_t 
     }
     /* Zero copy when the layer above registered every piece and waits for a
      * completion; otherwise the message is copied and done on return. */
-    bool zcopy = (comp != nullptr) && (payload > 0) && (total > max_inline_);
-    for (size_t i = 0; zcopy && (i < iovcnt); ++i) {
-        zcopy = (iov[i].length == 0) || (mr_of(iov[i].memh) != nullptr);
-    }
+    const bool zcopy = (comp != nullptr) && (payload > 0) && (total > max_inline_) &&
+                       all_registered(iov, iovcnt);
     const bool inline_send = !zcopy && (total <= max_inline_);
     status = tx_ready(ep, !inline_send);
     if (status != UCS_OK) {
@@ -171,22 +201,11 @@ ucs_status_t RcIface::send_message(RcEp *ep, const WireHeader &header, uint32_t 
     int nsge = 1;
     if (zcopy) {
         sge[0] = {reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(head), tx_mr_->lkey};
-        for (size_t i = 0; i < iovcnt; ++i) {
-            const size_t len = iov[i].length;
-            if (len > 0) {
-                sge[nsge++] = {reinterpret_cast<uintptr_t>(iov[i].buffer),
-                               static_cast<uint32_t>(len), mr_of(iov[i].memh)->lkey};
-            }
-        }
+        nsge += gather_registered(iov, iovcnt, sge + 1);
         op.type = TxOp::Type::kZcopy;
         op.comp = comp;
     } else {
-        size_t offset = head;
-        for (size_t i = 0; i < iovcnt; ++i) {
-            const size_t len = iov[i].length;
-            memcpy(buf + offset, iov[i].buffer, len);
-            offset += len;
-        }
+        copy_iov(buf + head, iov, iovcnt);
         sge[0] = {reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(total),
                   inline_send ? 0 : tx_mr_->lkey};
         if (inline_send) {

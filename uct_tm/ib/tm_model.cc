@@ -308,9 +308,9 @@ void TmModel::place_eager(uint32_t entry, const std::vector<uint8_t> &message, b
     }
 }
 
-bool TmModel::process_arrival(uint32_t src_qp) {
-    const auto    it  = arrivals_.find(src_qp);
-    const Message msg = it->second.front();
+TmModel::Message TmModel::pop_arrival(uint32_t src_qp) {
+    const auto it  = arrivals_.find(src_qp);
+    Message    msg = std::move(it->second.front());
     it->second.pop_front();
     if (it->second.empty()) {
         /* Every step walks the senders with messages: a sender's entry goes
@@ -322,8 +322,35 @@ bool TmModel::process_arrival(uint32_t src_qp) {
     if (arrivals_.empty()) {
         barriers_.clear(); /* nothing is left to overtake: also those of QPs that sent nothing */
     }
+    return msg;
+}
 
-    TmHeader tmh{};
+void TmModel::match_rndv(uint32_t h, uint32_t src_qp, const Message &msg, TmCompletion c) {
+    const Entry &e = entries_[h];
+    c.flags |= kTmCqeRndv;
+    RndvHeader rvh;
+    memcpy(&rvh, msg.bytes.data() + sizeof(TmHeader), sizeof(rvh));
+    if (rvh_len(rvh) > e.sge.length) {
+        /* The tagged buffer cannot take the data: the headers go there
+         * instead and software finishes the rendezvous. */
+        const size_t n = std::min<size_t>(msg.bytes.size(), e.sge.length);
+        if (n > 0) {
+            memcpy(e.sge.addr, msg.bytes.data(), n);
+        }
+        c.flags |= kTmCqeDataValid;
+        c.status   = TmCqeStatus::kRndvIncomplete;
+        c.byte_len = static_cast<uint32_t>(n);
+        ++counters_.rndv_incomplete;
+        complete_entry(h, c);
+        return;
+    }
+    report_match(h, c);
+    transfers_.push_back(Transfer{h, src_qp, true, msg.bytes, false, 0});
+}
+
+bool TmModel::process_arrival(uint32_t src_qp) {
+    const Message msg = pop_arrival(src_qp);
+    TmHeader      tmh{};
     if (msg.bytes.size() >= sizeof(tmh)) {
         memcpy(&tmh, msg.bytes.data(), sizeof(tmh));
     }
@@ -346,9 +373,8 @@ bool TmModel::process_arrival(uint32_t src_qp) {
     }
 
     const uint32_t h = static_cast<uint32_t>(match);
-    Entry         &e = entries_[h];
     unlist(h);
-    e.state = EntryState::kConsumed;
+    entries_[h].state = EntryState::kConsumed;
     ++counters_.matches;
 
     TmCompletion c;
@@ -359,25 +385,7 @@ bool TmModel::process_arrival(uint32_t src_qp) {
     c.flags  = kTmCqeMatch;
 
     if (rndv) {
-        c.flags |= kTmCqeRndv;
-        RndvHeader rvh;
-        memcpy(&rvh, msg.bytes.data() + sizeof(TmHeader), sizeof(rvh));
-        if (rvh_len(rvh) > e.sge.length) {
-            /* The tagged buffer cannot take the data: the headers go there
-             * instead and software finishes the rendezvous. */
-            const size_t n = std::min<size_t>(msg.bytes.size(), e.sge.length);
-            if (n > 0) {
-                memcpy(e.sge.addr, msg.bytes.data(), n);
-            }
-            c.flags |= kTmCqeDataValid;
-            c.status   = TmCqeStatus::kRndvIncomplete;
-            c.byte_len = static_cast<uint32_t>(n);
-            ++counters_.rndv_incomplete;
-            complete_entry(h, c);
-            return true;
-        }
-        report_match(h, c);
-        transfers_.push_back(Transfer{h, src_qp, true, msg.bytes, false, 0});
+        match_rndv(h, src_qp, msg, c);
         return true;
     }
 

@@ -203,6 +203,11 @@ class TmModel {
     bool     arrival_ready(uint32_t src_qp) const;
     int64_t  find_match(uint64_t tag) const;
     bool     process_arrival(uint32_t src_qp);
+    /* process_arrival()'s steps: the oldest message from `src_qp` off its
+     * queue; a matched rendezvous request (its read queued, or its headers
+     * placed for software to finish it when the buffer is too small). */
+    Message  pop_arrival(uint32_t src_qp);
+    void     match_rndv(uint32_t entry, uint32_t src_qp, const Message &msg, TmCompletion c);
     void     deliver_untagged(uint32_t src_qp, const Message &msg, TmCqeOpcode opcode,
                               bool count);
     void     complete_entry(uint32_t entry, TmCompletion c);
