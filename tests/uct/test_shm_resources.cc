@@ -578,12 +578,12 @@ TEST_P(MdAllocTag, RkeyOfAnUnsealedSegmentIsNotMapped) {
     ASSERT_EQ(ftruncate(fd, 4096), 0);
     ASSERT_EQ(fchmod(fd, S_IRUSR | S_IWUSR), 0);
     uct_tm::sm::PackedRkey packed{};
-    packed.magic      = uct_tm::sm::kRkeyMagic;
-    packed.flags      = uct_tm::sm::kRkeyHasShm;
-    packed.address    = 0x10000000;
-    packed.length     = 4096;
-    packed.pid        = getpid();
-    packed.shm        = uct_tm::ShmId{getpid(), fd, 0x7ffffff0u, static_cast<uint32_t>(getuid()), 4096};
+    packed.magic   = uct_tm::sm::kRkeyMagic;
+    packed.flags   = uct_tm::sm::kRkeyHasShm;
+    packed.address = 0x10000000;
+    packed.length  = 4096;
+    packed.pid     = getpid();
+    packed.shm = uct_tm::ShmId{getpid(), fd, 0x7ffffff0u, static_cast<uint32_t>(getuid()), 4096};
     packed.shm_offset = 0;
     uct_rkey_bundle_t rkey;
     ASSERT_EQ(uct_rkey_unpack(env_->component(), &packed, &rkey), UCS_OK);
@@ -609,8 +609,8 @@ TEST_P(MdAllocTag, AnotherUserReachesNothing) {
     uct_allocated_memory_t mem = alloc(4096);
     uct_tm::sm::PackedRkey packed;
     ASSERT_EQ(uct_md_mkey_pack(env_->md(), mem.memh, &packed), UCS_OK);
-    const pid_t owner = getpid();
-    const pid_t child = spawn([&] {
+    const pid_t owner  = getpid();
+    const pid_t child  = spawn([&] {
         if ((setgid(65534) != 0) || (setuid(65534) != 0)) {
             return kSkip;
         }
@@ -626,7 +626,7 @@ TEST_P(MdAllocTag, AnotherUserReachesNothing) {
         reached += (process_vm_readv(owner, &local, 1, &remote, 1, 0) == 1);
         return reached;
     });
-    const int status = wait_child(child, 30);
+    const int   status = wait_child(child, 30);
     if (status == kSkip) {
         GTEST_SKIP() << "could not become nobody";
     }

@@ -70,8 +70,10 @@ class SmFifoGarbage : public ::testing::Test {
         test_seed();
         env_.reset(new UctEnv());
         rx_.reset(new Node(*env_, "tm_sm",
-                           {{"PEER_CHECK_INTERVAL", "10ms"}, {"STALL_TIMEOUT", "50ms"},
-                            {"STOPPED_TIMEOUT", "300ms"}, {"SPLIT_TIMEOUT", "300ms"}}));
+                           {{"PEER_CHECK_INTERVAL", "10ms"},
+                            {"STALL_TIMEOUT", "50ms"},
+                            {"STOPPED_TIMEOUT", "300ms"},
+                            {"SPLIT_TIMEOUT", "300ms"}}));
         ASSERT_EQ(rx_->status, UCS_OK);
         tx_.reset(new Node(*env_, "tm_sm"));
         ASSERT_EQ(tx_->status, UCS_OK);
@@ -1072,8 +1074,8 @@ TEST_F(SmFifoGarbage, FinFromAnotherPeerCompletesNothing) {
  * its writer puts there, so only the token's proof (which came with the RTS
  * and no other process has) lets an answer through. */
 TEST_F(SmFifoGarbage, FinNamingTheReceiversSlotCompletesNothing) {
-    UctEnv   venv; /* the victim sender, on a worker of its own */
-    Node     v(venv, "tm_sm");
+    UctEnv venv; /* the victim sender, on a worker of its own */
+    Node   v(venv, "tm_sm");
     ASSERT_EQ(v.status, UCS_OK);
     uct_ep_h v_ep = nullptr, r_ep = nullptr, f_ep = nullptr;
     ASSERT_EQ(v.connect(rx_->address(), &v_ep), UCS_OK);
@@ -1126,10 +1128,11 @@ TEST_F(SmFifoGarbage, FinNamingTheReceiversSlotCompletesNothing) {
         uct_worker_progress(venv.worker());
     }
     EXPECT_EQ(s.comp->calls, 0) << "a FIN naming the receiver's slot completed the send";
-    EXPECT_TRUE(wait_for([&] { return r.done() && (s.comp->calls > 0); }, [&] {
-        progress();
-        uct_worker_progress(venv.worker());
-    }));
+    EXPECT_TRUE(wait_for([&] { return r.done() && (s.comp->calls > 0); },
+                         [&] {
+                             progress();
+                             uct_worker_progress(venv.worker());
+                         }));
     EXPECT_EQ(r.status, UCS_OK);
     EXPECT_EQ(b.check(5, 4096), "");
     for (int i = 0; i < 300; ++i) {
@@ -1415,12 +1418,12 @@ class WithholdingSender {
 
   private:
     int run(const std::string &address, uct_tag_t tag, size_t length) {
-        UctEnv     env;
-        Node       node(env, "tm_sm");
-        uct_ep_h   ep = nullptr;
-        Send       send(Path::kRndv, tag, 0, tag, length);
-        RawSegment own;
-        std::string own_addr(node.attr.iface_addr_len, '\0');
+        UctEnv        env;
+        Node          node(env, "tm_sm");
+        uct_ep_h      ep = nullptr;
+        Send          send(Path::kRndv, tag, 0, tag, length);
+        RawSegment    own;
+        std::string   own_addr(node.attr.iface_addr_len, '\0');
         unsigned char n = 0xff;
         if ((node.status != UCS_OK) || (node.connect(address, &ep) != UCS_OK) ||
             (send.post(ep) != UCS_OK) ||
@@ -1430,12 +1433,13 @@ class WithholdingSender {
             (void)!::write(pipe_[1], &n, 1);
             pause();
         }
-        RndvSlot &slot = own.rndv_slots()[static_cast<uint32_t>(reinterpret_cast<uintptr_t>(send.rndv_op))];
+        RndvSlot &slot =
+            own.rndv_slots()[static_cast<uint32_t>(reinterpret_cast<uintptr_t>(send.rndv_op))];
         for (;;) { /* the receiver's invitation resets the counter to [0, pieces) */
             uint64_t       claim = slot.claim.load();
-            const uint32_t lo = static_cast<uint32_t>(claim), hi = static_cast<uint32_t>(claim >> 32);
-            if ((lo < hi) &&
-                slot.claim.compare_exchange_strong(claim, (uint64_t{hi} << 32) | hi)) {
+            const uint32_t lo    = static_cast<uint32_t>(claim),
+                           hi    = static_cast<uint32_t>(claim >> 32);
+            if ((lo < hi) && slot.claim.compare_exchange_strong(claim, (uint64_t{hi} << 32) | hi)) {
                 n = static_cast<unsigned char>(std::min<uint32_t>(hi - lo, 254));
                 break;
             }
@@ -1457,15 +1461,14 @@ TEST_F(SmFifoGarbage, WithheldSplitPiecesFailTheReceiveInTime) {
     for (bool cancel : {false, true}) {
         SCOPED_TRACE(cancel ? "force-cancelled" : "progressed");
         const uct_tag_t tag = cancel ? 0x52 : 0x51;
-        RecvCtx     r;
-        RecvBuffers b(kLength);
+        RecvCtx         r;
+        RecvBuffers     b(kLength);
         ASSERT_EQ(uct_iface_tag_recv_zcopy(rx_->iface, tag, kFullMask, b.iov.data(), 1, &r.ctx),
                   UCS_OK);
         WithholdingSender sender(rx_->address(), tag, kLength);
         /* The receiver matches the RTS and splits the copy; the child claims
          * what it can while the receiver copies its pieces from the back. */
-        ASSERT_TRUE(wait([&] { return r.consumed(); }))
-            << "the rendezvous did not arrive";
+        ASSERT_TRUE(wait([&] { return r.consumed(); })) << "the rendezvous did not arrive";
         const int withheld = sender.withheld();
         ASSERT_GE(withheld, 0) << "the withholding sender could not set up";
         if (withheld == 0) {

@@ -58,14 +58,12 @@ ucs_config_field_t sm_config_table[] = {
      "          virtual machines), stream, trying cached again every 64 messages.",
      offsetof(SmConfig, copy), UCS_CONFIG_TYPE_ENUM(sm_copy_names)},
 
-    {"COPY_SLOW_BW", "6GBs",
-     "With COPY=auto: a cached copy slower than this counts as slow.",
+    {"COPY_SLOW_BW", "6GBs", "With COPY=auto: a cached copy slower than this counts as slow.",
      offsetof(SmConfig, copy_slow_bw), UCS_CONFIG_TYPE_BW},
 
     {"", "", nullptr, offsetof(SmConfig, tag_list), UCS_CONFIG_TYPE_TABLE(tag_list_config_table)},
 
-    {"RNDV_SLOTS", "1024",
-     "Rendezvous sends (tag_rndv_zcopy) outstanding at once per interface.",
+    {"RNDV_SLOTS", "1024", "Rendezvous sends (tag_rndv_zcopy) outstanding at once per interface.",
      offsetof(SmConfig, rndv_slots), UCS_CONFIG_TYPE_UINT},
 
     {"RNDV_SPLIT", "y",
@@ -104,8 +102,7 @@ ucs_config_field_t sm_config_table[] = {
     {"STAGING_CHUNK_SIZE", "64k", "Size of one staging chunk (a multiple of 4k).",
      offsetof(SmConfig, staging_chunk_size), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"MAX_PEERS", "1024",
-     "Interfaces that may send to one tm_sm interface at the same time.",
+    {"MAX_PEERS", "1024", "Interfaces that may send to one tm_sm interface at the same time.",
      offsetof(SmConfig, max_peers), UCS_CONFIG_TYPE_UINT},
 
     {"PEER_CHECK_INTERVAL", "100ms",

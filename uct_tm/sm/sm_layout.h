@@ -76,17 +76,17 @@ struct SegmentHeader {
 
 /* Kinds of FIFO elements. */
 enum class Kind : uint8_t {
-    kDropped = 0,  /* claimed, then given up by its sender: skip */
-    kAm = 1,       /* active message: aux = am id */
-    kTagEager,     /* tagged eager fragment: tag, imm (last fragment only) */
-    kTagRndv,      /* tagged rendezvous (tag_rndv_zcopy): RndvInfo + header */
-    kTagRndvReq,   /* software rendezvous request (tag_rndv_request): header */
+    kDropped = 0, /* claimed, then given up by its sender: skip */
+    kAm      = 1, /* active message: aux = am id */
+    kTagEager,    /* tagged eager fragment: tag, imm (last fragment only) */
+    kTagRndv,     /* tagged rendezvous (tag_rndv_zcopy): RndvInfo + header */
+    kTagRndvReq,  /* software rendezvous request (tag_rndv_request): header */
     /* Answers name an operation of the process they go to by its token
      * (imm) and carry the token's proof (tag; base/token_proof.h). */
-    kRndvFin,      /* receiver finished reading a rendezvous send: aux = status */
-    kRndvRtr,      /* receiver invites the sender to write pieces of a rendezvous */
-    kPullReq,      /* "copy this range of your memory into my staging chunks": PullRequest */
-    kPullNack,     /* owner refuses or abandons a pull: imm = pull token, aux = status */
+    kRndvFin,  /* receiver finished reading a rendezvous send: aux = status */
+    kRndvRtr,  /* receiver invites the sender to write pieces of a rendezvous */
+    kPullReq,  /* "copy this range of your memory into my staging chunks": PullRequest */
+    kPullNack, /* owner refuses or abandons a pull: imm = pull token, aux = status */
     kLast
 };
 

@@ -375,8 +375,7 @@ bool SmRendezvous::serves(uint64_t token, uint64_t proof, const RemotePeer *pull
                           uint64_t address, uint64_t length) const {
     const uint32_t i = token_index(token);
     return (i < ops_.size()) && ops_[i].active && (ops_[i].gen == token_gen(token)) &&
-           proof_.valid(token, proof) &&
-           (ops_[i].ep != nullptr) && (ops_[i].ep->peer == puller) &&
+           proof_.valid(token, proof) && (ops_[i].ep != nullptr) && (ops_[i].ep->peer == puller) &&
            (address >= ops_[i].address) && (length <= ops_[i].length) &&
            (address - ops_[i].address <= ops_[i].length - length);
 }
@@ -415,8 +414,8 @@ void SmRendezvous::finish_receive(RemotePeer *sender, RndvSlot *slot, uint64_t t
                                   uint64_t proof, TagEngine::Recv *recv, uct_tag_t tag,
                                   size_t length, ucs_status_t status) {
     if (release_slot(slot, token_gen(token), kRndvDone)) {
-        iface_.send_control(sender,
-                            ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), token, proof});
+        iface_.send_control(sender, ControlMsg{Kind::kRndvFin, static_cast<uint32_t>(status), token,
+                                               proof});
     } else {
         status = UCS_ERR_CANCELED;
     }
@@ -600,7 +599,8 @@ ucs_status_t SmRendezvous::split_abandoned(const SplitCopy &split) {
         return UCS_ERR_CONNECTION_RESET;
     }
     ucs_error("tm_sm: process %d did not write its pieces of a split rendezvous copy within "
-              "SPLIT_TIMEOUT: the copy fails", split.sender->pid());
+              "SPLIT_TIMEOUT: the copy fails",
+              split.sender->pid());
     return UCS_ERR_TIMED_OUT;
 }
 

@@ -52,7 +52,7 @@ struct SplitCopy {
     RemotePeer       *sender;
     RndvSlot         *slot;
     uint64_t          token;
-    uint64_t          proof;        /* of token, from the sender's RTS */
+    uint64_t          proof; /* of token, from the sender's RTS */
     uct_tag_t         tag;
     size_t            length;       /* the sender's full message length */
     uint32_t          sender_pieces;/* pieces the sender claimed (final) */
@@ -119,14 +119,13 @@ class SmRendezvous {
     /* ---- for SmStagingCopies ---- */
     /* Whether `token` is an active send of ours to `puller` that covers
      * [address, address + length). */
-    bool             serves(uint64_t token, uint64_t proof, const RemotePeer *puller,
-                            uint64_t address, uint64_t length) const;
+    bool serves(uint64_t token, uint64_t proof, const RemotePeer *puller, uint64_t address,
+                uint64_t length) const;
     /* A matched receive of the sender's `token` whose copy ended with
      * `status`: gives the sender's slot back with a FIN, or fails with
      * UCS_ERR_CANCELED if the sender withdrew it meanwhile. */
-    void             finish_receive(RemotePeer *sender, RndvSlot *slot, uint64_t token,
-                                    uint64_t proof, TagEngine::Recv *recv, uct_tag_t tag,
-                                    size_t length, ucs_status_t status);
+    void finish_receive(RemotePeer *sender, RndvSlot *slot, uint64_t token, uint64_t proof,
+                        TagEngine::Recv *recv, uct_tag_t tag, size_t length, ucs_status_t status);
 
     const Counters  &counters() const { return counters_; }
 
@@ -173,7 +172,7 @@ class SmRendezvous {
     static bool  split_done(const SplitCopy &split);
     /* Waits while the sender may still write into the split's buffers: until
      * it reports its pieces, dies, or the split's deadline passes. */
-    static void  wait_split(const SplitCopy &split);
+    static void wait_split(const SplitCopy &split);
     /* The status a split ends with when its sender did not report. */
     static ucs_status_t split_abandoned(const SplitCopy &split);
     static ucs_status_t split_status(const SplitCopy &split, ucs_status_t status);
@@ -198,7 +197,7 @@ class SmRendezvous {
     bool   split_enabled_  = true;
     size_t split_min_      = 0;
     size_t shm_direct_max_ = 0;
-    uint64_t split_timeout_ = 0; /* ns */
+    uint64_t split_timeout_  = 0; /* ns */
     bool   cma_enabled_    = true;
     bool   cma_warned_     = false;
 

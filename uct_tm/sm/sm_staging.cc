@@ -191,16 +191,24 @@ void SmStagingCopies::receive_request(const Message &m) {
                                                req.pull_token, req.pull_proof});
         return;
     }
-    Push push{puller, req.pull_token, req.pull_proof, reinterpret_cast<const char *>(req.address), req.length,
-              req.piece_size, static_cast<uint32_t>((req.length + req.piece_size - 1) / req.piece_size),
-              0, {}, req.nchunks, req.rndv_token};
+    Push push{puller,
+              req.pull_token,
+              req.pull_proof,
+              reinterpret_cast<const char *>(req.address),
+              req.length,
+              req.piece_size,
+              static_cast<uint32_t>((req.length + req.piece_size - 1) / req.piece_size),
+              0,
+              {},
+              req.nchunks,
+              req.rndv_token};
     std::copy(req.chunk, req.chunk + req.nchunks, push.chunk);
     if (alloc_status([&] {
             pushes_.push_back(push);
         }) != UCS_OK) {
-        iface_.send_control(puller, ControlMsg{Kind::kPullNack,
-                                               static_cast<uint32_t>(UCS_ERR_NO_MEMORY),
-                                               req.pull_token, req.pull_proof});
+        iface_.send_control(puller,
+                            ControlMsg{Kind::kPullNack, static_cast<uint32_t>(UCS_ERR_NO_MEMORY),
+                                       req.pull_token, req.pull_proof});
         return;
     }
     ++puller->refs;
