@@ -78,6 +78,27 @@ class Endpoint {
     std::vector<char>      peer_ep;
 };
 
+/* Eager credit taken from an endpoint for one message: it goes back when
+ * the send ends without the message leaving, unless commit()ted. */
+class CreditHold {
+  public:
+    CreditHold(Endpoint *ep, uint64_t bytes) : ep_(ep), bytes_(bytes) { ep_->credits -= bytes_; }
+    ~CreditHold() {
+        if (ep_ != nullptr) {
+            ep_->credits += bytes_;
+        }
+    }
+    CreditHold(const CreditHold &)            = delete;
+    CreditHold &operator=(const CreditHold &) = delete;
+
+    /* The message, or part of it, left: the peer holds the credit now. */
+    void commit() { ep_ = nullptr; }
+
+  private:
+    Endpoint *ep_;
+    uint64_t  bytes_;
+};
+
 }  // namespace proto
 }  // namespace uct_tm
 

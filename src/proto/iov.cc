@@ -81,12 +81,12 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
         return send(ep, shape.single, shape.total, tag, params, req);
     }
     /* one eager message, nothing queued before it (Worker::send's test): the
-     * transport gathers; anything else, or a refusal, is staged below */
+     * transport gathers; anything else, or a refusal, goes to sendv_general() */
     const unsigned flags    = (params != nullptr) ? params->flags : 0;
     const bool     has_data = (flags & UCT_TM_PROTO_SEND_REMOTE_DATA) != 0;
     const uint64_t rdata    = has_data ? params->data : 0;
     /* remote data wider than 32 bits over a tag list, any other flag than
-     * these: staged, send_general decides */
+     * these: send_general decides */
     if ((shape.total < ep->eager_now_limit) && (shape.total <= ep->credits) &&
         ep->sends.empty() && !(flags & UCT_TM_PROTO_SEND_SYNC) &&
         !(ep->tag_path && !data_is_narrow(rdata)) &&
@@ -103,13 +103,19 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
         }
         return UCS_OK;
     }
-    /* Anything else reads the elements where they lie (fragments and pushed
-     * rendezvous data gathered by pack callbacks, a queued tagged eager
-     * message by the tag API's own gather), except where a copy is due
-     * anyway: INJECT (and NO_COMPLETION, which hands out no request to say
-     * when the buffers are free again), or a tagged eager message no single
-     * tag API call gathers (more elements than its zcopy takes, longer than
-     * one bcopy descriptor). */
+    return sendv_general(ep, iov, iovcnt, shape, tag, params, req);
+}
+
+/* Any vectored send but one eager message at once reads the elements where
+ * they lie (fragments and pushed rendezvous data gathered by pack callbacks,
+ * a queued tagged eager message by the tag API's own gather), except where a
+ * copy is due anyway: INJECT (and NO_COMPLETION, which hands out no request
+ * to say when the buffers are free again), or a tagged eager message no
+ * single tag API call gathers (more elements than its zcopy takes, longer
+ * than one bcopy descriptor). */
+ucs_status_t Worker::sendv_general(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                                   const IovShape &shape, uint64_t tag,
+                                   const uct_tm_proto_op_params_t *params, uint64_t *req) {
     uct_tm_proto_op_params_t staged = {};
     if (params != nullptr) {
         staged = *params;
@@ -118,7 +124,8 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
         }
     }
     staged.flags &= ~unsigned(UCT_TM_PROTO_OP_MEMH); /* the region of which element? none used */
-    const bool copy_due = (flags & (UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_OP_NO_COMPLETION)) ||
+    const unsigned flags = (params != nullptr) ? params->flags : 0;
+    const bool copy_due  = (flags & (UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_OP_NO_COMPLETION)) ||
                           (ep->tag_path && !(flags & UCT_TM_PROTO_OP_UNTAGGED) &&
                            (shape.total <= ep->iface->tag_eager_max) &&
                            !ep->iface->tag_eager_gathers(shape.total, shape.nonempty));
@@ -126,26 +133,32 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
         const SendVector vector = {iov, iovcnt};
         return send_general(ep, nullptr, shape.total, tag, &staged, req, &vector);
     }
-    /* Staged: the staging buffer is the data, and a send still using it
-     * when send_general returns takes it over as its bounce buffer (a moved
-     * vector keeps its memory, so the address a rendezvous request gave, or
-     * its registration, stays valid): one copy, never INJECT's second. The
-     * flags are checked there as for send. */
+    return send_staged(ep, iov, iovcnt, shape.total, tag, &staged, req);
+}
+
+/* Staged: the staging buffer is the data, and a send still using it when
+ * send_general returns takes it over as its bounce buffer (a moved vector
+ * keeps its memory, so the address a rendezvous request gave, or its
+ * registration, stays valid): one copy, never INJECT's second. The flags
+ * are checked there as for send. */
+ucs_status_t Worker::send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                                 size_t total, uint64_t tag, uct_tm_proto_op_params_t *staged,
+                                 uint64_t *req) {
     /* the staging is the copy; but a send without completion hands out no
      * request to take the staging over: it copies like INJECT instead */
-    if (staged.flags & UCT_TM_PROTO_OP_NO_COMPLETION) {
-        staged.flags |= UCT_TM_PROTO_SEND_INJECT;
+    if (staged->flags & UCT_TM_PROTO_OP_NO_COMPLETION) {
+        staged->flags |= UCT_TM_PROTO_SEND_INJECT;
     } else {
-        staged.flags &= ~unsigned(UCT_TM_PROTO_SEND_INJECT);
+        staged->flags &= ~unsigned(UCT_TM_PROTO_SEND_INJECT);
     }
-    if (alloc_status([&] { stage_.resize(shape.total); }) != UCS_OK) {
+    if (alloc_status([&] { stage_.resize(total); }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
     iov_gather(iov, iovcnt, stage_.data());
-    const ucs_status_t status = send_general(ep, stage_.data(), shape.total, tag, &staged, req);
+    const ucs_status_t status = send_general(ep, stage_.data(), total, tag, staged, req);
     if (status == UCS_INPROGRESS) {
-        Request *r = (staged.flags & UCT_TM_PROTO_OP_USER_REQUEST)
-                             ? reqs_.lookup_user(staged.request)
+        Request *r = (staged->flags & UCT_TM_PROTO_OP_USER_REQUEST)
+                             ? reqs_.lookup_user(staged->request)
                              : reqs_.lookup(*req);
         ucs_assertv((r != nullptr) && r->bounce.empty() && (r->sbuf == stage_.data()),
                     "vectored send %p: no staged request", static_cast<void *>(r));

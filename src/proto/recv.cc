@@ -129,6 +129,33 @@ void Worker::track_fragments(const MsgHeader &h, size_t first_len, uint64_t req,
     ++acct.fragmented;
 }
 
+/* A message that matched receive `r`, by kind: a rendezvous request starts
+ * the transfer, an eager message completes the receive, a first fragment
+ * waits for the rest. */
+[[gnu::always_inline]] inline void Worker::message_matched(Request &r, const MsgHeader &h,
+                                                           const char *payload, size_t len,
+                                                           Endpoint *ep, Account &acct) {
+    ++stats_.expected;
+    r.set_state(RecvState::kArriving);
+    accept_message(r, h);
+    if (h.kind == Kind::kRts) {
+        start_rndv_recv(r, h.source, h.sreq, payload, len, h.flags & kFlagPut);
+        return;
+    }
+    place(r, 0, payload, len);
+    r.offset = len;
+    if (h.kind == Kind::kEager) {
+        finish_recv(r);
+        if (h.flags & kFlagSync) {
+            send_ack(h.source, h.sreq);
+        }
+        return_credit(ep, h.length); /* message_consumed(), the endpoint known */
+        publish_now(r);
+        return;
+    }
+    track_fragments(h, len, r.self, UINT32_MAX, acct);
+}
+
 void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
                             const Iface *iface) {
     Endpoint *ep;
@@ -136,8 +163,7 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
         refuse(h.source, "arrived over another transport than our endpoint to it");
         return;
     }
-    const bool sync = (h.flags & kFlagSync) != 0;
-    Account   &acct = account_of(ep);
+    Account &acct = account_of(ep);
     if (ucs_unlikely(h.kind == Kind::kFirst) && (acct.fragmented >= kMaxOpenFragmented)) {
         refuse(h.source, "too many fragmented messages begun and not finished");
         return;
@@ -145,51 +171,55 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
     Request *r = ucs_likely(!(h.flags & kFlagUntagged)) ? posted_.match(h.tag, h.source)
                                                         : match_untagged(h);
     if (r != nullptr) {
-        ++stats_.expected;
-        r->set_state(RecvState::kArriving);
-        accept_message(*r, h);
-        if (h.kind == Kind::kRts) {
-            start_rndv_recv(*r, h.source, h.sreq, payload, len, h.flags & kFlagPut);
-            return;
-        }
-        place(*r, 0, payload, len);
-        r->offset = len;
-        if (h.kind == Kind::kEager) {
-            finish_recv(*r);
-            if (sync) {
-                send_ack(h.source, h.sreq);
-            }
-            return_credit(ep, h.length); /* message_consumed(), the endpoint known */
-            publish_now(*r);
-            return;
-        }
-        track_fragments(h, len, r->self, UINT32_MAX, acct);
-        return;
+        message_matched(*r, h, payload, len, ep, acct);
+    } else {
+        message_unexpected(h, payload, len, acct);
     }
+}
 
+/* A message no receive was posted for waits, buffered, for a receive or a
+ * probe (or, with buffered receives, goes to the application). */
+void Worker::message_unexpected(const MsgHeader &h, const char *payload, size_t len,
+                                Account &acct) {
     if ((h.kind != Kind::kRts) && !fits(acct, h.length, h.source)) {
         return;
     }
     ++stats_.unexpected;
-    uint32_t idx = 0;
-    if (alloc_status([&] { idx = unexpected_.allocate(); }) != UCS_OK) {
-        ucs_error("tm_proto: out of memory for an unexpected message from worker %u", h.source);
+    uint32_t idx;
+    if (!buffer_unexpected(h, payload, len, acct, &idx)) {
         return;
     }
-    Unexpected &u = unexpected_[idx];
-    u.rndv   = (h.kind == Kind::kRts);
+    if (config_.buffered_cb != nullptr) {
+        hold_buffered(idx); /* buffered receives: the application's, out of matching */
+    } else if (!enqueue_unexpected(idx)) {
+        return;
+    }
+    if (h.kind == Kind::kFirst) {
+        track_fragments(h, len, 0, idx, acct);
+    }
+}
+
+/* An unexpected entry for the message in *idx: a rendezvous request keeps
+ * its RndvGet and rkey, if any; an eager message gets room for all of its
+ * data, charged to `acct`. False when out of memory (logged). */
+bool Worker::buffer_unexpected(const MsgHeader &h, const char *payload, size_t len,
+                               Account &acct, uint32_t *idx) {
+    if (alloc_status([&] { *idx = unexpected_.allocate(); }) != UCS_OK) {
+        ucs_error("tm_proto: out of memory for an unexpected message from worker %u", h.source);
+        return false;
+    }
+    Unexpected &u = unexpected_[*idx];
+    u.rndv      = (h.kind == Kind::kRts);
     u.put_offer = u.rndv && (h.flags & kFlagPut);
-    u.sync   = sync;
-    u.source = h.source;
-    u.has_data = (h.flags & kFlagData) != 0;
-    u.rdata    = h.data;
-    u.tag    = h.tag; /* 0 for untagged messages: the arrival paths see to it */
-    u.untagged = (h.flags & kFlagUntagged) != 0;
-    u.length = h.length;
-    u.sreq   = h.sreq;
-    u.msg_id = h.msg_id;
-    /* a rendezvous request keeps its RndvGet and rkey, if any; an eager
-     * message gets room for all of it */
+    u.sync      = (h.flags & kFlagSync) != 0;
+    u.source    = h.source;
+    u.has_data  = (h.flags & kFlagData) != 0;
+    u.rdata     = h.data;
+    u.tag       = h.tag; /* 0 for untagged messages: the arrival paths see to it */
+    u.untagged  = (h.flags & kFlagUntagged) != 0;
+    u.length    = h.length;
+    u.sreq      = h.sreq;
+    u.msg_id    = h.msg_id;
     if (alloc_status([&] {
             if (u.rndv) {
                 u.data.assign(payload, payload + len);
@@ -199,8 +229,8 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
         }) != UCS_OK) {
         ucs_error("tm_proto: out of memory buffering %zu bytes from worker %u",
                   static_cast<size_t>(u.rndv ? len : h.length), h.source);
-        unexpected_.release(idx);
-        return;
+        unexpected_.release(*idx);
+        return false;
     }
     if (!u.rndv) {
         if (len != 0) {
@@ -211,28 +241,25 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
         acct.bytes += h.length;
         u.charged   = &acct;
     }
-    if (config_.buffered_cb != nullptr) {
-        /* buffered receives: the application's, out of matching */
-        hold_buffered(idx);
-        if (h.kind == Kind::kFirst) {
-            track_fragments(h, len, 0, idx, acct);
-        }
-        return;
-    }
-    const ucs_status_t status =
-            u.untagged ? alloc_status([&] { unexpected_.enqueue_untagged(idx); })
-                       : unexpected_.enqueue(idx);
+    return true;
+}
+
+/* Puts a buffered message where receives look for it; false when the
+ * queue refused it (logged, the entry dropped). */
+bool Worker::enqueue_unexpected(uint32_t idx) {
+    Unexpected        &u      = unexpected_[idx];
+    const ucs_status_t status = u.untagged
+                                        ? alloc_status([&] { unexpected_.enqueue_untagged(idx); })
+                                        : unexpected_.enqueue(idx);
     if (status != UCS_OK) {
         ucs_error("tm_proto: unexpected queue refused a message: %s", ucs_status_string(status));
         if (!u.rndv) {
             release_charge(u);
         }
         unexpected_.release(idx);
-        return;
+        return false;
     }
-    if (h.kind == Kind::kFirst) {
-        track_fragments(h, len, 0, idx, acct);
-    }
+    return true;
 }
 
 /* A receive takes an unexpected message (already out of the matcher). */

@@ -23,6 +23,23 @@ namespace {
  * queued like one with a callback, and Completions releases it. */
 void quiet_cb(void *, uct_tm_proto_request_t, const uct_tm_proto_info_t *) {}
 
+/* The flags a send takes. */
+constexpr unsigned kSendFlags =
+        UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC | UCT_TM_PROTO_SEND_REMOTE_DATA |
+        UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE | UCT_TM_PROTO_SEND_DELIVERY_COMPLETE |
+        UCT_TM_PROTO_SEND_FENCE | UCT_TM_PROTO_OP_NO_COMPLETION | UCT_TM_PROTO_SEND_MORE |
+        UCT_TM_PROTO_OP_UNTAGGED;
+
+/* A send still running: its handle for the caller, or with NO_COMPLETION
+ * none (the library's now: released when done). */
+ucs_status_t running(const Request &r, bool quiet, uint64_t *req) {
+    if (quiet) {
+        return UCS_OK;
+    }
+    *req = handed_out(r);
+    return UCS_INPROGRESS;
+}
+
 struct Pack {
     const void *hdr;
     size_t      hdr_len;
@@ -520,184 +537,170 @@ ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size
     return send_general(ep, buffer, length, tag, params, req);
 }
 
+/* The checks send_general() makes of its arguments. */
+[[gnu::always_inline]] inline bool Worker::send_args_valid(const Endpoint *ep, const void *buffer,
+                                                           size_t length,
+                                                           const uct_tm_proto_op_params_t *params,
+                                                           const uint64_t *req,
+                                                           const SendVector *vector) const {
+    const unsigned flags = (params != nullptr) ? params->flags : 0;
+    return (ep != nullptr) && (ep->magic == Endpoint::kMagic) && (ep->worker == this) &&
+           ((buffer != nullptr) || (length == 0) || (vector != nullptr)) &&
+           op_params_valid(params, kSendFlags, req) &&
+           !((flags & UCT_TM_PROTO_OP_NO_COMPLETION) && (flags & UCT_TM_PROTO_OP_USER_REQUEST)) &&
+           region_valid(params, buffer, length);
+}
+
+/* Over a tag list, one tagged eager message at most, and sync messages need
+ * the rendezvous request's header to be answered, as does remote data wider
+ * than the 32 bits the eager message's imm has room for. An eager message
+ * also needs the peer's credit. */
+[[gnu::always_inline]] inline bool Worker::needs_rndv(Endpoint *ep, size_t length, bool tag_send,
+                                                      bool sync, uint64_t rdata) {
+    if ((length >= config_.rndv_thresh) ||
+        (tag_send && (sync || !data_is_narrow(rdata) || (length > ep->iface->tag_eager_max)))) {
+        return true;
+    }
+    if (length <= ep->credits) {
+        return false;
+    }
+    /* Credit the peer returned may still sit in the transport: a streaming
+     * sender runs ahead of the receiver by the whole window and would
+     * otherwise turn most messages into rendezvous (64 KiB tag_bw over
+     * tm_sm: 88%). Our own callbacks wait for progress(), so none runs here. */
+    uct_worker_progress(uworker_);
+    if (length <= ep->credits) {
+        return false;
+    }
+    ++stats_.backpressure; /* the peer's buffer for us is full: it takes the data when matched */
+    return true;
+}
+
+[[gnu::always_inline]] inline Worker::SendPlan
+Worker::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                  const uct_tm_proto_op_params_t *params, const SendVector *vector) {
+    SendPlan p;
+    p.buffer     = buffer;
+    p.length     = length;
+    p.vector     = vector;
+    p.params     = params;
+    p.flags      = (params != nullptr) ? params->flags : 0;
+    p.deliver    = !p.sync() && (p.flags & UCT_TM_PROTO_SEND_DELIVERY_COMPLETE);
+    p.transmit   = !p.sync() && !p.deliver && (p.flags & UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE);
+    p.rdata      = p.has_data() ? params->data : 0;
+    p.wire_flags = static_cast<uint8_t>((p.sync() ? kFlagSync : 0) |
+                                        (p.has_data() ? kFlagData : 0) |
+                                        (p.untagged() ? kFlagUntagged : 0));
+    /* fi_msg: AM messages only, matched by untagged receives */
+    p.tag        = p.untagged() ? 0 : tag;
+    p.tag_send   = ep->tag_path && !p.untagged();
+    p.rndv       = needs_rndv(ep, length, p.tag_send, p.sync(), p.rdata);
+    p.batchable  = (p.flags & UCT_TM_PROTO_SEND_MORE) && !p.tag_send && !p.rndv && !p.sync() &&
+                   !p.deliver && !p.transmit && !p.fence() && ep->sends.empty() &&
+                   (sizeof(BatchHeader) + sizeof(BatchEntry) + length <= ep->iface->max_bcopy);
+    /* a vectored one reaches here when sendv() did not send it in one call */
+    p.one_call   = (vector == nullptr) && !p.rndv && !p.sync() && !p.deliver && !p.transmit;
+    return p;
+}
+
+/* MORE: a small eager message joins the endpoint's batch; any other send
+ * sends the batch first. A failed batch fails this send too. */
+[[gnu::always_inline]] inline ucs_status_t Worker::send_batched(Endpoint *ep, const SendPlan &p) {
+    const auto entry_flags = static_cast<uint8_t>(p.wire_flags & ~kFlagSync);
+    if (p.batchable && batch_add(ep, p.tag, entry_flags, p.rdata, p.buffer, p.length, p.vector)) {
+        return UCS_OK;
+    }
+    const ucs_status_t status = flush_batch(ep);
+    if ((status == UCS_OK) && p.batchable &&
+        batch_add(ep, p.tag, entry_flags, p.rdata, p.buffer, p.length, p.vector)) {
+        return UCS_OK;
+    }
+    if ((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE)) {
+        if (!p.rndv) {
+            --stats_.eager_sends;
+        }
+        return status;
+    }
+    return UCS_ERR_NO_RESOURCE;
+}
+
+/* The common case: one eager message, nothing queued (or, fenced,
+ * outstanding) before it, done once handed over. */
+[[gnu::always_inline]] inline bool Worker::goes_at_once(Endpoint *ep, const SendPlan &p,
+                                                        bool batch_pending) {
+    return p.one_call && ep->sends.empty() && !batch_pending &&
+           !(p.fence() && sends_outstanding(ep)) &&
+           (p.tag_send || (sizeof(MsgHeader) + p.length <= ep->iface->max_bcopy));
+}
+
+[[gnu::always_inline]] inline ucs_status_t Worker::send_at_once(Endpoint *ep, const SendPlan &p) {
+    const ssize_t n = p.untagged()
+                              ? am_eager<true>(ep, 0, p.has_data(), p.rdata, p.buffer, p.length)
+                              : send_single(ep, p.tag, p.has_data(), p.rdata, p.buffer, p.length);
+    return (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
+}
+
+/* A plan computed once, then the paths in turn: the endpoint's batch, one
+ * transport call, a request. The credit an eager message takes goes back
+ * unless a path commits it. */
 ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                   const uct_tm_proto_op_params_t *params, uint64_t *req,
                                   const SendVector *vector) {
-    const unsigned flags = (params != nullptr) ? params->flags : 0;
-    const bool     user  = (flags & UCT_TM_PROTO_OP_USER_REQUEST) != 0;
-    if ((ep == nullptr) || (ep->magic != Endpoint::kMagic) || (ep->worker != this) ||
-        ((buffer == nullptr) && (length != 0) && (vector == nullptr)) ||
-        !op_params_valid(params,
-                         UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC |
-                                 UCT_TM_PROTO_SEND_REMOTE_DATA |
-                                 UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE |
-                                 UCT_TM_PROTO_SEND_DELIVERY_COMPLETE | UCT_TM_PROTO_SEND_FENCE |
-                                 UCT_TM_PROTO_OP_NO_COMPLETION | UCT_TM_PROTO_SEND_MORE |
-                                 UCT_TM_PROTO_OP_UNTAGGED,
-                         req) ||
-        ((flags & UCT_TM_PROTO_OP_NO_COMPLETION) && user) || !region_valid(params, buffer, length)) {
+    if (!send_args_valid(ep, buffer, length, params, req, vector)) {
         return UCS_ERR_INVALID_PARAM;
     }
     uint64_t unused;
     req  = (req != nullptr) ? req : &unused;
     *req = 0;
-    const bool     sync     = (flags & UCT_TM_PROTO_SEND_SYNC) != 0;
-    const bool     quiet    = (flags & UCT_TM_PROTO_OP_NO_COMPLETION) != 0;
-    const bool     fence    = (flags & UCT_TM_PROTO_SEND_FENCE) != 0;
-    /* sync completes later than delivery and transmission: it needs neither */
-    const bool     deliver  = !sync && (flags & UCT_TM_PROTO_SEND_DELIVERY_COMPLETE);
-    const bool     transmit = !sync && !deliver && (flags & UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE);
-    const bool     has_data = (flags & UCT_TM_PROTO_SEND_REMOTE_DATA) != 0;
-    const uint64_t rdata    = has_data ? params->data : 0;
-    const bool     untagged = (flags & UCT_TM_PROTO_OP_UNTAGGED) != 0;
-    const uint8_t  wire_flags =
-            static_cast<uint8_t>((sync ? kFlagSync : 0) | (has_data ? kFlagData : 0) |
-                                 (untagged ? kFlagUntagged : 0));
-    if (untagged) {
-        tag = 0; /* fi_msg: AM messages only, matched by untagged receives */
-    }
-    /* over a tag list: one tagged eager message at most, and sync messages
-     * need the rendezvous request's header to be answered, as does remote
-     * data wider than the 32 bits the eager message's imm has room for */
-    const bool tag_send = ep->tag_path && !untagged;
-    bool rndv = (length >= config_.rndv_thresh) ||
-                (tag_send && (sync || !data_is_narrow(rdata) ||
-                              (length > ep->iface->tag_eager_max)));
-    if (!rndv && (length > ep->credits)) {
-        /* Credit the peer returned may still sit in the transport: a streaming
-         * sender runs ahead of the receiver by the whole window and would
-         * otherwise turn most messages into rendezvous (64 KiB tag_bw over
-         * tm_sm: 88%). Our own callbacks wait for progress(), so none runs here. */
-        uct_worker_progress(uworker_);
-        if (length > ep->credits) {
-            rndv = true; /* the peer's buffer for us is full: it takes the data when matched */
-            ++stats_.backpressure;
-        }
-    }
-    if (!rndv) {
-        ep->credits -= length;
-        ++stats_.eager_sends;
-    } else {
-        ++stats_.rndv_sends;
-    }
+    const SendPlan plan = plan_send(ep, buffer, length, tag, params, vector);
+    CreditHold     credit(ep, plan.rndv ? 0 : length);
+    ++(plan.rndv ? stats_.rndv_sends : stats_.eager_sends);
 
-    /* MORE: a small eager message joins the endpoint's batch; any other
-     * send goes after the batch (sends it, or queues behind it) */
-    const bool batchable = (flags & UCT_TM_PROTO_SEND_MORE) && !tag_send && !rndv && !sync &&
-                           !deliver && !transmit && !fence && ep->sends.empty() &&
-                           (sizeof(BatchHeader) + sizeof(BatchEntry) + length <=
-                            ep->iface->max_bcopy);
-    if (batchable || !ep->batch.empty()) {
-        const auto entry_flags = static_cast<uint8_t>(wire_flags & ~kFlagSync);
-        if (batchable && batch_add(ep, tag, entry_flags, rdata, buffer, length, vector)) {
-            return UCS_OK;
-        }
-        const ucs_status_t bs = flush_batch(ep);
-        if ((bs == UCS_OK) && batchable &&
-            batch_add(ep, tag, entry_flags, rdata, buffer, length, vector)) {
-            return UCS_OK;
-        }
-        if ((bs != UCS_OK) && (bs != UCS_ERR_NO_RESOURCE)) {
-            if (!rndv) {
-                ep->credits += length;
-                --stats_.eager_sends;
-            }
-            return bs;
-        }
+    ucs_status_t status = UCS_ERR_NO_RESOURCE; /* not sent: the next path takes it */
+    if (plan.batchable || !ep->batch.empty()) {
+        status = send_batched(ep, plan);
     }
     const bool batch_pending = !ep->batch.empty();
-
-    /* the common case: one eager message, nothing queued (or, fenced,
-     * outstanding) before it, done once handed over (sendv() tried its own) */
-    if ((vector == nullptr) && !rndv && !sync && !deliver && !transmit && ep->sends.empty() && !batch_pending &&
-        !(fence && sends_outstanding(ep)) &&
-        (tag_send || (sizeof(MsgHeader) + length <= ep->iface->max_bcopy))) {
-        const ssize_t n = untagged ? am_eager<true>(ep, 0, has_data, rdata, buffer, length)
-                                   : send_single(ep, tag, has_data, rdata, buffer, length);
-        if (n >= 0) {
-            return UCS_OK;
-        }
-        if (n != UCS_ERR_NO_RESOURCE) {
-            ep->credits += length;
-            return static_cast<ucs_status_t>(n);
-        }
+    if ((status == UCS_ERR_NO_RESOURCE) && goes_at_once(ep, plan, batch_pending)) {
+        status = send_at_once(ep, plan);
     }
+    if (status == UCS_ERR_NO_RESOURCE) {
+        return send_request(ep, plan, batch_pending, credit, req);
+    }
+    if (status == UCS_OK) {
+        credit.commit();
+    }
+    return status;
+}
 
+ucs_status_t Worker::send_request(Endpoint *ep, const SendPlan &p, bool batch_pending,
+                                  CreditHold &credit, uint64_t *req) {
     uint64_t handle;
-    Request *r = nullptr;
-    if (alloc_status([&] { r = &reqs_.allocate(ReqKind::kSend, &handle); }) != UCS_OK) {
-        if (!rndv) {
-            ep->credits += length;
-        }
+    Request *r = new_send(ep, p, &handle);
+    if (r == nullptr) {
         return UCS_ERR_NO_MEMORY;
     }
-    if ((vector != nullptr) &&
-        (alloc_status([&] { r->elements.assign(vector->iov, vector->iov + vector->iovcnt); }) !=
-         UCS_OK)) {
-        if (!rndv) {
-            ep->credits += length;
-        }
-        reqs_.release(handle);
-        return UCS_ERR_NO_MEMORY;
-    }
-    r->ep         = ep;
-    r->sbuf       = static_cast<const char *>(buffer);
-    r->length     = length;
-    r->tag        = tag;
-    r->data       = rdata;
-    r->rndv       = rndv;
-    r->wire_flags = wire_flags;
-    r->msg_id     = ep->next_msg_id++;
-    r->fence      = fence;
-    r->deliver    = deliver;
-    r->transmit   = transmit;
-    r->quiet      = quiet;
-    if (params != nullptr) {
-        r->cb  = params->cb;
-        r->arg = params->arg;
-    }
-    if (quiet && (r->cb == nullptr)) {
-        r->cb = quiet_cb; /* queued at completion, so that it is released */
-    }
-    if (user) {
-        RequestPool::adopt(*r, params->request);
-    }
-    if (flags & UCT_TM_PROTO_OP_MEMH) {
-        r->region = params->memh;
-    }
-    ucs_assertv(!r->vectored_send() || !(flags & UCT_TM_PROTO_SEND_INJECT),
-                "vectored INJECT send %#llx not staged", static_cast<unsigned long long>(handle));
     ucs_status_t status = UCS_OK;
-    if ((flags & UCT_TM_PROTO_SEND_INJECT) && rndv) {
+    if ((p.flags & UCT_TM_PROTO_SEND_INJECT) && p.rndv) {
         /* read after return */
-        status = alloc_status([&] { r->bounce.assign(r->sbuf, r->sbuf + length); });
+        status = alloc_status([&] { r->bounce.assign(r->sbuf, r->sbuf + p.length); });
     }
     if (status == UCS_OK) {
         status = (ep->sends.empty() && !batch_pending && !fence_holds(*r)) ? start_send(*r)
                                                                             : UCS_ERR_NO_RESOURCE;
-        if (status == UCS_OK) {
-            left_queue(*r);
-        }
     }
-    if (status == UCS_ERR_NO_RESOURCE) {
-        status = alloc_status([&] {
-            if ((flags & UCT_TM_PROTO_SEND_INJECT) && r->bounce.empty()) {
-                r->bounce.assign(r->sbuf, r->sbuf + length);
-            }
-            ep->sends.push_back(handle);
-            mark_busy(ep);
-        });
+    if (status == UCS_OK) {
+        left_queue(*r);
+    } else if (status == UCS_ERR_NO_RESOURCE) {
+        status = queue_send(*r, p);
         if (status == UCS_OK) {
-            if (quiet) {
-                return UCS_OK; /* the library's now: released when done */
-            }
-            *req = handed_out(*r);
-            return UCS_INPROGRESS;
+            credit.commit();
+            return running(*r, p.quiet(), req);
         }
     }
     if (status != UCS_OK) {
-        if (!rndv && !r->started) {
-            ep->credits += length;
+        if (r->started) {
+            credit.commit(); /* part of it left */
         }
         if (r->memh != nullptr) { /* an RTS packed but refused */
             drop_memh(*r);
@@ -705,6 +708,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
         reqs_.release(handle);
         return status;
     }
+    credit.commit();
     if (r->done) {
         /* eager, fully out: no request for the caller (its completion is
          * dropped); a failure found on the way (a flush) is the call's */
@@ -713,11 +717,62 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
         reqs_.release(handle);
         return status;
     }
-    if (quiet) {
-        return UCS_OK;
+    return running(*r, p.quiet(), req);
+}
+
+/* A request for the plan's message; null when out of memory. */
+Request *Worker::new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle) {
+    Request *r = nullptr;
+    if (alloc_status([&] { r = &reqs_.allocate(ReqKind::kSend, handle); }) != UCS_OK) {
+        return nullptr;
     }
-    *req = handed_out(*r);
-    return UCS_INPROGRESS;
+    if ((p.vector != nullptr) && (alloc_status([&] {
+                                      r->elements.assign(p.vector->iov,
+                                                         p.vector->iov + p.vector->iovcnt);
+                                  }) != UCS_OK)) {
+        reqs_.release(*handle);
+        return nullptr;
+    }
+    r->ep         = ep;
+    r->sbuf       = static_cast<const char *>(p.buffer);
+    r->length     = p.length;
+    r->tag        = p.tag;
+    r->data       = p.rdata;
+    r->rndv       = p.rndv;
+    r->wire_flags = p.wire_flags;
+    r->msg_id     = ep->next_msg_id++;
+    r->fence      = p.fence();
+    r->deliver    = p.deliver;
+    r->transmit   = p.transmit;
+    r->quiet      = p.quiet();
+    if (p.params != nullptr) {
+        r->cb  = p.params->cb;
+        r->arg = p.params->arg;
+    }
+    if (p.quiet() && (r->cb == nullptr)) {
+        r->cb = quiet_cb; /* queued at completion, so that it is released */
+    }
+    if (p.flags & UCT_TM_PROTO_OP_USER_REQUEST) {
+        RequestPool::adopt(*r, p.params->request);
+    }
+    if (p.flags & UCT_TM_PROTO_OP_MEMH) {
+        r->region = p.params->memh;
+    }
+    ucs_assertv(!r->vectored_send() || !(p.flags & UCT_TM_PROTO_SEND_INJECT),
+                "vectored INJECT send %#llx not staged", static_cast<unsigned long long>(*handle));
+    return r;
+}
+
+/* Queues the send behind what its endpoint holds; INJECT copies the data
+ * now, as the caller may reuse the buffer on return. */
+ucs_status_t Worker::queue_send(Request &r, const SendPlan &p) {
+    return alloc_status([&] {
+        if ((p.flags & UCT_TM_PROTO_SEND_INJECT) && r.bounce.empty()) {
+            r.bounce.assign(r.sbuf, r.sbuf + p.length);
+        }
+        r.ep->sends.push_back(r.self);
+        mark_busy(r.ep);
+    });
 }
 
 /* Drops the completed sends from the endpoint's started list; whether any

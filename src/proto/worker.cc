@@ -12,6 +12,15 @@
 namespace uct_tm {
 namespace proto {
 
+/* One iface entry of a peer's worker address (pointing into the address). */
+struct PeerIface {
+    std::string tl;
+    const char *dev;
+    size_t      dev_len;
+    const char *ifa;
+    size_t      iface_len;
+};
+
 namespace {
 
 /* The ifaces' error handler: the transport reports a failed peer. */
@@ -40,6 +49,266 @@ std::vector<std::pair<std::string, std::string>> parse_transports(const std::str
         pos = end + 1;
     }
     return out;
+}
+
+/* The MD resources of `component`; none when it cannot tell. */
+std::vector<uct_md_resource_desc_t> md_resources(uct_component_h component) {
+    uct_component_attr_t cattr = {};
+    cattr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    if (uct_component_query(component, &cattr) != UCS_OK) {
+        return {};
+    }
+    std::vector<uct_md_resource_desc_t> mds(cattr.md_resource_count);
+    cattr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    cattr.md_resources = mds.data();
+    if ((cattr.md_resource_count == 0) || (uct_component_query(component, &cattr) != UCS_OK)) {
+        return {};
+    }
+    return mds;
+}
+
+/* The MD `name` of `component`, opened with its default configuration;
+ * null when it does not open. */
+uct_md_h open_md(uct_component_h component, const char *name) {
+    uct_md_config_t *mdc;
+    if (uct_md_config_read(component, nullptr, nullptr, &mdc) != UCS_OK) {
+        return nullptr;
+    }
+    uct_md_h           md;
+    const ucs_status_t status = uct_md_open(component, name, mdc, &md);
+    uct_config_release(mdc);
+    return (status == UCS_OK) ? md : nullptr;
+}
+
+/* The device of `md` that offers `tl`: `dev`, or with `dev` empty the
+ * first; empty when there is none. */
+std::string tl_device(uct_md_h md, const std::string &tl, const std::string &dev) {
+    uct_tl_resource_desc_t *res;
+    unsigned                nres;
+    std::string             device;
+    if (uct_md_query_tl_resources(md, &res, &nres) == UCS_OK) {
+        for (unsigned r = 0; r < nres; ++r) {
+            if ((tl == res[r].tl_name) && (dev.empty() || (dev == res[r].dev_name)) &&
+                device.empty()) {
+                device = res[r].dev_name;
+            }
+        }
+        uct_release_tl_resource_list(res);
+    }
+    return device;
+}
+
+/* Opens iface.tl on `device` of `md` into iface.iface. */
+ucs_status_t open_on(Iface &iface, uct_md_h md, const std::string &device, uct_worker_h uworker) {
+    uct_iface_config_t *ic;
+    ucs_status_t status = uct_md_iface_config_read(md, iface.tl.c_str(), nullptr, nullptr, &ic);
+    if (status != UCS_OK) {
+        return status;
+    }
+    uct_iface_params_t params    = {};
+    params.field_mask            = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                   UCT_IFACE_PARAM_FIELD_DEVICE |
+                                   UCT_IFACE_PARAM_FIELD_STATS_ROOT |
+                                   UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+    params.open_mode             = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name   = iface.tl.c_str();
+    params.mode.device.dev_name  = device.c_str();
+    params.stats_root            = nullptr;
+    params.rx_headroom           = 0;
+    /* a failed peer fails its endpoint's sends instead of leaving them waiting */
+    params.field_mask |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                         UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                         UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+    params.err_handler       = ep_error_cb;
+    params.err_handler_arg   = iface.worker;
+    params.err_handler_flags = 0; /* called from progress */
+    set_tag_callbacks(&params, &iface);
+    status = uct_iface_open(md, uworker, &params, ic, &iface.iface);
+    uct_config_release(ic);
+    return status;
+}
+
+/* Tries the MDs of `component` in turn: the first that offers the device
+ * opens the iface (and the iface keeps it), or says in *status why not,
+ * which ends the search in this component. */
+void open_in_component(Iface &iface, uct_component_h component, const std::string &dev,
+                       uct_worker_h uworker, ucs_status_t *status) {
+    for (const uct_md_resource_desc_t &mdr : md_resources(component)) {
+        uct_md_h md = open_md(component, mdr.md_name);
+        if (md == nullptr) {
+            continue;
+        }
+        const std::string device = tl_device(md, iface.tl, dev);
+        if (device.empty()) {
+            uct_md_close(md);
+            continue;
+        }
+        *status = open_on(iface, md, device, uworker);
+        if (*status != UCS_OK) {
+            uct_md_close(md);
+            return;
+        }
+        iface.component = component;
+        iface.md        = md;
+        iface.dev       = device;
+        return;
+    }
+}
+
+/* Reads the iface's attributes; UCS_ERR_UNSUPPORTED when it lacks what the
+ * protocols need. */
+ucs_status_t read_iface_attr(Iface &i) {
+    const ucs_status_t status = uct_iface_query(i.iface, &i.attr);
+    if (status != UCS_OK) {
+        return status;
+    }
+    const uint64_t flags = i.attr.cap.flags;
+    /* connect-to-iface is preferred when a transport offers both: no
+     * endpoint address to exchange */
+    i.to_ep = !(flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) &&
+              (flags & UCT_IFACE_FLAG_CONNECT_TO_EP) && (i.attr.ep_addr_len > 0) &&
+              (i.attr.ep_addr_len <= UINT16_MAX);
+    if (!(flags & UCT_IFACE_FLAG_AM_BCOPY) ||
+        (!(flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) && !i.to_ep) ||
+        (i.attr.cap.am.max_bcopy < sizeof(MsgHeader) + 64) || (i.tl.size() > UINT8_MAX)) {
+        ucs_error("tm_proto: transport %s lacks am_bcopy or a way to connect (to an iface or "
+                  "to an endpoint)", i.tl.c_str());
+        return UCS_ERR_UNSUPPORTED;
+    }
+    i.max_bcopy = i.attr.cap.am.max_bcopy;
+    const uint64_t tag_caps = UCT_IFACE_FLAG_TAG_EAGER_BCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
+    i.tag_send = ((flags & tag_caps) == tag_caps) &&
+                 (i.attr.cap.tag.rndv.max_hdr >= sizeof(MsgHeader));
+    i.tag_eager_max = i.tag_send ? i.attr.cap.tag.eager.max_bcopy : 0;
+    return UCS_OK;
+}
+
+/* Eager tagged messages by zcopy, where the MD needs no memh for it. */
+void set_tag_zcopy(Iface &i, const uct_md_attr_t &md_attr) {
+    if (!i.tag_send || !(i.attr.cap.flags & UCT_IFACE_FLAG_TAG_EAGER_ZCOPY) ||
+        (md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH) || (i.attr.cap.tag.eager.max_iov < 1)) {
+        return;
+    }
+    i.tag_zcopy_max    = i.attr.cap.tag.eager.max_zcopy;
+    i.tag_inline_limit =
+            std::min(i.attr.cap.tag.eager.max_short, i.attr.cap.tag.eager.max_zcopy) + 1;
+    i.tag_bcopy_max    = i.attr.cap.tag.eager.max_bcopy;
+    i.tag_eager_max    = std::max(i.tag_eager_max, i.tag_zcopy_max);
+}
+
+/* The iface's addresses, AM handlers and progress. */
+ucs_status_t enable_iface(Iface &i) {
+    i.dev_addr.resize(i.attr.device_addr_len);
+    i.iface_addr.resize(i.attr.iface_addr_len);
+    ucs_status_t status = uct_iface_get_device_address(
+            i.iface, reinterpret_cast<uct_device_addr_t *>(i.dev_addr.data()));
+    if (status == UCS_OK) {
+        status = uct_iface_get_address(
+                i.iface, reinterpret_cast<uct_iface_addr_t *>(i.iface_addr.data()));
+    }
+    if ((i.dev_addr.size() > UINT16_MAX) || (i.iface_addr.size() > UINT16_MAX)) {
+        status = UCS_ERR_UNSUPPORTED;
+    }
+    if (status == UCS_OK) {
+        status = set_am_handlers(&i);
+    }
+    if (status == UCS_OK) {
+        uct_iface_progress_enable(i.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    }
+    return status;
+}
+
+/* Reads `count` iface entries of a worker address from [p, end); false
+ * when they do not fit (the address comes from the peer). */
+bool read_peer_ifaces(const char *p, const char *end, unsigned count,
+                      std::vector<PeerIface> *peer) {
+    auto get16 = [&p, end](size_t *v) {
+        if (end - p < 2) {
+            return false;
+        }
+        uint16_t x;
+        memcpy(&x, p, 2);
+        p += 2;
+        *v = x;
+        return true;
+    };
+    for (unsigned n = 0; n < count; ++n) {
+        if (p >= end) {
+            return false;
+        }
+        const size_t tl_len = static_cast<unsigned char>(*p++);
+        if (static_cast<size_t>(end - p) < tl_len) {
+            return false;
+        }
+        PeerIface e;
+        e.tl.assign(p, tl_len);
+        p += tl_len;
+        if (!get16(&e.dev_len) || (static_cast<size_t>(end - p) < e.dev_len)) {
+            return false;
+        }
+        e.dev = p;
+        p += e.dev_len;
+        if (!get16(&e.iface_len) || (static_cast<size_t>(end - p) < e.iface_len)) {
+            return false;
+        }
+        e.ifa = p;
+        p += e.iface_len;
+        peer->push_back(std::move(e));
+    }
+    return true;
+}
+
+/* Whether our iface `i` reaches the peer's iface `e`. */
+bool usable(const Iface &i, const PeerIface &e) {
+    return (i.tl == e.tl) && (e.dev_len == i.dev_addr.size()) &&
+           (e.iface_len == i.iface_addr.size()) &&
+           uct_iface_is_reachable(i.iface, reinterpret_cast<const uct_device_addr_t *>(e.dev),
+                                  reinterpret_cast<const uct_iface_addr_t *>(e.ifa));
+}
+
+/* The first usable pair in the iface order of the worker with the lower id
+ * (ours when `ours_first`): the peer's endpoint to us picks the same
+ * transport, so messages from it arrive over this endpoint's iface (bound()
+ * checks that). Null when no pair is usable; the peer's iface in *remote. */
+Iface *choose_iface(const std::vector<std::unique_ptr<Iface>> &ifaces,
+                    const std::vector<PeerIface> &peer, bool ours_first,
+                    const PeerIface **remote) {
+    if (ours_first) {
+        for (const auto &i : ifaces) {
+            for (const PeerIface &e : peer) {
+                if (usable(*i, e)) {
+                    *remote = &e;
+                    return i.get();
+                }
+            }
+        }
+        return nullptr;
+    }
+    for (const PeerIface &e : peer) {
+        for (const auto &i : ifaces) {
+            if (usable(*i, e)) {
+                *remote = &e;
+                return i.get();
+            }
+        }
+    }
+    return nullptr;
+}
+
+/* The endpoint's payload limits: one am_short, and one transport call. */
+void set_send_limits(Endpoint &ep, const Iface &i, size_t rndv_thresh) {
+    /* on the tag path too: untagged messages go as AM */
+    if ((i.attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT) &&
+        (i.attr.cap.am.max_short > sizeof(ShortHeader) + sizeof(uint64_t))) {
+        ep.short_max = std::min<size_t>(i.attr.cap.am.max_short - sizeof(ShortHeader) -
+                                                sizeof(uint64_t),
+                                        kShortMax);
+    }
+    /* below the rendezvous threshold and within what send_single() sends in
+     * one transport call: the tag path's eager limit, or one AM */
+    ep.eager_now_limit = std::min(ep.tag_path ? i.tag_eager_max + 1
+                                              : i.max_bcopy - sizeof(MsgHeader) + 1,
+                                  rndv_thresh);
 }
 
 uint32_t random_id() {
@@ -130,7 +399,8 @@ ucs_status_t Worker::open() {
     return UCS_OK;
 }
 
-/* Finds the component and MD offering `tl` (on `dev`, or its first device). */
+/* Finds the component and MD offering `tl` (on `dev`, or its first device)
+ * and opens the iface there; then reads what the protocols need off it. */
 ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
     uct_component_h *components;
     unsigned         ncomp;
@@ -143,79 +413,7 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
     iface->tl      = tl;
     status         = UCS_ERR_NO_DEVICE;
     for (unsigned c = 0; (c < ncomp) && (iface->iface == nullptr); ++c) {
-        uct_component_attr_t cattr = {};
-        cattr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-        if (uct_component_query(components[c], &cattr) != UCS_OK) {
-            continue;
-        }
-        std::vector<uct_md_resource_desc_t> mds(cattr.md_resource_count);
-        cattr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-        cattr.md_resources = mds.data();
-        if ((cattr.md_resource_count == 0) || (uct_component_query(components[c], &cattr) != UCS_OK)) {
-            continue;
-        }
-        for (const auto &mdr : mds) {
-            uct_md_config_t *mdc;
-            if (uct_md_config_read(components[c], nullptr, nullptr, &mdc) != UCS_OK) {
-                continue;
-            }
-            uct_md_h md;
-            const ucs_status_t st = uct_md_open(components[c], mdr.md_name, mdc, &md);
-            uct_config_release(mdc);
-            if (st != UCS_OK) {
-                continue;
-            }
-            uct_tl_resource_desc_t *res;
-            unsigned                nres;
-            std::string             device;
-            if (uct_md_query_tl_resources(md, &res, &nres) == UCS_OK) {
-                for (unsigned r = 0; r < nres; ++r) {
-                    if ((tl == res[r].tl_name) && (dev.empty() || (dev == res[r].dev_name)) &&
-                        device.empty()) {
-                        device = res[r].dev_name;
-                    }
-                }
-                uct_release_tl_resource_list(res);
-            }
-            if (device.empty()) {
-                uct_md_close(md);
-                continue;
-            }
-            uct_iface_config_t *ic;
-            status = uct_md_iface_config_read(md, tl.c_str(), nullptr, nullptr, &ic);
-            if (status != UCS_OK) {
-                uct_md_close(md);
-                break;
-            }
-            uct_iface_params_t params    = {};
-            params.field_mask            = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                           UCT_IFACE_PARAM_FIELD_DEVICE |
-                                           UCT_IFACE_PARAM_FIELD_STATS_ROOT |
-                                           UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
-            params.open_mode             = UCT_IFACE_OPEN_MODE_DEVICE;
-            params.mode.device.tl_name   = tl.c_str();
-            params.mode.device.dev_name  = device.c_str();
-            params.stats_root            = nullptr;
-            params.rx_headroom           = 0;
-            /* a failed peer fails its endpoint's sends instead of leaving them waiting */
-            params.field_mask |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
-                                 UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                                 UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
-            params.err_handler       = ep_error_cb;
-            params.err_handler_arg   = this;
-            params.err_handler_flags = 0; /* called from progress */
-            set_tag_callbacks(&params, iface.get());
-            status = uct_iface_open(md, uworker_, &params, ic, &iface->iface);
-            uct_config_release(ic);
-            if (status != UCS_OK) {
-                uct_md_close(md);
-                break;
-            }
-            iface->component = components[c];
-            iface->md        = md;
-            iface->dev       = device;
-            break;
-        }
+        open_in_component(*iface, components[c], dev, uworker_, &status);
     }
     uct_release_component_list(components);
     if (iface->iface == nullptr) {
@@ -223,78 +421,43 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
     }
     Iface *i = iface.get();
     ifaces_.push_back(std::move(iface));
-    status = uct_iface_query(i->iface, &i->attr);
+    status = read_iface_attr(*i);
     if (status != UCS_OK) {
         return status;
     }
-    /* connect-to-iface is preferred when a transport offers both: no
-     * endpoint address to exchange */
-    i->to_ep = !(i->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) &&
-               (i->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_EP) &&
-               (i->attr.ep_addr_len > 0) && (i->attr.ep_addr_len <= UINT16_MAX);
-    if (!(i->attr.cap.flags & UCT_IFACE_FLAG_AM_BCOPY) ||
-        (!(i->attr.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) && !i->to_ep) ||
-        (i->attr.cap.am.max_bcopy < sizeof(MsgHeader) + 64) || (tl.size() > UINT8_MAX)) {
-        ucs_error("tm_proto: transport %s lacks am_bcopy or a way to connect (to an iface or "
-                  "to an endpoint)", tl.c_str());
-        return UCS_ERR_UNSUPPORTED;
-    }
-    i->max_bcopy = i->attr.cap.am.max_bcopy;
-    const uint64_t tag_caps = UCT_IFACE_FLAG_TAG_EAGER_BCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
-    i->tag_send = ((i->attr.cap.flags & tag_caps) == tag_caps) &&
-                  (i->attr.cap.tag.rndv.max_hdr >= sizeof(MsgHeader));
-    i->tag_eager_max = i->tag_send ? i->attr.cap.tag.eager.max_bcopy : 0;
     uct_md_attr_t md_attr;
     status = uct_md_query(i->md, &md_attr);
     if (status != UCS_OK) {
         return status;
     }
-    if (i->tag_send && (i->attr.cap.flags & UCT_IFACE_FLAG_TAG_EAGER_ZCOPY) &&
-        !(md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH) && (i->attr.cap.tag.eager.max_iov >= 1)) {
-        i->tag_zcopy_max  = i->attr.cap.tag.eager.max_zcopy;
-        i->tag_inline_limit =
-                std::min(i->attr.cap.tag.eager.max_short, i->attr.cap.tag.eager.max_zcopy) + 1;
-        i->tag_bcopy_max  = i->attr.cap.tag.eager.max_bcopy;
-        i->tag_eager_max = std::max(i->tag_eager_max, i->tag_zcopy_max);
+    set_tag_zcopy(*i, md_attr);
+    set_rndv_get(*i, md_attr);
+    return enable_iface(*i);
+}
+
+/* Rendezvous data read by the receiver, when the transport gets and the MD
+ * registers with an rkey that fits the rendezvous request. */
+void Worker::set_rndv_get(Iface &i, const uct_md_attr_t &md_attr) {
+    i.rts_max = sizeof(MsgHeader);
+    if (!(i.attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) || !(md_attr.cap.flags & UCT_MD_FLAG_REG) ||
+        (md_attr.rkey_packed_size > kMaxRkey)) {
+        return;
     }
-    i->rts_max = sizeof(MsgHeader);
-    if ((i->attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) &&
-        (md_attr.cap.flags & UCT_MD_FLAG_REG) && (md_attr.rkey_packed_size <= kMaxRkey)) {
-        const size_t rts = sizeof(MsgHeader) + sizeof(RndvGet) + md_attr.rkey_packed_size;
-        i->rkey_size = md_attr.rkey_packed_size;
-        i->rndv_get  = (rts <= i->max_bcopy) &&
-                       (!i->tag_send || (rts <= i->attr.cap.tag.rndv.max_hdr));
-        if (i->rndv_get) {
-            i->rts_max = rts;
+    const size_t rts = sizeof(MsgHeader) + sizeof(RndvGet) + md_attr.rkey_packed_size;
+    i.rkey_size      = md_attr.rkey_packed_size;
+    i.rndv_get = (rts <= i.max_bcopy) && (!i.tag_send || (rts <= i.attr.cap.tag.rndv.max_hdr));
+    if (i.rndv_get) {
+        i.rts_max = rts;
+    }
+    if (i.rndv_get && config_.rcache) {
+        i.rcache = std::make_unique<RegistrationCache>(i.md, &stats_.registrations,
+                                                       &stats_.rcache_hits);
+        if (i.rcache->status() != UCS_OK) {
+            ucs_debug("tm_proto: no registration cache over %s: %s", i.tl.c_str(),
+                      ucs_status_string(i.rcache->status()));
+            i.rcache.reset(); /* registers per operation */
         }
-        if (i->rndv_get && config_.rcache) {
-            i->rcache = std::make_unique<RegistrationCache>(i->md, &stats_.registrations,
-                                                            &stats_.rcache_hits);
-            if (i->rcache->status() != UCS_OK) {
-                ucs_debug("tm_proto: no registration cache over %s: %s", tl.c_str(),
-                          ucs_status_string(i->rcache->status()));
-                i->rcache.reset(); /* registers per operation */
-            }
-        }
     }
-    i->dev_addr.resize(i->attr.device_addr_len);
-    i->iface_addr.resize(i->attr.iface_addr_len);
-    status = uct_iface_get_device_address(
-            i->iface, reinterpret_cast<uct_device_addr_t *>(i->dev_addr.data()));
-    if (status == UCS_OK) {
-        status = uct_iface_get_address(
-                i->iface, reinterpret_cast<uct_iface_addr_t *>(i->iface_addr.data()));
-    }
-    if ((i->dev_addr.size() > UINT16_MAX) || (i->iface_addr.size() > UINT16_MAX)) {
-        status = UCS_ERR_UNSUPPORTED;
-    }
-    if (status == UCS_OK) {
-        status = set_am_handlers(i);
-    }
-    if (status == UCS_OK) {
-        uct_iface_progress_enable(i->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    }
-    return status;
 }
 
 ucs_status_t Worker::address(void *buffer, size_t *length) const {
@@ -336,11 +499,9 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
     if ((address == nullptr) || (ep_p == nullptr) || (length < sizeof(AddressHeader))) {
         return UCS_ERR_INVALID_PARAM;
     }
-    const char   *p   = static_cast<const char *>(address);
-    const char   *end = p + length;
+    const char   *p = static_cast<const char *>(address);
     AddressHeader h;
     memcpy(&h, p, sizeof(h));
-    p += sizeof(h);
     if ((h.magic != kAddressMagic) || (h.version != kAddressVersion) || (h.id == 0) ||
         (h.id > kMaxWorkerId)) {
         ucs_error("tm_proto: malformed worker address (or of another version of the layer)");
@@ -353,128 +514,57 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
                   peers_.size());
         return UCS_ERR_EXCEEDS_LIMIT;
     }
-    auto get16 = [&p, end](size_t *v) {
-        if (end - p < 2) {
-            return false;
-        }
-        uint16_t x;
-        memcpy(&x, p, 2);
-        p += 2;
-        *v = x;
-        return true;
-    };
-    struct PeerIface {
-        std::string tl;
-        const char *dev;
-        size_t      dev_len;
-        const char *ifa;
-        size_t      iface_len;
-    };
     std::vector<PeerIface> peer;
-    for (unsigned n = 0; n < h.ifaces; ++n) {
-        if (p >= end) {
-            return UCS_ERR_INVALID_PARAM;
-        }
-        const size_t tl_len = static_cast<unsigned char>(*p++);
-        if (static_cast<size_t>(end - p) < tl_len) {
-            return UCS_ERR_INVALID_PARAM;
-        }
-        PeerIface e;
-        e.tl.assign(p, tl_len);
-        p += tl_len;
-        if (!get16(&e.dev_len) || (static_cast<size_t>(end - p) < e.dev_len)) {
-            return UCS_ERR_INVALID_PARAM;
-        }
-        e.dev = p;
-        p += e.dev_len;
-        if (!get16(&e.iface_len) || (static_cast<size_t>(end - p) < e.iface_len)) {
-            return UCS_ERR_INVALID_PARAM;
-        }
-        e.ifa = p;
-        p += e.iface_len;
-        peer.push_back(std::move(e));
+    if (!read_peer_ifaces(p + sizeof(h), p + length, h.ifaces, &peer)) {
+        return UCS_ERR_INVALID_PARAM;
     }
-    const auto usable = [](const Iface &i, const PeerIface &e) {
-        return (i.tl == e.tl) && (e.dev_len == i.dev_addr.size()) &&
-               (e.iface_len == i.iface_addr.size()) &&
-               uct_iface_is_reachable(i.iface, reinterpret_cast<const uct_device_addr_t *>(e.dev),
-                                      reinterpret_cast<const uct_iface_addr_t *>(e.ifa));
-    };
-    /* The first usable pair in the iface order of the worker with the lower
-     * id: the peer's endpoint to us picks the same transport, so messages
-     * from it arrive over this endpoint's iface (bound() checks that). */
-    Iface           *chosen = nullptr;
     const PeerIface *remote = nullptr;
-    if (config_.id < h.id) {
-        for (size_t i = 0; (i < ifaces_.size()) && (chosen == nullptr); ++i) {
-            for (const PeerIface &e : peer) {
-                if (usable(*ifaces_[i], e)) {
-                    chosen = ifaces_[i].get();
-                    remote = &e;
-                    break;
-                }
-            }
-        }
-    } else {
-        for (size_t n = 0; (n < peer.size()) && (chosen == nullptr); ++n) {
-            for (auto &i : ifaces_) {
-                if (usable(*i, peer[n])) {
-                    chosen = i.get();
-                    remote = &peer[n];
-                    break;
-                }
-            }
-        }
+    Iface *const     chosen = choose_iface(ifaces_, peer, config_.id < h.id, &remote);
+    if (chosen == nullptr) {
+        return UCS_ERR_UNREACHABLE;
     }
-    if (chosen != nullptr) {
-        Iface *const    i         = chosen;
-        uct_ep_params_t ep_params = {};
-        ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
-        ep_params.iface      = i->iface;
-        if (!i->to_ep) {
-            ep_params.field_mask |= UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
-            ep_params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(remote->dev);
-            ep_params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(remote->ifa);
-        }
-        /* allocated before the UCT endpoint: nothing to undo if this throws */
-        auto ep = std::make_unique<Endpoint>();
-        if (i->to_ep) {
-            ep->peer_dev.assign(remote->dev, remote->dev + remote->dev_len);
-            ep->peer_ep.reserve(i->attr.ep_addr_len);
-            ep->connected = false;
-        }
-        uct_ep_h           uep;
-        const ucs_status_t status = uct_ep_create(&ep_params, &uep);
-        if (status != UCS_OK) {
-            return status;
-        }
-        /* destroys the UCT endpoint if taking it into the table throws */
-        std::unique_ptr<uct_ep, void (*)(uct_ep_h)> guard(uep, uct_ep_destroy);
-        ep->worker      = this;
-        ep->iface       = i;
-        ep->uct_ep      = uep;
-        ep->peer_id     = h.id;
-        ep->peer_window = h.window;
-        ep->credits     = h.window;
-        ep->tag_path    = i->tag_send && (h.flags & kAddrOffload);
-        /* on the tag path too: untagged messages go as AM */
-        if ((i->attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT) &&
-            (i->attr.cap.am.max_short > sizeof(ShortHeader) + sizeof(uint64_t))) {
-            ep->short_max = std::min<size_t>(i->attr.cap.am.max_short - sizeof(ShortHeader) -
-                                                     sizeof(uint64_t),
-                                             kShortMax);
-        }
-        /* below the rendezvous threshold and within what send_single() sends in
-         * one transport call: the tag path's eager limit, or one AM */
-        ep->eager_now_limit = std::min(ep->tag_path ? i->tag_eager_max + 1
-                                                    : i->max_bcopy - sizeof(MsgHeader) + 1,
-                                       config_.rndv_thresh);
-        const bool connected = ep->connected;
-        *ep_p = peers_.add(std::move(ep));
-        guard.release(); /* the table owns it now (Peers::remove, clear) */
-        return connected ? UCS_OK : UCS_INPROGRESS;
+    return new_endpoint(chosen, *remote, h, ep_p);
+}
+
+/* Our endpoint over `i` to the peer whose address header is `h`, to its
+ * iface `remote`; UCS_INPROGRESS until ep_connect() when the transport
+ * connects endpoint to endpoint. */
+ucs_status_t Worker::new_endpoint(Iface *i, const PeerIface &remote, const AddressHeader &h,
+                                  Endpoint **ep_p) {
+    uct_ep_params_t ep_params = {};
+    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+    ep_params.iface      = i->iface;
+    if (!i->to_ep) {
+        ep_params.field_mask |= UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        ep_params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(remote.dev);
+        ep_params.iface_addr = reinterpret_cast<const uct_iface_addr_t *>(remote.ifa);
     }
-    return UCS_ERR_UNREACHABLE;
+    /* allocated before the UCT endpoint: nothing to undo if this throws */
+    auto ep = std::make_unique<Endpoint>();
+    if (i->to_ep) {
+        ep->peer_dev.assign(remote.dev, remote.dev + remote.dev_len);
+        ep->peer_ep.reserve(i->attr.ep_addr_len);
+        ep->connected = false;
+    }
+    uct_ep_h           uep;
+    const ucs_status_t status = uct_ep_create(&ep_params, &uep);
+    if (status != UCS_OK) {
+        return status;
+    }
+    /* destroys the UCT endpoint if taking it into the table throws */
+    std::unique_ptr<uct_ep, void (*)(uct_ep_h)> guard(uep, uct_ep_destroy);
+    ep->worker      = this;
+    ep->iface       = i;
+    ep->uct_ep      = uep;
+    ep->peer_id     = h.id;
+    ep->peer_window = h.window;
+    ep->credits     = h.window;
+    ep->tag_path    = i->tag_send && (h.flags & kAddrOffload);
+    set_send_limits(*ep, *i, config_.rndv_thresh);
+    const bool connected = ep->connected;
+    *ep_p = peers_.add(std::move(ep));
+    guard.release(); /* the table owns it now (Peers::remove, clear) */
+    return connected ? UCS_OK : UCS_INPROGRESS;
 }
 
 ucs_status_t Worker::ep_address(const Endpoint *ep, void *buffer, size_t *length) const {
