@@ -158,8 +158,8 @@ ucs_status_t Worker::send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, si
     const ucs_status_t status = send_general(ep, stage_.data(), total, tag, staged, req);
     if (status == UCS_INPROGRESS) {
         Request *r = (staged->flags & UCT_TM_PROTO_OP_USER_REQUEST)
-                             ? reqs_.lookup_user(staged->request)
-                             : reqs_.lookup(*req);
+                         ? reqs_.lookup_user(staged->request)
+                         : reqs_.lookup(*req);
         ucs_assertv((r != nullptr) && r->bounce.empty() && (r->sbuf == stage_.data()),
                     "vectored send %p: no staged request", static_cast<void *>(r));
         r->bounce = std::move(stage_);

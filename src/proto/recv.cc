@@ -202,24 +202,24 @@ void Worker::message_unexpected(const MsgHeader &h, const char *payload, size_t 
 /* An unexpected entry for the message in *idx: a rendezvous request keeps
  * its RndvGet and rkey, if any; an eager message gets room for all of its
  * data, charged to `acct`. False when out of memory (logged). */
-bool Worker::buffer_unexpected(const MsgHeader &h, const char *payload, size_t len,
-                               Account &acct, uint32_t *idx) {
+bool Worker::buffer_unexpected(const MsgHeader &h, const char *payload, size_t len, Account &acct,
+                               uint32_t *idx) {
     if (alloc_status([&] { *idx = unexpected_.allocate(); }) != UCS_OK) {
         ucs_error("tm_proto: out of memory for an unexpected message from worker %u", h.source);
         return false;
     }
     Unexpected &u = unexpected_[*idx];
-    u.rndv      = (h.kind == Kind::kRts);
+    u.rndv        = (h.kind == Kind::kRts);
     u.put_offer = u.rndv && (h.flags & kFlagPut);
-    u.sync      = (h.flags & kFlagSync) != 0;
-    u.source    = h.source;
-    u.has_data  = (h.flags & kFlagData) != 0;
-    u.rdata     = h.data;
-    u.tag       = h.tag; /* 0 for untagged messages: the arrival paths see to it */
-    u.untagged  = (h.flags & kFlagUntagged) != 0;
-    u.length    = h.length;
-    u.sreq      = h.sreq;
-    u.msg_id    = h.msg_id;
+    u.sync        = (h.flags & kFlagSync) != 0;
+    u.source      = h.source;
+    u.has_data    = (h.flags & kFlagData) != 0;
+    u.rdata       = h.data;
+    u.tag         = h.tag; /* 0 for untagged messages: the arrival paths see to it */
+    u.untagged    = (h.flags & kFlagUntagged) != 0;
+    u.length      = h.length;
+    u.sreq        = h.sreq;
+    u.msg_id      = h.msg_id;
     if (alloc_status([&] {
             if (u.rndv) {
                 u.data.assign(payload, payload + len);
@@ -249,8 +249,8 @@ bool Worker::buffer_unexpected(const MsgHeader &h, const char *payload, size_t l
 bool Worker::enqueue_unexpected(uint32_t idx) {
     Unexpected        &u      = unexpected_[idx];
     const ucs_status_t status = u.untagged
-                                        ? alloc_status([&] { unexpected_.enqueue_untagged(idx); })
-                                        : unexpected_.enqueue(idx);
+                                    ? alloc_status([&] { unexpected_.enqueue_untagged(idx); })
+                                    : unexpected_.enqueue(idx);
     if (status != UCS_OK) {
         ucs_error("tm_proto: unexpected queue refused a message: %s", ucs_status_string(status));
         if (!u.rndv) {

@@ -24,11 +24,12 @@ namespace {
 void quiet_cb(void *, uct_tm_proto_request_t, const uct_tm_proto_info_t *) {}
 
 /* The flags a send takes. */
-constexpr unsigned kSendFlags =
-        UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC | UCT_TM_PROTO_SEND_REMOTE_DATA |
-        UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE | UCT_TM_PROTO_SEND_DELIVERY_COMPLETE |
-        UCT_TM_PROTO_SEND_FENCE | UCT_TM_PROTO_OP_NO_COMPLETION | UCT_TM_PROTO_SEND_MORE |
-        UCT_TM_PROTO_OP_UNTAGGED;
+constexpr unsigned kSendFlags = UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC |
+                                UCT_TM_PROTO_SEND_REMOTE_DATA |
+                                UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE |
+                                UCT_TM_PROTO_SEND_DELIVERY_COMPLETE | UCT_TM_PROTO_SEND_FENCE |
+                                UCT_TM_PROTO_OP_NO_COMPLETION | UCT_TM_PROTO_SEND_MORE |
+                                UCT_TM_PROTO_OP_UNTAGGED;
 
 /* A send still running: its handle for the caller, or with NO_COMPLETION
  * none (the library's now: released when done). */
@@ -539,9 +540,9 @@ ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size
 
 /* The checks send_general() makes of its arguments. */
 [[gnu::always_inline]] inline bool Worker::send_args_valid(const Endpoint *ep, const void *buffer,
-                                                           size_t length,
+                                                           size_t                          length,
                                                            const uct_tm_proto_op_params_t *params,
-                                                           const uint64_t *req,
+                                                           const uint64_t                 *req,
                                                            const SendVector *vector) const {
     const unsigned flags = (params != nullptr) ? params->flags : 0;
     return (ep != nullptr) && (ep->magic == Endpoint::kMagic) && (ep->worker == this) &&
@@ -592,14 +593,14 @@ Worker::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                         (p.has_data() ? kFlagData : 0) |
                                         (p.untagged() ? kFlagUntagged : 0));
     /* fi_msg: AM messages only, matched by untagged receives */
-    p.tag        = p.untagged() ? 0 : tag;
-    p.tag_send   = ep->tag_path && !p.untagged();
-    p.rndv       = needs_rndv(ep, length, p.tag_send, p.sync(), p.rdata);
-    p.batchable  = (p.flags & UCT_TM_PROTO_SEND_MORE) && !p.tag_send && !p.rndv && !p.sync() &&
-                   !p.deliver && !p.transmit && !p.fence() && ep->sends.empty() &&
-                   (sizeof(BatchHeader) + sizeof(BatchEntry) + length <= ep->iface->max_bcopy);
+    p.tag       = p.untagged() ? 0 : tag;
+    p.tag_send  = ep->tag_path && !p.untagged();
+    p.rndv      = needs_rndv(ep, length, p.tag_send, p.sync(), p.rdata);
+    p.batchable = (p.flags & UCT_TM_PROTO_SEND_MORE) && !p.tag_send && !p.rndv && !p.sync() &&
+                  !p.deliver && !p.transmit && !p.fence() && ep->sends.empty() &&
+                  (sizeof(BatchHeader) + sizeof(BatchEntry) + length <= ep->iface->max_bcopy);
     /* a vectored one reaches here when sendv() did not send it in one call */
-    p.one_call   = (vector == nullptr) && !p.rndv && !p.sync() && !p.deliver && !p.transmit;
+    p.one_call = (vector == nullptr) && !p.rndv && !p.sync() && !p.deliver && !p.transmit;
     return p;
 }
 
@@ -635,8 +636,8 @@ Worker::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
 
 [[gnu::always_inline]] inline ucs_status_t Worker::send_at_once(Endpoint *ep, const SendPlan &p) {
     const ssize_t n = p.untagged()
-                              ? am_eager<true>(ep, 0, p.has_data(), p.rdata, p.buffer, p.length)
-                              : send_single(ep, p.tag, p.has_data(), p.rdata, p.buffer, p.length);
+                          ? am_eager<true>(ep, 0, p.has_data(), p.rdata, p.buffer, p.length)
+                          : send_single(ep, p.tag, p.has_data(), p.rdata, p.buffer, p.length);
     return (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
 }
 
@@ -687,7 +688,7 @@ ucs_status_t Worker::send_request(Endpoint *ep, const SendPlan &p, bool batch_pe
     }
     if (status == UCS_OK) {
         status = (ep->sends.empty() && !batch_pending && !fence_holds(*r)) ? start_send(*r)
-                                                                            : UCS_ERR_NO_RESOURCE;
+                                                                           : UCS_ERR_NO_RESOURCE;
     }
     if (status == UCS_OK) {
         left_queue(*r);

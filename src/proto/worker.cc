@@ -105,19 +105,16 @@ ucs_status_t open_on(Iface &iface, uct_md_h md, const std::string &device, uct_w
     if (status != UCS_OK) {
         return status;
     }
-    uct_iface_params_t params    = {};
-    params.field_mask            = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                   UCT_IFACE_PARAM_FIELD_DEVICE |
-                                   UCT_IFACE_PARAM_FIELD_STATS_ROOT |
-                                   UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
-    params.open_mode             = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name   = iface.tl.c_str();
-    params.mode.device.dev_name  = device.c_str();
-    params.stats_root            = nullptr;
-    params.rx_headroom           = 0;
+    uct_iface_params_t params = {};
+    params.field_mask         = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
+                        UCT_IFACE_PARAM_FIELD_STATS_ROOT | UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = iface.tl.c_str();
+    params.mode.device.dev_name = device.c_str();
+    params.stats_root           = nullptr;
+    params.rx_headroom          = 0;
     /* a failed peer fails its endpoint's sends instead of leaving them waiting */
-    params.field_mask |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
-                         UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+    params.field_mask |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
                          UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
     params.err_handler       = ep_error_cb;
     params.err_handler_arg   = iface.worker;
@@ -172,12 +169,13 @@ ucs_status_t read_iface_attr(Iface &i) {
         (!(flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE) && !i.to_ep) ||
         (i.attr.cap.am.max_bcopy < sizeof(MsgHeader) + 64) || (i.tl.size() > UINT8_MAX)) {
         ucs_error("tm_proto: transport %s lacks am_bcopy or a way to connect (to an iface or "
-                  "to an endpoint)", i.tl.c_str());
+                  "to an endpoint)",
+                  i.tl.c_str());
         return UCS_ERR_UNSUPPORTED;
     }
-    i.max_bcopy = i.attr.cap.am.max_bcopy;
+    i.max_bcopy             = i.attr.cap.am.max_bcopy;
     const uint64_t tag_caps = UCT_IFACE_FLAG_TAG_EAGER_BCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
-    i.tag_send = ((flags & tag_caps) == tag_caps) &&
+    i.tag_send              = ((flags & tag_caps) == tag_caps) &&
                  (i.attr.cap.tag.rndv.max_hdr >= sizeof(MsgHeader));
     i.tag_eager_max = i.tag_send ? i.attr.cap.tag.eager.max_bcopy : 0;
     return UCS_OK;
@@ -190,21 +188,22 @@ void set_tag_zcopy(Iface &i, const uct_md_attr_t &md_attr) {
         return;
     }
     i.tag_zcopy_max    = i.attr.cap.tag.eager.max_zcopy;
-    i.tag_inline_limit =
-            std::min(i.attr.cap.tag.eager.max_short, i.attr.cap.tag.eager.max_zcopy) + 1;
-    i.tag_bcopy_max    = i.attr.cap.tag.eager.max_bcopy;
-    i.tag_eager_max    = std::max(i.tag_eager_max, i.tag_zcopy_max);
+    i.tag_inline_limit = std::min(i.attr.cap.tag.eager.max_short, i.attr.cap.tag.eager.max_zcopy) +
+                         1;
+    i.tag_bcopy_max = i.attr.cap.tag.eager.max_bcopy;
+    i.tag_eager_max = std::max(i.tag_eager_max, i.tag_zcopy_max);
 }
 
 /* The iface's addresses, AM handlers and progress. */
 ucs_status_t enable_iface(Iface &i) {
     i.dev_addr.resize(i.attr.device_addr_len);
     i.iface_addr.resize(i.attr.iface_addr_len);
-    ucs_status_t status = uct_iface_get_device_address(
-            i.iface, reinterpret_cast<uct_device_addr_t *>(i.dev_addr.data()));
+    ucs_status_t status = uct_iface_get_device_address(i.iface,
+                                                       reinterpret_cast<uct_device_addr_t *>(
+                                                           i.dev_addr.data()));
     if (status == UCS_OK) {
-        status = uct_iface_get_address(
-                i.iface, reinterpret_cast<uct_iface_addr_t *>(i.iface_addr.data()));
+        status = uct_iface_get_address(i.iface,
+                                       reinterpret_cast<uct_iface_addr_t *>(i.iface_addr.data()));
     }
     if ((i.dev_addr.size() > UINT16_MAX) || (i.iface_addr.size() > UINT16_MAX)) {
         status = UCS_ERR_UNSUPPORTED;
@@ -271,8 +270,7 @@ bool usable(const Iface &i, const PeerIface &e) {
  * transport, so messages from it arrive over this endpoint's iface (bound()
  * checks that). Null when no pair is usable; the peer's iface in *remote. */
 Iface *choose_iface(const std::vector<std::unique_ptr<Iface>> &ifaces,
-                    const std::vector<PeerIface> &peer, bool ours_first,
-                    const PeerIface **remote) {
+                    const std::vector<PeerIface> &peer, bool ours_first, const PeerIface **remote) {
     if (ours_first) {
         for (const auto &i : ifaces) {
             for (const PeerIface &e : peer) {
@@ -301,7 +299,7 @@ void set_send_limits(Endpoint &ep, const Iface &i, size_t rndv_thresh) {
     if ((i.attr.cap.flags & UCT_IFACE_FLAG_AM_SHORT) &&
         (i.attr.cap.am.max_short > sizeof(ShortHeader) + sizeof(uint64_t))) {
         ep.short_max = std::min<size_t>(i.attr.cap.am.max_short - sizeof(ShortHeader) -
-                                                sizeof(uint64_t),
+                                            sizeof(uint64_t),
                                         kShortMax);
     }
     /* below the rendezvous threshold and within what send_single() sends in
@@ -532,8 +530,8 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
 ucs_status_t Worker::new_endpoint(Iface *i, const PeerIface &remote, const AddressHeader &h,
                                   Endpoint **ep_p) {
     uct_ep_params_t ep_params = {};
-    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE;
-    ep_params.iface      = i->iface;
+    ep_params.field_mask      = UCT_EP_PARAM_FIELD_IFACE;
+    ep_params.iface           = i->iface;
     if (!i->to_ep) {
         ep_params.field_mask |= UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
         ep_params.dev_addr   = reinterpret_cast<const uct_device_addr_t *>(remote.dev);
@@ -562,7 +560,7 @@ ucs_status_t Worker::new_endpoint(Iface *i, const PeerIface &remote, const Addre
     ep->tag_path    = i->tag_send && (h.flags & kAddrOffload);
     set_send_limits(*ep, *i, config_.rndv_thresh);
     const bool connected = ep->connected;
-    *ep_p = peers_.add(std::move(ep));
+    *ep_p                = peers_.add(std::move(ep));
     guard.release(); /* the table owns it now (Peers::remove, clear) */
     return connected ? UCS_OK : UCS_INPROGRESS;
 }

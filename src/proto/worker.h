@@ -236,14 +236,14 @@ class Worker {
         uint64_t                        rdata; /* remote data, or 0 */
         uint8_t                         wire_flags;
         /* sync completes later than delivery and transmission: it needs neither */
-        bool                            deliver;
-        bool                            transmit;
-        bool                            tag_send;  /* through the transport's tag API */
-        bool                            rndv;      /* else eager, its credit taken */
-        bool                            batchable; /* MORE: may join the endpoint's batch */
+        bool deliver;
+        bool transmit;
+        bool tag_send;  /* through the transport's tag API */
+        bool rndv;      /* else eager, its credit taken */
+        bool batchable; /* MORE: may join the endpoint's batch */
         /* eager, not vectored, and done once handed over: one transport
          * call may send it if nothing is before it */
-        bool                            one_call;
+        bool one_call;
 
         bool sync() const { return flags & UCT_TM_PROTO_SEND_SYNC; }
         bool quiet() const { return flags & UCT_TM_PROTO_OP_NO_COMPLETION; }
@@ -251,23 +251,22 @@ class Worker {
         bool has_data() const { return flags & UCT_TM_PROTO_SEND_REMOTE_DATA; }
         bool untagged() const { return flags & UCT_TM_PROTO_OP_UNTAGGED; }
     };
-    bool         send_args_valid(const Endpoint *ep, const void *buffer, size_t length,
-                                 const uct_tm_proto_op_params_t *params, const uint64_t *req,
-                                 const SendVector *vector) const;
-    SendPlan     plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
-                           const uct_tm_proto_op_params_t *params, const SendVector *vector);
-    bool         needs_rndv(Endpoint *ep, size_t length, bool tag_send, bool sync,
-                            uint64_t rdata);
+    bool     send_args_valid(const Endpoint *ep, const void *buffer, size_t length,
+                             const uct_tm_proto_op_params_t *params, const uint64_t *req,
+                             const SendVector *vector) const;
+    SendPlan plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                       const uct_tm_proto_op_params_t *params, const SendVector *vector);
+    bool     needs_rndv(Endpoint *ep, size_t length, bool tag_send, bool sync, uint64_t rdata);
     /* The paths of send_general(): UCS_OK sent, UCS_ERR_NO_RESOURCE left for
      * the next path, else the send's failure. */
     ucs_status_t send_batched(Endpoint *ep, const SendPlan &p);
     bool         goes_at_once(Endpoint *ep, const SendPlan &p, bool batch_pending);
     ucs_status_t send_at_once(Endpoint *ep, const SendPlan &p);
     /* The last path: a request, started or queued (UCS_INPROGRESS). */
-    ucs_status_t send_request(Endpoint *ep, const SendPlan &p, bool batch_pending,
-                              CreditHold &credit, uint64_t *req);
-    Request     *new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle);
-    ucs_status_t queue_send(Request &r, const SendPlan &p);
+    ucs_status_t                   send_request(Endpoint *ep, const SendPlan &p, bool batch_pending,
+                                                CreditHold &credit, uint64_t *req);
+    Request                       *new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle);
+    ucs_status_t                   queue_send(Request &r, const SendPlan &p);
     [[gnu::noinline]] ucs_status_t eager_now_refused(ucs_status_t status);
     ucs_status_t wait_eager_zcopy();
     [[gnu::noinline]] ucs_status_t send_eager_now_other(Endpoint *ep, const void *buffer,
@@ -299,12 +298,12 @@ class Worker {
                                  const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t nonempty,
                                  size_t total);
     /* iov.cc: a vectored send that did not go at once: in place or staged */
-    ucs_status_t sendv_general(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
-                               const IovShape &shape, uint64_t tag,
-                               const uct_tm_proto_op_params_t *params, uint64_t *req);
-    ucs_status_t send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
-                             size_t total, uint64_t tag, uct_tm_proto_op_params_t *staged,
-                             uint64_t *req);
+    ucs_status_t         sendv_general(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                                       const IovShape &shape, uint64_t tag,
+                                       const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t         send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                                     size_t total, uint64_t tag, uct_tm_proto_op_params_t *staged,
+                                     uint64_t *req);
     ssize_t      send_single(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
                              const void *data, size_t len);
     ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
@@ -391,11 +390,10 @@ class Worker {
                                 const Iface *iface);
     void         message_matched(Request &r, const MsgHeader &h, const char *payload, size_t len,
                                  Endpoint *ep, Account &acct);
-    void         message_unexpected(const MsgHeader &h, const char *payload, size_t len,
-                                    Account &acct);
-    bool         buffer_unexpected(const MsgHeader &h, const char *payload, size_t len,
-                                   Account &acct, uint32_t *idx);
-    bool         enqueue_unexpected(uint32_t idx);
+    void message_unexpected(const MsgHeader &h, const char *payload, size_t len, Account &acct);
+    bool buffer_unexpected(const MsgHeader &h, const char *payload, size_t len, Account &acct,
+                           uint32_t *idx);
+    bool enqueue_unexpected(uint32_t idx);
     /* Whether an unexpected eager message of `length` bytes fits in `acct`
      * (the credit granted to its source) and in the worker's bound. */
     bool         fits(const Account &acct, uint64_t length, uint32_t source);
