@@ -106,8 +106,6 @@ struct PeerView {
     RemotePeer *peer = nullptr;
 };
 
-/* Most iov entries a send, get or put takes. */
-inline constexpr size_t kMaxSendIov = 16;
 /* The largest tag_rndv_zcopy, as UCX's RC and DC report the port's max_msg_sz
  * (1 GiB): a finite size callers can allocate and register. Larger messages
  * take UCP's software rendezvous through get_zcopy, which has no bound. */

@@ -180,6 +180,8 @@ inline constexpr uint32_t kPeerUsed    = 2;
  * time from the two ends of `claim`. A sender that does not progress leaves
  * every piece to the receiver: never slower than a plain CMA read. */
 inline constexpr uint32_t kRndvMaxIov = 8;
+/* Most iov entries a send, get or put takes. */
+inline constexpr size_t kMaxSendIov = 16;
 
 struct RemoteIov {
     uint64_t address;

@@ -422,24 +422,30 @@ void SmRendezvous::finish_receive(RemotePeer *sender, RndvSlot *slot, uint64_t t
     iface_.tags().complete(recv, tag, 0, length, status);
 }
 
-void SmRendezvous::receive_rts(const Message &m) {
+bool SmRendezvous::read_rts(const Message &m, RndvInfo *info) {
     if (ucs_unlikely(!iface_.tag_enabled())) {
         iface_.drop(m, "tagged message but tag offload is off");
-        return;
+        return false;
     }
-    RndvInfo info;
-    if (ucs_unlikely(m.length < sizeof(info))) {
+    if (ucs_unlikely(m.length < sizeof(*info))) {
         iface_.drop(m, "rendezvous without its descriptor");
-        return;
+        return false;
     }
-    memcpy(&info, m.payload, sizeof(info));
-    if (ucs_unlikely((info.header_length != m.length - sizeof(info)) ||
-                     (info.address + info.length < info.address))) {
+    memcpy(info, m.payload, sizeof(*info));
+    if (ucs_unlikely((info->header_length != m.length - sizeof(*info)) ||
+                     (info->address + info->length < info->address))) {
         iface_.drop(m, "inconsistent rendezvous descriptor");
+        return false;
+    }
+    return true;
+}
+
+void SmRendezvous::receive_rts(const Message &m) {
+    RndvInfo info;
+    if (!read_rts(m, &info)) {
         return;
     }
     TagEngine       &tags   = iface_.tags();
-    const void      *header = static_cast<const char *>(m.payload) + sizeof(info);
     RemotePeer      *sender = iface_.peer_of(m.peer);
     TagEngine::Recv *recv   = tags.match(m.tag);
     if (sender == nullptr) {
@@ -453,88 +459,111 @@ void SmRendezvous::receive_rts(const Message &m) {
         return;
     }
     if (recv == nullptr) {
-        PackedRkey rkey{};
-        rkey.magic      = kRkeyMagic;
-        rkey.flags      = kRkeyRndv;
-        rkey.address    = info.address;
-        rkey.length     = info.length;
-        rkey.pid        = sender->pid();
-        rkey.rndv_token = info.op_token;
-        rkey.rndv_proof = info.proof;
-        if (!iface_.unexpected_rndv(m.tag, header, info.header_length, info.address, info.length,
-                                    &rkey)) {
-            iface_.drop(m, "unexpected rendezvous but no rndv callback");
-        }
+        announce_unexpected(m, info, sender);
         return;
     }
-    RndvSlot *slot = sender->rndv_slot(token_index(info.op_token));
-    if (slot == nullptr) {
+    MatchedRts rts;
+    rts.info   = info;
+    rts.sender = sender;
+    rts.recv   = recv;
+    rts.tag    = m.tag;
+    rts.slot   = sender->rndv_slot(token_index(info.op_token));
+    if (rts.slot == nullptr) {
         tags.complete(recv, m.tag, 0, info.length, UCS_ERR_INVALID_PARAM);
         return;
     }
-    if (!slot_move(slot, token_gen(info.op_token), kRndvPosted, kRndvReading,
+    if (!slot_move(rts.slot, token_gen(info.op_token), kRndvPosted, kRndvReading,
                    std::memory_order_acquire)) {
         /* The sender cancelled before we got to it. */
         tags.complete(recv, m.tag, 0, info.length, UCS_ERR_CANCELED);
         return;
     }
-    struct iovec local[kMaxRecvIov];
-    const size_t want   = tags.wanted(recv) ? std::min<size_t>(info.length, recv->capacity) : 0;
-    const size_t count  = tags.iovecs(recv, want, local);
-    const pid_t  pid    = sender->pid();
-    auto         finish = [&](ucs_status_t status) {
-        finish_receive(sender, slot, info.op_token, info.proof, recv, m.tag, info.length, status);
-    };
-    const bool cma = cma_allowed(sender, info.address);
+    rts.want  = tags.wanted(recv) ? std::min<size_t>(info.length, recv->capacity) : 0;
+    rts.count = tags.iovecs(recv, rts.want, rts.local);
+    copy_matched(rts);
+}
+
+void SmRendezvous::announce_unexpected(const Message &m, const RndvInfo &info,
+                                       const RemotePeer *sender) {
+    PackedRkey rkey{};
+    rkey.magic         = kRkeyMagic;
+    rkey.flags         = kRkeyRndv;
+    rkey.address       = info.address;
+    rkey.length        = info.length;
+    rkey.pid           = sender->pid();
+    rkey.rndv_token    = info.op_token;
+    rkey.rndv_proof    = info.proof;
+    const void *header = static_cast<const char *>(m.payload) + sizeof(info);
+    if (!iface_.unexpected_rndv(m.tag, header, info.header_length, info.address, info.length,
+                                &rkey)) {
+        iface_.drop(m, "unexpected rendezvous but no rndv callback");
+    }
+}
+
+void SmRendezvous::finish_matched(const MatchedRts &rts, ucs_status_t status) {
+    finish_receive(rts.sender, rts.slot, rts.info.op_token, rts.info.proof, rts.recv, rts.tag,
+                   rts.info.length, status);
+}
+
+void SmRendezvous::copy_matched(MatchedRts &rts) {
+    const RndvInfo &info = rts.info;
+    const bool      cma  = cma_allowed(rts.sender, info.address);
     /* The sender's buffer is MD-allocated shared memory: for small enough
      * messages (or without CMA) a plain copy from its mapping wins. */
-    if ((info.flags & kRndvInShm) && ((want <= shm_direct_max_) || !cma)) {
-        const char *src = static_cast<const char *>(sender->map_shm(info.shm, info.shm_offset, want));
+    if ((info.flags & kRndvInShm) && ((rts.want <= shm_direct_max_) || !cma)) {
+        const char *src = static_cast<const char *>(
+            rts.sender->map_shm(info.shm, info.shm_offset, rts.want));
         if (src != nullptr) {
-            for (size_t i = 0; i < count; ++i) {
-                memcpy(local[i].iov_base, src, local[i].iov_len);
-                src += local[i].iov_len;
+            for (size_t i = 0; i < rts.count; ++i) {
+                memcpy(rts.local[i].iov_base, src, rts.local[i].iov_len);
+                src += rts.local[i].iov_len;
             }
             ++counters_.direct;
-            finish(UCS_OK);
+            finish_matched(rts, UCS_OK);
             return;
         }
     }
     if (!cma) {
-        /* No CMA to this process: it copies the data through our staging chunks. */
-        slot->mode.store(kRndvModePull, std::memory_order_release);
-        ++counters_.pipelined;
-        Pull pull;
-        pull.purpose    = Pull::Purpose::kRndv;
-        pull.owner      = sender;
-        pull.ndest      = count;
-        std::copy(local, local + count, pull.dest);
-        pull.length     = want;
-        pull.recv       = recv;
-        pull.tag        = m.tag;
-        pull.msg_length = info.length;
-        pull.slot       = slot;
-        pull.token      = info.op_token;
-        pull.rndv_proof = info.proof;
-        ++sender->refs;
-        const ucs_status_t status = staging_.start_pull(pull, info.address, info.op_token);
-        if (status != UCS_OK) {
-            iface_.put_peer(sender);
-            finish(status);
-        }
+        pull_matched(rts);
         return;
     }
-    const size_t piece = split_piece(want, count, pid);
+    const pid_t  pid   = rts.sender->pid();
+    const size_t piece = split_piece(rts.want, rts.count, pid);
     if (piece == 0) {
         ++counters_.cma;
-        finish(cma_copy(pid, local, count, info.address, want, false));
+        finish_matched(rts, cma_copy(pid, rts.local, rts.count, info.address, rts.want, false));
         return;
     }
     ++counters_.split;
-    SplitCopy split{recv, sender, slot, info.op_token, info.proof, m.tag, info.length, 0, UCS_OK};
-    start_split(&split, local, count, info.address, want, piece);
+    SplitCopy split{rts.recv, rts.sender,  rts.slot, info.op_token, info.proof,
+                    rts.tag,  info.length, 0,        UCS_OK};
+    start_split(&split, rts.local, rts.count, info.address, rts.want, piece);
     if (!keep_split(&split)) {
         finish_split(split, split.status);
+    }
+}
+
+/* No CMA to the sender: it copies the data through our staging chunks. */
+void SmRendezvous::pull_matched(const MatchedRts &rts) {
+    rts.slot->mode.store(kRndvModePull, std::memory_order_release);
+    ++counters_.pipelined;
+    Pull pull;
+    pull.purpose = Pull::Purpose::kRndv;
+    pull.owner   = rts.sender;
+    pull.ndest   = rts.count;
+    std::copy(rts.local, rts.local + rts.count, pull.dest);
+    pull.length     = rts.want;
+    pull.recv       = rts.recv;
+    pull.tag        = rts.tag;
+    pull.msg_length = rts.info.length;
+    pull.slot       = rts.slot;
+    pull.token      = rts.info.op_token;
+    pull.rndv_proof = rts.info.proof;
+    ++rts.sender->refs;
+    const ucs_status_t status = staging_.start_pull(pull, rts.info.address, rts.info.op_token);
+    if (status != UCS_OK) {
+        iface_.put_peer(rts.sender);
+        finish_matched(rts, status);
     }
 }
 
@@ -822,75 +851,27 @@ ucs_status_t SmRendezvous::zcopy_deferred(SmEp *ep, const uct_iov_t *iov, size_t
 ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
                                      uint64_t remote_addr, uct_rkey_t rkey,
                                      uct_completion_t *comp, bool write) {
-    size_t             total;
-    const ucs_status_t checked = check_iov(iov, iovcnt, IovLimits{kMaxSendIov, SIZE_MAX}, &total);
-    if (ucs_unlikely(checked != UCS_OK)) {
-        return checked;
+    OneSided op;
+    op.ep               = ep;
+    op.key              = remote_key(rkey);
+    op.remote_addr      = remote_addr;
+    op.comp             = comp;
+    op.write            = write;
+    ucs_status_t status = check_one_sided(iov, iovcnt, &op);
+    if ((status != UCS_OK) || (op.total == 0)) {
+        return status;
     }
-    RemoteKey *key = remote_key(rkey);
-    if (ucs_unlikely(key == nullptr)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    struct iovec local[kMaxSendIov];
-    size_t       count = 0;
-    for (size_t i = 0; i < iovcnt; ++i) {
-        if (iov[i].length > 0) {
-            local[count++] = {iov[i].buffer, iov[i].length};
-        }
-    }
-    if (!key->covers(remote_addr, total)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    /* The key travelled through the peer: it may name memory of the peer
-     * the endpoint reaches, and no other process (this one included). */
-    if (ucs_unlikely(key->pid != ep->peer->pid())) {
-        ucs_error("tm_sm: %s_zcopy with an rkey of process %d over an endpoint to process %d: "
-                  "refused", write ? "put" : "get", key->pid, ep->peer->pid());
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (ucs_unlikely(ep->failed || ep->peer->dead())) {
-        return UCS_ERR_CONNECTION_RESET;
-    }
-    if (total == 0) {
-        return UCS_OK;
-    }
+    RemoteKey *key = op.key;
     if (key->has_shm) {
         /* MD-allocated shared memory: map it and copy directly. */
         void *mapped;
         if (remote_key_address(key, remote_addr, &mapped) == UCS_OK) {
-            copy_mapped(local, count, static_cast<char *>(mapped), total, write);
+            copy_mapped(op.local, op.count, static_cast<char *>(mapped), op.total, write);
             return UCS_OK;
         }
     }
     if ((key->pid != getpid()) && !cma_allowed(ep->peer, remote_addr)) {
-        if (write) {
-            ucs_error("tm_sm: put_zcopy to process %d needs cross-memory attach, which is not "
-                      "permitted", key->pid);
-            return UCS_ERR_UNREACHABLE;
-        }
-        /* The owner copies it for us through our staging chunks. */
-        Pull pull;
-        pull.purpose = Pull::Purpose::kGet;
-        pull.owner   = ep->peer;
-        pull.ndest   = std::min(count, size_t{kRndvMaxIov});
-        if (count > kRndvMaxIov) {
-            return UCS_ERR_UNSUPPORTED;
-        }
-        std::copy(local, local + count, pull.dest);
-        pull.length = total;
-        pull.comp   = comp;
-        pull.ep     = ep;
-        pull.rndv_proof = key->rndv_proof;
-        ++ep->peer->refs;
-        ++ep->gets_outstanding;
-        const ucs_status_t status =
-            staging_.start_pull(pull, remote_addr, key->has_rndv ? key->rndv_token : 0);
-        if (status != UCS_OK) {
-            --ep->gets_outstanding;
-            iface_.put_peer(ep->peer);
-            return status;
-        }
-        return UCS_INPROGRESS;
+        return pull_get(op);
     }
     RndvSlot *slot = nullptr;
     uint32_t  gen  = 0;
@@ -905,16 +886,79 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
     if ((slot != nullptr) && !write && (remote_addr == key->address)) {
         /* UCP reads an unexpected rendezvous send whole: share the copy with
          * its sender as a matched receive does. */
-        const size_t piece = split_piece(total, count, key->pid);
+        const size_t piece = split_piece(op.total, op.count, key->pid);
         if (piece != 0) {
-            return split_get(ep, slot, *key, local, count, total, piece, comp);
+            return split_get(ep, slot, *key, op.local, op.count, op.total, piece, comp);
         }
     }
-    const ucs_status_t status = cma_copy(key->pid, local, count, remote_addr, total, write);
+    status = cma_copy(key->pid, op.local, op.count, remote_addr, op.total, write);
     if ((slot != nullptr) && !release_slot(slot, gen, kRndvPosted)) {
         return UCS_ERR_CANCELED; /* the sender withdrew it while we copied */
     }
     return status;
+}
+
+ucs_status_t SmRendezvous::check_one_sided(const uct_iov_t *iov, size_t iovcnt, OneSided *op) {
+    const ucs_status_t checked = check_iov(iov, iovcnt, IovLimits{kMaxSendIov, SIZE_MAX},
+                                           &op->total);
+    if (ucs_unlikely(checked != UCS_OK)) {
+        return checked;
+    }
+    if (ucs_unlikely(op->key == nullptr) || !op->key->covers(op->remote_addr, op->total)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    for (size_t i = 0; i < iovcnt; ++i) {
+        if (iov[i].length > 0) {
+            op->local[op->count++] = {iov[i].buffer, iov[i].length};
+        }
+    }
+    /* The key travelled through the peer: it may name memory of the peer
+     * the endpoint reaches, and no other process (this one included). */
+    RemotePeer *peer = op->ep->peer;
+    if (ucs_unlikely(op->key->pid != peer->pid())) {
+        ucs_error("tm_sm: %s_zcopy with an rkey of process %d over an endpoint to process %d: "
+                  "refused",
+                  op->write ? "put" : "get", op->key->pid, peer->pid());
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (ucs_unlikely(op->ep->failed || peer->dead())) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    return UCS_OK;
+}
+
+/* No CMA to the key's owner: it copies the range for us through our
+ * staging chunks (a get); a put has no such way. */
+ucs_status_t SmRendezvous::pull_get(const OneSided &op) {
+    SmEp *ep = op.ep;
+    if (op.write) {
+        ucs_error("tm_sm: put_zcopy to process %d needs cross-memory attach, which is not "
+                  "permitted",
+                  op.key->pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    if (op.count > kRndvMaxIov) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    Pull pull;
+    pull.purpose = Pull::Purpose::kGet;
+    pull.owner   = ep->peer;
+    pull.ndest   = op.count;
+    std::copy(op.local, op.local + op.count, pull.dest);
+    pull.length     = op.total;
+    pull.comp       = op.comp;
+    pull.ep         = ep;
+    pull.rndv_proof = op.key->rndv_proof;
+    ++ep->peer->refs;
+    ++ep->gets_outstanding;
+    const ucs_status_t status = staging_.start_pull(pull, op.remote_addr,
+                                                    op.key->has_rndv ? op.key->rndv_token : 0);
+    if (status != UCS_OK) {
+        --ep->gets_outstanding;
+        iface_.put_peer(ep->peer);
+        return status;
+    }
+    return UCS_INPROGRESS;
 }
 
 ucs_status_t SmRendezvous::split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &key,

@@ -134,6 +134,25 @@ class SmRendezvous {
     static constexpr uint64_t kCancelWaitNs = 10 * 1000 * 1000;
 
     void         reap_rejected();
+    /* A matched RTS, its slot locked READING, and where its bytes go. */
+    struct MatchedRts {
+        RndvInfo         info;
+        RemotePeer      *sender;
+        TagEngine::Recv *recv;
+        uct_tag_t        tag;
+        RndvSlot        *slot;
+        size_t           want  = 0; /* bytes to copy */
+        size_t           count = 0; /* of local */
+        struct iovec     local[kMaxRecvIov];
+    };
+    /* Copies the RTS descriptor out of `m`; false (dropped) if malformed. */
+    bool read_rts(const Message &m, RndvInfo *info);
+    /* An RTS no receive matched: the iface's rndv callback gets an rkey. */
+    void announce_unexpected(const Message &m, const RndvInfo &info, const RemotePeer *sender);
+    /* Direct, CMA, split or pipelined: the copy of a matched RTS. */
+    void copy_matched(MatchedRts &rts);
+    void pull_matched(const MatchedRts &rts);
+    void finish_matched(const MatchedRts &rts, ucs_status_t status);
     /* An RTS from a peer we cannot attach back to: refuse it in its slot. */
     void         reject(const Message &m, uint64_t token);
     /* The active send `token` names, if `m` comes from the process it was
@@ -178,6 +197,20 @@ class SmRendezvous {
     static ucs_status_t split_status(const SplitCopy &split, ucs_status_t status);
     void         finish_split(SplitCopy split, ucs_status_t status);
 
+    /* A get or put and its local side, once checked. */
+    struct OneSided {
+        SmEp             *ep;
+        RemoteKey        *key;
+        uint64_t          remote_addr;
+        uct_completion_t *comp;
+        bool              write;
+        size_t            total = 0;
+        size_t            count = 0; /* of local: the non-empty entries */
+        struct iovec      local[kMaxSendIov];
+    };
+    /* Checks the iov list and the key against the endpoint; fills the rest of `op`. */
+    static ucs_status_t check_one_sided(const uct_iov_t *iov, size_t iovcnt, OneSided *op);
+    ucs_status_t        pull_get(const OneSided &op);
     ucs_status_t zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
                            uct_rkey_t rkey, uct_completion_t *comp, bool write);
     ucs_status_t zcopy_deferred(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
