@@ -218,8 +218,7 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     /* `ep`'s QP, in INIT, on this iface's CQs and SRQ. */
     ucs_status_t create_qp(RcEp *ep);
     /* One work request on `ep`'s queue pair: the one place that posts
-     * sends, the seam a DC initiator's post (dc_mlx5_verbs.h) goes into;
-     * 0 or an errno. */
+     * sends (ibv_post_send); 0 or an errno. */
     int          post_wr(RcEp *ep, struct ibv_send_wr *wr);
     void         destroy_qp(RcEp *ep);
     /* Binds `ep`'s QP to the peer's QP `rep` on the port `remote` (RTR, RTS). */
