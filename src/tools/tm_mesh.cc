@@ -3,7 +3,7 @@
  * other one over a UCT transport, and what that costs each process: queue
  * pairs, connection setups, memory. It is the scale comparison of tm_rc
  * (one QP per peer, wired endpoint to endpoint) with tm_dc (a pool of
- * NUM_DCI initiator QPs, connected on demand and evicted least recently used).
+ * QP_POOL_SIZE initiator RC QPs, connected on demand, evicted least recently used).
  *
  *   tm_mesh -x tm_dc -n 16 -m 20 -s 64
  *

@@ -87,7 +87,7 @@ echo "== 16 processes, each sending to all the others: tm_mesh"
 LD_PRELOAD=$plugin timeout 300 $mesh -x tm_rc -n 16 -m 4 > /tmp/mesh.log
 rc=$?; head -2 /tmp/mesh.log; tail -1 /tmp/mesh.log
 [ $rc -eq 0 ] || { cat /tmp/mesh.log; echo "FAIL: tm_mesh over tm_rc"; exit 1; }
-UCX_TM_DC_NUM_DCI=4 LD_PRELOAD=$plugin timeout 300 $mesh -x tm_dc -n 16 -m 4 > /tmp/mesh.log
+UCX_TM_DC_QP_POOL_SIZE=4 LD_PRELOAD=$plugin timeout 300 $mesh -x tm_dc -n 16 -m 4 > /tmp/mesh.log
 rc=$?; head -3 /tmp/mesh.log; tail -1 /tmp/mesh.log
 [ $rc -eq 0 ] || { cat /tmp/mesh.log; echo "FAIL: tm_mesh over tm_dc"; exit 1; }
 evictions=$(awk "\$1 == \"median\" { print \$6 }" /tmp/mesh.log)

@@ -15,8 +15,9 @@
 #   2. tests/proto/test_proto_stress: 3 processes of random traffic, over
 #      each (with buffered receives too, in software matching); over tm_dc
 #      also with a pool of one initiator queue pair
-#      (UCX_TM_DC_NUM_DCI=1: a connection closed and made for nearly every
-#      message, rendezvous included; the counters must show evictions);
+#      (UCX_TM_DC_NUM_DCI=1, the old name of QP_POOL_SIZE, still read: a
+#      connection closed and made for nearly every message, rendezvous
+#      included; the counters must show evictions);
 #   with the model, its counters must show hardware matches and no anomaly
 #   or violation.
 # Once, in software matching: the same suites with offload off ("tm_rc+sw":

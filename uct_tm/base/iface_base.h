@@ -86,8 +86,10 @@ template <typename Iface, typename Ep> class IfaceBase {
     }
 
     /* tl_iface_open of another transport the same class serves (its
-     * descriptor from Desc(), e.g. tm_dc's from RcIface). */
-    template <const abi::TransportDesc &(*Desc)()>
+     * descriptor from Desc(), e.g. tm_dc's from RcIface). With Mode, the
+     * iface is made as Iface(config, std::in_place_type<Mode>): a type that
+     * tells the transports one class serves apart (RcIface's connection mode). */
+    template <const abi::TransportDesc &(*Desc)(), typename... Mode>
     static ucs_status_t open_as(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                                 const uct_iface_config_t *config, uct_iface_h *iface_p) {
         const abi::TransportDesc &desc = Desc();
@@ -106,7 +108,7 @@ template <typename Iface, typename Ep> class IfaceBase {
             return UCS_ERR_NO_DEVICE;
         }
         const auto &tl_config = *reinterpret_cast<const typename Iface::Config *>(config);
-        Iface      *iface     = new (std::nothrow) Iface(tl_config);
+        Iface      *iface     = new (std::nothrow) Iface(tl_config, std::in_place_type<Mode>...);
         if (iface == nullptr) {
             return UCS_ERR_NO_MEMORY;
         }
@@ -139,16 +141,14 @@ template <typename Iface, typename Ep> class IfaceBase {
                                                  ucs_config_field_t *table) {
         return describe_as<&Iface::transport>(name, devices, description, prefix, table);
     }
-    template <const abi::TransportDesc &(*Desc)()>
-    static constexpr abi::TransportDesc describe_as(const char *name,
-                                                    unsigned (*devices)(uct_md_h, abi::DeviceDesc *),
-                                                    const char *description, const char *prefix,
-                                                    ucs_config_field_t *table) {
-        return abi::TransportDesc{name,   devices,
-                                  open_as<Desc>, description,
-                                  prefix, table,
-                                  sizeof(typename Iface::Config), ep_is_connected,
-                                  estimate_op()};
+    template <const abi::TransportDesc &(*Desc)(), typename... Mode>
+    static constexpr abi::TransportDesc
+    describe_as(const char *name, unsigned (*devices)(uct_md_h, abi::DeviceDesc *),
+                const char *description, const char *prefix, ucs_config_field_t *table) {
+        return abi::TransportDesc{
+            name,         devices, open_as<Desc, Mode...>,         description,
+            prefix,       table,   sizeof(typename Iface::Config), ep_is_connected,
+            estimate_op()};
     }
 
     /* The transport's uct_iface_ops_t. */

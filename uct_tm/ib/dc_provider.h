@@ -2,9 +2,10 @@
  * tm_dc's provider seam: which implementation of dynamically connected
  * endpoints an iface runs on its device.
  *
- *   mlx5      DC proper: a DCT on the iface's SRQ and DCIs made with
- *             mlx5dv_create_qp, for mlx5 devices that support DC.
- *   ondemand  RC queue pairs connected by a UD handshake (dc_connect.cc),
+ *   mlx5      DC proper, for mlx5 devices that support DC: probed only
+ *             (a trial DCT); there is no DC data path, so it is never
+ *             chosen (docs/tm_dc.md).
+ *   ondemand  RC queue pairs connected by a UD handshake (rc_on_demand.cc),
  *             on every device.
  *
  * UCX_TM_DC_PROVIDER=auto|mlx5|ondemand. The probe (Mlx5DcSupport) tells per

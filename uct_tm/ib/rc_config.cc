@@ -142,12 +142,18 @@ ucs_config_field_t dc_config_table[] = {
      "(the requester times out).",
      offsetof(RcConfig, max_passive), UCS_CONFIG_TYPE_UINT},
 
-    {"NUM_DCI", "8",
-     "Queue pairs an iface keeps connected to targets at once (its initiators). An endpoint\n"
+    /* The old name, from when these queue pairs were thought of as DC
+     * initiators (no DCI is made): an alias (no default), so settings users
+     * have keep working; before the new name, which wins if both are set
+     * (the environment is applied in table order). */
+    {"NUM_DCI", nullptr, "", offsetof(RcConfig, qp_pool_size), UCS_CONFIG_TYPE_UINT},
+
+    {"QP_POOL_SIZE", "8",
+     "RC queue pairs an iface keeps connected to targets at once (its initiators). An endpoint\n"
      "holds one while it sends; beyond this many, the least recently used idle connection is\n"
      "closed for the next endpoint that sends, and endpoints wait (pending) while every one\n"
      "of them has operations in flight.",
-     offsetof(RcConfig, num_dci), UCS_CONFIG_TYPE_UINT},
+     offsetof(RcConfig, qp_pool_size), UCS_CONFIG_TYPE_UINT},
 
     {"PROVIDER", "auto",
      "Which implementation runs tm_dc's endpoints on the device:\n"

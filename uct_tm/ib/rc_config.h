@@ -41,7 +41,7 @@ struct RcConfig {
     double           conn_timeout; /* seconds */
     double           conn_retry;   /* seconds */
     unsigned         max_passive;
-    unsigned         num_dci;      /* initiator queue pairs connected at once */
+    unsigned         qp_pool_size; /* QP_POOL_SIZE (alias NUM_DCI): initiator RC QPs at once */
     unsigned         dc_provider;  /* DcProviderSetting (dc_provider.h) */
 };
 

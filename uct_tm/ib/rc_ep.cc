@@ -21,18 +21,25 @@ namespace ib {
 /* ---- endpoint lifetime ------------------------------------------------------------------- */
 
 ucs_status_t RcIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
-    if (on_demand_) {
-        return ep_create_connect(params, ep_p);
-    }
+    return connect_->ep_create(params, ep_p);
+}
+
+ucs_status_t ConnectAtOnce::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
     if (params->field_mask & (UCT_EP_PARAM_FIELD_IFACE_ADDR | UCT_EP_PARAM_FIELD_SOCKADDR)) {
         return UCS_ERR_UNSUPPORTED; /* CONNECT_TO_EP only */
     }
     RcEp *ep = nullptr;
-    const ucs_status_t status = new_ep(&ep);
+    const ucs_status_t status = iface_.new_ep(&ep);
     if (status == UCS_OK) {
         *ep_p = &ep->super;
     }
     return status;
+}
+
+void ConnectAtOnce::query(uct_iface_attr_t *attr) const {
+    attr->cap.flags |= UCT_IFACE_FLAG_CONNECT_TO_EP;
+    attr->iface_addr_len = 0;
+    attr->ep_addr_len    = sizeof(EpAddress);
 }
 
 ucs_status_t RcIface::new_ep(RcEp **ep_p, bool with_qp) {
@@ -115,9 +122,7 @@ void RcIface::destroy_qp(RcEp *ep) {
 }
 
 void RcIface::ep_destroy(RcEp *ep) {
-    if (on_demand_ && !ep->passive && (ep->qp != nullptr)) {
-        disconnect(ep);
-    }
+    connect_->ep_destroying(ep);
     pending_purge(ep, nullptr, nullptr);
     pending_eps_.remove(ep);
     flush_waiters_.forget(ep);
@@ -144,32 +149,32 @@ void RcIface::ep_destroy(RcEp *ep) {
 }
 
 void RcIface::free_ep(RcEp *ep) {
-    if (on_demand_ && !ep->passive) {
-        leave_pool(ep);
-    }
-    if (ep->passive) {
-        forget_passive(ep);
-    }
+    connect_->ep_freed(ep);
     destroy_qp(ep);
     eps_.erase(std::remove(eps_.begin(), eps_.end(), ep), eps_.end());
-    connecting_.erase(std::remove(connecting_.begin(), connecting_.end(), ep), connecting_.end());
     delete ep;
 }
 
 ucs_status_t RcIface::ep_get_address(RcEp *ep, uct_ep_addr_t *addr) const {
-    if (on_demand_ || (ep->qp == nullptr)) {
-        return UCS_ERR_UNSUPPORTED; /* CONNECT_TO_IFACE: no endpoint address */
+    return connect_->ep_get_address(ep, addr);
+}
+
+ucs_status_t ConnectAtOnce::ep_get_address(RcEp *ep, uct_ep_addr_t *addr) const {
+    if (ep->qp == nullptr) {
+        return UCS_ERR_UNSUPPORTED;
     }
-    const EpAddress a = {ep->qp->qp_num, static_cast<uint32_t>(seg_size_)};
+    const EpAddress a = {ep->qp->qp_num, static_cast<uint32_t>(iface_.seg_size_)};
     memcpy(addr, &a, sizeof(a));
     return UCS_OK;
 }
 
 ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_addr,
                                        const uct_ep_addr_t *ep_addr) {
-    if (on_demand_) {
-        return UCS_ERR_UNSUPPORTED; /* CONNECT_TO_IFACE */
-    }
+    return connect_->ep_connect_to_ep(ep, dev_addr, ep_addr);
+}
+
+ucs_status_t ConnectAtOnce::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_addr,
+                                             const uct_ep_addr_t *ep_addr) {
     if ((dev_addr == nullptr) || (ep_addr == nullptr)) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -180,7 +185,7 @@ ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_ad
     EpAddress     rep;
     memcpy(&remote, dev_addr, sizeof(remote));
     memcpy(&rep, ep_addr, sizeof(rep));
-    if (!is_reachable(dev_addr, nullptr)) {
+    if (!iface_.is_reachable(dev_addr, nullptr)) {
         return UCS_ERR_UNREACHABLE;
     }
     if (rep.seg_size < kMinSegSize) {
@@ -188,7 +193,7 @@ ucs_status_t RcIface::ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_ad
                   "least SEG_SIZE (%zu): malformed", rep.qp_num, rep.seg_size, kMinSegSize);
         return UCS_ERR_INVALID_PARAM;
     }
-    return connect_qp(ep, remote, rep);
+    return iface_.connect_qp(ep, remote, rep);
 }
 
 ucs_status_t RcIface::connect_qp(RcEp *ep, const DeviceAddress &remote, const EpAddress &rep) {
@@ -252,17 +257,11 @@ ucs_status_t RcIface::connect_qp(RcEp *ep, const DeviceAddress &remote, const Ep
 bool RcIface::ep_is_connected(const RcEp *ep, const uct_device_addr_t *dev_addr,
                               const uct_iface_addr_t *iface_addr,
                               const uct_ep_addr_t *ep_addr) const {
-    if (on_demand_) {
-        if ((dev_addr == nullptr) || (iface_addr == nullptr)) {
-            return false;
-        }
-        DeviceAddress remote;
-        IfaceAddress  ia;
-        memcpy(&remote, dev_addr, sizeof(remote));
-        memcpy(&ia, iface_addr, sizeof(ia));
-        return !ep->passive && (ia.uid == ep->peer_uid) && (remote.lid == ep->remote_dev.lid) &&
-               (memcmp(remote.gid, ep->remote_dev.gid, sizeof(remote.gid)) == 0);
-    }
+    return connect_->ep_is_connected(ep, dev_addr, iface_addr, ep_addr);
+}
+
+bool ConnectAtOnce::ep_is_connected(const RcEp *ep, const uct_device_addr_t       *dev_addr,
+                                    const uct_iface_addr_t *, const uct_ep_addr_t *ep_addr) const {
     if (!ep->connected || (dev_addr == nullptr) || (ep_addr == nullptr)) {
         return false;
     }
@@ -293,9 +292,8 @@ ucs_status_t RcIface::ep_check(RcEp *ep, unsigned flags, uct_completion_t *comp)
     if ((flags != 0) || (comp != nullptr)) {
         return UCS_ERR_INVALID_PARAM; /* uct.h: reserved, reported through the error handler */
     }
-    if (on_demand_ && !ep->passive && (ep->qp == nullptr) && !ep->failed) {
-        ping(ep); /* no connection to probe: ask the target iface itself */
-        return UCS_OK;
+    if ((ep->qp == nullptr) && connect_->check_unconnected(ep)) {
+        return UCS_OK; /* tm_dc: no connection to probe, the target iface is asked */
     }
     if (ep->failed || !ep->connected || (ep->outstanding > 0)) {
         return UCS_OK; /* reported already, connecting (times out), or in flight tells */
@@ -315,12 +313,7 @@ void RcIface::error_qp_when_idle(RcEp *ep) {
 
 void RcIface::fail_ep(RcEp *ep, ucs_status_t status) {
     ep->failed = true;
-    reap_passive_ = reap_passive_ || ep->passive; /* nobody else will destroy it */
-    if (on_demand_ && !ep->passive) {
-        /* its QP is no use to it any more: the pool's slot goes to others
-         * (the QP itself when the user destroys the endpoint) */
-        leave_pool(ep);
-    }
+    connect_->ep_failed(ep); /* tm_dc: out of the pool, or a passive one reaped */
     error_qp_when_idle(ep);
     rndv_.fail_ep(ep, status); /* its rendezvous sends will never see their FIN */
     if (!ep->notified && (ep->super.iface != nullptr)) {

@@ -40,6 +40,9 @@ RcIface::RcIface(const RcConfig &config)
 
 ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *iface_params,
                            const RcConfig &) {
+    if (connect_ == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
     md_                    = ib_md(md);
     const PortInfo *port   = nullptr;
     ucs_status_t    status = find_port(iface_params, &port);
@@ -59,11 +62,7 @@ ucs_status_t RcIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
         return rndv_status;
     }
     const ucs_status_t verbs_status = init_verbs(config_);
-    on_demand_                      = strcmp(opened_as().name, "tm_dc") == 0;
-    if ((verbs_status != UCS_OK) || !on_demand_) {
-        return verbs_status;
-    }
-    return init_on_demand();
+    return (verbs_status != UCS_OK) ? verbs_status : connect_->init();
 }
 
 ucs_status_t RcIface::find_port(const uct_iface_params_t *iface_params, const PortInfo **port_p) {
@@ -135,28 +134,6 @@ ucs_status_t RcIface::alloc_tx_state() {
         }
         free_tx_op_ = 0;
     });
-}
-
-ucs_status_t RcIface::init_on_demand() {
-    if ((config_.conn_retry <= 0) || !(config_.conn_timeout > 0)) {
-        ucs_error("tm_dc: CONN_RETRY and CONN_TIMEOUT must be positive");
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (config_.num_dci == 0) {
-        ucs_error("tm_dc: NUM_DCI must be at least 1");
-        return UCS_ERR_INVALID_PARAM;
-    }
-    dci_pool_.set_capacity(config_.num_dci);
-    const ucs_status_t provider_status = select_dc_provider();
-    if (provider_status != UCS_OK) {
-        return provider_status;
-    }
-    /* tells this iface's incarnations apart: a reply to an earlier one is not ours */
-    std::random_device rd;
-    uid_ = (uint64_t{rd()} << 32) ^ rd() ^ (monotonic_ns() << 16) ^ static_cast<uint64_t>(getpid());
-    /* connection ids from a random start: a reply is not guessed from the count */
-    next_conn_id_ = (uint64_t{rd()} << 32) | rd();
-    return conn_.open(md_->pd, port_, gid_index_, 64);
 }
 
 ucs_status_t RcIface::init_verbs(const RcConfig &config) {
@@ -281,35 +258,6 @@ ucs_status_t RcIface::query_address(const RcConfig &config) {
     return UCS_OK;
 }
 
-ucs_status_t RcIface::select_dc_provider() {
-    const auto setting = static_cast<DcProviderSetting>(config_.dc_provider);
-    Mlx5DcSupport mlx5;
-    if (setting != DcProviderSetting::kOnDemand) {
-        DcProbePort port;
-        port.num       = port_;
-        port.roce      = roce_;
-        port.gid_index = gid_index_;
-        port.mtu       = static_cast<enum ibv_mtu>(dev_addr_.mtu);
-        mlx5 = probe_mlx5_dc(md_->ctx, md_->device, md_->pd, rx_cq_, srq_, port);
-    }
-    dc_choice_ = choose_dc_provider(setting, mlx5, md_->device);
-    if (dc_choice_.status != UCS_OK) {
-        ucs_error("%s", dc_choice_.note.c_str());
-        return dc_choice_.status;
-    }
-    if (dc_choice_.provider == DcProvider::kMlx5) {
-        /* The probe reports mlx5 DC unusable while the provider has no data
-         * path (dc_provider.cc): never chosen in this build. */
-        ucs_error("tm_dc: mlx5 DC chosen on %s, which this build cannot run", md_->device.c_str());
-        return UCS_ERR_UNSUPPORTED;
-    }
-    if (setting == DcProviderSetting::kAuto) {
-        ucs_diag("tm_dc: mlx5 DC not selected on %s: %s; on-demand RC", md_->device.c_str(),
-                 mlx5.reason.c_str());
-    }
-    return UCS_OK;
-}
-
 HwTagEngineConfig RcIface::hw_engine_config() const {
     HwTagEngineConfig ec;
     ec.list_size      = config_.tag_list.list_size;
@@ -338,17 +286,8 @@ RcIface::~RcIface() {
                 (unsigned long)counters_.tx_errors, (unsigned long)counters_.keepalives,
                 (unsigned long)counters_.dropped);
     }
-    if (print_stats_ && on_demand_) {
-        fprintf(stderr, "%s %s:%u: provider %s: %s\n", opened_as().name,
-                md_ ? md_->device.c_str() : "?", port_, dc_provider_name(dc_choice_.provider),
-                dc_choice_.note.c_str());
-        fprintf(stderr,
-                "%s %s:%u: connects %lu accepts %lu evictions %lu max_qps %lu passive_open %zu "
-                "(NUM_DCI %u)\n",
-                opened_as().name, md_ ? md_->device.c_str() : "?", port_,
-                (unsigned long)counters_.connects, (unsigned long)counters_.accepts,
-                (unsigned long)counters_.evictions, (unsigned long)counters_.max_qps,
-                passive_count_, static_cast<unsigned>(dci_pool_.capacity()));
+    if (print_stats_ && (connect_ != nullptr)) {
+        connect_->print_stats(stderr);
     }
     if (base_initialized()) {
         /* Before the QPs go: nothing may progress them any more. */
@@ -392,10 +331,9 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
     const size_t one_msg  = seg_size_ - hdr;
     const size_t max_iov  = std::min<size_t>(md_->attr.orig_attr.max_sge, 8) - 1; /* + header */
     attr->cap.flags = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_AM_ZCOPY |
-                      UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
-                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
-                      (on_demand_ ? UCT_IFACE_FLAG_CONNECT_TO_IFACE : UCT_IFACE_FLAG_CONNECT_TO_EP) |
-                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK;
+                      UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                      UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                      UCT_IFACE_FLAG_EP_CHECK;
     if (tag_enabled()) {
         attr->cap.flags |= UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
                            UCT_IFACE_FLAG_TAG_EAGER_ZCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
@@ -442,9 +380,7 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
         attr->cap.tag.rndv.max_iov          = 1;
     }
 
-    attr->device_addr_len = sizeof(DeviceAddress);
-    attr->iface_addr_len  = on_demand_ ? sizeof(IfaceAddress) : 0;
-    attr->ep_addr_len     = on_demand_ ? 0 : sizeof(EpAddress);
+    attr->device_addr_len     = sizeof(DeviceAddress);
     attr->max_conn_priv   = 0;
     attr->overhead        = 75e-9;
     attr->latency.c       = 1.5e-6;
@@ -454,6 +390,7 @@ ucs_status_t RcIface::query(uct_iface_attr_t *attr) const {
     attr->priority        = 0;
     attr->dev_num_paths   = 1;
     attr->max_num_eps     = static_cast<size_t>(md_->attr.orig_attr.max_qp);
+    connect_->query(attr); /* CONNECT_TO_EP or _IFACE, the address lengths */
     return UCS_OK;
 }
 
@@ -462,16 +399,13 @@ ucs_status_t RcIface::get_device_address(uct_device_addr_t *addr) const {
     return UCS_OK;
 }
 
+ucs_status_t RcIface::get_address(uct_iface_addr_t *addr) const {
+    return connect_->get_address(addr);
+}
+
 int RcIface::is_reachable(const uct_device_addr_t *dev_addr, const uct_iface_addr_t *iface_addr) const {
-    if ((dev_addr == nullptr) || (on_demand_ && (iface_addr == nullptr))) {
+    if ((dev_addr == nullptr) || !connect_->reachable(iface_addr)) {
         return 0;
-    }
-    if (on_demand_) {
-        IfaceAddress ia;
-        memcpy(&ia, iface_addr, sizeof(ia));
-        if (ia.provider != static_cast<uint8_t>(dc_choice_.provider)) {
-            return 0; /* another provider's iface (ep_create says so) */
-        }
     }
     DeviceAddress remote;
     memcpy(&remote, dev_addr, sizeof(remote));
@@ -483,9 +417,7 @@ int RcIface::is_reachable(const uct_device_addr_t *dev_addr, const uct_iface_add
 
 unsigned RcIface::progress() {
     unsigned count = poll_tx() + poll_rx();
-    if (on_demand_) {
-        count += progress_connections();
-    }
+    count += connect_->progress(); /* tm_dc: its connection channel */
     count += hw_mode() ? hw_.progress() : tags_.progress();
     if (ucs_unlikely(rndv_.sending())) {
         rndv_.check_qps();

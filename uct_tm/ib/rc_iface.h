@@ -18,13 +18,19 @@
  * that reports tag matching (UCX_TM_RC_HW_TM=y) it is TmVerbsList, a TM SRQ
  * that the QPs attach to (hardware-untested); software matching over a plain
  * SRQ when the device or provider refuses it.
+ *
+ * How endpoints get their queue pair connected is the iface's connection
+ * mode, a type chosen where the transport is registered (rc_transport.cc):
+ * ConnectAtOnce for tm_rc (a QP per endpoint, bound by ep_connect_to_ep),
+ * ConnectOnDemand for tm_dc (endpoints made from an iface address, RC QPs of
+ * a pool connected over a UD handshake when first needed, rc_on_demand.cc).
  */
 #ifndef UCT_TM_IB_RC_IFACE_H_
 #define UCT_TM_IB_RC_IFACE_H_
 
 #include "dc_provider.h"
-#include "dci_pool.h"
 #include "ib_md.h"
+#include "qp_pool.h"
 #include "rc_config.h"
 #include "rc_hw_tm.h"
 #include "rc_link.h"
@@ -42,7 +48,10 @@
 #include <uct/api/uct.h>
 
 #include <cstdio>
+#include <memory>
+#include <new>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace uct_tm {
@@ -88,7 +97,7 @@ struct RcEp {
     uint64_t       last_use      = 0;    /* initiator: the iface's send count at its last send */
     uint64_t       connect_use   = 0;    /* initiator: last_use when it connected */
     uint64_t       connected_ns  = 0;    /* initiator: when it connected */
-    bool           dci_waiting   = false; /* initiator: waits for a queue pair of the pool */
+    bool           qp_waiting       = false; /* initiator: waits for a queue pair of the pool */
     uint32_t       ping_seq      = 0;     /* initiator, no connection: uct_ep_check's ping, 0 = none */
     uint64_t       ping_retry_ns = 0;
     uint64_t       ping_deadline_ns = 0;
@@ -106,14 +115,200 @@ struct TxOp {
     uint32_t          next_free = 0;
 };
 
+/* ---- connection modes ---- */
+
+/* What differs between an iface whose endpoints are connected at once, QP to
+ * QP (tm_rc), and one whose endpoints connect on demand (tm_dc): RcIface
+ * calls it where endpoints are made, addressed, used, checked, fail and go.
+ * One is made with the iface (RcIface's constructor) and lives as long. */
+class RcConnect {
+  public:
+    virtual ~RcConnect() = default;
+    /* Once the iface's verbs resources exist. */
+    virtual ucs_status_t init() = 0;
+    /* Its part of uct_iface_attr_t: the CONNECT_TO_* flag, address lengths. */
+    virtual void         query(uct_iface_attr_t *attr) const       = 0;
+    virtual ucs_status_t get_address(uct_iface_addr_t *addr) const = 0;
+    /* Whether the iface address (may be null) is one this mode reaches. */
+    virtual bool         reachable(const uct_iface_addr_t *iface_addr) const      = 0;
+    virtual ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) = 0;
+    virtual ucs_status_t ep_get_address(RcEp *ep, uct_ep_addr_t *addr) const      = 0;
+    virtual ucs_status_t ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_addr,
+                                          const uct_ep_addr_t *ep_addr)           = 0;
+    virtual bool         ep_is_connected(const RcEp *ep, const uct_device_addr_t *dev_addr,
+                                         const uct_iface_addr_t *iface_addr,
+                                         const uct_ep_addr_t    *ep_addr) const      = 0;
+    /* A send found `ep` with no queue pair. */
+    virtual void request_qp(RcEp *ep) = 0;
+    /* uct_ep_check of `ep`, which has no queue pair: true if handled here. */
+    virtual bool check_unconnected(RcEp *ep) = 0;
+    /* `ep` is being destroyed (before its sends are cancelled), has
+     * failed, is freed (before its QP goes). */
+    virtual void     ep_destroying(RcEp *ep) = 0;
+    virtual void     ep_failed(RcEp *ep)     = 0;
+    virtual void     ep_freed(RcEp *ep)      = 0;
+    virtual unsigned progress()              = 0;
+    /* PRINT_STATS lines of its own, when the iface closes. */
+    virtual void print_stats(FILE *stream) const = 0;
+};
+
+/* tm_rc: every endpoint has its QP from uct_ep_create and is bound to the
+ * peer's by uct_ep_connect_to_ep (UCT_IFACE_FLAG_CONNECT_TO_EP; rc_ep.cc). */
+class ConnectAtOnce final : public RcConnect {
+  public:
+    explicit ConnectAtOnce(RcIface &iface) : iface_(iface) {}
+    ucs_status_t init() override { return UCS_OK; }
+    void         query(uct_iface_attr_t *attr) const override;
+    ucs_status_t get_address(uct_iface_addr_t *) const override { return UCS_OK; }
+    bool         reachable(const uct_iface_addr_t *) const override { return true; }
+    ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) override;
+    ucs_status_t ep_get_address(RcEp *ep, uct_ep_addr_t *addr) const override;
+    ucs_status_t ep_connect_to_ep(RcEp *ep, const uct_device_addr_t *dev_addr,
+                                  const uct_ep_addr_t *ep_addr) override;
+    bool         ep_is_connected(const RcEp *ep, const uct_device_addr_t *dev_addr,
+                                 const uct_iface_addr_t *iface_addr,
+                                 const uct_ep_addr_t    *ep_addr) const override;
+    void         request_qp(RcEp *) override {}
+    bool         check_unconnected(RcEp *) override { return false; }
+    void         ep_destroying(RcEp *) override {}
+    void         ep_failed(RcEp *) override {}
+    void         ep_freed(RcEp *) override {}
+    unsigned     progress() override { return 0; }
+    void         print_stats(FILE *) const override {}
+
+  private:
+    RcIface &iface_;
+};
+
+/* tm_dc: endpoints made from an iface address (UCT_IFACE_FLAG_CONNECT_TO_IFACE)
+ * take an RC queue pair from the iface's pool when they first send, bound
+ * to one the target makes for them by a handshake over UD; the target's
+ * ends are passive endpoints (rc_on_demand.cc, docs/tm_dc.md). */
+class ConnectOnDemand final : public RcConnect {
+  public:
+    explicit ConnectOnDemand(RcIface &iface);
+    /* The pool, the provider, the iface's ids and its connection channel. */
+    ucs_status_t init() override;
+    void         query(uct_iface_attr_t *attr) const override;
+    ucs_status_t get_address(uct_iface_addr_t *addr) const override;
+    bool         reachable(const uct_iface_addr_t *iface_addr) const override;
+    /* An endpoint to the iface `iface_addr` names, connecting: sends wait
+     * (NO_RESOURCE, pending) until the target's reply binds its QP. */
+    ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) override;
+    ucs_status_t ep_get_address(RcEp *, uct_ep_addr_t *) const override {
+        return UCS_ERR_UNSUPPORTED; /* CONNECT_TO_IFACE: no endpoint address */
+    }
+    ucs_status_t ep_connect_to_ep(RcEp *, const uct_device_addr_t *,
+                                  const uct_ep_addr_t *) override {
+        return UCS_ERR_UNSUPPORTED; /* CONNECT_TO_IFACE */
+    }
+    bool ep_is_connected(const RcEp *ep, const uct_device_addr_t *dev_addr,
+                         const uct_iface_addr_t *iface_addr,
+                         const uct_ep_addr_t    *ep_addr) const override;
+    /* The pool (QP_POOL_SIZE): `ep` gets a QP now -- a free one or the least
+     * recently used idle connection's -- or waits for one. */
+    void request_qp(RcEp *ep) override;
+    /* No connection to probe: a ping over UD to the target iface. */
+    bool     check_unconnected(RcEp *ep) override;
+    void     ep_destroying(RcEp *ep) override;
+    void     ep_failed(RcEp *ep) override;
+    void     ep_freed(RcEp *ep) override;
+    unsigned progress() override;
+    void     print_stats(FILE *stream) const override;
+
+  private:
+    struct ConnKey;
+    /* UCS_OK if `ia` was written by an iface of this iface's provider;
+     * else logs why not. */
+    ucs_status_t check_provider(const IfaceAddress &ia) const;
+    /* UCX_TM_DC_PROVIDER against what the device offers (dc_provider.h). */
+    ucs_status_t select_dc_provider();
+    /* Destroys failed passive endpoints whose sends are back; how many. */
+    unsigned reap_failed_passive();
+    /* `ep` (an initiator) leaves the pool, its waiters and its pending pings. */
+    void         leave_pool(RcEp *ep);
+    void         handle_conn_message(const void *data, size_t length);
+    void         accept_connection(const ConnMessage &req);
+    void         complete_connection(const ConnMessage &rep);
+    ucs_status_t send_conn_message(ConnKind kind, const RcEp *ep, const DeviceAddress &to);
+    ucs_status_t send_conn_message(ConnKind kind, uint32_t rc_qpn, uint64_t uid, uint64_t conn_id,
+                                   const DeviceAddress &to, uint32_t to_qpn);
+    /* A user's endpoint going or evicted: the target drops its end (told
+     * until it acknowledges, or CONN_TIMEOUT). */
+    void  disconnect(RcEp *ep);
+    RcEp *passive_ep(uint64_t uid, uint64_t conn_id) const;
+    /* A passive endpoint going: unlisted, its connection remembered as closed. */
+    void forget_passive(const RcEp *ep);
+    void remember_closed(const ConnKey &key);
+    /* Makes `ep`'s QP and asks the target for its end. */
+    void start_connect(RcEp *ep);
+    /* Room in the pool (QpPool::room): a free QP, or the least recently
+     * used connection with nothing in flight closed; false if every one is busy. */
+    bool qp_room(uint64_t now);
+    bool evictable(const RcEp *ep, uint64_t now) const;
+    void serve_qp_waiters(uint64_t now);
+    void retry_disconnects(uint64_t now);
+    /* uct_ep_check of an endpoint with no connection: a ping over UD, the
+     * endpoint failed (UCS_ERR_ENDPOINT_TIMEOUT) if no pong in CONN_TIMEOUT. */
+    void ping(RcEp *ep);
+    void progress_pings(uint64_t now);
+    /* Probes idle passive endpoints every CONN_TIMEOUT (a dead initiator's fail). */
+    void probe_passive(uint64_t now);
+
+    RcIface            &iface_;
+    const RcConfig     &config_;
+    DcChoice            dc_choice_; /* the provider and why */
+    UdChannel           conn_;      /* the connection channel */
+    uint64_t            uid_          = 0;
+    uint64_t            next_conn_id_ = 1;
+    std::vector<RcEp *> connecting_;           /* initiators waiting for their reply */
+    bool                reap_passive_ = false; /* a passive endpoint failed: destroy it when idle */
+    size_t              passive_count_         = 0;
+    uint64_t            progress_count_        = 0; /* the clock is read every 1024 calls */
+    uint64_t            next_passive_probe_ns_ = 0;
+    QpPool<RcEp>        pool_; /* initiators holding a QP of the pool, and waiting for one */
+    std::vector<RcEp *> connect_failures_; /* no QP could be made: failed from progress */
+    std::vector<RcEp *> pinging_;          /* endpoints waiting for a pong */
+    uint32_t            next_ping_seq_ = 1;
+    struct Disconnect { /* a kDisconnect not acknowledged yet */
+        DeviceAddress to;
+        uint32_t      to_qpn;
+        uint32_t      rc_qpn;
+        uint64_t      conn_id;
+        uint64_t      retry_ns;
+        uint64_t      deadline_ns;
+    };
+    std::vector<Disconnect> disconnects_;
+    struct ConnKey {
+        uint64_t uid;
+        uint64_t conn_id;
+        bool operator==(const ConnKey &o) const { return (uid == o.uid) && (conn_id == o.conn_id); }
+    };
+    struct ConnKeyHash {
+        size_t operator()(const ConnKey &k) const {
+            return std::hash<uint64_t>()(k.uid * 0x9e3779b97f4a7c15ull ^ k.conn_id);
+        }
+    };
+    /* passive endpoints by the initiator's (uid, conn_id) */
+    std::unordered_map<ConnKey, RcEp *, ConnKeyHash> passive_eps_;
+    /* connections closed lately: a late copy of their request makes no QP */
+    std::vector<ConnKey> closed_;
+    size_t               closed_next_ = 0;
+};
+
 class RcIface : public IfaceBase<RcIface, RcEp> {
   public:
     /* ---- what IfaceBase opens, tells UCX about and calls ---- */
     using Config = RcConfig;
     static const abi::TransportDesc &transport();
-    /* tm_dc: this iface with on-demand connections (dc_connect.cc). */
+    /* tm_dc: this iface with on-demand connections (rc_on_demand.cc). */
     static const abi::TransportDesc &dc_transport();
-    explicit RcIface(const RcConfig &config);
+    /* An iface whose endpoints connect as `Connect` (ConnectAtOnce,
+     * ConnectOnDemand) says: what each transport is registered with. */
+    template <typename Connect>
+    RcIface(const RcConfig &config, std::in_place_type_t<Connect>) : RcIface(config) {
+        connect_.reset(new (std::nothrow) Connect(*this));
+    }
     ucs_status_t init(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                       const RcConfig &config);
 
@@ -189,6 +384,10 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
 
   private:
     friend class RcIfaceLink;
+    friend class ConnectAtOnce;
+    friend class ConnectOnDemand;
+
+    explicit RcIface(const RcConfig &config);
 
     /* ---- init()'s steps ---- */
     /* The port the device name "tm_<dev>:<port>" names, active on md_'s device. */
@@ -199,8 +398,6 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     void         size_queues(const PortInfo &port);
     /* The receive bookkeeping and the free lists of send buffers and ops. */
     ucs_status_t alloc_tx_state();
-    /* tm_dc: the DCI pool, the provider, the iface's ids and its connection channel. */
-    ucs_status_t init_on_demand();
     ucs_status_t init_verbs(const RcConfig &config);
     /* ---- init_verbs()'s steps ---- */
     /* The hardware tag list (a TM SRQ) if the device and config allow it. */
@@ -218,58 +415,11 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     /* `ep`'s QP, in INIT, on this iface's CQs and SRQ. */
     ucs_status_t create_qp(RcEp *ep);
     /* One work request on `ep`'s queue pair: the one place that posts
-     * sends, the seam a DC initiator's post (dc_mlx5_verbs.h) goes into;
-     * 0 or an errno. */
+     * sends (ibv_post_send); 0 or an errno. */
     int          post_wr(RcEp *ep, struct ibv_send_wr *wr);
     void         destroy_qp(RcEp *ep);
     /* Binds `ep`'s QP to the peer's QP `rep` on the port `remote` (RTR, RTS). */
     ucs_status_t connect_qp(RcEp *ep, const DeviceAddress &remote, const EpAddress &rep);
-
-    /* ---- tm_dc's on-demand connections (dc_connect.cc) ---- */
-    /* An endpoint to the iface `iface_addr` names, connecting: sends wait
-     * (NO_RESOURCE, pending) until the target's reply binds its QP. */
-    ucs_status_t ep_create_connect(const uct_ep_params_t *params, uct_ep_h *ep_p);
-    /* UCS_OK if `ia` was written by an iface of this iface's provider;
-     * else logs why not. */
-    ucs_status_t check_provider(const IfaceAddress &ia) const;
-    /* UCX_TM_DC_PROVIDER against what the device offers (dc_provider.h). */
-    ucs_status_t select_dc_provider();
-    unsigned     progress_connections();
-    /* Destroys failed passive endpoints whose sends are back; how many. */
-    unsigned     reap_failed_passive();
-    /* `ep` (an initiator) leaves the pool, its waiters and its pending pings. */
-    void         leave_pool(RcEp *ep);
-    void         handle_conn_message(const void *data, size_t length);
-    void         accept_connection(const ConnMessage &req);
-    void         complete_connection(const ConnMessage &rep);
-    ucs_status_t send_conn_message(ConnKind kind, const RcEp *ep, const DeviceAddress &to);
-    ucs_status_t send_conn_message(ConnKind kind, uint32_t rc_qpn, uint64_t uid, uint64_t conn_id,
-                                   const DeviceAddress &to, uint32_t to_qpn);
-    /* A user's endpoint going or evicted: the target drops its end (told
-     * until it acknowledges, or CONN_TIMEOUT). */
-    void         disconnect(RcEp *ep);
-    RcEp        *passive_ep(uint64_t uid, uint64_t conn_id) const;
-    /* A passive endpoint going: unlisted, its connection remembered as closed. */
-    void         forget_passive(const RcEp *ep);
-    struct ConnKey;
-    void         remember_closed(const ConnKey &key);
-    /* The pool of initiator QPs (NUM_DCI): `ep` gets one now -- a free one
-     * or the least recently used idle connection's -- or waits for one. */
-    void         request_dci(RcEp *ep);
-    /* Makes `ep`'s QP and asks the target for its end. */
-    void         start_connect(RcEp *ep);
-    /* Room in the pool (DciPool::room): a free QP, or the least recently
-     * used connection with nothing in flight closed; false if every one is busy. */
-    bool         dci_room(uint64_t now);
-    bool         evictable(const RcEp *ep, uint64_t now) const;
-    void         serve_dci_waiters(uint64_t now);
-    void         retry_disconnects(uint64_t now);
-    /* uct_ep_check of an endpoint with no connection: a ping over UD, the
-     * endpoint failed (UCS_ERR_ENDPOINT_TIMEOUT) if no pong in CONN_TIMEOUT. */
-    void         ping(RcEp *ep);
-    void         progress_pings(uint64_t now);
-    /* Probes idle passive endpoints every CONN_TIMEOUT (a dead initiator's fail). */
-    void         probe_passive(uint64_t now);
 
     /* ---- hardware tag list (RcHwTags, rc_hw_tm.cc) ---- */
     /* What HwTagEngine gets of this iface's receive buffers. */
@@ -284,8 +434,8 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     size_t       max_rndv_hdr() const;
 
     /* ---- sending (rc_send.cc; endpoint failure, pending, flush: rc_ep.cc) ---- */
-    /* UCS_OK: a send on `ep` may be posted now. An on-demand endpoint with
-     * no queue pair asks the pool for one (NO_RESOURCE until connected). */
+    /* UCS_OK: a send on `ep` may be posted now. An endpoint with no queue
+     * pair asks the connection mode for one (NO_RESOURCE until connected). */
     ucs_status_t tx_ready(RcEp *ep, bool needs_buf);
     /* Posts one signalled work request on `ep`; `op` describes it. */
     ucs_status_t post_send(RcEp *ep, struct ibv_send_wr *wr, const TxOp &op);
@@ -393,48 +543,12 @@ class RcIface : public IfaceBase<RcIface, RcEp> {
     RcRendezvous rndv_;
     RcHwTags     hw_;
 
-    /* tm_dc: endpoints connect on demand through the connection channel */
-    bool                on_demand_ = false;
-    DcChoice            dc_choice_; /* tm_dc: the provider and why */
-    UdChannel           conn_;
-    uint64_t            uid_          = 0;
-    uint64_t            next_conn_id_ = 1;
-    std::vector<RcEp *> connecting_; /* initiators waiting for their reply */
-    bool                reap_passive_ = false; /* a passive endpoint failed: destroy it when idle */
-    uint64_t            use_clock_    = 0; /* sends posted: the LRU order of connections */
-    size_t              passive_count_ = 0;
-    uint64_t            progress_count_ = 0;        /* the clock is read every 1024 calls */
-    uint64_t            next_passive_probe_ns_ = 0;
-    DciPool<RcEp>       dci_pool_;     /* initiators holding a QP of the pool, and waiting for one */
-    std::vector<RcEp *> connect_failures_; /* no QP could be made: failed from progress */
-    std::vector<RcEp *> pinging_;          /* endpoints waiting for a pong */
-    uint32_t            next_ping_seq_ = 1;
-    struct Disconnect {                /* a kDisconnect not acknowledged yet */
-        DeviceAddress to;
-        uint32_t      to_qpn;
-        uint32_t      rc_qpn;
-        uint64_t      conn_id;
-        uint64_t      retry_ns;
-        uint64_t      deadline_ns;
-    };
-    std::vector<Disconnect> disconnects_;
+    uint64_t use_clock_ = 0; /* sends posted: the LRU order of on-demand connections */
     /* endpoints by QP number (arrivals name their QP) */
     std::unordered_map<uint32_t, RcEp *> qp_eps_;
-    struct ConnKey {
-        uint64_t uid;
-        uint64_t conn_id;
-        bool operator==(const ConnKey &o) const { return (uid == o.uid) && (conn_id == o.conn_id); }
-    };
-    struct ConnKeyHash {
-        size_t operator()(const ConnKey &k) const {
-            return std::hash<uint64_t>()(k.uid * 0x9e3779b97f4a7c15ull ^ k.conn_id);
-        }
-    };
-    /* passive endpoints by the initiator's (uid, conn_id) */
-    std::unordered_map<ConnKey, RcEp *, ConnKeyHash> passive_eps_;
-    /* connections closed lately: a late copy of their request makes no QP */
-    std::vector<ConnKey> closed_;
-    size_t               closed_next_ = 0;
+
+    /* how endpoints get connected: last, so that it goes first */
+    std::unique_ptr<RcConnect> connect_;
 };
 
 /* ---- RcIfaceLink: what the iface's parts call ---- */

@@ -87,8 +87,8 @@ ucs_status_t RcIface::tx_ready(RcEp *ep, bool needs_buf) {
         return UCS_ERR_CONNECTION_RESET;
     }
     if (ucs_unlikely(!ep->connected)) {
-        if ((ep->qp == nullptr) && on_demand_) {
-            request_dci(ep); /* connected when a reply comes; pending requests go then */
+        if (ep->qp == nullptr) {
+            connect_->request_qp(ep); /* tm_dc: connected when a reply comes; pending go then */
         }
         return UCS_ERR_NO_RESOURCE;
     }

@@ -31,12 +31,17 @@ unsigned rc_devices(uct_md_h md, abi::DeviceDesc *out) {
     return n;
 }
 
-constexpr abi::TransportDesc transport_desc = RcIface::describe(
-    "tm_rc", rc_devices, "TM RC verbs transport", "TM_RC_", rc_config_table);
+/* The one place where the connection mode is decided: tm_rc's endpoints are
+ * connected at once, endpoint to endpoint; tm_dc is the same iface with its
+ * endpoints connected on demand by iface address (RC queue pairs, not DC). */
+constexpr abi::TransportDesc transport_desc =
+    RcIface::describe_as<&RcIface::transport, ConnectAtOnce>("tm_rc", rc_devices,
+                                                             "TM RC verbs transport", "TM_RC_",
+                                                             rc_config_table);
 
-/* The same iface, its endpoints connected on demand by iface address. */
-constexpr abi::TransportDesc dc_transport_desc = RcIface::describe_as<&RcIface::dc_transport>(
-    "tm_dc", rc_devices, "TM DC verbs transport (on-demand RC)", "TM_DC_", dc_config_table);
+constexpr abi::TransportDesc dc_transport_desc =
+    RcIface::describe_as<&RcIface::dc_transport, ConnectOnDemand>(
+        "tm_dc", rc_devices, "TM DC verbs transport (on-demand RC)", "TM_DC_", dc_config_table);
 
 }  // namespace
 

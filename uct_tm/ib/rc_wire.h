@@ -106,24 +106,6 @@ struct IfaceAddress {
 static_assert(offsetof(IfaceAddress, provider) == 4, "provider byte after the queue pair");
 static_assert(sizeof(IfaceAddress) == 16, "iface address layout");
 
-/* tm_dc (mlx5 DC provider): an iface's address -- its DC target. Same size
- * as IfaceAddress, the provider byte at the same offset, so either provider
- * tells the other's address apart before reading anything else. The port
- * (LID / GID) a DCI's address handle needs is the device address. `dc_key`
- * is the DCT's access key, drawn at random per iface: a DCI must present it,
- * and it doubles as the iface's incarnation id (IfaceAddress::uid). */
-struct Mlx5IfaceAddress {
-    uint32_t dct_num;  /* 24 bits */
-    uint8_t  provider; /* DcProvider::kMlx5 */
-    uint8_t  version;  /* kMlx5AddressVersion */
-    uint16_t reserved; /* zero */
-    uint64_t dc_key;   /* non-zero */
-};
-inline constexpr uint8_t kMlx5AddressVersion = 1;
-static_assert(offsetof(Mlx5IfaceAddress, provider) == offsetof(IfaceAddress, provider),
-              "the provider byte where the on-demand address has it");
-static_assert(sizeof(Mlx5IfaceAddress) == sizeof(IfaceAddress), "one iface address size");
-
 /* tm_dc connection datagrams (UdChannel): an initiator asks a target iface
  * for a queue pair bound to its own (kConnRequest, repeated until answered),
  * the target answers with it (kConnReply, again for a repeated request), and

@@ -1,20 +1,20 @@
 /*
  * Transports whose endpoints share a bounded pool of initiator queue pairs
- * (tm_dc's NUM_DCI): a sender with many more endpoints than the pool sends
- * to several receiver ifaces, in an order that makes every send need a
- * connection another endpoint holds, while earlier messages -- rendezvous
- * ones waiting for their receiver included -- are still in flight. Every
- * message must arrive exactly once, in the receive posted for it, with its
- * bytes; no endpoint may fail; and the sender's counters must show that
- * connections were in fact closed for others (evictions) and the pool never
- * held more queue pairs than NUM_DCI.
+ * (tm_dc's QpPool of RC queue pairs, QP_POOL_SIZE): a sender with many
+ * more endpoints than the pool sends to several receiver ifaces, in an
+ * order that makes every send need a connection another endpoint holds,
+ * while earlier messages -- rendezvous ones waiting for their receiver
+ * included -- are still in flight. Every message must arrive exactly once,
+ * in the receive posted for it, with its bytes; no endpoint may fail; and
+ * the sender's counters must show that connections were in fact closed for
+ * others (evictions) and the pool never held more queue pairs than its size.
  *
  * DeadInitiatorTest: the target's end of a connection whose initiator died
  * (a forked process that exits without a word) goes within seconds --
  * the target probes its idle passive queue pairs every CONN_TIMEOUT --
  * while the end of a live initiator that went quiet stays usable.
  *
- * Skipped by transports without such a pool (no NUM_DCI setting).
+ * Skipped by transports without such a pool (no QP_POOL_SIZE setting).
  */
 #include "tag_fixture.h"
 
@@ -35,7 +35,7 @@
 namespace uct_tm_test {
 namespace {
 
-constexpr unsigned kNumDci        = 2;
+constexpr unsigned kPoolSize      = 2;
 constexpr size_t   kTargets       = 5;  /* receiver ifaces */
 constexpr size_t   kEpsPerTarget  = 2;  /* two connections to each */
 constexpr size_t   kRounds        = 12; /* every endpoint sends once per round */
@@ -49,16 +49,17 @@ long stats_counter(const std::string &stats, const std::string &name) {
     return -1;
 }
 
-class DciPoolTest : public TagTest {
+class QpPoolTest : public TagTest {
   protected:
     void SetUp() override {
         TagTest::SetUp();
         if (IsSkipped() || HasFatalFailure()) {
             return;
         }
-        const std::string dcis = std::to_string(kNumDci);
-        /* skipped where there is no such setting */
-        reopen({{"NUM_DCI", dcis}}, {{"NUM_DCI", dcis}, {"PRINT_STATS", "y"}});
+        const std::string pool = std::to_string(kPoolSize);
+        /* skipped where there is no such setting; the receivers by the
+         * setting's old name, an alias that must keep working */
+        reopen({{"NUM_DCI", pool}}, {{"QP_POOL_SIZE", pool}, {"PRINT_STATS", "y"}});
         if (IsSkipped() || HasFatalFailure()) {
             return;
         }
@@ -102,7 +103,7 @@ class DciPoolTest : public TagTest {
     std::vector<Endpoint>              eps_;
 };
 
-TEST_P(DciPoolTest, EndpointsOutnumberingThePoolDeliverEveryMessageOnce) {
+TEST_P(QpPoolTest, EndpointsOutnumberingThePoolDeliverEveryMessageOnce) {
     std::vector<Path> paths;
     for (Path p : {Path::kShort, Path::kBcopy, Path::kZcopy, Path::kRndv}) {
         if (!lacks(p)) {
@@ -189,13 +190,13 @@ TEST_P(DciPoolTest, EndpointsOutnumberingThePoolDeliverEveryMessageOnce) {
     const long max_qps   = stats_counter(stats, "max_qps");
     EXPECT_GT(evictions, 0) << stats;
     EXPECT_GE(max_qps, 1) << stats;
-    EXPECT_LE(max_qps, static_cast<long>(kNumDci)) << stats;
+    EXPECT_LE(max_qps, static_cast<long>(kPoolSize)) << stats;
     /* each endpoint connected at least once; every connection but the ones
      * still held at the end (at most the pool) was evicted */
     const long connects = stats_counter(stats, "connects");
     EXPECT_GE(connects, endpoints) << stats;
     EXPECT_GE(connects - evictions, 1) << stats;
-    EXPECT_LE(connects - evictions, static_cast<long>(kNumDci)) << stats;
+    EXPECT_LE(connects - evictions, static_cast<long>(kPoolSize)) << stats;
 }
 
 class DeadInitiatorTest : public ::testing::TestWithParam<std::string> {};
@@ -252,7 +253,7 @@ TEST_P(DeadInitiatorTest, PassiveQueuePairsOfADeadInitiatorGo) {
     const std::string tl = GetParam();
     {
         UctEnv probe(tl);
-        if (probe.iface_setting(tl, "NUM_DCI").empty()) {
+        if (probe.iface_setting(tl, "QP_POOL_SIZE").empty()) {
             GTEST_SKIP() << tl << " has no pool of initiators";
         }
     }
@@ -326,9 +327,9 @@ INSTANTIATE_TEST_SUITE_P(tm, DeadInitiatorTest, ::testing::ValuesIn(tag_transpor
                          transport_param_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DeadInitiatorTest);
 
-INSTANTIATE_TEST_SUITE_P(tm, DciPoolTest, ::testing::ValuesIn(tag_transports()),
+INSTANTIATE_TEST_SUITE_P(tm, QpPoolTest, ::testing::ValuesIn(tag_transports()),
                          transport_param_name);
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DciPoolTest);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(QpPoolTest);
 
 }  // namespace
 }  // namespace uct_tm_test

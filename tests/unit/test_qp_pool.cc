@@ -1,10 +1,10 @@
 /*
- * DciPool (uct_tm/ib/dci_pool.h): the DC initiator pool's policy without a
+ * QpPool (uct_tm/ib/qp_pool.h): the on-demand RC queue-pair pool's policy without a
  * device -- room below capacity, least-recently-used eviction of idle
  * holders only, waiters served first come first, and nobody jumping the
  * queue.
  */
-#include "ib/dci_pool.h"
+#include "ib/qp_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 
 namespace {
 
-using uct_tm::ib::DciPool;
+using uct_tm::ib::QpPool;
 
 struct FakeEp {
     uint64_t last_use = 0;
@@ -21,7 +21,7 @@ struct FakeEp {
 
 /* A pool whose idle test is !busy and whose evictions are recorded. */
 struct Harness {
-    DciPool<FakeEp>       pool;
+    QpPool<FakeEp>        pool;
     std::vector<FakeEp *> evicted;
     bool room(uint64_t now = 0) {
         return pool.room(
@@ -30,7 +30,7 @@ struct Harness {
     }
 };
 
-TEST(DciPool, RoomBelowCapacityEvictsNothing) {
+TEST(QpPool, RoomBelowCapacityEvictsNothing) {
     Harness h;
     h.pool.set_capacity(2);
     FakeEp a, b;
@@ -42,7 +42,7 @@ TEST(DciPool, RoomBelowCapacityEvictsNothing) {
     EXPECT_EQ(h.pool.held(), 2u);
 }
 
-TEST(DciPool, FullOfBusyHoldersHasNoRoom) {
+TEST(QpPool, FullOfBusyHoldersHasNoRoom) {
     Harness h;
     h.pool.set_capacity(2);
     FakeEp a, b;
@@ -54,7 +54,7 @@ TEST(DciPool, FullOfBusyHoldersHasNoRoom) {
     EXPECT_EQ(h.pool.held(), 2u);
 }
 
-TEST(DciPool, EvictsTheLeastRecentlyUsedIdleHolder) {
+TEST(QpPool, EvictsTheLeastRecentlyUsedIdleHolder) {
     Harness h;
     h.pool.set_capacity(3);
     FakeEp a, b, c;
@@ -72,7 +72,7 @@ TEST(DciPool, EvictsTheLeastRecentlyUsedIdleHolder) {
     EXPECT_EQ(h.pool.holders(), (std::vector<FakeEp *>{&b, &c}));
 }
 
-TEST(DciPool, WaitersAreServedFirstComeFirstAsRoomAppears) {
+TEST(QpPool, WaitersAreServedFirstComeFirstAsRoomAppears) {
     Harness h;
     h.pool.set_capacity(1);
     FakeEp a, b, c;
@@ -105,7 +105,7 @@ TEST(DciPool, WaitersAreServedFirstComeFirstAsRoomAppears) {
 
 /* A waiter whose queue pair could not be made (take() does not hold it)
  * leaves the room to the next one. */
-TEST(DciPool, AFailedTakeLeavesItsRoomToTheNext) {
+TEST(QpPool, AFailedTakeLeavesItsRoomToTheNext) {
     Harness h;
     h.pool.set_capacity(1);
     FakeEp b, c;
@@ -125,7 +125,7 @@ TEST(DciPool, AFailedTakeLeavesItsRoomToTheNext) {
     EXPECT_FALSE(h.pool.has_waiters());
 }
 
-TEST(DciPool, LeaveAndUnholdForgetTheEndpoint) {
+TEST(QpPool, LeaveAndUnholdForgetTheEndpoint) {
     Harness h;
     h.pool.set_capacity(1);
     FakeEp a, b;

@@ -1,19 +1,20 @@
 /*
- * DciPool: the bounded pool of initiator queue pairs that a DC iface's
- * endpoints share (UCX_TM_DC_NUM_DCI), and its policy -- apart from how a
- * queue pair is made or dropped, which the provider does:
+ * QpPool: the bounded pool of RC queue pairs that tm_dc's endpoints share
+ * as initiators, connected on demand (UCX_TM_DC_QP_POOL_SIZE, read under its
+ * old name NUM_DCI too: RC queue pairs, not DC initiators), and its policy
+ * -- apart from how a queue pair is made or dropped, which the iface does
+ * (ConnectOnDemand, rc_on_demand.cc):
  *  - an endpoint with something to send holds one of the pool's queue pairs;
  *  - when all are held, endpoints wait, first come first served (none jumps
  *    the queue: a new request waits behind the waiters even if a queue pair
  *    could be freed for it);
  *  - room is made by evicting the least recently used holder that is idle
- *    (the provider says which are: nothing in flight).
- * The on-demand RC provider drives it (dc_connect.cc); the mlx5 provider's
- * DCIs are to take the same policy. Ep needs a `uint64_t last_use`. No
- * allocation but the vectors' growth (callers wrap it: std::bad_alloc).
+ *    (the iface says which are: nothing in flight).
+ * Ep needs a `uint64_t last_use`. No allocation but the vectors' growth
+ * (callers wrap it: std::bad_alloc).
  */
-#ifndef UCT_TM_IB_DCI_POOL_H_
-#define UCT_TM_IB_DCI_POOL_H_
+#ifndef UCT_TM_IB_QP_POOL_H_
+#define UCT_TM_IB_QP_POOL_H_
 
 #include <algorithm>
 #include <cstddef>
@@ -23,7 +24,7 @@
 namespace uct_tm {
 namespace ib {
 
-template <typename Ep> class DciPool {
+template <typename Ep> class QpPool {
   public:
     void   set_capacity(size_t n) { capacity_ = n; }
     size_t capacity() const { return capacity_; }
