@@ -8,6 +8,7 @@
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -156,6 +157,9 @@ Endpoint::Endpoint(Domain &domain, const fi_info &info, uct_tm_proto_worker_h wo
 
 /* Destroying the worker drops what is in flight without callbacks. */
 Endpoint::~Endpoint() {
+    for (Mr *mr : mrs_) {
+        mr->forget(this);
+    }
     uct_tm_proto_worker_destroy(worker_);
     for (Cq *cq : {tx_cq_, rx_cq_}) {
         if (cq != nullptr) {
@@ -282,6 +286,10 @@ void Endpoint::disconnect(fi_addr_t addr) {
         uct_tm_proto_ep_destroy(peers_[addr]);
         peers_[addr] = nullptr;
     }
+}
+
+void Endpoint::unmapped(Mr *mr) {
+    mrs_.erase(std::remove(mrs_.begin(), mrs_.end(), mr), mrs_.end());
 }
 
 uct_tm_proto_ep_h Endpoint::peer(fi_addr_t addr) const {

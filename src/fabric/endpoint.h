@@ -5,6 +5,7 @@
 #ifndef UCT_TM_FABRIC_ENDPOINT_H_
 #define UCT_TM_FABRIC_ENDPOINT_H_
 
+#include "iov.h"
 #include "objects.h"
 
 #include <list>
@@ -38,6 +39,7 @@ struct Xfer {
     uint64_t     ignore;
     uint64_t     data;
     void        *context;
+    void        *desc;  /* the first element's (fi_mr_desc), or nullptr */
     uint64_t     flags; /* FI_* operation flags */
     bool         tagged;
     bool         quiet; /* fi_inject & co: no completion (errors still reported) */
@@ -69,6 +71,10 @@ class Endpoint {
     ssize_t send(const Xfer &x);
     ssize_t recv(const Xfer &x);
 
+    /* MRs mapped into this endpoint's worker (forgotten at close). */
+    void mapped(Mr *mr) { mrs_.push_back(mr); }
+    void unmapped(Mr *mr);
+
     uint64_t tx_op_flags() const { return tx_op_flags_; }
     uint64_t rx_op_flags() const { return rx_op_flags_; }
 
@@ -80,6 +86,7 @@ class Endpoint {
     ssize_t           peek(const Xfer &x, uct_tm_proto_ep_h source);
     ssize_t           claimed(const Xfer &x);
     Op               &new_op(const Xfer &x, uint64_t flags, size_t len, bool report);
+    void              use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t *params);
     ssize_t           started(Op &op, ucs_status_t status, uct_tm_proto_request_t req);
     void              complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info);
     void              report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *c) const;
@@ -103,6 +110,7 @@ class Endpoint {
     std::vector<uct_tm_proto_ep_h>                   peers_; /* by fi_addr_t */
     std::unordered_map<uct_tm_proto_ep_h, fi_addr_t> sources_;
     std::list<Op>                                    ops_;
+    std::vector<Mr *>                                mrs_;
 };
 
 int open_endpoint(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
@@ -119,6 +127,10 @@ inline uint64_t rx_op_flags(fid_ep *f) {
     return (ep != nullptr) ? ep->rx_op_flags() : 0;
 }
 inline iovec one(const void *buf, size_t len) { return iovec{const_cast<void *>(buf), len}; }
+/* A message's desc for the layer: its single element's (vectors take none). */
+inline void *first_desc(void *const *desc, size_t count) {
+    return ((desc != nullptr) && (count == 1)) ? desc[0] : nullptr;
+}
 
 extern fi_ops_tagged g_tagged_ops;
 extern fi_ops_msg    g_msg_ops;

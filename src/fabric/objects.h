@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace uct_tm {
@@ -78,7 +79,8 @@ class Domain {
     Fabric            &fabric() { return fabric_; }
     const std::string &transport() const { return transport_; }
 
-    int children = 0; /* open endpoints, AVs, CQs and MRs */
+    int                              children = 0; /* open endpoints, AVs, CQs and MRs */
+    std::unordered_set<const void *> mrs;          /* the live MRs' descs */
 
   private:
     Handle<fid_domain, Domain> h_;
@@ -163,9 +165,11 @@ class Av {
 
 int open_av(fid_domain *domain, fi_av_attr *attr, fid_av **av, void *context);
 
-/* A registration. The layer registers the buffers a rendezvous needs
- * itself (its registration cache), so with mr_mode 0 a region only
- * records what was registered; its desc is accepted and not needed. */
+/* A registration: fi_mr_reg over uct_tm_proto_mem_map. The layer maps per
+ * worker and an MR is per domain, so an MR is mapped into an endpoint's
+ * worker the first time an operation of that endpoint carries its desc
+ * (mr_mode 0: a desc is optional; without one the layer's registration
+ * cache serves). No RMA: no remote access. */
 class Mr {
   public:
     static constexpr size_t kClass = FI_CLASS_MR;
@@ -175,10 +179,32 @@ class Mr {
     fid_mr *fid() { return &h_.fid; }
     Domain &domain() { return domain_; }
 
+    /* The worker's handle of this region if it holds [buf, buf + len)
+     * (mapped now if need be), else 0: the operation goes without. */
+    uct_tm_proto_mem_h map_for(Endpoint *ep, uct_tm_proto_worker_h worker, const void *buf,
+                               size_t len);
+    /* Unmaps from every worker: -FI_EBUSY (nothing undone) while an
+     * operation that carried it is in flight. */
+    int  unmap_all();
+    void forget(Endpoint *ep); /* its worker is gone, and its mappings with it */
+
   private:
-    Handle<fid_mr, Mr> h_;
-    Domain            &domain_;
+    struct Mapping {
+        Endpoint             *ep;
+        uct_tm_proto_worker_h worker;
+        uct_tm_proto_mem_h    memh;
+    };
+
+    Handle<fid_mr, Mr>   h_;
+    Domain              &domain_;
+    const uint8_t       *buf_;
+    size_t               len_;
+    std::vector<Mapping> mappings_;
 };
+
+/* The live MR behind an operation's desc, or nullptr (a desc that is no
+ * MR of the domain is ignored, never dereferenced). */
+Mr *mr_of_desc(Domain &domain, void *desc);
 
 extern fi_ops_mr g_mr_ops;
 

@@ -67,10 +67,11 @@ ssize_t Endpoint::send(const Xfer &x) {
     const bool               report = !x.quiet && (!tx_selective_ || (x.flags & FI_COMPLETION));
     Op                      &op     = new_op(x, FI_SEND | kind(x), v.total, report);
     uct_tm_proto_op_params_t params{};
-    params.flags                  = send_flags(x.flags, x.tagged);
-    params.data                   = x.data;
-    params.cb                     = on_complete;
-    params.arg                    = &op;
+    params.flags = send_flags(x.flags, x.tagged);
+    params.data  = x.data;
+    params.cb    = on_complete;
+    params.arg   = &op;
+    use_desc(x, v, &params);
     uct_tm_proto_request_t req    = 0;
     uct_tm_proto_ep_h      ep     = peer(x.addr);
     const ucs_status_t     status = (v.count == 1)
@@ -126,9 +127,10 @@ ssize_t Endpoint::recv(const Xfer &x) {
     Op        &op     = new_op(x, FI_RECV | kind(x), v.total, report);
     op.buf            = (v.count > 0) ? v.iov[0].buffer : nullptr;
     uct_tm_proto_op_params_t params{};
-    params.flags                  = bit(!x.tagged, UCT_TM_PROTO_OP_UNTAGGED);
-    params.cb                     = on_complete;
-    params.arg                    = &op;
+    params.flags = bit(!x.tagged, UCT_TM_PROTO_OP_UNTAGGED);
+    params.cb    = on_complete;
+    params.arg   = &op;
+    use_desc(x, v, &params);
     uct_tm_proto_request_t req    = 0;
     const ucs_status_t     status = (v.count == 1)
                                         ? uct_tm_proto_recv(worker_, op.buf, v.total, x.tag, ~x.ignore,
@@ -217,8 +219,9 @@ ssize_t Endpoint::claimed(const Xfer &x) {
     Op &op = new_op(x, FI_RECV | FI_TAGGED, v.total, !rx_selective_ || (x.flags & FI_COMPLETION));
     op.buf = (v.count > 0) ? v.iov[0].buffer : nullptr;
     uct_tm_proto_op_params_t params{};
-    params.cb                     = on_complete;
-    params.arg                    = &op;
+    params.cb  = on_complete;
+    params.arg = &op;
+    use_desc(x, v, &params);
     uct_tm_proto_request_t req    = 0;
     const ucs_status_t     status = (v.count == 1)
                                         ? uct_tm_proto_recv_claimed(worker_, msg, op.buf, v.total,
@@ -229,6 +232,19 @@ ssize_t Endpoint::claimed(const Xfer &x) {
         ctx->internal[0] = nullptr;
     }
     return started(op, status, req);
+}
+
+/* A single buffer inside an MR goes with the region's mapping (mapped
+ * into this worker on first use), so a rendezvous need not register it. */
+void Endpoint::use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t *params) {
+    Mr                      *mr   = (v.count == 1) ? mr_of_desc(domain_, x.desc) : nullptr;
+    const uct_tm_proto_mem_h memh = (mr != nullptr) ? mr->map_for(this, worker_, v.iov[0].buffer,
+                                                                  v.iov[0].length)
+                                                    : 0;
+    if (memh != 0) {
+        params->flags |= UCT_TM_PROTO_OP_MEMH;
+        params->memh = memh;
+    }
 }
 
 Op &Endpoint::new_op(const Xfer &x, uint64_t flags, size_t len, bool report) {

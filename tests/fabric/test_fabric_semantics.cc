@@ -225,3 +225,106 @@ TEST_F(FabricTrio, CompletionLevels) {
         }
     }
 }
+
+TEST_F(FabricTrio, CancelledRendezvousSendIsNeverDelivered) {
+    const std::vector<char> big = pattern(300000, 9), small = pattern(32, 10);
+    int                     big_ctx = 0;
+    ASSERT_EQ(0, fi_tsend(a_.ep, big.data(), big.size(), nullptr, ab_, 1, &big_ctx));
+    EXPECT_FALSE(any_completion({a_.cq, b_.cq}, 0.05)); /* the request waits at b */
+    ASSERT_EQ(0, fi_cancel(&a_.ep->fid, &big_ctx));
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(-FI_EAVAIL, wait_cq(a_.cq, &e, nullptr, {b_.cq}));
+    const fi_cq_err_entry err = read_err(a_.cq);
+    EXPECT_EQ(FI_ECANCELED, err.err);
+    EXPECT_EQ(&big_ctx, err.op_context);
+    EXPECT_EQ(FI_SEND | FI_TAGGED, err.flags & (FI_SEND | FI_TAGGED));
+    std::vector<char> buf(300000);
+    ASSERT_EQ(0, fi_trecv(b_.ep, buf.data(), buf.size(), nullptr, FI_ADDR_UNSPEC, 1, 0, &ctx_));
+    ASSERT_EQ(0, fi_tsend(a_.ep, small.data(), small.size(), nullptr, ab_, 1, nullptr));
+    ASSERT_EQ(1, next_b(&e));
+    EXPECT_EQ(small.size(), e.len); /* the cancelled message never arrived */
+    EXPECT_EQ(0, memcmp(buf.data(), small.data(), small.size()));
+}
+
+TEST_F(FabricTrio, FenceWaitsForEarlierSends) {
+    const std::vector<char> big = pattern(300000, 11), small = pattern(64, 12);
+    int                     big_ctx = 0, fence_ctx = 0;
+    ASSERT_EQ(0, fi_tsend(a_.ep, big.data(), big.size(), nullptr, ab_, 1, &big_ctx));
+    iovec         iov = {const_cast<char *>(small.data()), small.size()};
+    fi_msg_tagged m   = tmsg(&iov, 1, ab_, 2, 0, &fence_ctx);
+    ASSERT_EQ(0, fi_tsendmsg(a_.ep, &m, FI_COMPLETION | FI_FENCE));
+    std::vector<char> sbuf(64), bbuf(300000);
+    ASSERT_EQ(0, fi_trecv(b_.ep, sbuf.data(), sbuf.size(), nullptr, FI_ADDR_UNSPEC, 2, 0, &ctx_));
+    EXPECT_FALSE(any_completion({a_.cq, b_.cq}, 0.1)) << "the fenced send went ahead";
+    ASSERT_EQ(0, fi_trecv(b_.ep, bbuf.data(), bbuf.size(), nullptr, FI_ADDR_UNSPEC, 1, 0, &ctx_));
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(1, next_b(&e));
+    ASSERT_EQ(1, next_b(&e));
+    EXPECT_EQ(big, bbuf);
+    EXPECT_EQ(small, sbuf);
+    ASSERT_EQ(1, wait_cq(a_.cq, &e, nullptr, {b_.cq}));
+    EXPECT_EQ(&big_ctx, e.op_context);
+    ASSERT_EQ(1, wait_cq(a_.cq, &e, nullptr, {b_.cq}));
+    EXPECT_EQ(&fence_ctx, e.op_context);
+}
+
+TEST_F(FabricTrio, MoreKeepsSendingOrder) {
+    for (bool tagged : {true, false}) {
+        std::vector<std::vector<char>> bufs(4, std::vector<char>(16));
+        for (auto &b : bufs) {
+            ASSERT_EQ(0, tagged
+                             ? fi_trecv(b_.ep, b.data(), 16, nullptr, FI_ADDR_UNSPEC, 3, 0, nullptr)
+                             : fi_recv(b_.ep, b.data(), 16, nullptr, FI_ADDR_UNSPEC, nullptr));
+        }
+        for (unsigned i = 0; i < 4; ++i) {
+            const std::vector<char> msg = pattern(16, i);
+            iovec                   iov = {const_cast<char *>(msg.data()), 16};
+            fi_msg_tagged           tm  = tmsg(&iov, 1, ab_, 3, 0, nullptr);
+            fi_msg                  m{};
+            m.msg_iov            = &iov;
+            m.iov_count          = 1;
+            m.addr               = ab_;
+            const uint64_t flags = (i < 3) ? FI_MORE : 0;
+            ASSERT_EQ(0, tagged ? fi_tsendmsg(a_.ep, &tm, flags) : fi_sendmsg(a_.ep, &m, flags));
+        }
+        fi_cq_tagged_entry e{};
+        for (unsigned i = 0; i < 4; ++i) {
+            ASSERT_EQ(1, next_b(&e));
+        }
+        for (unsigned i = 0; i < 4; ++i) {
+            EXPECT_EQ(pattern(16, i), bufs[i]) << i;
+        }
+        for (unsigned i = 0; i < 4; ++i) {
+            ASSERT_EQ(1, wait_cq(a_.cq, &e, nullptr, {b_.cq})); /* every send completes */
+        }
+        EXPECT_FALSE(any_completion({a_.cq}, 0.01));
+    }
+}
+
+TEST_F(FabricTrio, RegisteredBuffersCarryTheirDesc) {
+    const size_t      size = 1 << 20;
+    std::vector<char> sbuf = pattern(size, 13), rbuf(size);
+    fid_mr           *smr = nullptr, *rmr = nullptr;
+    ASSERT_EQ(0, fi_mr_reg(f_.domain, sbuf.data(), size, FI_SEND, 0, 0, 0, &smr, nullptr));
+    ASSERT_EQ(0, fi_mr_reg(f_.domain, rbuf.data(), size, FI_RECV, 0, 0, 0, &rmr, nullptr));
+    int sctx = 0;
+    ASSERT_EQ(0, fi_tsend(a_.ep, sbuf.data(), size, fi_mr_desc(smr), ab_, 1, &sctx));
+    EXPECT_FALSE(any_completion({a_.cq, b_.cq}, 0.05));
+    /* the rendezvous holds the mapping: the region stays until it completes */
+    EXPECT_EQ(-FI_EBUSY, fi_close(&smr->fid));
+    ASSERT_EQ(0, fi_trecv(b_.ep, rbuf.data(), size, fi_mr_desc(rmr), FI_ADDR_UNSPEC, 1, 0, &ctx_));
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(1, next_b(&e));
+    ASSERT_EQ(1, wait_cq(a_.cq, &e, nullptr, {b_.cq}));
+    EXPECT_EQ(sbuf, rbuf);
+    /* a desc that is no MR, or an MR that does not hold the buffer: ignored */
+    int               bogus = 0;
+    std::vector<char> other = pattern(size, 14);
+    ASSERT_EQ(0, fi_trecv(b_.ep, rbuf.data(), size, &bogus, FI_ADDR_UNSPEC, 2, 0, &ctx_));
+    ASSERT_EQ(0, fi_tsend(a_.ep, other.data(), size, fi_mr_desc(smr), ab_, 2, &sctx));
+    ASSERT_EQ(1, next_b(&e));
+    ASSERT_EQ(1, wait_cq(a_.cq, &e, nullptr, {b_.cq}));
+    EXPECT_EQ(other, rbuf);
+    EXPECT_EQ(0, fi_close(&smr->fid));
+    EXPECT_EQ(0, fi_close(&rmr->fid));
+}

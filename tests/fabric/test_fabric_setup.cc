@@ -255,13 +255,16 @@ TEST(FabricObjects, SendToSelf) {
     ASSERT_NE(FI_ADDR_NOTAVAIL, self);
     const std::vector<char> msg = pattern(1000, 2);
     std::vector<char>       buf(1000);
-    ASSERT_EQ(0, fi_trecv(e.ep, buf.data(), buf.size(), nullptr, self, 4, 0, nullptr));
+    fid_mr                 *mr = nullptr; /* mapped into the endpoint, which goes first */
+    ASSERT_EQ(0, fi_mr_reg(f.domain, buf.data(), buf.size(), FI_RECV, 0, 0, 0, &mr, nullptr));
+    ASSERT_EQ(0, fi_trecv(e.ep, buf.data(), buf.size(), fi_mr_desc(mr), self, 4, 0, nullptr));
     ASSERT_EQ(0, fi_tsend(e.ep, msg.data(), msg.size(), nullptr, self, 4, nullptr));
     fi_cq_tagged_entry c[2];
     ASSERT_EQ(1, wait_cq(e.cq, &c[0], nullptr));
     ASSERT_EQ(1, wait_cq(e.cq, &c[1], nullptr));
     EXPECT_EQ(msg, buf);
     e.close();
+    EXPECT_EQ(0, fi_close(&mr->fid));
     f.close();
 }
 
