@@ -34,13 +34,16 @@ int ep_bind(fid *f, fid *bfid, uint64_t flags) {
 }
 
 /* FI_ENABLE, and the op flags of fi_tsend & co (FI_GETOPSFLAG / FI_SETOPSFLAG). */
-int ep_control(fid *f, int command, void *) {
+int ep_control(fid *f, int command, void *arg) {
     Endpoint *ep = ep_of(f);
     if (ep == nullptr) {
         return -FI_EINVAL;
     }
     switch (command) {
     case FI_ENABLE: return guarded([&] { return ep->enable(); });
+    case FI_GETOPSFLAG:
+    case FI_SETOPSFLAG:
+        return ep->ops_flags(command == FI_SETOPSFLAG, static_cast<uint64_t *>(arg));
     default: return -FI_ENOSYS;
     }
 }
@@ -219,6 +222,30 @@ int Endpoint::bind_av(Av *av) {
     }
     av_ = av;
     av->attach(this);
+    return 0;
+}
+
+/* FI_GETOPSFLAG / FI_SETOPSFLAG: *flags names one direction (FI_TRANSMIT
+ * or FI_RECV) and carries, or takes, the op flags of its calls without a
+ * flags argument. */
+int Endpoint::ops_flags(bool set, uint64_t *flags) {
+    if (flags == nullptr) {
+        return -FI_EINVAL;
+    }
+    const uint64_t dir = *flags & (FI_TRANSMIT | FI_RECV);
+    if ((dir != FI_TRANSMIT) && (dir != FI_RECV)) {
+        return -FI_EINVAL; /* exactly one direction */
+    }
+    uint64_t      &mine    = (dir == FI_TRANSMIT) ? tx_op_flags_ : rx_op_flags_;
+    const uint64_t allowed = (dir == FI_TRANSMIT) ? kTxOpFlags : kRxOpFlags;
+    if (!set) {
+        *flags = dir | mine;
+        return 0;
+    }
+    if ((*flags & ~dir & ~allowed) != 0) {
+        return -FI_EBADFLAGS;
+    }
+    mine = *flags & allowed;
     return 0;
 }
 

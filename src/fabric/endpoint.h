@@ -60,6 +60,7 @@ class Endpoint {
 
     int     bind(struct fid *bfid, uint64_t flags);
     int     enable();
+    int     ops_flags(bool set, uint64_t *flags);
     int     getname(void *addr, size_t *addrlen);
     ssize_t cancel(void *context);
     void    progress() { uct_tm_proto_worker_progress(worker_); }

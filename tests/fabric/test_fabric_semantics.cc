@@ -328,3 +328,29 @@ TEST_F(FabricTrio, RegisteredBuffersCarryTheirDesc) {
     EXPECT_EQ(0, fi_close(&smr->fid));
     EXPECT_EQ(0, fi_close(&rmr->fid));
 }
+
+TEST_F(FabricTrio, OpsFlagsGiveCallsWithoutFlagsTheirCompletion) {
+    /* c's CQ is selective: FI_COMPLETION in its tx op flags makes fi_tsend report */
+    uint64_t flags = FI_TRANSMIT;
+    ASSERT_EQ(0, fi_control(&c_.ep->fid, FI_GETOPSFLAG, &flags));
+    EXPECT_EQ(FI_TRANSMIT, flags);
+    flags = FI_TRANSMIT | FI_COMPLETION;
+    ASSERT_EQ(0, fi_control(&c_.ep->fid, FI_SETOPSFLAG, &flags));
+    flags = FI_TRANSMIT;
+    ASSERT_EQ(0, fi_control(&c_.ep->fid, FI_GETOPSFLAG, &flags));
+    EXPECT_EQ(FI_TRANSMIT | FI_COMPLETION, flags);
+    flags = FI_TRANSMIT | FI_RECV;
+    EXPECT_EQ(-FI_EINVAL, fi_control(&c_.ep->fid, FI_GETOPSFLAG, &flags));
+    flags = FI_RECV | FI_INJECT;
+    EXPECT_EQ(-FI_EBADFLAGS, fi_control(&c_.ep->fid, FI_SETOPSFLAG, &flags));
+    EXPECT_EQ(-FI_EINVAL, fi_control(&c_.ep->fid, FI_SETOPSFLAG, nullptr));
+    const std::vector<char> msg = pattern(64, 15);
+    std::vector<char>       buf(64);
+    int                     sctx = 0;
+    ASSERT_EQ(0, fi_trecv(b_.ep, buf.data(), 64, nullptr, FI_ADDR_UNSPEC, 1, 0, &ctx_));
+    ASSERT_EQ(0, fi_tsend(c_.ep, msg.data(), 64, nullptr, cb_, 1, &sctx));
+    fi_cq_tagged_entry e{};
+    ASSERT_EQ(1, next_b(&e));
+    ASSERT_EQ(1, wait_cq(c_.cq, &e, nullptr, {b_.cq}));
+    EXPECT_EQ(&sctx, e.op_context);
+}
