@@ -1,0 +1,142 @@
+/*
+ * An FI_EP_RDM endpoint: one protocol-layer worker, its endpoints to the
+ * peers of the bound AV (one per AV entry), and the operations in flight.
+ */
+#ifndef UCT_TM_FABRIC_ENDPOINT_H_
+#define UCT_TM_FABRIC_ENDPOINT_H_
+
+#include "iov.h"
+#include "objects.h"
+
+#include <list>
+#include <unordered_map>
+#include <vector>
+
+namespace uct_tm {
+namespace fabric {
+
+class Endpoint;
+
+/* An operation the layer has not completed yet. */
+struct Op {
+    Endpoint *ep;
+    void     *context;
+    uint64_t  flags;  /* the completion's flags: FI_SEND / FI_RECV, FI_TAGGED / FI_MSG */
+    void     *buf;    /* receives: the (first) buffer */
+    size_t    len;    /* the operation's length (the sum of a vector's) */
+    bool      report; /* write a completion on success */
+    uct_tm_proto_request_t  req;
+    std::list<Op>::iterator self;
+};
+
+/* One data call, tagged or not, normalized: what tagged.cc and msg.cc hand
+ * to the endpoint. */
+struct Xfer {
+    const iovec *iov;
+    size_t       count;
+    fi_addr_t    addr;
+    uint64_t     tag;
+    uint64_t     ignore;
+    uint64_t     data;
+    void        *context;
+    void        *desc;  /* the first element's (fi_mr_desc), or nullptr */
+    uint64_t     flags; /* FI_* operation flags */
+    bool         tagged;
+    bool         quiet; /* fi_inject & co: no completion (errors still reported) */
+};
+
+class Endpoint {
+  public:
+    static constexpr size_t kClass = FI_CLASS_EP;
+    using Fid                      = fid_ep;
+
+    Endpoint(Domain &domain, const fi_info &info, uct_tm_proto_worker_h worker, void *context);
+    ~Endpoint();
+    Endpoint(const Endpoint &)            = delete;
+    Endpoint &operator=(const Endpoint &) = delete;
+
+    fid_ep *fid() { return &h_.fid; }
+    Domain &domain() { return domain_; }
+
+    int     bind(struct fid *bfid, uint64_t flags);
+    int     enable();
+    int     ops_flags(bool set, uint64_t *flags);
+    int     getname(void *addr, size_t *addrlen);
+    ssize_t cancel(void *context);
+    void    progress() { uct_tm_proto_worker_progress(worker_); }
+
+    /* AV changes while bound: a proto endpoint per entry. */
+    int  connect(fi_addr_t addr, const Name &name);
+    void disconnect(fi_addr_t addr);
+
+    ssize_t send(const Xfer &x);
+    ssize_t recv(const Xfer &x);
+
+    /* MRs mapped into this endpoint's worker (forgotten at close). */
+    void mapped(Mr *mr) { mrs_.push_back(mr); }
+    void unmapped(Mr *mr);
+
+    uint64_t tx_op_flags() const { return tx_op_flags_; }
+    uint64_t rx_op_flags() const { return rx_op_flags_; }
+
+  private:
+    int               bind_cq(Cq *cq, uint64_t flags);
+    int               bind_av(Av *av);
+    ssize_t           check_send(const Xfer &x) const;
+    ssize_t           check_recv(const Xfer &x, uct_tm_proto_ep_h *source) const;
+    ssize_t           peek(const Xfer &x, uct_tm_proto_ep_h source);
+    ssize_t           claimed(const Xfer &x);
+    Op               &new_op(const Xfer &x, uint64_t flags, size_t len, bool report);
+    void              use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t *params);
+    ssize_t           started(Op &op, ucs_status_t status, uct_tm_proto_request_t req);
+    void              complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info);
+    void              report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *c) const;
+    fi_addr_t         source_of(uct_tm_proto_ep_h ep) const;
+    uct_tm_proto_ep_h peer(fi_addr_t addr) const;
+
+    static void on_complete(void *arg, uct_tm_proto_request_t req, const uct_tm_proto_info_t *info);
+
+    Handle<fid_ep, Endpoint>                         h_;
+    Domain                                          &domain_;
+    uint64_t                                         caps_;
+    uint64_t                                         tx_op_flags_;
+    uint64_t                                         rx_op_flags_;
+    uct_tm_proto_worker_h                            worker_;
+    Cq                                              *tx_cq_        = nullptr;
+    Cq                                              *rx_cq_        = nullptr;
+    bool                                             tx_selective_ = false;
+    bool                                             rx_selective_ = false;
+    Av                                              *av_           = nullptr;
+    bool                                             enabled_      = false;
+    std::vector<uct_tm_proto_ep_h>                   peers_; /* by fi_addr_t */
+    std::unordered_map<uct_tm_proto_ep_h, fi_addr_t> sources_;
+    std::list<Op>                                    ops_;
+    std::vector<Mr *>                                mrs_;
+};
+
+int open_endpoint(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
+
+/* For the trampolines of tagged.cc and msg.cc: the op flags of the calls
+ * without a flags argument (0 for a bad fid, which the call then refuses),
+ * and a single buffer as a one-element vector. */
+inline uint64_t tx_op_flags(fid_ep *f) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep != nullptr) ? ep->tx_op_flags() : 0;
+}
+inline uint64_t rx_op_flags(fid_ep *f) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep != nullptr) ? ep->rx_op_flags() : 0;
+}
+inline iovec one(const void *buf, size_t len) { return iovec{const_cast<void *>(buf), len}; }
+/* A message's desc for the layer: its single element's (vectors take none). */
+inline void *first_desc(void *const *desc, size_t count) {
+    return ((desc != nullptr) && (count == 1)) ? desc[0] : nullptr;
+}
+
+extern fi_ops_tagged g_tagged_ops;
+extern fi_ops_msg    g_msg_ops;
+
+}  // namespace fabric
+}  // namespace uct_tm
+
+#endif

@@ -1,0 +1,152 @@
+/*
+ * Event queues: the events the application writes, read back in order.
+ * The provider itself raises none (RDM endpoints need no connection
+ * events; AVs are synchronous). fi_eq_sread polls until its timeout.
+ */
+#include "objects.h"
+
+#include <chrono>
+#include <cstring>
+#include <new>
+#include <thread>
+
+namespace uct_tm {
+namespace fabric {
+
+namespace {
+
+Eq *eq_of(fid_eq *f) { return object_of<Eq>(f); }
+
+int eq_close(fid *f) {
+    Eq *eq = object_of<Eq>(f);
+    if (eq == nullptr) {
+        return -FI_EINVAL;
+    }
+    --eq->fabric().domains;
+    delete eq;
+    return 0;
+}
+
+ssize_t eq_read(fid_eq *f, uint32_t *event, void *buf, size_t len, uint64_t flags) {
+    Eq *eq = eq_of(f);
+    return (eq == nullptr) ? -FI_EINVAL : eq->read(event, buf, len, flags);
+}
+
+/* No error events are ever queued. */
+ssize_t eq_readerr(fid_eq *f, fi_eq_err_entry *buf, uint64_t) {
+    return ((eq_of(f) == nullptr) || (buf == nullptr)) ? -FI_EINVAL : -FI_EAGAIN;
+}
+
+ssize_t eq_write(fid_eq *f, uint32_t event, const void *buf, size_t len, uint64_t flags) {
+    Eq *eq = eq_of(f);
+    return (eq == nullptr) ? -FI_EINVAL
+                           : guarded([&] { return eq->write(event, buf, len, flags); });
+}
+
+/* timeout in ms, negative: forever. */
+ssize_t eq_sread(fid_eq *f, uint32_t *event, void *buf, size_t len, int timeout, uint64_t flags) {
+    Eq *eq = eq_of(f);
+    if (eq == nullptr) {
+        return -FI_EINVAL;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
+    for (;;) {
+        const ssize_t ret = eq->read(event, buf, len, flags);
+        if ((ret != -FI_EAGAIN) ||
+            ((timeout >= 0) && (std::chrono::steady_clock::now() >= deadline))) {
+            return ret;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+}
+
+const char *eq_strerror(fid_eq *, int prov_errno, const void *, char *buf, size_t len) {
+    const char *text = fi_strerror(prov_errno);
+    if ((buf == nullptr) || (len == 0)) {
+        return text;
+    }
+    snprintf(buf, len, "%s", text);
+    return buf;
+}
+
+fi_ops_eq make_eq_ops() {
+    fi_ops_eq o{};
+    o.size     = sizeof(o);
+    o.read     = eq_read;
+    o.readerr  = eq_readerr;
+    o.write    = eq_write;
+    o.sread    = eq_sread;
+    o.strerror = eq_strerror;
+    return o;
+}
+
+fi_ops    g_fid_ops = make_fid_ops(eq_close);
+fi_ops_eq g_eq_ops  = make_eq_ops();
+
+}  // namespace
+
+Eq::Eq(Fabric &fabric, void *context) : h_{}, fabric_(fabric) {
+    h_.self            = this;
+    h_.fid.fid.fclass  = FI_CLASS_EQ;
+    h_.fid.fid.context = context;
+    h_.fid.fid.ops     = &g_fid_ops;
+    h_.fid.ops         = &g_eq_ops;
+}
+
+/* The oldest event; FI_PEEK leaves it queued. A buffer shorter than the
+ * event: -FI_ETOOSMALL, nothing taken. */
+ssize_t Eq::read(uint32_t *event, void *buf, size_t len, uint64_t flags) {
+    if ((event == nullptr) || ((buf == nullptr) && (len > 0)) || ((flags & ~FI_PEEK) != 0)) {
+        return -FI_EINVAL;
+    }
+    std::lock_guard<std::mutex> guard(lock_);
+    if (events_.empty()) {
+        return -FI_EAGAIN;
+    }
+    const Event &e = events_.front();
+    if (len < e.data.size()) {
+        return -FI_ETOOSMALL;
+    }
+    *event = e.event;
+    if (!e.data.empty()) {
+        memcpy(buf, e.data.data(), e.data.size());
+    }
+    const auto n = static_cast<ssize_t>(e.data.size());
+    if ((flags & FI_PEEK) == 0) {
+        events_.pop_front();
+    }
+    return n;
+}
+
+ssize_t Eq::write(uint32_t event, const void *buf, size_t len, uint64_t flags) {
+    if (((buf == nullptr) && (len > 0)) || (flags != 0)) {
+        return (flags != 0) ? -FI_EBADFLAGS : -FI_EINVAL;
+    }
+    const auto                 *bytes = static_cast<const uint8_t *>(buf);
+    std::lock_guard<std::mutex> guard(lock_);
+    events_.push_back(Event{event, std::vector<uint8_t>(bytes, bytes + len)});
+    return static_cast<ssize_t>(len);
+}
+
+int open_eq(fid_fabric *fabric_fid, fi_eq_attr *attr, fid_eq **eq, void *context) {
+    Fabric *fabric = object_of<Fabric>(fabric_fid);
+    if ((fabric == nullptr) || (attr == nullptr) || (eq == nullptr)) {
+        return -FI_EINVAL;
+    }
+    if ((attr->wait_obj != FI_WAIT_NONE) && (attr->wait_obj != FI_WAIT_UNSPEC)) {
+        return -FI_ENOSYS; /* no fds or wait sets: fi_eq_sread polls */
+    }
+    if (attr->flags != 0) {
+        return -FI_EBADFLAGS;
+    }
+    Eq *e = new (std::nothrow) Eq(*fabric, context);
+    if (e == nullptr) {
+        return -FI_ENOMEM;
+    }
+    ++fabric->domains;
+    *eq = e->fid();
+    return 0;
+}
+
+}  // namespace fabric
+}  // namespace uct_tm

@@ -1,0 +1,317 @@
+/*
+ * The data path shared by fi_tagged and fi_msg: checks, the layer's send
+ * and receive (vectored or not), FI_PEEK / FI_CLAIM / FI_DISCARD through
+ * the layer's probe, and completions into the bound CQs.
+ */
+#include "endpoint.h"
+#include "iov.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace uct_tm {
+namespace fabric {
+
+namespace {
+
+/* `flag` (a layer enum) if `on`. */
+unsigned bit(bool on, unsigned flag) { return on ? flag : 0u; }
+
+unsigned send_flags(uint64_t flags, bool tagged) {
+    unsigned f = bit(!tagged, UCT_TM_PROTO_OP_UNTAGGED);
+    f |= bit(flags & FI_INJECT, UCT_TM_PROTO_SEND_INJECT);
+    f |= bit(flags & FI_REMOTE_CQ_DATA, UCT_TM_PROTO_SEND_REMOTE_DATA);
+    f |= bit(flags & FI_FENCE, UCT_TM_PROTO_SEND_FENCE);
+    f |= bit(flags & FI_MORE, UCT_TM_PROTO_SEND_MORE);
+    /* the strongest level asked for; FI_INJECT_COMPLETE is the default */
+    if (flags & FI_MATCH_COMPLETE) {
+        f |= UCT_TM_PROTO_SEND_SYNC;
+    } else if (flags & FI_DELIVERY_COMPLETE) {
+        f |= UCT_TM_PROTO_SEND_DELIVERY_COMPLETE;
+    } else if (flags & FI_TRANSMIT_COMPLETE) {
+        f |= UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE;
+    }
+    return f;
+}
+
+uint64_t kind(const Xfer &x) { return x.tagged ? FI_TAGGED : FI_MSG; }
+
+}  // namespace
+
+ssize_t Endpoint::check_send(const Xfer &x) const {
+    if (!enabled_) {
+        return -FI_EOPBADSTATE;
+    }
+    if ((x.flags & ~kTxOpFlags) != 0) {
+        return -FI_EBADFLAGS;
+    }
+    if ((caps_ & kind(x)) == 0) {
+        return -FI_EOPNOTSUPP;
+    }
+    return (peer(x.addr) == nullptr) ? -FI_EINVAL : 0;
+}
+
+ssize_t Endpoint::send(const Xfer &x) {
+    Vector        v;
+    const ssize_t ret = check_send(x);
+    if (ret != 0) {
+        return ret;
+    }
+    const ssize_t vret = v.assign(x.iov, x.count);
+    if (vret != 0) {
+        return vret;
+    }
+    if ((v.total > kMaxMsgSize) || ((x.flags & FI_INJECT) && (v.total > kInjectSize))) {
+        return -FI_EMSGSIZE;
+    }
+    const bool               report = !x.quiet && (!tx_selective_ || (x.flags & FI_COMPLETION));
+    Op                      &op     = new_op(x, FI_SEND | kind(x), v.total, report);
+    uct_tm_proto_op_params_t params{};
+    params.flags = send_flags(x.flags, x.tagged);
+    params.data  = x.data;
+    params.cb    = on_complete;
+    params.arg   = &op;
+    use_desc(x, v, &params);
+    uct_tm_proto_request_t req    = 0;
+    uct_tm_proto_ep_h      ep     = peer(x.addr);
+    const ucs_status_t     status = (v.count == 1)
+                                        ? uct_tm_proto_send(ep, v.iov[0].buffer, v.iov[0].length, x.tag,
+                                                            &params, &req)
+                                        : uct_tm_proto_sendv(ep, v.iov.data(), v.count, x.tag, &params,
+                                                             &req);
+    return started(op, status, req);
+}
+
+ssize_t Endpoint::check_recv(const Xfer &x, uct_tm_proto_ep_h *source) const {
+    if (!enabled_) {
+        return -FI_EOPBADSTATE;
+    }
+    const uint64_t allowed = kRxOpFlags | (x.tagged ? kProbeFlags : 0);
+    if ((x.flags & ~allowed) != 0) {
+        return -FI_EBADFLAGS;
+    }
+    if ((caps_ & kind(x)) == 0) {
+        return -FI_EOPNOTSUPP;
+    }
+    if ((x.flags & FI_DISCARD) && !(x.flags & (FI_PEEK | FI_CLAIM))) {
+        return -FI_EINVAL; /* discard what? */
+    }
+    *source = nullptr;
+    if ((caps_ & FI_DIRECTED_RECV) && (x.addr != FI_ADDR_UNSPEC)) {
+        *source = peer(x.addr);
+        if (*source == nullptr) {
+            return -FI_EINVAL;
+        }
+    }
+    return 0;
+}
+
+ssize_t Endpoint::recv(const Xfer &x) {
+    uct_tm_proto_ep_h source = nullptr;
+    const ssize_t     ret    = check_recv(x, &source);
+    if (ret != 0) {
+        return ret;
+    }
+    if (x.flags & FI_PEEK) {
+        return peek(x, source);
+    }
+    if (x.flags & FI_CLAIM) {
+        return claimed(x);
+    }
+    Vector        v;
+    const ssize_t vret = v.assign(x.iov, x.count);
+    if (vret != 0) {
+        return vret;
+    }
+    const bool report = !rx_selective_ || (x.flags & FI_COMPLETION);
+    Op        &op     = new_op(x, FI_RECV | kind(x), v.total, report);
+    op.buf            = (v.count > 0) ? v.iov[0].buffer : nullptr;
+    uct_tm_proto_op_params_t params{};
+    params.flags = bit(!x.tagged, UCT_TM_PROTO_OP_UNTAGGED);
+    params.cb    = on_complete;
+    params.arg   = &op;
+    use_desc(x, v, &params);
+    uct_tm_proto_request_t req    = 0;
+    const ucs_status_t     status = (v.count == 1)
+                                        ? uct_tm_proto_recv(worker_, op.buf, v.total, x.tag, ~x.ignore,
+                                                            source, &params, &req)
+                                        : uct_tm_proto_recvv(worker_, v.iov.data(), v.count, x.tag,
+                                                             ~x.ignore, source, &params, &req);
+    return started(op, status, req);
+}
+
+/* fi_tagged(3) FI_PEEK: a completion describing the earliest matching
+ * unexpected message (its data copied into the first buffer when all of
+ * what fits is here: buf then points at it), or an FI_ENOMSG error. */
+ssize_t Endpoint::peek(const Xfer &x, uct_tm_proto_ep_h source) {
+    if ((x.flags & FI_CLAIM) && (x.context == nullptr)) {
+        return -FI_EINVAL; /* the claim is kept in the caller's fi_context */
+    }
+    if ((x.count > 0) && (x.iov == nullptr)) {
+        return -FI_EINVAL;
+    }
+    progress(); /* let what has arrived be seen */
+    const bool discard = (x.flags & FI_DISCARD) != 0;
+    void      *buf     = (!discard && (x.count > 0)) ? x.iov[0].iov_base : nullptr;
+    size_t     len     = (buf != nullptr) ? x.iov[0].iov_len : 0;
+    unsigned   flags   = UCT_TM_PROTO_PROBE_PEEK;
+    flags |= bit(x.flags & FI_CLAIM, UCT_TM_PROTO_PROBE_CLAIM);
+    flags |= bit(discard, UCT_TM_PROTO_PROBE_DISCARD);
+    uct_tm_proto_info_t info{};
+    uct_tm_proto_msg_t  msg    = 0;
+    size_t              copied = 0;
+    const ucs_status_t  status = uct_tm_proto_probe_copy(worker_, x.tag, ~x.ignore, source, flags,
+                                                         buf, len, &copied, &info, &msg);
+    Completion          c;
+    c.entry.op_context = x.context;
+    c.entry.flags      = FI_RECV | FI_TAGGED;
+    c.entry.tag        = x.tag;
+    if (status == UCS_ERR_NO_ELEM) {
+        c.err        = FI_ENOMSG;
+        c.prov_errno = status;
+        rx_cq_->push(c);
+        return 0;
+    }
+    if (status != UCS_OK) {
+        return fi_error(status);
+    }
+    c.entry.tag = info.tag;
+    c.entry.len = discard ? 0 : info.length;
+    c.entry.buf = ((copied > 0) && (copied == std::min(len, info.length))) ? buf : nullptr;
+    if (info.flags & UCT_TM_PROTO_INFO_REMOTE_DATA) {
+        c.entry.flags |= FI_REMOTE_CQ_DATA;
+        c.entry.data = info.data;
+    }
+    c.source = source_of(info.ep);
+    if (x.flags & FI_CLAIM) {
+        static_cast<fi_context *>(x.context)->internal[0] = reinterpret_cast<void *>(msg);
+    }
+    rx_cq_->push(c);
+    return 0;
+}
+
+/* FI_CLAIM without FI_PEEK: receive (or, with FI_DISCARD, drop) the
+ * message an earlier PEEK | CLAIM with this context took. */
+ssize_t Endpoint::claimed(const Xfer &x) {
+    auto *ctx = static_cast<fi_context *>(x.context);
+    if ((ctx == nullptr) || (ctx->internal[0] == nullptr)) {
+        return -FI_EINVAL;
+    }
+    const auto msg = reinterpret_cast<uct_tm_proto_msg_t>(ctx->internal[0]);
+    if (x.flags & FI_DISCARD) {
+        const ucs_status_t status = uct_tm_proto_discard_claimed(worker_, msg);
+        if (status != UCS_OK) {
+            return fi_error(status);
+        }
+        ctx->internal[0] = nullptr;
+        Completion c;
+        c.entry.op_context = x.context;
+        c.entry.flags      = FI_RECV | FI_TAGGED;
+        c.entry.tag        = x.tag;
+        rx_cq_->push(c);
+        return 0;
+    }
+    Vector        v;
+    const ssize_t vret = v.assign(x.iov, x.count);
+    if (vret != 0) {
+        return vret;
+    }
+    Op &op = new_op(x, FI_RECV | FI_TAGGED, v.total, !rx_selective_ || (x.flags & FI_COMPLETION));
+    op.buf = (v.count > 0) ? v.iov[0].buffer : nullptr;
+    uct_tm_proto_op_params_t params{};
+    params.cb  = on_complete;
+    params.arg = &op;
+    use_desc(x, v, &params);
+    uct_tm_proto_request_t req    = 0;
+    const ucs_status_t     status = (v.count == 1)
+                                        ? uct_tm_proto_recv_claimed(worker_, msg, op.buf, v.total,
+                                                                    &params, &req)
+                                        : uct_tm_proto_recv_claimedv(worker_, msg, v.iov.data(),
+                                                                     v.count, &params, &req);
+    if ((status == UCS_OK) || (status == UCS_INPROGRESS)) {
+        ctx->internal[0] = nullptr;
+    }
+    return started(op, status, req);
+}
+
+/* A single buffer inside an MR goes with the region's mapping (mapped
+ * into this worker on first use), so a rendezvous need not register it. */
+void Endpoint::use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t *params) {
+    Mr                      *mr   = (v.count == 1) ? mr_of_desc(domain_, x.desc) : nullptr;
+    const uct_tm_proto_mem_h memh = (mr != nullptr) ? mr->map_for(this, worker_, v.iov[0].buffer,
+                                                                  v.iov[0].length)
+                                                    : 0;
+    if (memh != 0) {
+        params->flags |= UCT_TM_PROTO_OP_MEMH;
+        params->memh = memh;
+    }
+}
+
+Op &Endpoint::new_op(const Xfer &x, uint64_t flags, size_t len, bool report) {
+    ops_.push_back(Op{this, x.context, flags, nullptr, len, report, 0, {}});
+    Op &op  = ops_.back();
+    op.self = std::prev(ops_.end());
+    return op;
+}
+
+/* The layer's answer to a post: in flight, done at once, or refused
+ * (nothing happened: no completion). */
+ssize_t Endpoint::started(Op &op, ucs_status_t status, uct_tm_proto_request_t req) {
+    if (status == UCS_INPROGRESS) {
+        op.req = req;
+        return 0;
+    }
+    if (status == UCS_OK) {
+        uct_tm_proto_info_t info{};
+        info.status = UCS_OK;
+        complete(op, 0, info);
+        return 0;
+    }
+    ops_.erase(op.self);
+    return fi_error(status);
+}
+
+void Endpoint::report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *c) const {
+    c->entry.len = std::min(info.length, op.len);
+    c->entry.buf = op.buf;
+    c->entry.tag = (op.flags & FI_TAGGED) ? info.tag : 0;
+    if (info.flags & UCT_TM_PROTO_INFO_REMOTE_DATA) {
+        c->entry.flags |= FI_REMOTE_CQ_DATA;
+        c->entry.data = info.data;
+    }
+    c->source = source_of(info.ep);
+}
+
+/* Successes go to the CQ if the op asked for a completion, errors always
+ * (truncation with the bytes that did not fit in olen). */
+void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info) {
+    Completion c;
+    c.entry.op_context = op.context;
+    c.entry.flags      = op.flags;
+    if (op.flags & FI_RECV) {
+        report_recv(op, info, &c);
+    }
+    if (info.status == UCS_ERR_MESSAGE_TRUNCATED) {
+        c.err  = FI_ETRUNC;
+        c.olen = (info.length > op.len) ? (info.length - op.len) : 0;
+    } else if (info.status != UCS_OK) {
+        c.err = -fi_error(info.status);
+    }
+    c.prov_errno = info.status;
+    Cq *cq       = (op.flags & FI_SEND) ? tx_cq_ : rx_cq_;
+    if ((c.err != 0) || op.report) {
+        cq->push(c);
+    }
+    if (req != 0) {
+        uct_tm_proto_request_release(worker_, req); /* the layer is done with it */
+    }
+    ops_.erase(op.self);
+}
+
+void Endpoint::on_complete(void *arg, uct_tm_proto_request_t req, const uct_tm_proto_info_t *info) {
+    Op *op = static_cast<Op *>(arg);
+    op->ep->complete(*op, req, *info);
+}
+
+}  // namespace fabric
+}  // namespace uct_tm

@@ -1,0 +1,346 @@
+/* fi_getinfo and the control objects: fabric, domain, AV, CQ, MR, endpoint. */
+#include "fabric_fixture.h"
+
+#include <rdma/fi_rma.h>
+
+#include <cstring>
+#include <set>
+#include <string>
+
+using namespace fabric_test;
+
+namespace {
+
+int getinfo_rc(fi_info *hints) {
+    fi_info  *info = nullptr;
+    const int ret  = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+    fi_freeinfo(info);
+    fi_freeinfo(hints);
+    return ret;
+}
+
+}  // namespace
+
+TEST(FabricInfo, ListsRdmTaggedAndMsgDomains) {
+    fi_info *info = tm_info(nullptr, FI_TAGGED | FI_MSG);
+    ASSERT_NE(nullptr, info);
+    std::set<std::string> domains;
+    for (fi_info *i = info; i != nullptr; i = i->next) {
+        domains.insert(i->domain_attr->name);
+        EXPECT_STREQ("tm", i->fabric_attr->prov_name);
+        EXPECT_STREQ("tm", i->fabric_attr->name);
+        EXPECT_EQ(FI_EP_RDM, i->ep_attr->type);
+        EXPECT_EQ(FI_TAGGED | FI_MSG, i->caps & (FI_TAGGED | FI_MSG));
+        EXPECT_EQ(0u, i->mode);
+        EXPECT_EQ(0, i->domain_attr->mr_mode);
+        EXPECT_EQ(FI_THREAD_DOMAIN, i->domain_attr->threading);
+        EXPECT_EQ(FI_PROGRESS_MANUAL, i->domain_attr->data_progress);
+        EXPECT_EQ(8u, i->domain_attr->cq_data_size);
+        EXPECT_EQ(64u, i->tx_attr->iov_limit);
+    }
+    EXPECT_EQ(1u, domains.count("tm_sm"));
+    fi_info *dup = fi_dupinfo(info);
+    ASSERT_NE(nullptr, dup);
+    EXPECT_STREQ(info->domain_attr->name, dup->domain_attr->name);
+    fi_freeinfo(dup);
+    fi_freeinfo(info);
+}
+
+TEST(FabricInfo, HonoursHints) {
+    fi_info *one = tm_info("tm_sm");
+    ASSERT_NE(nullptr, one);
+    EXPECT_EQ(nullptr, one->next);
+    fi_freeinfo(one);
+    EXPECT_EQ(-FI_ENODATA, getinfo_rc(tm_hints("no_such_domain")));
+    EXPECT_EQ(-FI_ENODATA, getinfo_rc(tm_hints("tm_sm", FI_TAGGED | FI_RMA)));
+    EXPECT_EQ(-FI_ENODATA, getinfo_rc(tm_hints("tm_sm", FI_TAGGED | FI_REMOTE_COMM)));
+    fi_info *h       = tm_hints();
+    h->ep_attr->type = FI_EP_MSG;
+    EXPECT_EQ(-FI_ENODATA, getinfo_rc(h));
+    h                         = tm_hints();
+    h->domain_attr->threading = FI_THREAD_SAFE;
+    EXPECT_EQ(-FI_ENODATA, getinfo_rc(h));
+    h                             = tm_hints();
+    h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+    EXPECT_EQ(-FI_ENODATA, getinfo_rc(h));
+    h              = tm_hints();
+    h->addr_format = FI_SOCKADDR_IN;
+    EXPECT_EQ(-FI_ENODATA, getinfo_rc(h));
+    h                       = tm_hints();
+    h->tx_attr->inject_size = 1 << 20;
+    EXPECT_EQ(-FI_ENODATA, getinfo_rc(h));
+    h                       = tm_hints();
+    h->mode                 = FI_CONTEXT | FI_CONTEXT2; /* modes the application supports: fine */
+    h->domain_attr->mr_mode = FI_MR_LOCAL;
+    h->domain_attr->av_type = FI_AV_MAP;
+    fi_info *info           = nullptr;
+    ASSERT_EQ(0, fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info));
+    EXPECT_EQ(0u, info->mode);
+    EXPECT_EQ(FI_AV_MAP, info->domain_attr->av_type);
+    fi_freeinfo(info);
+    fi_freeinfo(h);
+}
+
+TEST(FabricObjects, OpenCloseInOrder) {
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    Ep e;
+    ASSERT_EQ(0, e.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
+    EXPECT_EQ(-FI_EBUSY, fi_close(&f.domain->fid));
+    EXPECT_EQ(-FI_EBUSY, fi_close(&f.fabric->fid));
+    EXPECT_EQ(-FI_EBUSY, fi_close(&e.cq->fid)); /* bound to the endpoint */
+    EXPECT_EQ(-FI_EBUSY, fi_close(&e.av->fid));
+    e.close();
+    f.close();
+}
+
+TEST(FabricObjects, EnableNeedsCqAndAv) {
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    fid_ep *ep = nullptr;
+    ASSERT_EQ(0, fi_endpoint(f.domain, f.info, &ep, nullptr));
+    EXPECT_EQ(-FI_ENOCQ, fi_enable(ep));
+    char buf[8] = {};
+    EXPECT_EQ(-FI_EOPBADSTATE, fi_tsend(ep, buf, 8, nullptr, 0, 1, nullptr));
+    EXPECT_EQ(-FI_EOPBADSTATE, fi_recv(ep, buf, 8, nullptr, FI_ADDR_UNSPEC, nullptr));
+    EXPECT_EQ(-FI_EINVAL, fi_ep_bind(ep, nullptr, 0));
+    EXPECT_EQ(-FI_EINVAL, fi_ep_bind(ep, &f.domain->fid, 0));
+    fid_cq    *cq = nullptr;
+    fi_cq_attr attr{};
+    ASSERT_EQ(0, fi_cq_open(f.domain, &attr, &cq, nullptr));
+    EXPECT_EQ(-FI_EBADFLAGS, fi_ep_bind(ep, &cq->fid, 0));
+    EXPECT_EQ(-FI_EBADFLAGS, fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_WRITE));
+    EXPECT_EQ(0, fi_ep_bind(ep, &cq->fid, FI_TRANSMIT));
+    EXPECT_EQ(-FI_EINVAL, fi_ep_bind(ep, &cq->fid, FI_TRANSMIT)); /* one per direction */
+    EXPECT_EQ(-FI_ENOCQ, fi_enable(ep));
+    EXPECT_EQ(0, fi_close(&ep->fid));
+    EXPECT_EQ(0, fi_close(&cq->fid));
+    f.close();
+}
+
+TEST(FabricObjects, CqFormatsAndAttributes) {
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    for (fi_cq_format format : {FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG,
+                                FI_CQ_FORMAT_DATA, FI_CQ_FORMAT_TAGGED}) {
+        fi_cq_attr attr{};
+        attr.format = format;
+        fid_cq *cq  = nullptr;
+        ASSERT_EQ(0, fi_cq_open(f.domain, &attr, &cq, nullptr)) << format;
+        fi_cq_tagged_entry e;
+        EXPECT_EQ(-FI_EAGAIN, fi_cq_read(cq, &e, 1));
+        fi_cq_err_entry err{};
+        EXPECT_EQ(-FI_EAGAIN, fi_cq_readerr(cq, &err, 0));
+        EXPECT_EQ(-FI_EINVAL, fi_cq_read(cq, nullptr, 1));
+        EXPECT_EQ(-FI_ENOSYS, fi_cq_sread(cq, &e, 1, nullptr, 0));
+        EXPECT_EQ(0, fi_close(&cq->fid));
+    }
+    fi_cq_attr attr{};
+    fid_cq    *cq = nullptr;
+    attr.format   = static_cast<fi_cq_format>(99);
+    EXPECT_EQ(-FI_EINVAL, fi_cq_open(f.domain, &attr, &cq, nullptr));
+    attr.format   = FI_CQ_FORMAT_TAGGED;
+    attr.wait_obj = FI_WAIT_FD;
+    EXPECT_EQ(-FI_ENOSYS, fi_cq_open(f.domain, &attr, &cq, nullptr));
+    EXPECT_EQ(-FI_EINVAL, fi_cq_open(f.domain, nullptr, &cq, nullptr));
+    EXPECT_EQ(nullptr, cq);
+    f.close();
+}
+
+TEST(FabricObjects, MemoryRegistration) {
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    std::vector<char> buf(1 << 16);
+    fid_mr           *mr = nullptr;
+    ASSERT_EQ(0, fi_mr_reg(f.domain, buf.data(), buf.size(), FI_SEND | FI_RECV, 0, 7, 0, &mr,
+                           nullptr));
+    EXPECT_EQ(7u, fi_mr_key(mr));
+    EXPECT_NE(nullptr, fi_mr_desc(mr));
+    EXPECT_EQ(-FI_EBUSY, fi_close(&f.domain->fid));
+    EXPECT_EQ(0, fi_close(&mr->fid));
+    fid_mr *bad = nullptr;
+    EXPECT_EQ(-FI_EINVAL, fi_mr_reg(f.domain, nullptr, 8, FI_SEND, 0, 0, 0, &bad, nullptr));
+    EXPECT_EQ(-FI_EINVAL,
+              fi_mr_reg(f.domain, buf.data(), 8, FI_REMOTE_WRITE, 0, 0, 0, &bad, nullptr));
+    EXPECT_EQ(-FI_EBADFLAGS, fi_mr_reg(f.domain, buf.data(), 8, FI_SEND, 0, 0, 1, &bad, nullptr));
+    iovec      one = {buf.data(), 64};
+    fi_mr_attr attr{};
+    attr.mr_iov    = &one;
+    attr.iov_count = 1;
+    attr.access    = FI_RECV;
+    ASSERT_EQ(0, fi_mr_regattr(f.domain, &attr, 0, &mr));
+    EXPECT_EQ(0, fi_close(&mr->fid));
+    iovec two[2] = {{buf.data(), 8}, {buf.data() + 64, 8}};
+    EXPECT_EQ(-FI_EINVAL, fi_mr_regv(f.domain, two, 2, FI_SEND, 0, 0, 0, &bad, nullptr));
+    EXPECT_EQ(nullptr, bad);
+    f.close();
+}
+
+TEST(FabricObjects, AddressVector) {
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    Ep a, b;
+    ASSERT_EQ(0, a.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
+    ASSERT_EQ(0, b.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_MAP));
+    const std::vector<char> name = b.name();
+    size_t                  len  = 4;
+    char                    small[4];
+    EXPECT_EQ(-FI_ETOOSMALL, fi_getname(&b.ep->fid, small, &len));
+    EXPECT_EQ(name.size(), len);
+    const fi_addr_t addr = a.insert(name);
+    ASSERT_EQ(0u, addr); /* a table hands out indices from 0 */
+    std::vector<char> got(name.size());
+    len = got.size();
+    EXPECT_EQ(0, fi_av_lookup(a.av, addr, got.data(), &len));
+    EXPECT_EQ(name, got);
+    char   text[1024];
+    size_t text_len = sizeof(text);
+    EXPECT_EQ(text, fi_av_straddr(a.av, name.data(), text, &text_len));
+    EXPECT_EQ(0, strncmp(text, "fi_tm://", 8));
+    EXPECT_EQ(strlen(text) + 1, text_len);
+    /* bad input: nothing changes */
+    fi_addr_t         out = 0;
+    std::vector<char> junk(name.size(), 'x');
+    EXPECT_EQ(0, fi_av_insert(a.av, junk.data(), 1, &out, 0, nullptr));
+    EXPECT_EQ(FI_ADDR_NOTAVAIL, out);
+    EXPECT_EQ(-FI_EBADFLAGS, fi_av_insert(a.av, name.data(), 1, &out, FI_TRANSMIT, nullptr));
+    EXPECT_EQ(-FI_EINVAL, fi_av_insert(a.av, nullptr, 1, &out, 0, nullptr));
+    EXPECT_EQ(-FI_EINVAL, fi_av_insert(b.av, name.data(), 1, nullptr, 0, nullptr)); /* a map */
+    fi_addr_t bogus = 99;
+    EXPECT_EQ(-FI_EINVAL, fi_av_remove(a.av, &bogus, 1, 0));
+    EXPECT_EQ(-FI_ENOENT, fi_av_lookup(a.av, bogus, got.data(), &len));
+    EXPECT_EQ(-FI_ENOSYS, fi_av_insertsvc(a.av, "localhost", "1", &out, 0, nullptr));
+    EXPECT_EQ(0, fi_av_remove(a.av, const_cast<fi_addr_t *>(&addr), 1, 0));
+    EXPECT_EQ(-FI_ENOENT, fi_av_lookup(a.av, addr, got.data(), &len));
+    char buf[8] = {};
+    EXPECT_EQ(-FI_EINVAL, fi_tsend(a.ep, buf, 8, nullptr, addr, 1, nullptr)); /* removed */
+    const fi_addr_t again = a.insert(name);
+    EXPECT_EQ(1u, again); /* a table does not reuse a removed index */
+    a.close();
+    b.close();
+    f.close();
+}
+
+TEST(FabricObjects, UnofferedOpsAreEnosys) {
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    Ep e;
+    ASSERT_EQ(0, e.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
+    char buf[8] = {};
+    EXPECT_EQ(-FI_ENOSYS, fi_read(e.ep, buf, 8, nullptr, 0, 0, 0, nullptr));
+    EXPECT_EQ(-FI_ENOSYS, fi_write(e.ep, buf, 8, nullptr, 0, 0, 0, nullptr));
+    EXPECT_EQ(-FI_ENOSYS, fi_connect(e.ep, buf, nullptr, 0));
+    fid_cntr    *cntr = nullptr;
+    fi_cntr_attr cattr{};
+    EXPECT_EQ(-FI_ENOSYS, fi_cntr_open(f.domain, &cattr, &cntr, nullptr));
+    fid_eq    *eq = nullptr;
+    fi_eq_attr eattr{};
+    eattr.wait_obj = FI_WAIT_FD;
+    EXPECT_EQ(-FI_ENOSYS, fi_eq_open(f.fabric, &eattr, &eq, nullptr));
+    fid_ep *sep = nullptr;
+    EXPECT_EQ(-FI_ENOSYS, fi_scalable_ep(f.domain, f.info, &sep, nullptr));
+    size_t min = 0, len = sizeof(min);
+    EXPECT_EQ(-FI_ENOPROTOOPT,
+              fi_getopt(&e.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, &len));
+    e.close();
+    f.close();
+}
+
+TEST(FabricObjects, SendToSelf) {
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    Ep e;
+    ASSERT_EQ(0, e.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
+    const fi_addr_t self = e.insert(e.name());
+    ASSERT_NE(FI_ADDR_NOTAVAIL, self);
+    const std::vector<char> msg = pattern(1000, 2);
+    std::vector<char>       buf(1000);
+    fid_mr                 *mr = nullptr; /* mapped into the endpoint, which goes first */
+    ASSERT_EQ(0, fi_mr_reg(f.domain, buf.data(), buf.size(), FI_RECV, 0, 0, 0, &mr, nullptr));
+    ASSERT_EQ(0, fi_trecv(e.ep, buf.data(), buf.size(), fi_mr_desc(mr), self, 4, 0, nullptr));
+    ASSERT_EQ(0, fi_tsend(e.ep, msg.data(), msg.size(), nullptr, self, 4, nullptr));
+    fi_cq_tagged_entry c[2];
+    ASSERT_EQ(1, wait_cq(e.cq, &c[0], nullptr));
+    ASSERT_EQ(1, wait_cq(e.cq, &c[1], nullptr));
+    EXPECT_EQ(msg, buf);
+    e.close();
+    EXPECT_EQ(0, fi_close(&mr->fid));
+    f.close();
+}
+
+TEST(FabricObjects, BlockingCqReadAndEventQueue) {
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    fi_cq_attr attr{};
+    attr.format   = FI_CQ_FORMAT_TAGGED;
+    attr.wait_obj = FI_WAIT_UNSPEC;
+    fid_cq *cq    = nullptr;
+    ASSERT_EQ(0, fi_cq_open(f.domain, &attr, &cq, nullptr));
+    fi_cq_tagged_entry e;
+    EXPECT_EQ(-FI_EAGAIN, fi_cq_sread(cq, &e, 1, nullptr, 20)); /* times out */
+    EXPECT_EQ(0, fi_cq_signal(cq));
+    EXPECT_EQ(-FI_EAGAIN, fi_cq_sread(cq, &e, 1, nullptr, -1)); /* signalled: returns */
+    EXPECT_EQ(0, fi_close(&cq->fid));
+    fi_eq_attr eattr{};
+    eattr.wait_obj = FI_WAIT_UNSPEC;
+    fid_eq *eq     = nullptr;
+    ASSERT_EQ(0, fi_eq_open(f.fabric, &eattr, &eq, nullptr));
+    EXPECT_EQ(-FI_EBUSY, fi_close(&f.fabric->fid));
+    uint32_t    event = 0;
+    fi_eq_entry entry{};
+    fi_eq_entry out{};
+    entry.data = 99;
+    EXPECT_EQ(-FI_EAGAIN, fi_eq_read(eq, &event, &out, sizeof(out), 0));
+    EXPECT_EQ(-FI_EAGAIN, fi_eq_sread(eq, &event, &out, sizeof(out), 10, 0));
+    EXPECT_EQ(static_cast<ssize_t>(sizeof(entry)),
+              fi_eq_write(eq, FI_NOTIFY, &entry, sizeof(entry), 0));
+    EXPECT_EQ(-FI_ETOOSMALL, fi_eq_read(eq, &event, &out, 4, 0));
+    EXPECT_EQ(static_cast<ssize_t>(sizeof(out)),
+              fi_eq_read(eq, &event, &out, sizeof(out), FI_PEEK));
+    EXPECT_EQ(static_cast<ssize_t>(sizeof(out)), fi_eq_sread(eq, &event, &out, sizeof(out), -1, 0));
+    EXPECT_EQ(static_cast<uint32_t>(FI_NOTIFY), event);
+    EXPECT_EQ(99u, out.data);
+    EXPECT_EQ(-FI_EAGAIN, fi_eq_read(eq, &event, &out, sizeof(out), 0));
+    fi_eq_err_entry err{};
+    EXPECT_EQ(-FI_EAGAIN, fi_eq_readerr(eq, &err, 0));
+    EXPECT_EQ(0, fi_close(&eq->fid));
+    f.close();
+}
+
+TEST(FabricObjects, NamesInsertedBeforeEnableConnectAtEnable) {
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    Ep b;
+    ASSERT_EQ(0, b.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
+    fid_av    *av = nullptr;
+    fid_cq    *cq = nullptr;
+    fid_ep    *ep = nullptr;
+    fi_av_attr av_attr{};
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_TAGGED;
+    ASSERT_EQ(0, fi_av_open(f.domain, &av_attr, &av, nullptr));
+    ASSERT_EQ(0, fi_cq_open(f.domain, &cq_attr, &cq, nullptr));
+    ASSERT_EQ(0, fi_endpoint(f.domain, f.info, &ep, nullptr));
+    const std::vector<char> name = b.name();
+    fi_addr_t               ab   = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(1, fi_av_insert(av, name.data(), 1, &ab, 0, nullptr)); /* before the bind */
+    ASSERT_EQ(0, fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+    ASSERT_EQ(0, fi_ep_bind(ep, &av->fid, 0));
+    size_t            len = 256;
+    std::vector<char> mine(len);
+    ASSERT_EQ(0, fi_getname(&ep->fid, mine.data(), &len)); /* before enable */
+    ASSERT_EQ(0, fi_enable(ep));
+    ASSERT_NE(FI_ADDR_NOTAVAIL, b.insert(mine));
+    const std::vector<char> msg = pattern(200, 3);
+    std::vector<char>       buf(200);
+    ASSERT_EQ(0, fi_trecv(b.ep, buf.data(), buf.size(), nullptr, FI_ADDR_UNSPEC, 2, 0, nullptr));
+    ASSERT_EQ(0, fi_tsend(ep, msg.data(), msg.size(), nullptr, ab, 2, nullptr));
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(1, wait_cq(b.cq, &e, nullptr, {cq}));
+    EXPECT_EQ(msg, buf);
+    EXPECT_EQ(0, fi_close(&ep->fid));
+    EXPECT_EQ(0, fi_close(&cq->fid));
+    EXPECT_EQ(0, fi_close(&av->fid));
+    b.close();
+    f.close();
+}
