@@ -5,18 +5,19 @@
 #      explain), install the .debs with apt-get, then from the installed files
 #      only: stock ucx_info lists tm_sm with the plugin preloaded and not
 #      without (tests/uct/test_ucx_info.sh), the installed layout and uct-tm.pc
-#      (tests/integration/test_installed.sh), two processes over tm_sm with
-#      every payload byte checked (tm_perftest, tm_proto_perf); then purge
+#      (tests/integration/test_installed.sh: with rdma-core hidden too), two
+#      processes over tm_sm with every payload byte checked (tm_perftest,
+#      tm_proto_perf); rdma-core only in libuct-tm-ib0's Depends; then purge
 #      and check that no file of the packages is left;
 #   2. RPM: `rpmbuild -tb` the tarball with and without verbs, each file list
-#      checked (rpm's dependency check is off: this is Debian, rpm's database
-#      is empty).
+#      checked, libibverbs required by the subpackage uct-tm-ib only (rpm's
+#      dependency check is off: this is Debian, rpm's database is empty).
 # Prints "PASS: ..." / "FAIL: ..." per check (contrib/test.sh counts them).
 # Usage: contrib/packages.sh TARBALL WORKDIR   (root: installs and purges)
 set -uo pipefail
 tarball=$(cd "$(dirname "${1:?usage: packages.sh TARBALL WORKDIR}")" && pwd)/$(basename "$1")
 work=${2:?usage: packages.sh TARBALL WORKDIR}
-debs=(libuct-tm0 libuct-tm-proto0 libuct-tm-dev uct-tm-tools)
+debs=(libuct-tm0 libuct-tm-ib0 libuct-tm-proto0 libuct-tm-dev uct-tm-tools)
 rc=0
 pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; rc=1; }
@@ -56,6 +57,15 @@ if [[ -n "$changes" ]]; then
     for d in "${debs[@]}"; do
         echo "    $d: $(dpkg-deb -f "$work"/deb/"${d}"_*.deb Depends)"
         dpkg-deb -c "$work"/deb/"${d}"_*.deb | awk '$1 !~ /^d/ { print "      " $6, $7, $8 }'
+    done
+    # rdma-core (libibverbs1; ibverbs-providers for libmlx5) is the verbs package's alone.
+    for d in "${debs[@]}"; do
+        depends=$(dpkg-deb -f "$work"/deb/"${d}"_*.deb Depends 2>/dev/null)
+        if [[ $d == libuct-tm-ib0 ]]; then
+            verdict "$d depends on rdma-core (libibverbs1)" grep -q 'libibverbs1' <<<"$depends"
+        else
+            verdict "$d does not depend on rdma-core" test -z "$(grep -E 'libibverbs|ibverbs-providers' <<<"$depends")"
+        fi
     done
 
     # Not installed yet: the "before" state, then install.
@@ -104,6 +114,7 @@ if [[ -n "$changes" ]]; then
 fi
 
 # --- RPM ---------------------------------------------------------------------------------
+ib_rpm_ok() { grep -q '/ucx/libuct_tm_ib\.so$' <<<"$ib_list" && grep -q libibverbs <<<"$ib_requires"; }
 for variant in with without; do
     top=$work/rpm/$variant-verbs
     mkdir -p "$top"
@@ -114,6 +125,7 @@ for variant in with without; do
     fi
     list=$(find "$top/RPMS" -name '*.rpm' ! -name '*debug*' -print0 | xargs -0 -r rpm -qlp 2>/dev/null)
     requires=$(find "$top/RPMS" -name 'uct-tm-[0-9]*.rpm' -print0 | xargs -0 -r rpm -qp --requires 2>/dev/null)
+    ib_rpm=$(find "$top/RPMS" -name 'uct-tm-ib-[0-9]*.rpm' | head -1)
     while IFS= read -r f; do echo "    $variant verbs: $f"; done <<<"$list"
     missing=()
     for f in /ucx/libuct_tm.so.0 /ucx/libuct_tm_component.so /libuct_tm_proto.so.0 /libuct_tm_proto.so \
@@ -123,9 +135,18 @@ for variant in with without; do
     done
     verdict "rpm --$variant verbs: file list complete" test ${#missing[@]} -eq 0 ||
         echo "not in the file list: ${missing[*]}"
-    if grep -q 'libibverbs' <<<"$requires"; then has_verbs=with; else has_verbs=without; fi
-    verdict "rpm --$variant verbs: $variant libibverbs in Requires" test "$has_verbs" = "$variant" ||
-        echo "Requires: $(tr '\n' ' ' <<<"$requires")"
+    # rdma-core is the subpackage uct-tm-ib's alone (with verbs), as UCX's ucx-ib.
+    verdict "rpm --$variant verbs: uct-tm does not require libibverbs" \
+        test -z "$(grep 'libibverbs' <<<"$requires")" || echo "Requires: $(tr '\n' ' ' <<<"$requires")"
+    if [[ -n $ib_rpm ]]; then has_verbs=with; else has_verbs=without; fi
+    verdict "rpm --$variant verbs: subpackage uct-tm-ib $variant" test "$has_verbs" = "$variant"
+    if [[ -n $ib_rpm ]]; then
+        ib_list=$(rpm -qlp "$ib_rpm" 2>/dev/null)
+        ib_requires=$(rpm -qp --requires "$ib_rpm" 2>/dev/null)
+        echo "    uct-tm-ib: $(tr '\n' ' ' <<<"$ib_list")"
+        verdict "rpm uct-tm-ib: libuct_tm_ib.so, libibverbs in Requires" ib_rpm_ok ||
+            echo "Requires: $(tr '\n' ' ' <<<"$ib_requires")"
+    fi
     verdict "rpm --$variant verbs: Requires the UCX release built against ($(grep '^ucx ' <<<"$requires" | tr '\n' ' '))" \
         grep -q '^ucx < ' <<<"$requires"
 done

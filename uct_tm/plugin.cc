@@ -8,10 +8,15 @@
  * linker then kills the program at start) or write structures of another
  * shape. So this library binds to nothing release-specific: from its ELF
  * constructor it finds the running release and, only if it is the one the
- * component was built for, loads the component (libuct_tm_component.so, next
- * to this file), whose own constructor registers uct-tm's components and
- * their transports with libuct. Otherwise it registers nothing, says so once
- * through UCX's log, and UCX goes on with its own transports.
+ * components were built for, loads them from this file's directory, each
+ * registering itself with libuct from its own constructor:
+ * libuct_tm_component.so (component "tm": tm_sm), then, when installed,
+ * libuct_tm_ib.so (component "tm_ib": tm_rc, tm_dc), the one library that
+ * links rdma-core. Where rdma-core is missing the latter does not load: as
+ * UCX with its own libuct_ib, that is said only at UCX_LOG_LEVEL=diag and
+ * above, and tm_sm goes on alone. Built for another release, this library
+ * registers nothing, says so once through UCX's log, and UCX goes on with
+ * its own transports.
  *
  * libuct and libucs publish no version call; libucp does (ucp_get_version).
  * The release is read from the libucp this process has loaded (a UCP
@@ -27,6 +32,9 @@
 
 #include <dlfcn.h>
 #include <link.h>
+
+#include <strings.h>
+#include <unistd.h>
 
 #include <cstdarg>
 #include <cstdio>
@@ -46,20 +54,34 @@ namespace {
 constexpr unsigned kBuiltMajor = UCT_TM_BUILT_UCX_MAJOR;
 constexpr unsigned kBuiltMinor = UCT_TM_BUILT_UCX_MINOR;
 constexpr char     kComponentLibrary[] = "libuct_tm_component.so";
+/* Component tm_ib, the verbs transports (rdma-core): absent from builds
+ * without rdma-core and from installations without its package. */
+constexpr char kIbLibrary[] = "libuct_tm_ib.so";
 
-/* Logged as UCX logs its own warnings, unless UCX_LOG_LEVEL silences them. */
+/* The level UCX_LOG_LEVEL sets (UCX's names; "trace_*" as trace); warn if
+ * unset or unknown, as UCX's default. */
+ucs_log_level_t configured_level() {
+    char configured[32] = "";
+    if (ucs_global_opts_get_value("LOG_LEVEL", configured, sizeof(configured)) != UCS_OK) {
+        return UCS_LOG_LEVEL_WARN;
+    }
+    static const char *const kNames[] = {"fatal", "error", "warn", "diag", "info", "debug"};
+    for (size_t i = 0; i < sizeof(kNames) / sizeof(kNames[0]); ++i) {
+        if (strcasecmp(configured, kNames[i]) == 0) {
+            return static_cast<ucs_log_level_t>(i);
+        }
+    }
+    return (strncasecmp(configured, "trace", 5) == 0) ? UCS_LOG_LEVEL_TRACE : UCS_LOG_LEVEL_WARN;
+}
+
+/* Logged as UCX logs its own messages, unless UCX_LOG_LEVEL silences them. */
 void log_message(ucs_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void log_message(ucs_log_level_t level, const char *fmt, ...) {
-    char configured[32] = "";
-    if (ucs_global_opts_get_value("LOG_LEVEL", configured, sizeof(configured)) == UCS_OK) {
-        const bool quiet = (strcmp(configured, "fatal") == 0) ||
-                           ((strcmp(configured, "error") == 0) && (level > UCS_LOG_LEVEL_ERROR));
-        if (quiet) {
-            return;
-        }
+    if (level > configured_level()) {
+        return;
     }
-    static ucs_log_component_config_t component = {UCS_LOG_LEVEL_WARN, "UCX", "*"};
+    static ucs_log_component_config_t component = {UCS_LOG_LEVEL_TRACE, "UCX", "*"};
     char message[512];
     va_list ap;
     va_start(ap, fmt);
@@ -183,12 +205,24 @@ __attribute__((constructor)) void load_component() {
     if (component_loaded()) {
         return;
     }
-    const std::string path = dirname_of(own_path()) + "/" + kComponentLibrary;
-    /* Its constructor registers the component; it is never unloaded (libuct
-     * cannot forget a registered component). */
+    const std::string dir  = dirname_of(own_path());
+    const std::string path = dir + "/" + kComponentLibrary;
+    /* Each constructor registers its component; none is ever unloaded
+     * (libuct cannot forget a registered component). */
     if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) == nullptr) {
         const char *error = dlerror();
         log_message(UCS_LOG_LEVEL_ERROR, "uct-tm: cannot load %s: %s", path.c_str(),
+                    (error != nullptr) ? error : "unknown error");
+        return;
+    }
+    const std::string ib = dir + "/" + kIbLibrary;
+    if (access(ib.c_str(), F_OK) != 0) {
+        log_message(UCS_LOG_LEVEL_DEBUG, "uct-tm: no %s: tm_rc and tm_dc not installed",
+                    ib.c_str());
+    } else if (dlopen(ib.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) == nullptr) {
+        /* rdma-core missing, as UCX says of its own libuct_ib: not an error. */
+        const char *error = dlerror();
+        log_message(UCS_LOG_LEVEL_DIAG, "uct-tm: tm_rc and tm_dc not loaded (rdma-core?): %s",
                     (error != nullptr) ? error : "unknown error");
     }
 }

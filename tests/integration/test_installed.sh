@@ -2,10 +2,15 @@
 # Checks a `make install DESTDIR=...` tree the way users consume it:
 #  - the plugin is in $libdir/ucx under the name UCX's module loader builds
 #    (lib<framework>_<name><ext>, ext = libucs's ".so.0": libuct_tm.so.0), and as libuct_tm.so,
-#    with the component it loads (libuct_tm_component.so) next to it;
+#    with the core component it loads (libuct_tm_component.so) next to it and, in builds with
+#    rdma-core, the verbs component (libuct_tm_ib.so);
+#  - only libuct_tm_ib.so needs rdma-core: ldd of the module and of the core component names
+#    no libibverbs nor libmlx5, and with libibverbs and libmlx5 hidden from a process (a private
+#    mount namespace, `unshare -m`, where the system permits it) tm_sm is still listed and
+#    nothing is logged at UCX's default level;
 #  - uct-tm.pc names that directory (plugindir, plugin) and its Libs link the plugin so that
 #    a program that never calls it still gets component "tm" (--no-as-needed), and
-#    component "tm_ib" when the installed component links rdma-core;
+#    component "tm_ib" when libuct_tm_ib.so is installed;
 #  - a program linked without it does not list "tm" (the check is not vacuous).
 # Usage: test_installed.sh DESTDIR   (run by contrib/test.sh with CI=true; DESTDIR /:
 # what the packages installed, contrib/packages.sh)
@@ -33,13 +38,32 @@ case "$plugindir" in */ucx) ok "plugindir is UCX's module directory ($plugindir)
 [ -e "$plugin" ] && ok "plugin variable points at $plugin" || bad "no plugin at $plugin"
 [ -e "$plugindir/libuct_tm.so.0" ] && ok "libuct_tm.so.0 (the name UCX's loader builds) installed" ||
     bad "libuct_tm.so.0 missing in $plugindir"
-# The component, which the module loads once the UCX release checks out: under
+# The components, which the module loads once the UCX release checks out: under
 # no name UCX 1.22's loader would take for a module (lib<framework>_<name>.so.0).
 [ -e "$plugindir/libuct_tm_component.so" ] && ok "libuct_tm_component.so installed next to it" ||
     bad "libuct_tm_component.so missing in $plugindir"
-ls "$plugindir" | grep -q '^libuct_tm_component\.so\.' &&
-    bad "libuct_tm_component.so has a versioned name UCX's loader could match" ||
-    ok "no libuct_tm_component.so.* (UCX does not load the component by itself)"
+ls "$plugindir" | grep -qE '^libuct_tm_(component|ib)\.so\.' &&
+    bad "a component library has a versioned name UCX's loader could match" ||
+    ok "no libuct_tm_component.so.* nor libuct_tm_ib.so.* (UCX does not load them by itself)"
+ib_lib=$plugindir/libuct_tm_ib.so
+[ -e "$ib_lib" ] && has_ib=yes || has_ib=no
+echo "ok: libuct_tm_ib.so installed: $has_ib"
+
+# rdma-core in the IB library only. ldd resolves what each would load: the
+# module and the core component must need neither libibverbs nor libmlx5.
+for lib in "$plugindir/libuct_tm.so.0" "$plugindir/libuct_tm_component.so"; do
+    [ -e "$lib" ] || continue
+    deps=$(LD_LIBRARY_PATH=$plugindir ldd "$lib" 2>&1)
+    echo "ldd $(basename "$lib"):"
+    sed 's/^/    /' <<<"$deps"
+    grep -qE 'libibverbs|libmlx5' <<<"$deps" &&
+        bad "$(basename "$lib") needs rdma-core: $(grep -E 'libibverbs|libmlx5' <<<"$deps" | tr -s '\t\n' '  ')" ||
+        ok "$(basename "$lib"): no libibverbs, no libmlx5 in ldd"
+done
+if [ "$has_ib" = yes ]; then
+    readelf -d "$ib_lib" | grep -q 'NEEDED.*libibverbs' &&
+        ok "libuct_tm_ib.so links libibverbs" || bad "libuct_tm_ib.so does not link libibverbs"
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -58,6 +82,50 @@ int main(void) {
     return 0;
 }
 SRC
+# What a host without rdma-core sees: libibverbs and libmlx5 hidden from one process (/dev/null
+# mounted over each file they resolve to, in a private mount namespace), the same program lists
+# component tm, not tm_ib, and prints nothing else; at UCX_LOG_LEVEL=diag the plugin says why
+# tm_rc is not there. Skipped where the system permits no mount namespace.
+without_rdma() { # program, its listing with rdma-core
+    local program=$1 listing=$2 hide="" f out
+    for f in /usr/lib*/libibverbs.so.1 /usr/lib*/*/libibverbs.so.1 /usr/lib*/libmlx5.so.1 \
+             /usr/lib*/*/libmlx5.so.1; do
+        [ -e "$f" ] && hide+=" $(readlink -f "$f")"
+    done
+    if [ -z "$hide" ]; then
+        ok "no rdma-core on this host: the listing above is already without it"
+        return
+    fi
+    if ! unshare -m --propagation private true 2>/dev/null; then
+        echo "ok: SKIP hiding rdma-core: no mount namespace here (unshare -m)"
+        return
+    fi
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    local run='for f in $HIDE; do mount --bind /dev/null "$f" || exit 99; done; exec "$@"'
+    out=$(HIDE=$hide LD_LIBRARY_PATH=$plugindir unshare -m --propagation private sh -c "$run" sh "$program" 2>&1)
+    local rc=$?
+    if [ $rc -eq 99 ]; then
+        echo "ok: SKIP hiding rdma-core: cannot mount over$hide"
+        return
+    fi
+    [ $rc -eq 0 ] && grep -qx tm <<<"$out" && ok "rdma-core hidden ($hide ): component tm listed" ||
+        bad "rdma-core hidden: component tm not listed (exit $rc): $out"
+    grep -qx tm_ib <<<"$out" && bad "rdma-core hidden, yet component tm_ib listed" ||
+        ok "rdma-core hidden: no component tm_ib"
+    # (UCX's own ib and rdmacm components go too: fewer lines, none new)
+    local extra
+    extra=$(comm -13 <(sort <<<"$listing") <(sort <<<"$out"))
+    [ -z "$extra" ] && ok "rdma-core hidden: nothing logged at UCX's default level (components: $(tr '\n' ' ' <<<"$out"))" ||
+        bad "rdma-core hidden: extra output: $extra"
+    if [ "$has_ib" = yes ]; then
+        out=$(HIDE=$hide UCX_LOG_LEVEL=diag LD_LIBRARY_PATH=$plugindir \
+            unshare -m --propagation private sh -c "$run" sh "$program" 2>&1)
+        grep -q 'uct-tm: tm_rc and tm_dc not loaded' <<<"$out" &&
+            ok "rdma-core hidden, UCX_LOG_LEVEL=diag: $(grep -o 'uct-tm: tm_rc.*' <<<"$out" | head -1)" ||
+            bad "rdma-core hidden, UCX_LOG_LEVEL=diag: no word on libuct_tm_ib.so: $out"
+    fi
+}
+
 libs=$(pkg --libs uct-tm)
 # shellcheck disable=SC2086
 if cc -o "$tmp/with" "$tmp/list.c" $(pkg-config --cflags ucx-uct) $libs $(pkg-config --libs ucx-uct) &&
@@ -68,14 +136,15 @@ if cc -o "$tmp/with" "$tmp/list.c" $(pkg-config --cflags ucx-uct) $libs $(pkg-co
         bad "component tm not listed by a program linked with: $libs"
     grep -qx tm <<<"$without" && bad "component tm listed without the plugin" ||
         ok "without the plugin: no component tm"
-    # The verbs MDs are a component of their own, in builds with rdma-core only.
-    if readelf -d "$plugindir/libuct_tm_component.so" | grep -q 'NEEDED.*libibverbs'; then
-        grep -qx tm_ib <<<"$with" && ok "built with rdma-core: component tm_ib listed" ||
-            bad "built with rdma-core, yet component tm_ib is not listed"
+    # The verbs MDs are a component of their own, in libuct_tm_ib.so (rdma-core) only.
+    if [ "$has_ib" = yes ]; then
+        grep -qx tm_ib <<<"$with" && ok "libuct_tm_ib.so installed: component tm_ib listed" ||
+            bad "libuct_tm_ib.so installed, yet component tm_ib is not listed"
     else
-        grep -qx tm_ib <<<"$with" && bad "built without rdma-core, yet component tm_ib is listed" ||
-            ok "built without rdma-core: no component tm_ib"
+        grep -qx tm_ib <<<"$with" && bad "no libuct_tm_ib.so, yet component tm_ib is listed" ||
+            ok "no libuct_tm_ib.so: no component tm_ib"
     fi
+    without_rdma "$tmp/with" "$with"
 else
     bad "could not build against uct-tm.pc (Libs: $libs)"
 fi

@@ -47,10 +47,23 @@ for var in FIFO_SIZE FIFO_ELEM_SIZE SEG_SIZE TAG_LIST_SIZE RNDV_SLOTS RNDV_SPLIT
     expect "ucx_info -c -f shows UCX_TM_SM_$var" "^UCX_TM_SM_$var=" "$config"
 done
 expect "FIFO_SIZE default is 64" '^UCX_TM_SM_FIFO_SIZE=64$' "$config"
-# The verbs transport is in the plugin exactly when the build had rdma-core
-# (its UCX_TM_RC_* table is registered with or without an RDMA device).
+# Loading the components, libuct_tm_ib.so included, is silent at UCX's default level.
+if grep -q 'uct-tm' <<<"$devices"; then
+    echo "FAIL: ucx_info -d: uct-tm said: $(grep 'uct-tm' <<<"$devices")"
+    fail=1
+else
+    echo "ok: ucx_info -d: nothing from uct-tm (its libraries loaded without error)"
+fi
+# The verbs transports are in the plugin exactly when the build had rdma-core:
+# libuct_tm_ib.so, next to the plugin, loaded by it (their UCX_TM_RC_* and
+# UCX_TM_DC_* tables are registered with or without an RDMA device).
 case ${TM_VERBS:-} in
-yes) expect "built with rdma-core: UCX_TM_RC_* listed" '^UCX_TM_RC_TIMEOUT=' "$config" ;;
+yes)
+    [ -e "$(dirname "$plugin")/libuct_tm_ib.so" ] && echo "ok: libuct_tm_ib.so next to the plugin" ||
+        { echo "FAIL: built with rdma-core, no libuct_tm_ib.so next to $plugin"; fail=1; }
+    expect "built with rdma-core: libuct_tm_ib.so loaded, UCX_TM_RC_* listed" '^UCX_TM_RC_TIMEOUT=' "$config"
+    expect "built with rdma-core: UCX_TM_DC_* listed" '^UCX_TM_DC_TIMEOUT=' "$config"
+    ;;
 no)
     if grep -q '^UCX_TM_RC_' <<<"$config"; then
         echo "FAIL: built without rdma-core, yet UCX_TM_RC_* variables are listed"

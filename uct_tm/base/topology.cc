@@ -1,5 +1,6 @@
 #include "topology.h"
 
+#if UCT_TM_HAVE_HWLOC
 #include <hwloc.h>
 #include <hwloc/linux.h>
 #include <ucs/debug/log_def.h>
@@ -120,3 +121,22 @@ int sysfs_cpumask_rank(const char *path) {
 }
 
 }  // namespace uct_tm
+
+#else /* !UCT_TM_HAVE_HWLOC */
+
+/* Built without hwloc (configure found none): nothing can tell the NUMA
+ * nodes, so memory keeps the kernel's policy (first touch) and every device
+ * ranks kRankUnknown (listed in verbs order). */
+namespace uct_tm {
+
+int local_numa_node() { return -1; }
+
+int bind_to_local_numa(void *, size_t) { return -1; }
+
+int cpuset_rank(const void *) { return kRankUnknown; }
+
+int sysfs_cpumask_rank(const char *) { return kRankUnknown; }
+
+}  // namespace uct_tm
+
+#endif

@@ -1,6 +1,8 @@
 /*
  * Machine topology through hwloc, loaded once per process: the NUMA nodes
- * near the calling thread (where a receiver places its shared memory).
+ * near the calling thread (where a receiver places its shared memory). In a
+ * build without hwloc (configure --without-hwloc, or none found) every call
+ * answers "cannot tell": -1 or kRankUnknown.
  */
 #ifndef UCT_TM_BASE_TOPOLOGY_H_
 #define UCT_TM_BASE_TOPOLOGY_H_

@@ -717,6 +717,22 @@ ucs_status_t register_component(const ComponentDesc &desc) {
     return UCS_OK;
 }
 
+bool register_family(const ComponentDesc &component, ucs_status_t (*add_transport)(),
+                     const char          *transport) {
+    ucs_status_t status = register_component(component);
+    if (status != UCS_OK) {
+        ucs_error("uct-tm: registering component \"%s\" with libuct failed: %s", component.name,
+                  ucs_status_string(status));
+        return false;
+    }
+    status = add_transport();
+    if (status != UCS_OK) {
+        ucs_error("uct-tm: registering transport %s failed: %s", transport,
+                  ucs_status_string(status));
+    }
+    return true;
+}
+
 ucs_status_t register_transport(const ComponentDesc &component, const TransportDesc &desc) {
     ComponentSlot *slot = slot_of(component);
     if (slot == nullptr) {

@@ -119,6 +119,13 @@ struct ComponentDesc {
  * instance a UCX built with statistics). */
 ucs_status_t register_component(const ComponentDesc &desc);
 
+/* What each component library's ELF constructor does: registers
+ * `component`, then its transport(s) with `add_transport` (`transport` names
+ * them in the error logged if that fails). False if the component could not
+ * be registered. */
+bool register_family(const ComponentDesc &component, ucs_status_t (*add_transport)(),
+                     const char          *transport);
+
 /* ---- transports -------------------------------------------------------------- */
 
 /* The operations UCX asks performance estimates for (uct_ep_operation_t, the

@@ -129,7 +129,8 @@ ucs_config_field_t sm_config_table[] = {
      offsetof(SmConfig, stopped_timeout), UCS_CONFIG_TYPE_TIME},
 
     {"NUMA_BIND", "y",
-     "Place the receive FIFO and descriptors on the receiving thread's NUMA node (hwloc).",
+     "Place the receive FIFO and descriptors on the receiving thread's NUMA node (hwloc; no\n"
+     "effect in a build without hwloc).",
      offsetof(SmConfig, numa_bind), UCS_CONFIG_TYPE_BOOL},
 
     {"NAMED_SEGMENTS", "n",

@@ -11,14 +11,20 @@ from spack.package import *
 class UctTm(AutotoolsPackage):
     """UCT tag-matching transports for UCX: tm_sm (shared memory, software
     tag matching) and, with rdma-core, tm_rc and tm_dc (verbs), loaded into
-    UCX as components tm and tm_ib; the protocol layer libuct_tm_proto and
-    the tools (tm_perftest, tm_proto_perf)."""
+    UCX as components tm (libuct_tm_component.so) and tm_ib
+    (libuct_tm_ib.so, +verbs: the one library linking rdma-core); the
+    protocol layer libuct_tm_proto and the tools (tm_perftest,
+    tm_proto_perf)."""
 
     # Not published yet: build from the tree or an unpacked release tarball
     # with `spack dev-build uct-tm@0.1.0` run there.
     version("0.1.0")
 
-    variant("verbs", default=False, description="Build the verbs transports tm_rc and tm_dc (rdma-core)")
+    variant(
+        "verbs",
+        default=False,
+        description="Build the verbs transports tm_rc and tm_dc (rdma-core): libuct_tm_ib.so",
+    )
 
     # The release tarball carries configure; a git tree runs autogen.sh.
     depends_on("autoconf", type="build")
@@ -29,9 +35,11 @@ class UctTm(AutotoolsPackage):
     # uct-tm mirrors UCX's private layouts, one compat header per release
     # (uct_tm/compat/ucx_1_13.h .. ucx_1_22.h).
     depends_on("ucx@1.13:1.22")
+    # NUMA placement (configure builds without it too, with no placement).
     depends_on("hwloc@2.0:")
     depends_on("rdma-core", when="+verbs")
-    # configure checks for them (the suite: `spack install --test=root`).
+    # The suite only (`spack install --test=root`): configure builds the
+    # package without them.
     depends_on("googletest@1.10:", type=("build", "test"))
     depends_on("benchmark@1.5:", type=("build", "test"))
 
