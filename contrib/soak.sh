@@ -27,6 +27,11 @@
 #   SOAK_DIR=DIR       keep the processes' logs there (default: a temporary directory,
 #                      kept when the soak fails)
 #   SEED=N             the driver's random seed
+#   HOSTILE=1          also run tm_soak_hostile: a same-user process that tries to
+#                      truncate the pairs' memfd segments and writes forged rendezvous
+#                      answers (FIN, RTR, pull requests, NACKs) into their FIFOs,
+#                      HOSTILE_RATE=50 attacks a second; 0: no hostile process.
+#                      Reported: forged answers, truncations refused; truncated must be 0
 set -u
 duration=${1:-${DURATION:-60}}
 pairs=${PAIRS:-8}
@@ -39,6 +44,9 @@ hang_s=${HANG_S:-20}
 quiet=${QUIET:-8}
 finish_s=${FINISH_S:-30}
 named=${NAMED:-mixed}
+hostile=${HOSTILE:-1}
+hostile_rate=${HOSTILE_RATE:-50}
+hostile_pid=
 RANDOM=${SEED:-$$}
 soak=$tools/tm_soak
 [ -x "$soak" ] || { echo "soak: $soak not found (build first, or set TOOLS)"; exit 2; }
@@ -185,12 +193,19 @@ cleanup() {
     for ((s = 0; s < slots; s++)); do
         [ -n "${pid[s]:-}" ] && { kill -CONT "${pid[s]}"; kill -KILL "${pid[s]}"; } 2>/dev/null
     done
+    [ -n "$hostile_pid" ] && kill -KILL "$hostile_pid" 2>/dev/null
 }
 trap 'cleanup; exit 130' INT TERM HUP
 
 echo "soak: $pairs pairs, ${duration} s (events every ${event_every} s on average, ${kill_share}% kills," \
      "stops up to ${stop_max} s; quiet ${quiet} s), NAMED_SEGMENTS=$named, logs in $dir"
 for ((s = 0; s < slots; s++)); do start "$s"; done
+if [ "$hostile" = 1 ]; then
+    [ -x "$tools/tm_soak_hostile" ] || { echo "soak: $tools/tm_soak_hostile not found"; cleanup; exit 2; }
+    "$tools/tm_soak_hostile" "$dir" "$slots" "$hostile_rate" "$RANDOM" >"$dir/out.hostile" 2>"$dir/err.hostile" &
+    hostile_pid=$!
+    log "hostile pid $hostile_pid"
+fi
 t0=$(now)
 chaos_end=$((t0 + $(us "$duration") - $(us "$quiet")))
 next_event=$((t0 + RANDOM * 2 * event_every_us / 32768))
@@ -220,6 +235,14 @@ done
 
 # The finish: every process drains and reports.
 log "finish"
+hostile_line="not run" hostile_truncated=0
+if [ -n "$hostile_pid" ]; then
+    kill -TERM "$hostile_pid" 2>/dev/null
+    wait "$hostile_pid" 2>/dev/null
+    hostile_line=$(grep '^tm_soak_hostile ' "$dir/out.hostile" || echo "no report (crashed?)")
+    hostile_truncated=$(sed -n 's/.* truncated=\([0-9]*\).*/\1/p' <<<"$hostile_line")
+    hostile_truncated=${hostile_truncated:-1}
+fi
 for ((s = 0; s < slots; s++)); do
     [ "${state[s]}" = run ] && kill -TERM "${pid[s]}" 2>/dev/null
 done
@@ -283,8 +306,10 @@ soak report: $pairs pairs ($slots processes), ${duration} s, NAMED_SEGMENTS=$nam
   crashes:                       $crashes
   leaked /dev/shm entries:       $leaked_shm
   leaked fds:                    $fds
+  hostile neighbour:             ${hostile_line#tm_soak_hostile }
+  segments it truncated:         $hostile_truncated
 EOF
-bad=$((hangs + lost + dups + corrupt + cancel_bad + unfinished + crashes + leaked_shm + fds))
+bad=$((hangs + lost + dups + corrupt + cancel_bad + unfinished + crashes + leaked_shm + fds + hostile_truncated))
 if [ "$bad" -ne 0 ]; then
     echo "soak: FAIL (logs kept in $dir)"
     exit 1
