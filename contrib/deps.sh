@@ -10,6 +10,7 @@ PACKAGES=(
     mpich libmpich-dev            # mpiexec.mpich, mpicc.mpich (ch4:ucx); mpicc, mpirun stay Open MPI's
     libhwloc-dev                  # topology
     libibverbs-dev                # rdma-core (optional transports)
+    libfabric-dev libfabric-bin   # the libfabric provider tm (src/fabric) and fi_info; the .debs Build-Depend on libfabric-dev
     libgtest-dev libgmock-dev     # unit and conformance tests
     libbenchmark-dev              # Google Benchmark
     clang libclang-rt-14-dev      # libFuzzer targets, clang warning build

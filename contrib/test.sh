@@ -14,8 +14,9 @@
 #                            test programs built --enable-debug (assertions on), the suites under
 #                            ASan/LSan/UBSan, the installed plugin, a 60 s soak (contrib/soak.sh),
 #                            make distcheck (without rdma-core), the tarball's Debian packages
-#                            (with rdma-core) built, installed, run and purged, and its RPMs built
-#                            with and without rdma-core (contrib/packages.sh)
+#                            (with rdma-core and the libfabric provider) built, installed, run and
+#                            purged, and its RPMs built with and without rdma-core and the
+#                            provider (contrib/packages.sh)
 #   UCT_TM_UCX_TREES="t1 t2" also: the UCX compatibility matrix over those UCX source trees
 #                            (contrib/ucx_matrix.sh; colon- or space-separated)
 # The builds after the first run the test programs, not the integration scripts again

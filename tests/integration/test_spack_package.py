@@ -4,8 +4,10 @@ stubs of Spack's package API, against configure.ac and the tree: its version
 is AC_INIT's (and debian/changelog's); its UCX range the compat headers'
 (uct_tm/compat/ucx_<major>_<minor>.h); hwloc, GoogleTest and Google Benchmark
 the minimums configure checks; variant verbs the --with-verbs option and
-rdma-core; every configure option it passes one configure.ac declares; and
-setup_run_environment sets UCX_PLUGIN_PATH for UCX 1.22 only."""
+rdma-core; variant fabric the libfabric provider (--with-libfabric,
+libfabric, FI_PROVIDER_PATH); every configure option it passes one
+configure.ac declares; and setup_run_environment sets UCX_PLUGIN_PATH for
+UCX 1.22 only."""
 import os
 import re
 import sys
@@ -144,12 +146,13 @@ check("PKG_CHECK_MODULES([VERBS], [libibverbs]" in configure_ac, "configure's ve
 
 # --- variants and configure options -------------------------------------------------
 variants = [args[0] for args, _ in declared["variant"]]
-check(variants == ["verbs"], "variants %s: verbs" % variants)
+check(variants == ["verbs", "fabric"], "variants %s: verbs, fabric" % variants)
+check(deps.get("libfabric", ("", {}))[1].get("when") == "+fabric", "libfabric only with +fabric")
 ac_with = set(re.findall(r"AC_ARG_WITH\(\[([\w-]+)\]", configure_ac))
 ac_enable = set(re.findall(r"AC_ARG_ENABLE\(\[([\w-]+)\]", configure_ac))
-for verbs in (True, False):
+for verbs, fabric in ((True, True), (False, False), (True, False)):
     for ucx in ((1, 13), (1, 22)):
-        pkg = UctTm(Spec(ucx, {"verbs": verbs}))
+        pkg = UctTm(Spec(ucx, {"verbs": verbs, "fabric": fabric}))
         args = pkg.configure_args()
         for arg in args:
             m = re.match(r"--(with|without|enable|disable)-([\w-]+)", arg)
@@ -161,11 +164,21 @@ for verbs in (True, False):
         pkg.setup_run_environment(env)
         moduledir = os.path.join(pkg.prefix, "lib", "ucx")
         check("--with-ucx-moduledir=" + moduledir in args, "the plugin goes to %s" % moduledir)
+        provdir = os.path.join(pkg.prefix, "lib", "libfabric")
+        if fabric:
+            check("--with-libfabric=/opt/libfabric" in args and "--with-libfabric-provdir=" + provdir in args,
+                  "+fabric: --with-libfabric=<libfabric>, the provider goes to %s" % provdir)
+        else:
+            check("--without-libfabric" in args, "~fabric passes --without-libfabric")
+        fabric_env = [("FI_PROVIDER_PATH", provdir)] if fabric else []
+        check([e for e in env.prepended if e[0] == "FI_PROVIDER_PATH"] == fabric_env,
+              "%sfabric: FI_PROVIDER_PATH %s" % ("+" if fabric else "~", fabric_env or "left alone"))
+        ucx_env = [e for e in env.prepended if e[0] == "UCX_PLUGIN_PATH"]
         if ucx >= (1, 22):
-            check(env.prepended == [("UCX_PLUGIN_PATH", moduledir)],
+            check(ucx_env == [("UCX_PLUGIN_PATH", moduledir)],
                   "UCX %d.%d: UCX_PLUGIN_PATH gets %s" % (ucx + (moduledir,)))
         else:
-            check(env.prepended == [], "UCX %d.%d reads no UCX_PLUGIN_PATH: left alone" % ucx)
+            check(ucx_env == [], "UCX %d.%d reads no UCX_PLUGIN_PATH: left alone" % ucx)
 
 print("%d failed" % len(failures))
 sys.exit(1 if failures else 0)

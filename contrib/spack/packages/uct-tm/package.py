@@ -14,7 +14,7 @@ class UctTm(AutotoolsPackage):
     UCX as components tm (libuct_tm_component.so) and tm_ib
     (libuct_tm_ib.so, +verbs: the one library linking rdma-core); the
     protocol layer libuct_tm_proto and the tools (tm_perftest,
-    tm_proto_perf)."""
+    tm_proto_perf); with +fabric, the libfabric provider tm (libtm-fi.so)."""
 
     # Not published yet: build from the tree or an unpacked release tarball
     # with `spack dev-build uct-tm@0.1.0` run there.
@@ -24,6 +24,12 @@ class UctTm(AutotoolsPackage):
         "verbs",
         default=False,
         description="Build the verbs transports tm_rc and tm_dc (rdma-core): libuct_tm_ib.so",
+    )
+
+    variant(
+        "fabric",
+        default=False,
+        description="Build the libfabric provider tm (libtm-fi.so, FI_EP_RDM over the protocol layer)",
     )
 
     # The release tarball carries configure; a git tree runs autogen.sh.
@@ -38,6 +44,8 @@ class UctTm(AutotoolsPackage):
     # NUMA placement (configure builds without it too, with no placement).
     depends_on("hwloc@2.0:")
     depends_on("rdma-core", when="+verbs")
+    # Built and tested against libfabric 1.17 (API 1.17).
+    depends_on("libfabric@1.17:", when="+fabric")
     # The suite only (`spack install --test=root`): configure builds the
     # package without them.
     depends_on("googletest@1.10:", type=("build", "test"))
@@ -57,6 +65,16 @@ class UctTm(AutotoolsPackage):
             "--with-ucx-moduledir={0}".format(join_path(self.prefix.lib, "ucx")),
         ]
         args += self.with_or_without("verbs")
+        if spec.satisfies("+fabric"):
+            # the provider in the package's lib/libfabric, found through
+            # FI_PROVIDER_PATH (setup_run_environment): Spack's libfabric
+            # looks in its own prefix only
+            args += [
+                "--with-libfabric={0}".format(spec["libfabric"].prefix),
+                "--with-libfabric-provdir={0}".format(join_path(self.prefix.lib, "libfabric")),
+            ]
+        else:
+            args.append("--without-libfabric")
         return args
 
     def setup_run_environment(self, env):
@@ -65,3 +83,8 @@ class UctTm(AutotoolsPackage):
         # plugin by LD_PRELOAD or a link (pkg-config uct-tm).
         if self.spec.satisfies("^ucx@1.22:"):
             env.prepend_path("UCX_PLUGIN_PATH", join_path(self.prefix.lib, "ucx"))
+        # FI_PROVIDER_PATH, once set, replaces libfabric's default provider
+        # directory: providers built into libfabric itself (not as -dl
+        # plugins) are unaffected.
+        if self.spec.satisfies("+fabric"):
+            env.prepend_path("FI_PROVIDER_PATH", join_path(self.prefix.lib, "libfabric"))
