@@ -33,7 +33,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -199,6 +201,78 @@ TEST_F(NamedSegments, StaleFilesOfAPreviousOwnerOfOurPidDoNotBlockOpen) {
     EXPECT_EQ(rc, 0) << "the iface did not open";
 }
 
+/* Truncates, as another process of this user could, the named segment of the
+ * iface at `address` (Node::address() of a node of `env`'s). */
+int truncate_named_segment(const Node &node, const std::string &address) {
+    uct_tm::sm::IfaceAddress ia;
+    if (address.size() < node.attr.device_addr_len + sizeof(ia)) {
+        return -1;
+    }
+    memcpy(&ia, address.data() + node.attr.device_addr_len, sizeof(ia));
+    char path[NAME_MAX];
+    uct_tm::shm_named_path(ia.segment, path, sizeof(path));
+    const int fd = shm_open(path, O_RDWR, 0);
+    if (fd < 0) {
+        fprintf(stderr, "shm_open %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    const int rc = ftruncate(fd, 0);
+    close(fd);
+    return rc;
+}
+
+/* Each of two named-segment ifaces sends the other an eager message; then the
+ * receiver's segment is truncated and the sender writes into it. 0 when both
+ * endpoints fail with CONNECTION_RESET, the failed one refuses further sends
+ * and the ifaces close; see TruncatedSegmentFailsEndpointsWithoutACrash. */
+int send_into_a_truncated_segment() {
+    UctEnv         env;
+    const Settings named = {{"NAMED_SEGMENTS", "y"}, {"PEER_CHECK_INTERVAL", "10ms"}};
+    Node           rx(env, "tm_sm", named), tx(env, "tm_sm", named);
+    uct_ep_h       to_rx = nullptr, to_tx = nullptr;
+    if ((rx.status != UCS_OK) || (tx.status != UCS_OK) ||
+        (tx.connect(rx.address(), &to_rx) != UCS_OK) ||
+        (rx.connect(tx.address(), &to_tx) != UCS_OK)) {
+        return 1;
+    }
+    const uint64_t payload        = 0x5eed;
+    auto           progress_until = [&](const std::function<bool()> &done) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!done() && (std::chrono::steady_clock::now() < deadline)) {
+            uct_worker_progress(env.worker());
+        }
+        return done();
+    };
+    if ((uct_ep_tag_eager_short(to_rx, 1, &payload, sizeof(payload)) != UCS_OK) ||
+        (uct_ep_tag_eager_short(to_tx, 2, &payload, sizeof(payload)) != UCS_OK) ||
+        !progress_until([&] {
+            return (rx.unexp.complete_messages() == 1) && (tx.unexp.complete_messages() == 1);
+        })) {
+        return 1;
+    }
+    if (truncate_named_segment(rx, rx.address()) != 0) {
+        return 1;
+    }
+    /* Into rx's FIFO: the first access past the cut. */
+    (void)uct_ep_tag_eager_short(to_rx, 3, &payload, sizeof(payload));
+    const bool failed = progress_until(
+        [&] { return (tx.errors.count(to_rx) > 0) && (rx.errors.count(to_tx) > 0); });
+    int result = 0;
+    if (tx.errors.count(to_rx) != 1) {
+        result = 2;
+    } else if (!failed || (rx.errors.count(to_tx) != 1)) {
+        result = 3;
+    } else if ((tx.errors.entries[0].status != UCS_ERR_CONNECTION_RESET) ||
+               (rx.errors.entries[0].status != UCS_ERR_CONNECTION_RESET)) {
+        result = 4;
+    } else if (uct_ep_tag_eager_short(to_rx, 4, &payload, sizeof(payload)) == UCS_OK) {
+        result = 5;
+    }
+    uct_ep_destroy(to_rx);
+    uct_ep_destroy(to_tx);
+    return result;
+}
+
 /* In a new PID namespace (the child of unshare(CLONE_NEWPID)) with a second
  * process: `body` runs as that namespace's pid 2 (pid 1 waits for it). */
 int in_new_pid_namespace(bool second_process, const std::function<int()> &body) {
@@ -222,6 +296,19 @@ int in_new_pid_namespace(bool second_process, const std::function<int()> &body) 
     int status;
     _exit(((worker > 0) && (waitpid(worker, &status, 0) == worker) && WIFEXITED(status))
               ? WEXITSTATUS(status) : 3);
+}
+
+/* Named segments take no seals: another process of this user can truncate
+ * an iface's segment under every mapping of it, and the next access raises
+ * SIGBUS. Nobody dies of it: the sender's endpoint and the truncated iface's
+ * own endpoint fail (CONNECTION_RESET) within a peer check, and both ifaces
+ * close with no file left in /dev/shm. Without the guard the sender's write
+ * kills the child (wait_child: -1). */
+TEST_F(NamedSegments, TruncatedSegmentFailsEndpointsWithoutACrash) {
+    const int rc = wait_child(spawn(send_into_a_truncated_segment), 120);
+    EXPECT_EQ(rc, 0) << "-1: killed (SIGBUS) or hung; 1: setup; 2: the sender's endpoint did "
+                        "not fail once; 3: the truncated iface's endpoint did not fail once; "
+                        "4: not CONNECTION_RESET; 5: a send after the failure was taken";
 }
 
 /* Two containers sharing /dev/shm, each with its own PID namespace: the pid
@@ -416,6 +503,28 @@ class MdAllocTag : public TagTest {
         return mem;
     }
 
+    /* Whether an rkey naming the first 4096 bytes of segment `id` (at a made-up
+     * address) gives a local pointer. */
+    bool rkey_maps(const uct_tm::ShmId &id) {
+        uct_tm::sm::PackedRkey packed{};
+        packed.magic      = uct_tm::sm::kRkeyMagic;
+        packed.flags      = uct_tm::sm::kRkeyHasShm;
+        packed.address    = 0x10000000;
+        packed.length     = 4096;
+        packed.pid        = getpid();
+        packed.shm        = id;
+        packed.shm_offset = 0;
+        uct_rkey_bundle_t rkey;
+        if (uct_rkey_unpack(env_->component(), &packed, &rkey) != UCS_OK) {
+            ADD_FAILURE() << "uct_rkey_unpack";
+            return false;
+        }
+        void      *p      = nullptr;
+        const bool mapped = uct_rkey_ptr(env_->component(), &rkey, packed.address, &p) == UCS_OK;
+        uct_rkey_release(env_->component(), &rkey);
+        return mapped;
+    }
+
     /* Sends `length` bytes of `mem` by rendezvous to a posted receive; the
      * receiver's description of anything wrong, empty if delivered right. */
     std::string rndv(const uct_allocated_memory_t &mem, size_t length, uint64_t seed) {
@@ -573,25 +682,31 @@ TEST_P(MdAllocTag, IfaceSegmentCannotBeTruncated) {
 TEST_P(MdAllocTag, RkeyOfAnUnsealedSegmentIsNotMapped) {
     char name[32];
     snprintf(name, sizeof(name), "uct_tm.%u", 0x7ffffff0u);
-    const int fd = memfd_create(name, MFD_CLOEXEC);
+    const int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(ftruncate(fd, 4096), 0);
     ASSERT_EQ(fchmod(fd, S_IRUSR | S_IWUSR), 0);
-    uct_tm::sm::PackedRkey packed{};
-    packed.magic   = uct_tm::sm::kRkeyMagic;
-    packed.flags   = uct_tm::sm::kRkeyHasShm;
-    packed.address = 0x10000000;
-    packed.length  = 4096;
-    packed.pid     = getpid();
-    packed.shm = uct_tm::ShmId{getpid(), fd, 0x7ffffff0u, static_cast<uint32_t>(getuid()), 4096};
-    packed.shm_offset = 0;
-    uct_rkey_bundle_t rkey;
-    ASSERT_EQ(uct_rkey_unpack(env_->component(), &packed, &rkey), UCS_OK);
-    void *p = nullptr;
-    EXPECT_NE(uct_rkey_ptr(env_->component(), &rkey, packed.address, &p), UCS_OK)
-        << "an unsealed segment was mapped";
-    uct_rkey_release(env_->component(), &rkey);
+    const uct_tm::ShmId id = {getpid(), fd, 0x7ffffff0u, static_cast<uint32_t>(getuid()), 4096};
+    EXPECT_FALSE(rkey_maps(id)) << "an unsealed segment was mapped";
+    /* The same memfd sealed: the seals are what decides. */
+    ASSERT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    EXPECT_TRUE(rkey_maps(id)) << "the sealed segment was not mapped";
     ::close(fd);
+}
+
+/* Nor one naming a named segment (tmpfs files take no seals; memory the MD
+ * allocates is always a sealed memfd). */
+TEST_P(MdAllocTag, RkeyOfANamedSegmentIsNotMapped) {
+    const uct_tm::ShmId id = {getpid(), 0x5eed, uct_tm::kShmNamedBit | 0x5eed,
+                              static_cast<uint32_t>(getuid()), 4096};
+    char                path[NAME_MAX];
+    uct_tm::shm_named_path(id, path, sizeof(path));
+    const int fd = shm_open(path, O_CREAT | O_EXCL | O_RDWR, S_IRUSR | S_IWUSR);
+    ASSERT_GE(fd, 0) << path;
+    ASSERT_EQ(ftruncate(fd, 4096), 0);
+    EXPECT_FALSE(rkey_maps(id)) << "a named segment was mapped through an rkey";
+    ::close(fd);
+    shm_unlink(path);
 }
 
 /* A process of another user reaches nothing of ours: not the iface's

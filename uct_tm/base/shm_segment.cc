@@ -130,6 +130,8 @@ ShmSegment &ShmSegment::operator=(ShmSegment &&other) noexcept {
         owner_         = other.owner_;
         map_offset_    = other.map_offset_;
         id_            = other.id_;
+        guard_            = other.guard_;
+        other.guard_      = -1;
         other.address_ = nullptr;
         other.fd_      = -1;
         other.owner_   = false;
@@ -140,6 +142,8 @@ ShmSegment &ShmSegment::operator=(ShmSegment &&other) noexcept {
 }
 
 void ShmSegment::reset() {
+    TruncationGuard::unwatch(guard_);
+    guard_ = -1;
     if (address_ != nullptr) {
         munmap(address_, size_);
         address_ = nullptr;
@@ -157,6 +161,14 @@ void ShmSegment::reset() {
     owner_      = false;
     size_       = 0;
     map_offset_ = 0;
+}
+
+/* A named segment takes no seals: any process of this user can truncate
+ * it, which would SIGBUS us on the next access. */
+void ShmSegment::guard_unsealed() {
+    if (shm_is_named(id_)) {
+        guard_ = TruncationGuard::watch(address_, size_);
+    }
 }
 
 ucs_status_t ShmSegment::create(size_t size, ShmBacking backing, bool numa_bind, ShmSegment *out) {
@@ -205,6 +217,7 @@ ucs_status_t ShmSegment::create(size_t size, ShmBacking backing, bool numa_bind,
     if (numa_bind) {
         bind_to_local_numa(seg.address_, seg.size_);
     }
+    seg.guard_unsealed();
     *out = static_cast<ShmSegment &&>(seg);
     return UCS_OK;
 }
@@ -286,6 +299,7 @@ ucs_status_t ShmSegment::attach_range(const ShmId &id, uint64_t offset, uint64_t
     if (status != UCS_OK) {
         return status;
     }
+    seg.guard_unsealed();
     /* The mapping keeps the memory alive; the descriptor is not needed. */
     close(seg.fd_);
     seg.fd_ = -1;

@@ -21,6 +21,8 @@
 #ifndef UCT_TM_BASE_SHM_SEGMENT_H_
 #define UCT_TM_BASE_SHM_SEGMENT_H_
 
+#include "truncation_guard.h"
+
 #include <ucs/type/status.h>
 
 #include <cstddef>
@@ -116,15 +118,21 @@ class ShmSegment {
     const ShmId &id() const { return id_; }
     bool        valid() const { return address_ != nullptr; }
     bool        owner() const { return owner_; }
+    /* A named segment cut short under this mapping (TruncationGuard): the
+     * mapping now holds zero pages of our own, nothing shared. */
+    bool        truncated() const { return TruncationGuard::truncated(guard_); }
     void        reset();
 
   private:
+    void guard_unsealed();
+
     void  *address_ = nullptr;
     size_t size_    = 0;
     int    fd_      = -1;
     bool   owner_   = false;
     uint64_t map_offset_ = 0;
     ShmId  id_     = {0, -1, 0, 0, 0};
+    int      guard_      = -1; /* TruncationGuard handle of a named segment's mapping */
 };
 
 }  // namespace uct_tm

@@ -28,6 +28,9 @@ ucs_status_t SmIface::ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) {
         !is_reachable(params->dev_addr, nullptr)) {
         return UCS_ERR_UNREACHABLE;
     }
+    if (segment_lost_) {
+        return UCS_ERR_IO_ERROR; /* no peer could answer us */
+    }
     IfaceAddress remote;
     memcpy(&remote, params->iface_addr, sizeof(remote));
     if ((remote.segment.pid <= 0) || (remote.segment.uid != getuid()) ||

@@ -664,10 +664,16 @@ void SmIface::take_published() {
 }
 
 void SmIface::check_peers() {
+    if (ucs_unlikely(segment_.truncated()) && !segment_lost_) {
+        /* Our FIFO, peer table and rendezvous slots are gone for every peer. */
+        ucs_error("tm_sm: this iface's segment was truncated by another process: all its "
+                  "endpoints fail");
+        segment_lost_ = true;
+    }
     /* fail_peer() runs callbacks that may destroy endpoints and peers. */
     for (size_t i = 0; i < peers_.size(); ++i) {
         RemotePeer *peer = peers_[i].get();
-        if (!peer->reported() && !peer->check_alive()) {
+        if (!peer->reported() && (segment_lost_ || !peer->check_alive())) {
             peer->set_reported();
             take_published(); /* what it sent before it went, its FINs included, counts */
             fail_peer(peer);

@@ -413,6 +413,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
 
     /* own segment */
     ShmSegment            segment_;
+    bool                  segment_lost_ = false; /* truncated by another process */
     SegmentHeader        *header_     = nullptr;
     FifoReader            fifo_;
     char                 *descs_      = nullptr;

@@ -250,6 +250,9 @@ ucs_status_t remote_key_address(RemoteKey *key, uint64_t raddr, void **laddr) {
     if (!key->has_shm) {
         return UCS_ERR_UNREACHABLE; /* ordinary memory: reachable by CMA only */
     }
+    if (shm_is_named(key->shm)) {
+        return UCS_ERR_UNREACHABLE; /* not an allocation of ours: those are sealed memfds */
+    }
     if (!key->mapping.valid()) {
         /* Only the pages of the key's range: a block of an arena does not
          * bring its neighbours' pages along. */

@@ -94,7 +94,9 @@ RemotePeer::~RemotePeer() {
 }
 
 void *RemotePeer::map_shm(const ShmId &id, uint64_t offset, uint64_t length) {
-    if ((id.pid != pid()) || (offset > id.size) || (length > id.size - offset)) {
+    /* MD-allocated memory is a sealed memfd, never a named segment. */
+    if ((id.pid != pid()) || shm_is_named(id) || (offset > id.size) ||
+        (length > id.size - offset)) {
         return nullptr;
     }
     for (size_t i = shm_maps_.size(); i-- > 0;) {
@@ -135,6 +137,12 @@ bool RemotePeer::reject_rendezvous(const IfaceAddress &sender, uint32_t index, u
 
 bool RemotePeer::check_alive() {
     if (dead_) {
+        return false;
+    }
+    if (segment_.truncated()) {
+        /* Whatever it and we wrote there is gone, in both processes. */
+        ucs_error("tm_sm: the segment of process %d was truncated by another process", pid());
+        dead_ = true;
         return false;
     }
     dead_ = header_->closed.load(std::memory_order_acquire) || process_.exited();
