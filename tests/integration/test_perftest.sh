@@ -56,8 +56,8 @@ check() {
                 if (i % 2 == 0 && i > 3 && $i == "inf") continue
                 if ($i !~ /^[0-9.]+$/ || ((i == 3 || i == 5) && $i + 0 <= 0)) exit 1
             }
-            exit 0 }
-            END { if (NR == 0) exit 1 }' <<<"$final"; then
+            sane = 1 }
+            END { exit !sane }' <<<"$final"; then
         echo "FAIL: $name: no sane Final line"; sed 's/^/    /' "$tmp/client" "$tmp/server" | tail -30; fail=1; return
     fi
     grep -q '^server exit 0$' "$tmp/server" || { echo "FAIL: $name: server failed"; tail -20 "$tmp/server"; fail=1; return; }
