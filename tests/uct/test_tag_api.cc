@@ -649,6 +649,33 @@ TEST_P(TagTest, RndvPipelinedWithoutCma) {
     expect_rndv_cancel_before_match(0x5678, 200000);
 }
 
+/* A SPLIT_TIMEOUT of 0 could never wait for a sender: refused. Timeouts of
+ * "inf" are taken, and a rendezvous of split size (1 MiB, from RNDV_SPLIT_MIN
+ * up) delivers under them (Clock.DeadlineAfterSaturates: they never expire). */
+TEST_P(TagTest, SmTimeoutSettings) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's timeouts";
+    }
+    Node zero(*env_, "tm_sm", {{"SPLIT_TIMEOUT", "0"}});
+    EXPECT_EQ(zero.status, UCS_ERR_INVALID_PARAM) << "SPLIT_TIMEOUT=0";
+    const Settings inf = {{"SPLIT_TIMEOUT", "inf"},
+                          {"PEER_CHECK_INTERVAL", "inf"},
+                          {"CLOSE_TIMEOUT", "inf"},
+                          {"RNDV_SPLIT_MIN", "64k"}};
+    reopen(inf, inf);
+    if (::testing::Test::IsSkipped() || lacks(Path::kRndv)) {
+        GTEST_SKIP();
+    }
+    Send        s(Path::kRndv, 0x1f, 0, 0x2f, 1 << 20);
+    RecvCtx     r;
+    RecvBuffers b(1 << 20);
+    ASSERT_EQ(post(r, s.tag, kFullMask, b), UCS_OK);
+    ASSERT_EQ(send(s), UCS_OK);
+    ASSERT_TRUE(wait([&] { return r.done() && s.comp->calls > 0; }));
+    EXPECT_EQ(check_delivery(r, b, s, UCS_OK), "");
+    EXPECT_EQ(s.comp->status, UCS_OK);
+}
+
 TEST_P(TagTest, RndvRequestExpected) {
     if (lacks(Path::kRndv)) {
         GTEST_SKIP();

@@ -29,6 +29,11 @@ inline uint64_t seconds_to_ns(double seconds) {
     return (seconds <= 0) ? 0 : static_cast<uint64_t>(seconds * 1e9);
 }
 
+/* `now` + `ns`, saturating: a deadline an "inf" setting never reaches. */
+inline uint64_t deadline_after(uint64_t now, uint64_t ns) {
+    return (ns > UINT64_MAX - now) ? UINT64_MAX : now + ns;
+}
+
 /* Tells the CPU we are spinning on memory another core will write. */
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

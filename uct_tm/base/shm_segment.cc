@@ -270,7 +270,8 @@ ucs_status_t ShmSegment::attach_range(const ShmId &id, uint64_t offset, uint64_t
         ucs_debug("tm shm: %s is not segment %u of process %d", path, id.serial, id.pid);
         return UCS_ERR_UNREACHABLE;
     }
-    if (!shm_is_named(id) && ((fcntl(fd, F_GET_SEALS) & kSizeSeals) != kSizeSeals)) {
+    const int seals = shm_is_named(id) ? 0 : fcntl(fd, F_GET_SEALS);
+    if (!shm_is_named(id) && ((seals < 0) || ((seals & kSizeSeals) != kSizeSeals))) {
         /* Its owner could truncate it under our mapping: a SIGBUS in ours. */
         ucs_error("tm shm: %s is not sealed against resizing: refused", path);
         return UCS_ERR_UNREACHABLE;

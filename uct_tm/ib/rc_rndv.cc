@@ -44,7 +44,7 @@ uint32_t rndv_id(uint32_t index, uint32_t gen) { return (gen << kRndvIndexBits) 
 ucs_status_t RcRendezvous::init(const RcConfig &config) {
     fail_read_          = config.fail_read;
     corrupt_rkey_       = config.corrupt_rkey;
-    keepalive_interval_ = static_cast<uint64_t>(config.keepalive_interval * 1e9);
+    keepalive_interval_       = seconds_to_ns(config.keepalive_interval);
     const ucs_status_t status = alloc_status([&] {
         deferred_reads_.reserve(config.rndv_ops);
         sends_.resize(config.rndv_ops);
@@ -506,13 +506,13 @@ void RcRendezvous::check_qps() {
 
 void RcRendezvous::keepalive(RcEp *ep, uint64_t now) {
     if (ep->probe_due_ns == 0) { /* waiting since the last check at most */
-        ep->probe_due_ns = now + keepalive_interval_;
+        ep->probe_due_ns = deadline_after(now, keepalive_interval_);
         return;
     }
     if ((now < ep->probe_due_ns) || (ep->outstanding > 0)) {
         return; /* heard from recently, or a send in flight fails if the peer is gone */
     }
-    ep->probe_due_ns = now + keepalive_interval_;
+    ep->probe_due_ns = deadline_after(now, keepalive_interval_);
     (void)iface_.post_probe(ep);
 }
 

@@ -166,7 +166,7 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
     std::atomic_thread_fence(std::memory_order_release);
     header_->magic = kSegmentMagic;
 
-    next_check_       = monotonic_ns() + check_interval_;
+    next_check_ = deadline_after(monotonic_ns(), check_interval_);
     ucs_debug("tm_sm: iface %u of process %d: %u x %u B FIFO, %u descriptors of %u B, %s",
               iface_serial_, getpid(), geometry_.fifo_elems, geometry_.elem_size,
               geometry_.num_descs, geometry_.seg_size, tag_enabled() ? "tag offload" : "no tags");
@@ -587,7 +587,7 @@ unsigned SmIface::send_outboxes() {
  * reads after our slot in its table is gone. Closed before both are taken,
  * senders whose data we have would complete with UCS_ERR_CONNECTION_RESET. */
 void SmIface::drain_outboxes() {
-    const uint64_t deadline = monotonic_ns() + close_timeout_;
+    const uint64_t deadline = deadline_after(monotonic_ns(), close_timeout_);
     for (unsigned round = 0;; ++round) {
         send_outboxes();
         size_t owed = 0; /* control messages our live peers have not taken */
@@ -637,7 +637,7 @@ unsigned SmIface::slow_progress() {
     }
     const uint64_t now = monotonic_ns();
     if (now >= next_check_) {
-        next_check_ = now + check_interval_;
+        next_check_ = deadline_after(now, check_interval_);
         rndv_.check();
         check_peers();
         sweep_peer_table(now);

@@ -137,6 +137,11 @@ ucs_status_t SmRendezvous::init(const SmConfig &config, RndvSlot *slots, uint32_
     shm_direct_max_ = config.shm_direct_max;
     split_timeout_  = seconds_to_ns(config.split_timeout);
     cma_enabled_    = config.cma;
+    if (split_timeout_ == 0) {
+        ucs_error("tm_sm: SPLIT_TIMEOUT must be positive (a split copy could never wait "
+                  "for its sender's pieces)");
+        return UCS_ERR_INVALID_PARAM;
+    }
     slots_          = slots;
     if (!proof_.init()) {
         ucs_error("tm_sm: no random key for rendezvous proofs: %m");
@@ -405,7 +410,11 @@ void SmRendezvous::receive_fin(const Message &m) {
     if (op_from(m, m.imm, "rendezvous FIN from another process than the receiver") == nullptr) {
         return;
     }
-    finish_op(token_index(m.imm), static_cast<ucs_status_t>(static_cast<int32_t>(m.aux)));
+    /* The receiver's word: UCS_OK or an error, never a pending status. */
+    const int32_t status = static_cast<int32_t>(m.aux);
+    finish_op(token_index(m.imm), ((status <= 0) && (status > UCS_ERR_LAST))
+                                      ? static_cast<ucs_status_t>(status)
+                                      : UCS_ERR_IO_ERROR);
 }
 
 /* ---- receiver ------------------------------------------------------------------------- */
@@ -598,7 +607,7 @@ void SmRendezvous::start_split(SplitCopy *split, const struct iovec *local, size
     ucs_assertv(mine <= pieces, "split copy: took %u of %u pieces", mine, pieces);
     split->sender_pieces = pieces - mine;
     /* Nothing is left to claim: a conforming sender is inside its last piece. */
-    split->deadline = monotonic_ns() + split_timeout_;
+    split->deadline = deadline_after(monotonic_ns(), split_timeout_);
 }
 
 bool SmRendezvous::keep_split(SplitCopy *split) {
@@ -739,9 +748,16 @@ void SmRendezvous::orphan_receive(const TagEngine::Recv *recv) {
         }
         /* Nothing is left to claim (we took our share already); the sender
          * may be inside one process_vm_writev into the buffer: wait it out,
-         * SPLIT_TIMEOUT at most (progress then fails the copy, which stops a
-         * slow sender before its next piece). */
+         * SPLIT_TIMEOUT at most. Then the slot leaves READING before cancel
+         * returns, which stops a slow sender before its next piece; progress
+         * finishes the split (its FIN goes now). */
         wait_split(split);
+        if (!split_done(split) && release_slot(split.slot, token_gen(split.token), kRndvDone)) {
+            iface_.send_control(split.sender,
+                                ControlMsg{Kind::kRndvFin,
+                                           static_cast<uint32_t>(split_abandoned(split)),
+                                           split.token, split.proof});
+        }
     }
 }
 
