@@ -7,8 +7,9 @@
  *  - it maps the segment and writes rendezvous answers it has no right to
  *    (FIN, RTR, pipelined-copy request, NACK) naming random peer slots and
  *    tokens with guessed proofs (each must be dropped).
- * Named segments (the pairs with UCX_TM_SM_NAMED_SEGMENTS=y) take no seals
- * (docs/tm_sm.md, "Threat model"): they are only written to, not truncated.
+ * Named segments (the pairs with UCX_TM_SM_NAMED_SEGMENTS=y) are left alone:
+ * they take no seals, and truncating one fails its pairs' endpoints by design
+ * (docs/tm_sm.md, "Threat model"), which the soak would count as lost.
  *
  * Addresses come from the soak's DIR/addr.<slot> files. On SIGTERM it prints
  *   tm_soak_hostile forged=N truncations_refused=M truncated=K named=L
