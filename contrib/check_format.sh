@@ -7,12 +7,13 @@
 #         else (no origin/main, or HEAD is on it) HEAD~1: the newest commit
 # The working tree is compared with the base: uncommitted edits count too.
 # Needs clang-format and clang-format-diff (Debian: clang-format, contrib/deps.sh).
+# Exit status 77 when there is nothing to compare with (no git checkout, no base).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if ! git rev-parse --git-dir >/dev/null 2>&1; then
     echo "check_format: not a git checkout: nothing to compare with, skipped"
-    exit 0
+    exit 77
 fi
 base=${1:-${FORMAT_BASE:-}}
 if [[ -z $base ]]; then
@@ -23,8 +24,8 @@ if [[ -z $base ]]; then
     elif git rev-parse -q --verify HEAD~1 >/dev/null; then
         base=HEAD~1
     else
-        echo "check_format: no base (no origin/main, no HEAD~1): nothing to check"
-        exit 0
+        echo "check_format: no base (no origin/main, no HEAD~1): nothing to check, skipped"
+        exit 77
     fi
 fi
 
