@@ -196,7 +196,7 @@ __attribute__((constructor)) void load_component() {
     if ((running.major != kBuiltMajor) || (running.minor != kBuiltMinor)) {
         log_message(UCS_LOG_LEVEL_WARN,
                     "uct-tm: %s is built for UCX %u.%u, but this process runs UCX %u.%u.%u: "
-                    "its transports (tm_sm, tm_rc) are not registered; build uct-tm against "
+                    "its transports (tm_sm, tm_rc, tm_dc) are not registered; build uct-tm against "
                     "UCX %u.%u (configure --with-ucx=PREFIX)",
                     own_path().c_str(), kBuiltMajor, kBuiltMinor, running.major, running.minor,
                     running.patch, running.major, running.minor);

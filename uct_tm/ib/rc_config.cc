@@ -142,10 +142,9 @@ ucs_config_field_t dc_config_table[] = {
      "(the requester times out).",
      offsetof(RcConfig, max_passive), UCS_CONFIG_TYPE_UINT},
 
-    /* The old name, from when these queue pairs were thought of as DC
-     * initiators (no DCI is made): an alias (no default), so settings users
-     * have keep working; before the new name, which wins if both are set
-     * (the environment is applied in table order). */
+    /* An alias (no default) that users' settings may name; before
+     * QP_POOL_SIZE, which wins if both are set (the environment is applied
+     * in table order). */
     {"NUM_DCI", nullptr, "", offsetof(RcConfig, qp_pool_size), UCS_CONFIG_TYPE_UINT},
 
     {"QP_POOL_SIZE", "8",
