@@ -32,7 +32,10 @@
 #                      answers (FIN, RTR, pull requests, NACKs) into their FIFOs,
 #                      HOSTILE_RATE=50 attacks a second; HOSTILE=0: no hostile process.
 #                      Reported: forged answers, truncations refused; truncated must be 0,
-#                      and with memfd pairs (NAMED other than y) some attack must have run
+#                      and with memfd pairs (NAMED other than y) some attack must have run.
+#                      It also spoils split copies in progress (claim storms, withheld
+#                      pieces): tm_soak --attacked then counts a transfer failed with
+#                      UCS_ERR_IO_ERROR or UCS_ERR_TIMED_OUT on both sides as attacked, not lost
 set -u
 duration=${1:-${DURATION:-60}}
 pairs=${PAIRS:-8}
@@ -88,7 +91,9 @@ start() {
     esac
     incarnation[s]=$(( ${incarnation[s]:-0} + 1 ))
     rm -f "$dir/prog.$s"
-    env "${env[@]}" nice -n 5 "$soak" --slot "$s" --partner $((s ^ 1)) --dir "$dir" \
+    local attacked=()
+    [ "$hostile" = 1 ] && attacked=(--attacked)
+    env "${env[@]}" nice -n 5 "$soak" --slot "$s" --partner $((s ^ 1)) --dir "$dir" "${attacked[@]}" \
         >>"$dir/out.$s" 2>>"$dir/err.$s" &
     pid[s]=$!
     echo "${pid[s]}" >>"$dir/pids"
@@ -291,7 +296,7 @@ sent=$(($(sum sent) + killed_sent))
 errors=$(($(sum errors_reported) + killed_errors))
 lost=$(sum lost) dups=$(sum duplicates) corrupt=$(sum corrupt) cancel_bad=$(sum decoy_bad)
 unfinished=$(sum unfinished) fds=$(sum fd_leak) stale=$(sum stale) sessions=$(sum sessions)
-bytes=$(sum bytes)
+bytes=$(sum bytes) attacked_recvs=$(sum attacked_recvs) attacked_sends=$(sum attacked_sends)
 # every process's stderr lines that name a problem
 grep -h 'CORRUPT\|DUPLICATE\|LOST\|DECOY\|CANCEL\|MISSED\|UNFINISHED\|FD \|CONNECT' "$dir"/err.* 2>/dev/null | sort | uniq -c | sort -rn | head -20
 
@@ -315,6 +320,7 @@ soak report: $pairs pairs ($slots processes), ${duration} s, NAMED_SEGMENTS=$nam
   leaked fds:                    $fds
   hostile neighbour:             ${hostile_line#tm_soak_hostile }
   segments it truncated or idle: $hostile_truncated
+  transfers its split attacks failed (errors on both sides, not losses): $attacked_recvs receives, $attacked_sends sends
 EOF
 bad=$((hangs + lost + dups + corrupt + cancel_bad + unfinished + crashes + leaked_shm + fds + hostile_truncated))
 if [ "$bad" -ne 0 ]; then

@@ -31,6 +31,9 @@
  *           corrupt=... duplicates=... lost=... decoy_bad=... unfinished=...
  *           stale=... sessions=... fd_leak=...
  * corrupt, duplicates, lost, decoy_bad, unfinished and fd_leak must be 0.
+ * With --attacked (a hostile neighbour spoils split copies) a transfer that
+ * fails UCS_ERR_IO_ERROR or UCS_ERR_TIMED_OUT counts in attacked_recvs /
+ * attacked_sends instead of corrupt, and the message as accounted for.
  * Exit status 0 unless a setup step failed.
  */
 #include "transport_iface.h"
@@ -66,11 +69,16 @@ struct Options {
     size_t      max_size  = 256 << 10;   /* largest rendezvous message */
     unsigned    decoys    = 8;           /* decoy receives in rotation */
     double      drain_s   = 10;          /* end: wait this long for the partner's messages */
+    /* A hostile neighbour spoils split copies (claim storms, withheld
+     * pieces): a transfer failing UCS_ERR_IO_ERROR or UCS_ERR_TIMED_OUT on
+     * both sides is then its doing, reported, not lost. */
+    bool attacked = false;
 };
 
 void usage() {
-    fprintf(stderr, "usage: tm_soak --slot S --partner P --dir DIR [--window W] [--max-size BYTES]\n"
-                    "               [--decoys N] [--drain SEC] [--transport NAME]\n");
+    fprintf(stderr,
+            "usage: tm_soak --slot S --partner P --dir DIR [--window W] [--max-size BYTES]\n"
+            "               [--decoys N] [--drain SEC] [--transport NAME] [--attacked]\n");
     exit(1);
 }
 
@@ -83,6 +91,7 @@ Options parse(int argc, char **argv) {
                                    {"decoys", required_argument, nullptr, 'D'},
                                    {"drain", required_argument, nullptr, 'r'},
                                    {"transport", required_argument, nullptr, 'x'},
+                                   {"attacked", no_argument, nullptr, 'a'},
                                    {nullptr, 0, nullptr, 0}};
     Options o;
     int     c;
@@ -96,6 +105,7 @@ Options parse(int argc, char **argv) {
         case 'D': o.decoys = static_cast<unsigned>(strtoul(optarg, nullptr, 0)); break;
         case 'r': o.drain_s = strtod(optarg, nullptr); break;
         case 'x': o.transport = optarg; break;
+        case 'a': o.attacked = true; break;
         default: usage();
         }
     }
@@ -181,6 +191,8 @@ struct Counters {
      * with the data), decoys cancelled without and with force */
     uint64_t expected = 0, unexp_eager = 0, unexp_rndv = 0, cancelled = 0, cancel_late = 0,
              decoy_cancel = 0, decoy_force = 0;
+    /* receives and sends that failed by the neighbour's attacks (--attacked) */
+    uint64_t attacked_recvs = 0, attacked_sends = 0;
 };
 
 /* ---- the process ---------------------------------------------------------------------- */
@@ -349,7 +361,9 @@ bool verify(Soak &s, uint32_t session, uint64_t seq, const char *data, size_t of
     return true;
 }
 
-void deliver(Soak &s, uint64_t seq, size_t len, const char *path) {
+/* `failed`: the transfer failed by an attack, both sides told: accounted for,
+ * not delivered. */
+void deliver(Soak &s, uint64_t seq, size_t len, const char *path, bool failed = false) {
     const unsigned W = s.opt.window;
     if (inject_now(s, Inject::Lose)) {
         g_inject = Inject::None;
@@ -372,12 +386,21 @@ void deliver(Soak &s, uint64_t seq, size_t len, const char *path) {
         return;
     }
     s.delivered_ring[seq % W] = seq + 1;
-    ++s.n.delivered;
-    s.n.bytes += len;
+    if (failed) {
+        ++s.n.attacked_recvs;
+    } else {
+        ++s.n.delivered;
+        s.n.bytes += len;
+    }
     while (s.delivered_ring[s.prefix % W] == s.prefix + 1) {
         ++s.prefix;
         s.credit_dirty = true;
     }
+}
+
+/* A status the neighbour's attacks on split copies give (--attacked). */
+bool attacked_status(const Soak &s, ucs_status_t status) {
+    return s.opt.attacked && ((status == UCS_ERR_IO_ERROR) || (status == UCS_ERR_TIMED_OUT));
 }
 
 extern "C" void recv_consumed(uct_tag_context_t *) {}
@@ -419,6 +442,10 @@ extern "C" void recv_completed(uct_tag_context_t *ctx, uct_tag_t stag, uint64_t,
     }
     if (status == UCS_ERR_CONNECTION_RESET) {
         ++s.n.errors;
+        return;
+    }
+    if (attacked_status(s, status)) {
+        deliver(s, r->seq, 0, "expected", true);
         return;
     }
     const size_t want = msg_len(s.opt, r->session, r->seq);
@@ -561,6 +588,8 @@ extern "C" void send_completed(uct_completion_t *comp) {
     Soak   &s = *t->soak;
     if ((comp->status == UCS_ERR_CONNECTION_RESET) || (comp->status == UCS_ERR_CANCELED)) {
         ++s.n.errors;
+    } else if (attacked_status(s, comp->status)) {
+        ++s.n.attacked_sends;
     } else if (comp->status != UCS_OK) {
         fprintf(stderr, "tm_soak %d: send of message %" PRIu64 " completed with %s\n", s.opt.slot, t->seq,
                 ucs_status_string(comp->status));
@@ -818,6 +847,10 @@ void run_fetches(Soak &s) {
                         deliver(s, f->seq, f->len, "unexpected rendezvous");
                         ++s.n.unexp_rndv;
                     }
+                    s.rndv_acks_out.emplace_back(f->session, f->seq);
+                } else if (attacked_status(s, st)) {
+                    /* the sender withdraws its operation on the ack */
+                    deliver(s, f->seq, 0, "unexpected rendezvous", true);
                     s.rndv_acks_out.emplace_back(f->session, f->seq);
                 } else {
                     ++s.n.errors;
@@ -1160,10 +1193,12 @@ int main(int argc, char **argv) {
            " errors_reported=%" PRIu64 " corrupt=%" PRIu64 " duplicates=%" PRIu64 " lost=%" PRIu64
            " decoy_bad=%" PRIu64 " unfinished=%" PRIu64 " stale=%" PRIu64 " sessions=%" PRIu64
            " fd_leak=%ld expected=%" PRIu64 " unexp_eager=%" PRIu64 " unexp_rndv=%" PRIu64
-           " cancelled=%" PRIu64 " cancel_late=%" PRIu64 " decoy_cancel=%" PRIu64 " decoy_force=%" PRIu64 "\n",
-           s.opt.slot, s.mypid, s.n.delivered, s.n.bytes, s.n.sent, s.n.errors, s.n.corrupt, s.n.duplicates,
-           s.n.lost, s.n.decoy_bad, s.n.unfinished, s.n.stale, s.n.sessions, fd_leak, s.n.expected,
-           s.n.unexp_eager, s.n.unexp_rndv, s.n.cancelled, s.n.cancel_late, s.n.decoy_cancel, s.n.decoy_force);
+           " cancelled=%" PRIu64 " cancel_late=%" PRIu64 " decoy_cancel=%" PRIu64
+           " decoy_force=%" PRIu64 " attacked_recvs=%" PRIu64 " attacked_sends=%" PRIu64 "\n",
+           s.opt.slot, s.mypid, s.n.delivered, s.n.bytes, s.n.sent, s.n.errors, s.n.corrupt,
+           s.n.duplicates, s.n.lost, s.n.decoy_bad, s.n.unfinished, s.n.stale, s.n.sessions,
+           fd_leak, s.n.expected, s.n.unexp_eager, s.n.unexp_rndv, s.n.cancelled, s.n.cancel_late,
+           s.n.decoy_cancel, s.n.decoy_force, s.n.attacked_recvs, s.n.attacked_sends);
     fflush(stdout);
     uct_tm::close_transport_worker(&s);
     free(s.tx_buf.ptr);

@@ -6,13 +6,17 @@
  *    truncate it (must fail: the segment is sealed);
  *  - it maps the segment and writes rendezvous answers it has no right to
  *    (FIN, RTR, pipelined-copy request, NACK) naming random peer slots and
- *    tokens with guessed proofs (each must be dropped).
+ *    tokens with guessed proofs (each must be dropped);
+ *  - it spoils a split copy in progress in that segment's rendezvous slots:
+ *    a claim storm or a withheld piece (the transfer must fail with an error
+ *    on both sides, in bounded time; tm_soak --attacked accounts for it).
  * Named segments (the pairs with UCX_TM_SM_NAMED_SEGMENTS=y) are left alone:
  * they take no seals, and truncating one fails its pairs' endpoints by design
  * (docs/tm_sm.md, "Threat model"), which the soak would count as lost.
  *
  * Addresses come from the soak's DIR/addr.<slot> files. On SIGTERM it prints
  *   tm_soak_hostile forged=N truncations_refused=M truncated=K named=L
+ *                   claims_stormed=S pieces_withheld=W
  * truncated must be 0.
  */
 #include "sm/sm_fifo.h"
@@ -20,6 +24,7 @@
 #include "sm/sm_peer.h"
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -39,7 +44,7 @@ using namespace uct_tm::sm;
 volatile sig_atomic_t g_stop = 0;
 
 struct Counts {
-    uint64_t forged = 0, refused = 0, truncated = 0, named = 0;
+    uint64_t forged = 0, refused = 0, truncated = 0, named = 0, stormed = 0, withheld = 0;
 };
 
 /* The iface address in DIR/addr.<slot> (pid, device address, iface address). */
@@ -60,19 +65,14 @@ bool read_iface_address(const std::string &path, IfaceAddress *out) {
 /* The memfd behind `id`, if /proc/PID/fd/FD still is that segment (its name
  * carries the serial): a reused descriptor number is never touched. */
 int open_memfd(const uct_tm::ShmId &id) {
-    char link[64], target[256], expected[64];
+    char link[64], target[256];
     snprintf(link, sizeof(link), "/proc/%d/fd/%d", id.pid, id.fd);
     const ssize_t n = readlink(link, target, sizeof(target) - 1);
     if (n < 0) {
         return -1;
     }
-    target[n]     = '\0';
-    const int len = snprintf(expected, sizeof(expected), "/memfd:uct_tm.%u", id.serial);
-    if ((strncmp(target, expected, static_cast<size_t>(len)) != 0) ||
-        ((target[len] != '\0') && (target[len] != ' '))) {
-        return -1;
-    }
-    return open(link, O_RDWR | O_CLOEXEC);
+    target[n] = '\0';
+    return uct_tm::shm_memfd_link_is(target, id.serial) ? open(link, O_RDWR | O_CLOEXEC) : -1;
 }
 
 /* One forged answer into the segment's FIFO. */
@@ -113,6 +113,35 @@ void forge(void *base, std::mt19937_64 &rng, Counts *n) {
     sigprocmask(SIG_SETMASK, &old, nullptr);
 }
 
+/* A split copy in progress (a send's slot READING, pieces left to claim) is
+ * spoiled as a peer could: the claim counter stormed (hi = 2^32 - 1, which
+ * no conforming peer writes) or one piece claimed and never written. Either
+ * must fail that transfer with an error on both sides within SPLIT_TIMEOUT.
+ * Splits last microseconds: the slots are watched for up to 2 ms. */
+void spoil_split(void *base, std::mt19937_64 &rng, Counts *n) {
+    const Geometry g     = static_cast<const SegmentHeader *>(base)->geometry;
+    auto          *slots = reinterpret_cast<RndvSlot *>(static_cast<char *>(base) + g.rndv_offset);
+    const bool     storm = (rng() % 2) == 0;
+    const auto     until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+    while (std::chrono::steady_clock::now() < until) {
+        for (uint32_t i = 0; i < g.rndv_slots; ++i) {
+            if ((slots[i].word.load(std::memory_order_acquire) & 0xf) != kRndvReading) {
+                continue;
+            }
+            uint64_t       claim = slots[i].claim.load(std::memory_order_acquire);
+            const uint64_t lo    = claim & 0xffffffffu;
+            if (lo >= (claim >> 32)) {
+                continue;
+            }
+            const uint64_t spoiled = storm ? (lo | (uint64_t{0xffffffffu} << 32)) : claim + 1;
+            if (slots[i].claim.compare_exchange_strong(claim, spoiled)) {
+                ++(storm ? n->stormed : n->withheld);
+                return;
+            }
+        }
+    }
+}
+
 void attack(const IfaceAddress &a, std::mt19937_64 &rng, Counts *n) {
     const uct_tm::ShmId &id = a.segment;
     if (uct_tm::shm_is_named(id)) {
@@ -138,6 +167,7 @@ void attack(const IfaceAddress &a, std::mt19937_64 &rng, Counts *n) {
     if ((header->magic == kSegmentMagic) && (header->version == kLayoutVersion) &&
         valid_geometry(header->geometry, id.size)) {
         forge(base, rng, n);
+        spoil_split(base, rng, n);
     }
     munmap(base, id.size);
 }
@@ -163,8 +193,10 @@ int main(int argc, char **argv) {
         }
         usleep(1000000 / rate);
     }
-    printf("tm_soak_hostile forged=%llu truncations_refused=%llu truncated=%llu named=%llu\n",
+    printf("tm_soak_hostile forged=%llu truncations_refused=%llu truncated=%llu named=%llu "
+           "claims_stormed=%llu pieces_withheld=%llu\n",
            static_cast<unsigned long long>(n.forged), static_cast<unsigned long long>(n.refused),
-           static_cast<unsigned long long>(n.truncated), static_cast<unsigned long long>(n.named));
+           static_cast<unsigned long long>(n.truncated), static_cast<unsigned long long>(n.named),
+           static_cast<unsigned long long>(n.stormed), static_cast<unsigned long long>(n.withheld));
     return 0;
 }

@@ -106,17 +106,14 @@ ucs_status_t create_named(ShmId *id, int *fd_out) {
 
 /* True if the memfd open as `fd` is the one whose name carries `serial`. */
 bool memfd_has_serial(int fd, uint32_t serial) {
-    char link[64], target[PATH_MAX], expected[64];
+    char link[64], target[PATH_MAX];
     snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
     const ssize_t n = readlink(link, target, sizeof(target) - 1);
     if (n < 0) {
         return false;
     }
     target[n] = '\0';
-    /* "/memfd:uct_tm.<serial> (deleted)" */
-    const int len = snprintf(expected, sizeof(expected), "/memfd:%s%u", kMemfdPrefix, serial);
-    return (strncmp(target, expected, static_cast<size_t>(len)) == 0) &&
-           ((target[len] == '\0') || (target[len] == ' '));
+    return shm_memfd_link_is(target, serial);
 }
 
 }  // namespace

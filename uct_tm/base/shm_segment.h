@@ -82,6 +82,16 @@ inline bool shm_named_file(const char *name, uint32_t *uid) {
     return true;
 }
 
+/* True if `target`, what a /proc/PID/fd link reads, is the memfd of ours
+ * whose name carries `serial`: "/memfd:uct_tm.<serial>", then the end or
+ * " (deleted)". A descriptor number reused for anything else fails it. */
+inline bool shm_memfd_link_is(const char *target, uint32_t serial) {
+    char      expected[32];
+    const int len = snprintf(expected, sizeof(expected), "/memfd:uct_tm.%u", serial);
+    return (strncmp(target, expected, static_cast<size_t>(len)) == 0) &&
+           ((target[len] == '\0') || (target[len] == ' '));
+}
+
 enum class ShmBacking : uint8_t { kMemfd, kNamed };
 
 class ShmSegment {
