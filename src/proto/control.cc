@@ -116,5 +116,13 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
     }
 }
 
+/* A sync sender learns its message matched or was discarded. */
+void Worker::send_ack(uint32_t source, uint64_t sreq) {
+    CtrlHeader h = {};
+    h.kind       = Kind::kAck;
+    h.req        = sreq;
+    send_ctrl_to(source, h);
+}
+
 }  // namespace proto
 }  // namespace uct_tm

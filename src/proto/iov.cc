@@ -205,40 +205,38 @@ ucs_status_t Worker::recvv(const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_
         return UCS_ERR_INVALID_PARAM; /* a multi-receive is one buffer */
     }
     return recv_vector(
-            iov, iovcnt, params, req,
-            [&](void *buffer, size_t length) {
-                return recv(buffer, length, tag, mask, source, params, req);
-            },
-            [&] { return recv_args_valid(source, params, req); },
-            [&](Request &r, uint64_t handle, uint64_t *out) {
-                return match_or_post(r, handle, tag, mask, source, out);
-            });
+        iov, iovcnt, params, req,
+        [&](void *buffer, size_t length) {
+            return recv(buffer, length, tag, mask, source, params, req);
+        },
+        [&] { return rx_.recv_args_valid(source, params, req); },
+        [&](Request &r, uint64_t handle, uint64_t *out) {
+            return rx_.match_or_post(r, handle, tag, mask, source, out);
+        });
 }
 
 ucs_status_t Worker::recv_claimedv(uint64_t msg, const uct_tm_proto_iov_t *iov, size_t iovcnt,
                                    const uct_tm_proto_op_params_t *params, uint64_t *req) {
     uint32_t idx = 0;
     return recv_vector(
-            iov, iovcnt, params, req,
-            [&](void *buffer, size_t length) {
-                return recv_claimed(msg, buffer, length, params, req);
-            },
-            [&] {
-                return (unexpected_.claimed(msg, &idx) != nullptr) &&
-                       op_params_valid(params, 0, req);
-            },
-            [&](Request &r, uint64_t, uint64_t *out) {
-                deliver_unexpected(r, idx);
-                *out = handed_out(r);
-                return UCS_INPROGRESS;
-            });
+        iov, iovcnt, params, req,
+        [&](void *buffer, size_t length) { return recv_claimed(msg, buffer, length, params, req); },
+        [&] {
+            return (rx_.unexpected().claimed(msg, &idx) != nullptr) &&
+                   op_params_valid(params, 0, req);
+        },
+        [&](Request &r, uint64_t, uint64_t *out) {
+            rx_.deliver_unexpected(r, idx);
+            *out = handed_out(r);
+            return UCS_INPROGRESS;
+        });
 }
 
 /* A receive request for the elements: no buffer (place() scatters when
  * rbuf is null), `total` bytes of capacity; null when out of memory. */
 Request *Worker::new_iov_recv(const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t total,
                               const uct_tm_proto_op_params_t *params, uint64_t *handle) {
-    Request *r = new_recv(nullptr, total, params, handle);
+    Request *r = rx_.new_recv(nullptr, total, params, handle);
     if (r == nullptr) {
         return nullptr;
     }

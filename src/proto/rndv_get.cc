@@ -377,5 +377,40 @@ void Worker::put_done(Request &r, ucs_status_t status) {
     /* done on the receiver's kAck: it may still be reading our buffer */
 }
 
+/* A receive matched a rendezvous request: ask for what fits. */
+void Worker::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
+                             size_t get_len, bool put_offer) {
+    CtrlHeader h = {};
+    h.req        = sreq;
+    if (r.expect == 0) {
+        h.kind = Kind::kAck; /* nothing to fetch: the sender is done */
+        send_ctrl_to(source, h);
+        finish_recv(r);
+        return;
+    }
+    if (const ucs_status_t failure = peer_failure(source); failure != UCS_OK) {
+        complete(r, failure); /* its data cannot come any more */
+        return;
+    }
+    /* read it into the buffer, or have a sender that cannot be read write it
+     * (into one buffer: one rkey), else have it pushed. A vectored receive is
+     * pushed: reading it piece by piece measured slower over tm_sm
+     * (docs/perf.md, "Protocol layer"). */
+    if ((get_len != 0) && (r.rbuf != nullptr) && start_get(r, source, sreq, get, get_len)) {
+        return;
+    }
+    if (put_offer && (r.rbuf != nullptr) && start_put(r, source, sreq)) {
+        return;
+    }
+    r.parts     = 1; /* kData up to r.limit */
+    r.peer_part = true;
+    r.limit     = r.expect;
+    r.offset    = 0;
+    h.kind      = Kind::kCts;
+    h.value     = r.self;
+    h.value2    = r.expect;
+    send_ctrl_to(source, h);
+}
+
 }  // namespace proto
 }  // namespace uct_tm

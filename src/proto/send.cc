@@ -358,7 +358,7 @@ unsigned Worker::progress_later() {
     unsigned n = 0;
     for (const Later &l : later_work_) {
         if (l.kind == Later::Kind::kBuffered) {
-            report_buffered(l.handle);
+            rx_.report_buffered(l.handle);
             ++n;
             continue;
         }

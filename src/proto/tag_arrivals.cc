@@ -168,7 +168,7 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
                      !credit_stays_owed(ep, length))) {
         return false;
     }
-    tag_list_.unlist_direct(d);
+    rx_.tag_list().unlist_direct(d);
     ++stats_.expected;
     ep->owed += length;
     uct_tm_proto_request_status_t *pub = status_of(d);
@@ -182,7 +182,7 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
  * the status last (the caller may reuse the memory once it reads final). */
 void Worker::tag_completed(DirectRecv *d, uint64_t stag, uint64_t imm, size_t length,
                            ucs_status_t status) {
-    tag_list_.unlist_direct(d);
+    rx_.tag_list().unlist_direct(d);
     uct_tm_proto_info_t info = {};
     if (ucs_likely(status != UCS_ERR_CANCELED)) {
         ++stats_.expected;
@@ -212,7 +212,7 @@ void Worker::tag_rndv(DirectRecv *d, uint64_t stag, const void *header, unsigned
 void Worker::move_direct_to_slot(DirectRecv *d, uint64_t stag, const void *header,
                                  unsigned length) {
     d->consumed = true;
-    tag_list_.unlist_direct(d);
+    rx_.tag_list().unlist_direct(d);
     void    *memory = status_of(d);
     uint64_t handle;
     Request *r = nullptr;
@@ -251,7 +251,7 @@ void Worker::tagged_eager_arrived(const void *data, size_t length, unsigned flag
             TM_PROTO_DROPPED("dropped a tagged fragment with no first fragment");
             return;
         }
-        switch (gathers_.add(data, length, flags, context)) {
+        switch (rx_.gathers().add(data, length, flags, context)) {
         case TagGathers::Step::kMore:
             return;
         case TagGathers::Step::kBeyondOpen:
@@ -264,8 +264,8 @@ void Worker::tagged_eager_arrived(const void *data, size_t length, unsigned flag
         case TagGathers::Step::kComplete:
             break;
         }
-        payload = gathers_.data();
-        total   = gathers_.size();
+        payload = rx_.gathers().data();
+        total   = rx_.gathers().size();
     }
     MsgHeader h = {};
     h.kind   = Kind::kEager;
@@ -274,7 +274,7 @@ void Worker::tagged_eager_arrived(const void *data, size_t length, unsigned flag
     h.data   = static_cast<uint32_t>(imm);
     h.tag    = stag;
     h.length = total;
-    handle_message(h, payload, total, iface);
+    rx_.handle_message(h, payload, total, iface);
 }
 
 void Worker::tagged_rndv_arrived(uint64_t stag, const void *header, unsigned length,
@@ -292,7 +292,7 @@ void Worker::tagged_rndv_arrived(uint64_t stag, const void *header, unsigned len
         return;
     }
     h.tag = stag;
-    handle_message(h, static_cast<const char *>(header) + sizeof(h), length - sizeof(h), iface);
+    rx_.handle_message(h, static_cast<const char *>(header) + sizeof(h), length - sizeof(h), iface);
 }
 
 /* ---- UCT's callbacks --------------------------------------------------- */

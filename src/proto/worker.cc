@@ -326,16 +326,16 @@ Worker::Worker(const Config &config)
         config_.id = random_id();
     }
     /* a gather per sender with an endpoint and one for those without */
-    gathers_.limit(config_.max_peers + 1, window_);
+    rx_.gathers().limit(config_.max_peers + 1, window_);
 }
 
 Worker::~Worker() {
     peers_.for_each([this](Endpoint *ep) { send_batch_before_close(ep); });
     /* requests in the caller's memory complete (CANCELED): the caller may be
      * waiting on their status word */
-    tag_list_.cancel_directs();
+    rx_.tag_list().cancel_directs();
     reqs_.for_each_user([this](Request &r) {
-        tag_list_.forget(r);
+        rx_.tag_list().forget(r);
         if (!r.done) {
             complete(r, UCS_ERR_CANCELED);
         }
@@ -392,7 +392,7 @@ ucs_status_t Worker::open() {
     ifaces_.front()->offload = config_.offload && (ifaces_.size() == 1) &&
                                ifaces_.front()->tag_send;
     if (ifaces_.front()->offload) {
-        tag_list_.enable(ifaces_.front().get(), this);
+        rx_.tag_list().enable(ifaces_.front().get(), this);
     }
     return UCS_OK;
 }
@@ -654,7 +654,7 @@ void Worker::end_sends(Endpoint *ep, ucs_status_t status, bool keep_writes) {
 }
 
 void Worker::end_arrivals(const Endpoint *ep, ucs_status_t status) {
-    partial_.erase_if([&](Partial &part) {
+    rx_.partials().erase_if([&](Partial &part) {
         if (part.source != ep->peer_id) {
             return false;
         }
@@ -732,12 +732,12 @@ void Worker::ep_destroy(Endpoint *ep) {
      * with its whole window */
     unbound_.bytes      += ep->held.bytes;
     unbound_.fragmented += ep->held.fragmented;
-    unexpected_.for_each_live([this, ep](Unexpected &u) {
+    rx_.unexpected().for_each_live([this, ep](Unexpected &u) {
         if (u.charged == &ep->held) {
             u.charged = &unbound_;
         }
     });
-    partial_.for_each([this, ep](Partial &part) {
+    rx_.partials().for_each([this, ep](Partial &part) {
         if (part.charged == &ep->held) {
             part.charged = &unbound_;
         }
@@ -814,7 +814,7 @@ void Worker::ep_failed(uct_ep_h uep, ucs_status_t status) {
 }
 
 unsigned Worker::deliver_completions() {
-    return completions_.deliver(reqs_, [this](Request &child) { child_done(child); });
+    return completions_.deliver(reqs_, [this](Request &child) { rx_.child_done(child); });
 }
 
 void Worker::stats(uct_tm_proto_stats_t *out) const {

@@ -1,10 +1,9 @@
 /*
  * Worker: one protocol-layer instance -- its ifaces, endpoints and requests,
  * and the protocols that move messages between them. What it holds has its
- * own type: Peers (endpoints by peer id), RequestPool, the receive queues
- * (TagList: tier 0, the transport's tag list; PostedRecvs: tiers 1 and 2;
- * UnexpectedQueue: what arrived first, probes' claims), TagGathers, Partials
- * (fragments still to come) and Completions. The protocols live in their own
+ * own type: Peers (endpoints by peer id), RequestPool, the receive side
+ * (Receiver: the receive queues and what runs in them, receiver.h) and
+ * Completions. The protocols live in their own
  * files: send.cc (eager, fragments, rendezvous, sync, inject), recv.cc
  * (posting, matching, unexpected messages, probe, truncation), am_arrivals.cc
  * and tag_arrivals.cc (what UCT's callbacks deliver), rndv_get.cc, cancel.cc,
@@ -23,7 +22,7 @@
 #include "mem_maps.h"
 #include "partials.h"
 #include "peers.h"
-#include "posted_recvs.h"
+#include "receiver.h"
 #include "request.h"
 #include "tag_gathers.h"
 #include "tag_list.h"
@@ -80,6 +79,8 @@ void set_tag_callbacks(uct_iface_params_t *params, Iface *iface);
 struct PeerIface;
 
 class Worker {
+    friend class Receiver; /* its calls back: see receiver.h */
+
   public:
     explicit Worker(const Config &config);
     ~Worker();
@@ -106,18 +107,19 @@ class Worker {
      * valid (api.cc). */
     ucs_status_t send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                       const uct_tm_proto_op_params_t *params, uint64_t *req);
-    /* Inline: while receives go straight to the transport's tag list (nothing
-     * unexpected or held in software, no source filter), one goes there at
-     * once; recv_general() takes everything else. */
+    /* Inline: the receive side's (Receiver::recv()) */
     ucs_status_t recv(void *buffer, size_t length, uint64_t tag, uint64_t mask, Endpoint *source,
                       const uct_tm_proto_op_params_t *params, uint64_t *req);
-    /* With `buffer`: PEEK copies what is here of the message's data (probe_copy). */
-    ucs_status_t probe(uint64_t tag, uint64_t mask, Endpoint *source, unsigned flags,
-                       void *buffer, size_t length, size_t *copied, uct_tm_proto_info_t *info,
-                       uint64_t *msg);
+    /* probe, claim, discard: the receive side's (Receiver) */
+    ucs_status_t probe(uint64_t tag, uint64_t mask, Endpoint *source, unsigned flags, void *buffer,
+                       size_t length, size_t *copied, uct_tm_proto_info_t *info, uint64_t *msg) {
+        return rx_.probe(tag, mask, source, flags, buffer, length, copied, info, msg);
+    }
     ucs_status_t recv_claimed(uint64_t msg, void *buffer, size_t length,
-                              const uct_tm_proto_op_params_t *params, uint64_t *req);
-    ucs_status_t discard_claimed(uint64_t msg);
+                              const uct_tm_proto_op_params_t *params, uint64_t *req) {
+        return rx_.recv_claimed(msg, buffer, length, params, req);
+    }
+    ucs_status_t discard_claimed(uint64_t msg) { return rx_.discard_claimed(msg); }
     /* iov.cc: the vectored operations (`ep` valid, as for send) */
     ucs_status_t sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag,
                        const uct_tm_proto_op_params_t *params, uint64_t *req);
@@ -205,14 +207,6 @@ class Worker {
     /* The failure of our endpoint to worker `source`, or UCS_OK. */
     ucs_status_t peer_failure(uint32_t source) const;
     void         complete(Request &r, ucs_status_t status);
-    /* Nothing unexpected, no receive held in software, no tagged message
-     * arriving in fragments: a new receive may go straight to the tag list.
-     * Asks the matcher itself, not through the queues' references to it:
-     * two loads fewer on the 8 B receive path. */
-    bool         software_idle() const {
-        return (matcher_.unexpected_count() == 0) && (matcher_.posted_count() == 0) &&
-               posted_.tier2_empty() && !gathers_.open();
-    }
 
     /* --- send.cc --- */
     /* static: the C entry forwards to it directly (docs/perf.md,
@@ -384,90 +378,27 @@ class Worker {
     void         handle_fragment(const FragHeader &hdr, const char *payload, size_t len);
     void         handle_data(const DataHeader &hdr, const char *payload, size_t len);
 
-    /* --- recv.cc --- */
-    /* A message (eager, first fragment, rendezvous request) that arrived over `iface`. */
-    void         handle_message(const MsgHeader &hdr, const char *payload, size_t len,
-                                const Iface *iface);
-    void         message_matched(Request &r, const MsgHeader &h, const char *payload, size_t len,
-                                 Endpoint *ep, Account &acct);
-    void message_unexpected(const MsgHeader &h, const char *payload, size_t len, Account &acct);
-    bool buffer_unexpected(const MsgHeader &h, const char *payload, size_t len, Account &acct,
-                           uint32_t *idx);
-    bool enqueue_unexpected(uint32_t idx);
-    /* Whether an unexpected eager message of `length` bytes fits in `acct`
-     * (the credit granted to its source) and in the worker's bound. */
-    bool         fits(const Account &acct, uint64_t length, uint32_t source);
-    /* Releases what an unexpected message's buffered bytes were charged. */
-    void         release_charge(Unexpected &u);
-    /* Forgets a fragmented message's entry and what it was charged. */
-    void         erase_partial(uint32_t source, uint32_t msg_id);
-    void         track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex,
-                                 Account &acct);
-    void         deliver_unexpected(Request &r, uint32_t idx);
-    /* fi_msg (recv.cc): untagged receives, multi-receives and their children */
-    Request     *match_untagged(const MsgHeader &h);
-    template <bool kUntagged>
-    ucs_status_t recv_contiguous(void *buffer, size_t length, uint64_t tag, uint64_t mask,
-                                 Endpoint *source, const uct_tm_proto_op_params_t *params,
-                                 uint64_t *req);
-    ucs_status_t recv_untagged(void *buffer, size_t length, Endpoint *source,
-                               const uct_tm_proto_op_params_t *params, uint64_t *req);
-    ucs_status_t post_untagged(Request &r, uint64_t handle, uint64_t *req);
-    Request     *new_child(Request &m);
-    void         lend(Request &m, Request &c, uint64_t length);
-    void         multi_maybe_done(Request &m);
-    void         child_done(Request &c);
-    /* inline (below): the steps of every arrival that matched a receive */
+    /* --- recv.cc: the receive side is Receiver's (receiver.h); these are
+     * the steps of every arrival that matched a receive (inline, below),
+     * and what the receive side calls back --- */
     void         accept_message(Request &r, const MsgHeader &hdr);
     void         place(Request &r, size_t offset, const char *data, size_t len);
     void         finish_recv(Request &r);
-    void         publish_now(Request &r); /* inline */
+    void         publish_now(Request &r);
+    /* rndv_get.cc: a receive matched a rendezvous request */
     void         start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
                                  size_t get_len, bool put_offer);
     void         message_consumed(uint32_t source, uint64_t length, bool sync,
                                   uint64_t sreq); /* inline */
+    /* control.cc */
     void         send_ack(uint32_t source, uint64_t sreq);
-    void         drop_unexpected(uint32_t idx);
-    void         fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const;
-    void         unexpected_bytes(int64_t delta);
-    ucs_status_t recv_offloaded(void *buffer, size_t length, uint64_t tag, uint64_t mask,
-                                const uct_tm_proto_op_params_t *params, uint64_t *req);
-    /* A receive in the caller's memory without callback goes to the tag list
-     * as a DirectRecv; software holds it if the tag list cannot take it. Out
-     * of line (docs/perf.md, "Code shape of the hot paths"). */
-    [[gnu::noinline]] ucs_status_t recv_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
-                             const uct_tm_proto_op_params_t *params, uint64_t *req);
-    /* the transport refused recv_direct()'s post: undone, and held in software */
-    [[gnu::noinline]] ucs_status_t direct_refused();
-    ucs_status_t recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
-                              Endpoint *source, const uct_tm_proto_op_params_t *params,
-                              uint64_t *req);
-    ucs_status_t post_recv(Request &r);
-    /* recv_general()'s and recvv()'s end: `r` takes an earlier unexpected
-     * message or is posted; UCS_INPROGRESS and *req, or an error (r freed).
-     * The inline one is recv_general()'s (its instructions as before the
-     * split), the other recvv()'s. */
-    ucs_status_t match_or_post_inline(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
-                                      Endpoint *source, uint64_t *req);
-    ucs_status_t match_or_post(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
-                               Endpoint *source, uint64_t *req);
-    /* The checks recv_general() makes of everything but the buffer. */
-    bool         recv_args_valid(Endpoint *source, const uct_tm_proto_op_params_t *params,
-                                 const uint64_t *req) const {
-        return op_params_valid(params, UCT_TM_PROTO_OP_UNTAGGED | UCT_TM_PROTO_RECV_MULTI, req) &&
-               ((source == nullptr) ||
-                ((source->magic == Endpoint::kMagic) && (source->worker == this)));
-    }
+    /* iov.cc: a vectored receive */
     template <typename Contiguous, typename Valid, typename Take>
     ucs_status_t recv_vector(const uct_tm_proto_iov_t *iov, size_t iovcnt,
                              const uct_tm_proto_op_params_t *params, uint64_t *req,
                              Contiguous &&contiguous, Valid &&valid, Take &&take);
     Request     *new_iov_recv(const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t total,
                               const uct_tm_proto_op_params_t *params, uint64_t *handle);
-    /* inline */
-    template <bool kOffloaded = false>
-    Request     *new_recv(void *buffer, size_t length, const uct_tm_proto_op_params_t *params,
-                          uint64_t *handle);
 
     /* --- rndv_get.cc --- */
     bool         start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
@@ -532,12 +463,7 @@ class Worker {
     std::vector<Later>              later_;
     std::vector<Later>              later_work_;
     RequestPool                     reqs_;
-    match::TagMatcher               matcher_;       /* tier 1 receives and unexpected messages */
-    PostedRecvs                     posted_{matcher_, reqs_};
-    UnexpectedQueue                 unexpected_{matcher_};
-    TagList                         tag_list_;
-    TagGathers                      gathers_;
-    Partials                        partial_;       /* fragments still to come */
+    Receiver                        rx_{*this, reqs_}; /* the receive side */
     Completions                     completions_;
     MemMaps                         maps_;
     uct_tm_proto_stats_t            stats_ = {};
@@ -553,14 +479,7 @@ class Worker {
         const uct_tm_proto_op_params_t *params = nullptr;
         uint64_t                       *req    = nullptr;
     };
-    EagerNow                        eager_now_;
-    /* recv_direct()'s arguments while its post runs (the rest are in the
-     * DirectRecv) */
-    struct DirectPost {
-        const uct_tm_proto_op_params_t *params = nullptr;
-        uint64_t                       *req    = nullptr;
-    };
-    DirectPost                      direct_post_;
+    EagerNow eager_now_;
     /* sendv()'s gathered message (capacity kept up to kStageKeep bytes) */
     std::vector<char>               stage_;
     static constexpr size_t         kStageKeep = 64 << 10;
@@ -606,65 +525,11 @@ inline void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
     return send_general(ep, buffer, length, tag, params, req);
 }
 
-/* A receive request for `buffer`; null when out of memory. kOffloaded: for
- * recv_offloaded(), whose request stays on the offloaded eager path or is
- * marked cold_dirty when it leaves it (RequestPool::allocate_offloaded). */
-template <bool kOffloaded>
-[[gnu::always_inline]] inline Request *Worker::new_recv(void *buffer, size_t length,
-                                                       const uct_tm_proto_op_params_t *params,
-                                                       uint64_t *handle) {
-    Request *r;
-    if (ucs_unlikely((params != nullptr) && (params->flags & UCT_TM_PROTO_OP_USER_REQUEST) &&
-                     !user_memory_valid(params))) {
-        return nullptr; /* recv_general() says why */
-    }
-    if (alloc_status([&]() __attribute__((always_inline)) {
-            r = kOffloaded ? &reqs_.allocate_offloaded(handle)
-                           : &reqs_.allocate(ReqKind::kRecv, handle);
-        }) != UCS_OK) {
-        return nullptr;
-    }
-    r->rbuf     = static_cast<char *>(buffer);
-    r->capacity = length;
-    if (params != nullptr) {
-        r->cb  = params->cb;
-        r->arg = params->arg;
-        if (params->flags & UCT_TM_PROTO_OP_USER_REQUEST) {
-            RequestPool::adopt(*r, params->request);
-        }
-        if (params->flags & UCT_TM_PROTO_OP_MEMH) {
-            r->region = params->memh; /* never offloaded (recv() sends it general) */
-        }
-        if (!kOffloaded && (params->flags & UCT_TM_PROTO_OP_UNTAGGED)) {
-            r->untagged = true;
-            if (params->flags & UCT_TM_PROTO_RECV_MULTI) {
-                r->multi        = true;
-                r->children     = 0;
-                r->used         = 0;
-                r->multi_status = UCS_OK;
-            }
-        }
-    }
-    return r;
-}
-
 [[gnu::always_inline]] inline ucs_status_t Worker::recv(void *buffer, size_t length, uint64_t tag,
                                                         uint64_t mask, Endpoint *source,
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t *req) {
-    if (tag_list_.enabled() && (source == nullptr) && ((buffer != nullptr) || (length == 0)) &&
-        software_idle()) {
-        if ((params != nullptr) && (params->flags == UCT_TM_PROTO_OP_USER_REQUEST) &&
-            (params->cb == nullptr) && user_memory_valid(params)) {
-            return recv_direct(buffer, length, tag, mask, params, req);
-        }
-        if ((req != nullptr) &&
-            ((params == nullptr) ||
-             ((params->flags & ~unsigned(UCT_TM_PROTO_OP_USER_REQUEST)) == 0))) {
-            return recv_offloaded(buffer, length, tag, mask, params, req);
-        }
-    }
-    return recv_general(buffer, length, tag, mask, source, params, req);
+    return rx_.recv(buffer, length, tag, mask, source, params, req);
 }
 
 /* Inline into the C entry point: a caller polls it in its wait loop. */
