@@ -131,7 +131,7 @@ ucs_status_t Worker::sendv_general(Endpoint *ep, const uct_tm_proto_iov_t *iov, 
                            !ep->iface->tag_eager_gathers(shape.total, shape.nonempty));
     if (!copy_due) {
         const SendVector vector = {iov, iovcnt};
-        return send_general(ep, nullptr, shape.total, tag, &staged, req, &vector);
+        return tx_.send_general(ep, nullptr, shape.total, tag, &staged, req, &vector);
     }
     return send_staged(ep, iov, iovcnt, shape.total, tag, &staged, req);
 }
@@ -155,7 +155,7 @@ ucs_status_t Worker::send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, si
         return UCS_ERR_NO_MEMORY;
     }
     iov_gather(iov, iovcnt, stage_.data());
-    const ucs_status_t status = send_general(ep, stage_.data(), total, tag, staged, req);
+    const ucs_status_t status = tx_.send_general(ep, stage_.data(), total, tag, staged, req);
     if (status == UCS_INPROGRESS) {
         Request *r = (staged->flags & UCT_TM_PROTO_OP_USER_REQUEST)
                          ? reqs_.lookup_user(staged->request)

@@ -6,6 +6,8 @@
  * does not cover the message (back-pressure). Messages to one peer leave in
  * posting order: a send waits behind the ones queued before it.
  */
+#include "sender.h"
+
 #include "worker.h"
 
 #include <ucs/debug/log_def.h>
@@ -469,19 +471,19 @@ ssize_t Worker::send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint6
     return uct_ep_am_bcopy(ep->uct_ep, kAmId, gather_pack_cb, &g, 0);
 }
 
-/* Worker::send found the message eager, single and covered by credit, with
+/* Sender::send found the message eager, single and covered by credit, with
  * nothing queued before it. A refusal goes to send_general(), which decides
  * afresh (and queues on NO_RESOURCE). A message for a tag list (zcopy or
  * bcopy, as tag_eager() picks) is counted sent before the transport call, and
  * what a refusal needs waits in the worker (eager_now_) (docs/perf.md, "Code shape of the hot paths"). */
-ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+ucs_status_t Sender::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
     Worker *w = ep->worker;
     if (ucs_likely(ep->tag_path)) {
         const uint64_t imm = uint64_t{w->config_.id} << 32; /* no remote data here */
         w->eager_iov_.buffer = const_cast<void *>(buffer);
         w->eager_iov_.length = length;
-        w->eager_now_        = {ep, tag, params, req};
+        w->tx_.eager_now_    = {ep, tag, params, req};
         ep->credits         -= length;
         ++w->stats_.eager_sends;
         ucs_status_t status;
@@ -499,16 +501,16 @@ ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t len
             }
             return UCS_OK;
         }
-        return w->eager_now_refused(status);
+        return w->tx_.eager_now_refused(status);
     }
-    return w->send_eager_now_other(ep, buffer, length, tag, params, req);
+    return w->tx_.send_eager_now_other(ep, buffer, length, tag, params, req);
 }
 
 /* The tagged message above did not complete in the call. */
-ucs_status_t Worker::eager_now_refused(ucs_status_t status) {
+ucs_status_t Sender::eager_now_refused(ucs_status_t status) {
     const EagerNow a = eager_now_;
     if (status == UCS_INPROGRESS) {
-        status = wait_eager_zcopy();
+        status = w_.wait_eager_zcopy();
         if (status == UCS_OK) {
             if (a.req != nullptr) {
                 *a.req = 0;
@@ -516,20 +518,20 @@ ucs_status_t Worker::eager_now_refused(ucs_status_t status) {
             return UCS_OK;
         }
     }
-    const size_t length = eager_iov_.length;
+    const size_t length = w_.eager_iov_.length;
     a.ep->credits += length;
-    --stats_.eager_sends;
-    return send_general(a.ep, eager_iov_.buffer, length, a.tag, a.params, a.req);
+    --w_.stats_.eager_sends;
+    return send_general(a.ep, w_.eager_iov_.buffer, length, a.tag, a.params, a.req);
 }
 
 /* Every other message send_eager_now() takes (AM). */
-ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size_t length,
+ucs_status_t Sender::send_eager_now_other(Endpoint *ep, const void *buffer, size_t length,
                                           uint64_t tag, const uct_tm_proto_op_params_t *params,
                                           uint64_t *req) {
-    const ssize_t n = send_single(ep, tag, false, 0, buffer, length); /* no remote data here */
+    const ssize_t n = w_.send_single(ep, tag, false, 0, buffer, length); /* no remote data here */
     if (n >= 0) {
         ep->credits -= length;
-        ++stats_.eager_sends;
+        ++w_.stats_.eager_sends;
         if (req != nullptr) {
             *req = 0;
         }
@@ -539,26 +541,26 @@ ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size
 }
 
 /* The checks send_general() makes of its arguments. */
-[[gnu::always_inline]] inline bool Worker::send_args_valid(const Endpoint *ep, const void *buffer,
+[[gnu::always_inline]] inline bool Sender::send_args_valid(const Endpoint *ep, const void *buffer,
                                                            size_t                          length,
                                                            const uct_tm_proto_op_params_t *params,
                                                            const uint64_t                 *req,
                                                            const SendVector *vector) const {
     const unsigned flags = (params != nullptr) ? params->flags : 0;
-    return (ep != nullptr) && (ep->magic == Endpoint::kMagic) && (ep->worker == this) &&
+    return (ep != nullptr) && (ep->magic == Endpoint::kMagic) && (ep->worker == &w_) &&
            ((buffer != nullptr) || (length == 0) || (vector != nullptr)) &&
            op_params_valid(params, kSendFlags, req) &&
            !((flags & UCT_TM_PROTO_OP_NO_COMPLETION) && (flags & UCT_TM_PROTO_OP_USER_REQUEST)) &&
-           region_valid(params, buffer, length);
+           w_.region_valid(params, buffer, length);
 }
 
 /* Over a tag list, one tagged eager message at most, and sync messages need
  * the rendezvous request's header to be answered, as does remote data wider
  * than the 32 bits the eager message's imm has room for. An eager message
  * also needs the peer's credit. */
-[[gnu::always_inline]] inline bool Worker::needs_rndv(Endpoint *ep, size_t length, bool tag_send,
+[[gnu::always_inline]] inline bool Sender::needs_rndv(Endpoint *ep, size_t length, bool tag_send,
                                                       bool sync, uint64_t rdata) {
-    if ((length >= config_.rndv_thresh) ||
+    if ((length >= w_.config_.rndv_thresh) ||
         (tag_send && (sync || !data_is_narrow(rdata) || (length > ep->iface->tag_eager_max)))) {
         return true;
     }
@@ -569,16 +571,16 @@ ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size
      * sender runs ahead of the receiver by the whole window and would
      * otherwise turn most messages into rendezvous (64 KiB tag_bw over
      * tm_sm: 88%). Our own callbacks wait for progress(), so none runs here. */
-    uct_worker_progress(uworker_);
+    uct_worker_progress(w_.uworker_);
     if (length <= ep->credits) {
         return false;
     }
-    ++stats_.backpressure; /* the peer's buffer for us is full: it takes the data when matched */
+    ++w_.stats_.backpressure; /* the peer's buffer for us is full: it takes the data when matched */
     return true;
 }
 
-[[gnu::always_inline]] inline Worker::SendPlan
-Worker::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+[[gnu::always_inline]] inline Sender::SendPlan
+Sender::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                   const uct_tm_proto_op_params_t *params, const SendVector *vector) {
     SendPlan p;
     p.buffer     = buffer;
@@ -606,19 +608,20 @@ Worker::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
 
 /* MORE: a small eager message joins the endpoint's batch; any other send
  * sends the batch first. A failed batch fails this send too. */
-[[gnu::always_inline]] inline ucs_status_t Worker::send_batched(Endpoint *ep, const SendPlan &p) {
+[[gnu::always_inline]] inline ucs_status_t Sender::send_batched(Endpoint *ep, const SendPlan &p) {
     const auto entry_flags = static_cast<uint8_t>(p.wire_flags & ~kFlagSync);
-    if (p.batchable && batch_add(ep, p.tag, entry_flags, p.rdata, p.buffer, p.length, p.vector)) {
+    if (p.batchable &&
+        w_.batch_add(ep, p.tag, entry_flags, p.rdata, p.buffer, p.length, p.vector)) {
         return UCS_OK;
     }
-    const ucs_status_t status = flush_batch(ep);
+    const ucs_status_t status = w_.flush_batch(ep);
     if ((status == UCS_OK) && p.batchable &&
-        batch_add(ep, p.tag, entry_flags, p.rdata, p.buffer, p.length, p.vector)) {
+        w_.batch_add(ep, p.tag, entry_flags, p.rdata, p.buffer, p.length, p.vector)) {
         return UCS_OK;
     }
     if ((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE)) {
         if (!p.rndv) {
-            --stats_.eager_sends;
+            --w_.stats_.eager_sends;
         }
         return status;
     }
@@ -627,24 +630,24 @@ Worker::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
 
 /* The common case: one eager message, nothing queued (or, fenced,
  * outstanding) before it, done once handed over. */
-[[gnu::always_inline]] inline bool Worker::goes_at_once(Endpoint *ep, const SendPlan &p,
+[[gnu::always_inline]] inline bool Sender::goes_at_once(Endpoint *ep, const SendPlan &p,
                                                         bool batch_pending) {
     return p.one_call && ep->sends.empty() && !batch_pending &&
-           !(p.fence() && sends_outstanding(ep)) &&
+           !(p.fence() && w_.sends_outstanding(ep)) &&
            (p.tag_send || (sizeof(MsgHeader) + p.length <= ep->iface->max_bcopy));
 }
 
-[[gnu::always_inline]] inline ucs_status_t Worker::send_at_once(Endpoint *ep, const SendPlan &p) {
+[[gnu::always_inline]] inline ucs_status_t Sender::send_at_once(Endpoint *ep, const SendPlan &p) {
     const ssize_t n = p.untagged()
-                          ? am_eager<true>(ep, 0, p.has_data(), p.rdata, p.buffer, p.length)
-                          : send_single(ep, p.tag, p.has_data(), p.rdata, p.buffer, p.length);
+                          ? w_.am_eager<true>(ep, 0, p.has_data(), p.rdata, p.buffer, p.length)
+                          : w_.send_single(ep, p.tag, p.has_data(), p.rdata, p.buffer, p.length);
     return (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
 }
 
 /* A plan computed once, then the paths in turn: the endpoint's batch, one
  * transport call, a request. The credit an eager message takes goes back
  * unless a path commits it. */
-ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+ucs_status_t Sender::send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                   const uct_tm_proto_op_params_t *params, uint64_t *req,
                                   const SendVector *vector) {
     if (!send_args_valid(ep, buffer, length, params, req, vector)) {
@@ -655,7 +658,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     *req = 0;
     const SendPlan plan = plan_send(ep, buffer, length, tag, params, vector);
     CreditHold     credit(ep, plan.rndv ? 0 : length);
-    ++(plan.rndv ? stats_.rndv_sends : stats_.eager_sends);
+    ++(plan.rndv ? w_.stats_.rndv_sends : w_.stats_.eager_sends);
 
     ucs_status_t status = UCS_ERR_NO_RESOURCE; /* not sent: the next path takes it */
     if (plan.batchable || !ep->batch.empty()) {
@@ -674,7 +677,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     return status;
 }
 
-ucs_status_t Worker::send_request(Endpoint *ep, const SendPlan &p, bool batch_pending,
+ucs_status_t Sender::send_request(Endpoint *ep, const SendPlan &p, bool batch_pending,
                                   CreditHold &credit, uint64_t *req) {
     uint64_t handle;
     Request *r = new_send(ep, p, &handle);
@@ -687,11 +690,11 @@ ucs_status_t Worker::send_request(Endpoint *ep, const SendPlan &p, bool batch_pe
         status = alloc_status([&] { r->bounce.assign(r->sbuf, r->sbuf + p.length); });
     }
     if (status == UCS_OK) {
-        status = (ep->sends.empty() && !batch_pending && !fence_holds(*r)) ? start_send(*r)
-                                                                           : UCS_ERR_NO_RESOURCE;
+        status = (ep->sends.empty() && !batch_pending && !w_.fence_holds(*r)) ? w_.start_send(*r)
+                                                                              : UCS_ERR_NO_RESOURCE;
     }
     if (status == UCS_OK) {
-        left_queue(*r);
+        w_.left_queue(*r);
     } else if (status == UCS_ERR_NO_RESOURCE) {
         status = queue_send(*r, p);
         if (status == UCS_OK) {
@@ -704,9 +707,9 @@ ucs_status_t Worker::send_request(Endpoint *ep, const SendPlan &p, bool batch_pe
             credit.commit(); /* part of it left */
         }
         if (r->memh != nullptr) { /* an RTS packed but refused */
-            drop_memh(*r);
+            w_.drop_memh(*r);
         }
-        reqs_.release(handle);
+        w_.reqs_.release(handle);
         return status;
     }
     credit.commit();
@@ -714,24 +717,24 @@ ucs_status_t Worker::send_request(Endpoint *ep, const SendPlan &p, bool batch_pe
         /* eager, fully out: no request for the caller (its completion is
          * dropped); a failure found on the way (a flush) is the call's */
         status = r->info.status;
-        completions_.take_last(handle);
-        reqs_.release(handle);
+        w_.completions_.take_last(handle);
+        w_.reqs_.release(handle);
         return status;
     }
     return running(*r, p.quiet(), req);
 }
 
 /* A request for the plan's message; null when out of memory. */
-Request *Worker::new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle) {
+Request *Sender::new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle) {
     Request *r = nullptr;
-    if (alloc_status([&] { r = &reqs_.allocate(ReqKind::kSend, handle); }) != UCS_OK) {
+    if (alloc_status([&] { r = &w_.reqs_.allocate(ReqKind::kSend, handle); }) != UCS_OK) {
         return nullptr;
     }
     if ((p.vector != nullptr) && (alloc_status([&] {
                                       r->elements.assign(p.vector->iov,
                                                          p.vector->iov + p.vector->iovcnt);
                                   }) != UCS_OK)) {
-        reqs_.release(*handle);
+        w_.reqs_.release(*handle);
         return nullptr;
     }
     r->ep         = ep;
@@ -766,13 +769,13 @@ Request *Worker::new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle) {
 
 /* Queues the send behind what its endpoint holds; INJECT copies the data
  * now, as the caller may reuse the buffer on return. */
-ucs_status_t Worker::queue_send(Request &r, const SendPlan &p) {
+ucs_status_t Sender::queue_send(Request &r, const SendPlan &p) {
     return alloc_status([&] {
         if ((p.flags & UCT_TM_PROTO_SEND_INJECT) && r.bounce.empty()) {
             r.bounce.assign(r.sbuf, r.sbuf + p.length);
         }
         r.ep->sends.push_back(r.self);
-        mark_busy(r.ep);
+        w_.mark_busy(r.ep);
     });
 }
 

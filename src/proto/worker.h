@@ -24,6 +24,7 @@
 #include "peers.h"
 #include "receiver.h"
 #include "request.h"
+#include "sender.h"
 #include "tag_gathers.h"
 #include "tag_list.h"
 #include "unexpected.h"
@@ -79,7 +80,8 @@ void set_tag_callbacks(uct_iface_params_t *params, Iface *iface);
 struct PeerIface;
 
 class Worker {
-    friend class Receiver; /* its calls back: see receiver.h */
+    friend class Receiver; /* their calls back: see receiver.h, sender.h */
+    friend class Sender;
 
   public:
     explicit Worker(const Config &config);
@@ -102,9 +104,7 @@ class Worker {
      * (checked whole first: it comes from the peer). */
     ucs_status_t ep_connect(Endpoint *ep, const void *address, size_t length);
 
-    /* Inline: a message the endpoint's eager_now_limit admits leaves at
-     * once (send_eager_now); send_general() takes everything else. `ep` is
-     * valid (api.cc). */
+    /* Inline: the send side's (Sender::send()) */
     ucs_status_t send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                       const uct_tm_proto_op_params_t *params, uint64_t *req);
     /* Inline: the receive side's (Receiver::recv()) */
@@ -208,65 +208,10 @@ class Worker {
     ucs_status_t peer_failure(uint32_t source) const;
     void         complete(Request &r, ucs_status_t status);
 
-    /* --- send.cc --- */
-    /* static: the C entry forwards to it directly (docs/perf.md,
-     * "Code shape of the hot paths") */
-    static ucs_status_t send_eager_now(Endpoint *ep, const void *buffer, size_t length,
-                                       uint64_t tag, const uct_tm_proto_op_params_t *params,
-                                       uint64_t *req);
-    /* `vector`: a vectored send's elements (buffer null, length their total) */
-    ucs_status_t send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
-                              const uct_tm_proto_op_params_t *params, uint64_t *req,
-                              const SendVector *vector = nullptr);
-    /* What send_general() decides about one message before any path runs:
-     * eager or rendezvous, and the paths it may take. */
-    struct SendPlan {
-        const void                     *buffer;
-        size_t                          length;
-        const SendVector               *vector;
-        const uct_tm_proto_op_params_t *params;
-        unsigned                        flags; /* params->flags, or 0 */
-        uint64_t                        tag;   /* 0 for an untagged message */
-        uint64_t                        rdata; /* remote data, or 0 */
-        uint8_t                         wire_flags;
-        /* sync completes later than delivery and transmission: it needs neither */
-        bool deliver;
-        bool transmit;
-        bool tag_send;  /* through the transport's tag API */
-        bool rndv;      /* else eager, its credit taken */
-        bool batchable; /* MORE: may join the endpoint's batch */
-        /* eager, not vectored, and done once handed over: one transport
-         * call may send it if nothing is before it */
-        bool one_call;
-
-        bool sync() const { return flags & UCT_TM_PROTO_SEND_SYNC; }
-        bool quiet() const { return flags & UCT_TM_PROTO_OP_NO_COMPLETION; }
-        bool fence() const { return flags & UCT_TM_PROTO_SEND_FENCE; }
-        bool has_data() const { return flags & UCT_TM_PROTO_SEND_REMOTE_DATA; }
-        bool untagged() const { return flags & UCT_TM_PROTO_OP_UNTAGGED; }
-    };
-    bool     send_args_valid(const Endpoint *ep, const void *buffer, size_t length,
-                             const uct_tm_proto_op_params_t *params, const uint64_t *req,
-                             const SendVector *vector) const;
-    SendPlan plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
-                       const uct_tm_proto_op_params_t *params, const SendVector *vector);
-    bool     needs_rndv(Endpoint *ep, size_t length, bool tag_send, bool sync, uint64_t rdata);
-    /* The paths of send_general(): UCS_OK sent, UCS_ERR_NO_RESOURCE left for
-     * the next path, else the send's failure. */
-    ucs_status_t send_batched(Endpoint *ep, const SendPlan &p);
-    bool         goes_at_once(Endpoint *ep, const SendPlan &p, bool batch_pending);
-    ucs_status_t send_at_once(Endpoint *ep, const SendPlan &p);
-    /* The last path: a request, started or queued (UCS_INPROGRESS). */
-    ucs_status_t                   send_request(Endpoint *ep, const SendPlan &p, bool batch_pending,
-                                                CreditHold &credit, uint64_t *req);
-    Request                       *new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle);
-    ucs_status_t                   queue_send(Request &r, const SendPlan &p);
-    [[gnu::noinline]] ucs_status_t eager_now_refused(ucs_status_t status);
+    /* --- send.cc: what the send side (Sender, sender.h) calls back: the
+     * transport calls, the endpoint's batch, the requests it starts or
+     * queues, which the worker carries on --- */
     ucs_status_t wait_eager_zcopy();
-    [[gnu::noinline]] ucs_status_t send_eager_now_other(Endpoint *ep, const void *buffer,
-                                                        size_t length, uint64_t tag,
-                                                        const uct_tm_proto_op_params_t *params,
-                                                        uint64_t *req);
     /* A single eager message's header (AM path). */
     /* Whether send `r` goes through its transport's tag API (untagged
      * messages never do). */
@@ -464,6 +409,7 @@ class Worker {
     std::vector<Later>              later_work_;
     RequestPool                     reqs_;
     Receiver                        rx_{*this, reqs_}; /* the receive side */
+    Sender                          tx_{*this};        /* the send side */
     Completions                     completions_;
     MemMaps                         maps_;
     uct_tm_proto_stats_t            stats_ = {};
@@ -471,15 +417,6 @@ class Worker {
      * complete before the next one starts, so one of each is enough */
     uct_iov_t                       eager_iov_  = {nullptr, 0, UCT_MEM_HANDLE_NULL, 0, 1};
     uct_completion_t                eager_comp_ = {[](uct_completion_t *) {}, 1, UCS_OK};
-    /* send_eager_now()'s arguments while its transport call runs (the rest
-     * are eager_iov_'s buffer and length) */
-    struct EagerNow {
-        Endpoint                       *ep     = nullptr;
-        uint64_t                        tag    = 0;
-        const uct_tm_proto_op_params_t *params = nullptr;
-        uint64_t                       *req    = nullptr;
-    };
-    EagerNow eager_now_;
     /* sendv()'s gathered message (capacity kept up to kStageKeep bytes) */
     std::vector<char>               stage_;
     static constexpr size_t         kStageKeep = 64 << 10;
@@ -505,24 +442,11 @@ inline void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
     }
 }
 
-/* Inline into uct_tm_proto_send(): the endpoint's limit (set once when it is
- * created) already says whether the message is eager and goes in one
- * transport call; what is left per message is the credit compare and an
- * empty queue. */
 [[gnu::always_inline]] inline ucs_status_t Worker::send(Endpoint *ep, const void *buffer,
                                                         size_t length, uint64_t tag,
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t *req) {
-    /* a message that leaves at once makes no request, with USER_REQUEST too */
-    if ((length < ep->eager_now_limit) && (length <= ep->credits) &&
-        ((buffer != nullptr) || (length == 0)) && ep->sends.empty() &&
-        (((params == nullptr) || (params->flags == 0))
-                 ? (req != nullptr)
-                 : ((params->flags == UCT_TM_PROTO_OP_USER_REQUEST) &&
-                    user_memory_valid(params)))) { /* req may be NULL then */
-        return send_eager_now(ep, buffer, length, tag, params, req);
-    }
-    return send_general(ep, buffer, length, tag, params, req);
+    return tx_.send(ep, buffer, length, tag, params, req);
 }
 
 [[gnu::always_inline]] inline ucs_status_t Worker::recv(void *buffer, size_t length, uint64_t tag,

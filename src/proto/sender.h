@@ -1,0 +1,139 @@
+/*
+ * Sender: the send side of a worker, its own object. It takes a message
+ * from the API: the common eager one leaves at once (send_eager_now); any
+ * other is checked, planned once (SendPlan: eager or rendezvous, and the
+ * paths it may take) and tried on one path after another -- the endpoint's
+ * batch, one transport call, a request -- its eager credit held by a
+ * CreditHold until a path commits it. Its logic is in send.cc.
+ *
+ * The worker calls send() and send_general(); the Sender calls the worker
+ * back, a concrete type (no virtual call), for the transport calls, the
+ * endpoint's batch and the request it starts or queues, which the worker
+ * carries on at progress and as replies arrive.
+ */
+#ifndef UCT_TM_PROTO_SENDER_H_
+#define UCT_TM_PROTO_SENDER_H_
+
+#include "endpoint.h"
+#include "iov.h"
+#include "request.h"
+
+#include <ucs/sys/compiler_def.h>
+#include <uct/api/uct.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace uct_tm {
+namespace proto {
+
+class Worker;
+
+class Sender {
+  public:
+    explicit Sender(Worker &owner) : w_(owner) {}
+    Sender(const Sender &)            = delete;
+    Sender &operator=(const Sender &) = delete;
+
+    /* Inline: a message the endpoint's eager_now_limit admits leaves at
+     * once (send_eager_now); send_general() takes everything else. `ep` is
+     * valid (api.cc). */
+    ucs_status_t send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                      const uct_tm_proto_op_params_t *params, uint64_t *req);
+    /* `vector`: a vectored send's elements (buffer null, length their total) */
+    ucs_status_t send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                              const uct_tm_proto_op_params_t *params, uint64_t *req,
+                              const SendVector *vector = nullptr);
+
+  private:
+    /* What send_general() decides about one message before any path runs:
+     * eager or rendezvous, and the paths it may take. */
+    struct SendPlan {
+        const void                     *buffer;
+        size_t                          length;
+        const SendVector               *vector;
+        const uct_tm_proto_op_params_t *params;
+        unsigned                        flags; /* params->flags, or 0 */
+        uint64_t                        tag;   /* 0 for an untagged message */
+        uint64_t                        rdata; /* remote data, or 0 */
+        uint8_t                         wire_flags;
+        /* sync completes later than delivery and transmission: it needs neither */
+        bool deliver;
+        bool transmit;
+        bool tag_send;  /* through the transport's tag API */
+        bool rndv;      /* else eager, its credit taken */
+        bool batchable; /* MORE: may join the endpoint's batch */
+        /* eager, not vectored, and done once handed over: one transport
+         * call may send it if nothing is before it */
+        bool one_call;
+
+        bool sync() const { return flags & UCT_TM_PROTO_SEND_SYNC; }
+        bool quiet() const { return flags & UCT_TM_PROTO_OP_NO_COMPLETION; }
+        bool fence() const { return flags & UCT_TM_PROTO_SEND_FENCE; }
+        bool has_data() const { return flags & UCT_TM_PROTO_SEND_REMOTE_DATA; }
+        bool untagged() const { return flags & UCT_TM_PROTO_OP_UNTAGGED; }
+    };
+
+    /* static: the C entry forwards to it directly (docs/perf.md,
+     * "Code shape of the hot paths") */
+    static ucs_status_t            send_eager_now(Endpoint *ep, const void *buffer, size_t length,
+                                                  uint64_t tag, const uct_tm_proto_op_params_t *params,
+                                                  uint64_t *req);
+    [[gnu::noinline]] ucs_status_t eager_now_refused(ucs_status_t status);
+    [[gnu::noinline]] ucs_status_t send_eager_now_other(Endpoint *ep, const void *buffer,
+                                                        size_t length, uint64_t tag,
+                                                        const uct_tm_proto_op_params_t *params,
+                                                        uint64_t                       *req);
+    bool     send_args_valid(const Endpoint *ep, const void *buffer, size_t length,
+                             const uct_tm_proto_op_params_t *params, const uint64_t *req,
+                             const SendVector *vector) const;
+    SendPlan plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                       const uct_tm_proto_op_params_t *params, const SendVector *vector);
+    bool     needs_rndv(Endpoint *ep, size_t length, bool tag_send, bool sync, uint64_t rdata);
+    /* The paths of send_general(): UCS_OK sent, UCS_ERR_NO_RESOURCE left for
+     * the next path, else the send's failure. */
+    ucs_status_t send_batched(Endpoint *ep, const SendPlan &p);
+    bool         goes_at_once(Endpoint *ep, const SendPlan &p, bool batch_pending);
+    ucs_status_t send_at_once(Endpoint *ep, const SendPlan &p);
+    /* The last path: a request, started or queued (UCS_INPROGRESS). */
+    ucs_status_t send_request(Endpoint *ep, const SendPlan &p, bool batch_pending,
+                              CreditHold &credit, uint64_t *req);
+    Request     *new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle);
+    ucs_status_t queue_send(Request &r, const SendPlan &p);
+
+    Worker &w_; /* the owner */
+    /* send_eager_now()'s arguments while its transport call runs (the rest
+     * are the worker's eager_iov_'s buffer and length) */
+    struct EagerNow {
+        Endpoint                       *ep     = nullptr;
+        uint64_t                        tag    = 0;
+        const uct_tm_proto_op_params_t *params = nullptr;
+        uint64_t                       *req    = nullptr;
+    };
+    EagerNow eager_now_;
+};
+
+/* Inline into uct_tm_proto_send(): the endpoint's limit (set once when it is
+ * created) already says whether the message is eager and goes in one
+ * transport call; what is left per message is the credit compare and an
+ * empty queue. */
+[[gnu::always_inline]] inline ucs_status_t Sender::send(Endpoint *ep, const void *buffer,
+                                                        size_t length, uint64_t tag,
+                                                        const uct_tm_proto_op_params_t *params,
+                                                        uint64_t                       *req) {
+    /* a message that leaves at once makes no request, with USER_REQUEST too */
+    if ((length < ep->eager_now_limit) && (length <= ep->credits) &&
+        ((buffer != nullptr) || (length == 0)) && ep->sends.empty() &&
+        (((params == nullptr) || (params->flags == 0))
+             ? (req != nullptr)
+             : ((params->flags == UCT_TM_PROTO_OP_USER_REQUEST) &&
+                user_memory_valid(params)))) { /* req may be NULL then */
+        return send_eager_now(ep, buffer, length, tag, params, req);
+    }
+    return send_general(ep, buffer, length, tag, params, req);
+}
+
+}  // namespace proto
+}  // namespace uct_tm
+
+#endif
