@@ -70,6 +70,11 @@ class Receiver {
     ucs_status_t match_or_post(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
                                Endpoint *source, uint64_t *req);
     void         deliver_unexpected(Request &r, uint32_t idx);
+    /* iov.cc: the vectored receives */
+    ucs_status_t recvv(const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag, uint64_t mask,
+                       Endpoint *source, const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t recv_claimedv(uint64_t msg, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                               const uct_tm_proto_op_params_t *params, uint64_t *req);
 
     /* --- the worker's calls: arrivals and progress --- */
     /* A message (eager, first fragment, rendezvous request) that arrived
@@ -144,6 +149,13 @@ class Receiver {
                               Endpoint *source, const uct_tm_proto_op_params_t *params,
                               uint64_t *req);
     ucs_status_t post_recv(Request &r);
+    /* iov.cc */
+    template <typename Contiguous, typename Valid, typename Take>
+    ucs_status_t recv_vector(const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                             const uct_tm_proto_op_params_t *params, uint64_t *req,
+                             Contiguous &&contiguous, Valid &&valid, Take &&take);
+    Request     *new_iov_recv(const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t total,
+                              const uct_tm_proto_op_params_t *params, uint64_t *handle);
     /* recv_general()'s end, inline (its instructions as before the split);
      * match_or_post() is recvv()'s */
     ucs_status_t match_or_post_inline(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,

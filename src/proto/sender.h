@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace uct_tm {
 namespace proto {
@@ -44,6 +45,9 @@ class Sender {
     ucs_status_t send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                               const uct_tm_proto_op_params_t *params, uint64_t *req,
                               const SendVector *vector = nullptr);
+    /* iov.cc: a vectored send */
+    ucs_status_t sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag,
+                       const uct_tm_proto_op_params_t *params, uint64_t *req);
 
   private:
     /* What send_general() decides about one message before any path runs:
@@ -100,6 +104,13 @@ class Sender {
                               CreditHold &credit, uint64_t *req);
     Request     *new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle);
     ucs_status_t queue_send(Request &r, const SendPlan &p);
+    /* iov.cc: a vectored send that did not go at once: in place or staged */
+    ucs_status_t sendv_general(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                               const IovShape &shape, uint64_t tag,
+                               const uct_tm_proto_op_params_t *params, uint64_t *req);
+    ucs_status_t send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                             size_t total, uint64_t tag, uct_tm_proto_op_params_t *staged,
+                             uint64_t *req);
 
     Worker &w_; /* the owner */
     /* send_eager_now()'s arguments while its transport call runs (the rest
@@ -111,6 +122,9 @@ class Sender {
         uint64_t                       *req    = nullptr;
     };
     EagerNow eager_now_;
+    /* sendv()'s gathered message (capacity kept up to kStageKeep bytes) */
+    std::vector<char>       stage_;
+    static constexpr size_t kStageKeep = 64 << 10;
 };
 
 /* Inline into uct_tm_proto_send(): the endpoint's limit (set once when it is

@@ -122,11 +122,17 @@ class Worker {
     ucs_status_t discard_claimed(uint64_t msg) { return rx_.discard_claimed(msg); }
     /* iov.cc: the vectored operations (`ep` valid, as for send) */
     ucs_status_t sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag,
-                       const uct_tm_proto_op_params_t *params, uint64_t *req);
+                       const uct_tm_proto_op_params_t *params, uint64_t *req) {
+        return tx_.sendv(ep, iov, iovcnt, tag, params, req);
+    }
     ucs_status_t recvv(const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag, uint64_t mask,
-                       Endpoint *source, const uct_tm_proto_op_params_t *params, uint64_t *req);
+                       Endpoint *source, const uct_tm_proto_op_params_t *params, uint64_t *req) {
+        return rx_.recvv(iov, iovcnt, tag, mask, source, params, req);
+    }
     ucs_status_t recv_claimedv(uint64_t msg, const uct_tm_proto_iov_t *iov, size_t iovcnt,
-                               const uct_tm_proto_op_params_t *params, uint64_t *req);
+                               const uct_tm_proto_op_params_t *params, uint64_t *req) {
+        return rx_.recv_claimedv(msg, iov, iovcnt, params, req);
+    }
     ucs_status_t test(uint64_t req, uct_tm_proto_info_t *info);
     ucs_status_t release(uint64_t req);
     ucs_status_t cancel(uint64_t req);
@@ -233,16 +239,9 @@ class Worker {
                           const void *buffer, size_t length);
     /* iov.cc: send_single() gathering straight from `nonempty` nonempty
      * elements (remote data narrow over a tag list: sendv() checks) */
-    ssize_t      send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
-                                 const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t nonempty,
-                                 size_t total);
-    /* iov.cc: a vectored send that did not go at once: in place or staged */
-    ucs_status_t         sendv_general(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
-                                       const IovShape &shape, uint64_t tag,
-                                       const uct_tm_proto_op_params_t *params, uint64_t *req);
-    ucs_status_t         send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
-                                     size_t total, uint64_t tag, uct_tm_proto_op_params_t *staged,
-                                     uint64_t *req);
+    ssize_t              send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
+                                         const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t nonempty,
+                                         size_t total);
     ssize_t      send_single(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
                              const void *data, size_t len);
     ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
@@ -255,9 +254,7 @@ class Worker {
     static constexpr int kCloseFlushTries = 100000;
     void         push_ahead(Request &r);
     unsigned     progress_later();
-    bool         flush_done(Request &r);
-    void         hold_buffered(uint32_t idx);
-    void         report_buffered(uint64_t msg);
+    bool                 flush_done(Request &r);
     bool         fence_holds(const Request &r);
     bool         sends_outstanding(Endpoint *ep);
     static constexpr size_t kStartedPrune = 64;
@@ -336,14 +333,7 @@ class Worker {
     void         message_consumed(uint32_t source, uint64_t length, bool sync,
                                   uint64_t sreq); /* inline */
     /* control.cc */
-    void         send_ack(uint32_t source, uint64_t sreq);
-    /* iov.cc: a vectored receive */
-    template <typename Contiguous, typename Valid, typename Take>
-    ucs_status_t recv_vector(const uct_tm_proto_iov_t *iov, size_t iovcnt,
-                             const uct_tm_proto_op_params_t *params, uint64_t *req,
-                             Contiguous &&contiguous, Valid &&valid, Take &&take);
-    Request     *new_iov_recv(const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t total,
-                              const uct_tm_proto_op_params_t *params, uint64_t *handle);
+    void send_ack(uint32_t source, uint64_t sreq);
 
     /* --- rndv_get.cc --- */
     bool         start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
@@ -417,9 +407,6 @@ class Worker {
      * complete before the next one starts, so one of each is enough */
     uct_iov_t                       eager_iov_  = {nullptr, 0, UCT_MEM_HANDLE_NULL, 0, 1};
     uct_completion_t                eager_comp_ = {[](uct_completion_t *) {}, 1, UCS_OK};
-    /* sendv()'s gathered message (capacity kept up to kStageKeep bytes) */
-    std::vector<char>               stage_;
-    static constexpr size_t         kStageKeep = 64 << 10;
 };
 
 /* A source we hold an endpoint to is bound to that endpoint's iface: the
