@@ -17,7 +17,7 @@ void Worker::send_ctrl(Endpoint *ep, const CtrlHeader &hdr) {
         return; /* nobody to tell */
     }
     if (ep->ctrl.empty()) {
-        const ssize_t n = am_send(ep, &hdr, sizeof(hdr), nullptr, 0);
+        const ssize_t n = tx_.am_send(ep, &hdr, sizeof(hdr), nullptr, 0);
         if (n >= 0) {
             return;
         }
@@ -98,7 +98,7 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
         r->limit  = hdr.value2;
         r->offset = 0;
         r->set_state(SendState::kPushing);
-        push_ahead(*r);
+        tx_.push_ahead(*r);
         return;
     case Kind::kAck:
         if ((r->sstate == SendState::kEagerSent) || (r->sstate == SendState::kRtsSent) ||

@@ -4,7 +4,7 @@
  * (offload and zero copy as usual). Longer ones: a send that goes as one
  * eager message at once is gathered by the transport (send_single_iov);
  * any other keeps its element list in its request and every message of it
- * gathers its bytes from the elements (Worker::am_send_part), unless a copy
+ * gathers its bytes from the elements (Sender::am_send_part), unless a copy
  * is due anyway (INJECT, NO_COMPLETION, a tagged eager message no single
  * tag API call gathers): that one is gathered into the send side's staging
  * buffer (a request still using it takes it over). A rendezvous read in
@@ -93,7 +93,7 @@ ucs_status_t Sender::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
                         UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC |
                             UCT_TM_PROTO_SEND_REMOTE_DATA,
                         req) &&
-        (w_.send_single_iov(ep, tag, has_data, rdata, iov, iovcnt, shape.nonempty, shape.total) >=
+        (send_single_iov(ep, tag, has_data, rdata, iov, iovcnt, shape.nonempty, shape.total) >=
          0)) {
         ep->credits -= shape.total;
         ++w_.stats_.eager_sends;

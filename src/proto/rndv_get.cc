@@ -62,7 +62,7 @@ size_t Worker::pack_rts(Request &r, char *out) {
         r.memh = mapped_memh(r, iface); /* memh_md stays null: not ours to deregister */
     }
     if (r.memh == nullptr) {
-        void *addr = const_cast<char *>(send_data(r));
+        void *addr = const_cast<char *>(tx_.send_data(r));
         if ((iface->rcache != nullptr) &&
             ((r.cached = iface->rcache->get(addr, r.length, &r.memh)) != nullptr)) {
             /* the cache's: put back at completion */
@@ -76,7 +76,7 @@ size_t Worker::pack_rts(Request &r, char *out) {
         }
     }
     RndvGet g = {};
-    g.address     = reinterpret_cast<uintptr_t>(send_data(r));
+    g.address     = reinterpret_cast<uintptr_t>(tx_.send_data(r));
     g.rkey_length = static_cast<uint16_t>(iface->rkey_size);
     memcpy(out, &g, sizeof(g));
     if (uct_md_mkey_pack(iface->md, r.memh, out + sizeof(g)) != UCS_OK) {
@@ -117,7 +117,7 @@ ucs_status_t Worker::transfer(Request &r, GetContext &c, Endpoint *ep, bool put,
             done    += chunk;
         }
     };
-    char *const base = put ? const_cast<char *>(send_data(r)) : r.rbuf;
+    char *const base = put ? const_cast<char *>(tx_.send_data(r)) : r.rbuf;
     if (base != nullptr) {
         issue(base + offset, length, memh);
     } else {
@@ -173,7 +173,7 @@ bool Worker::ask_put(Request &r, Endpoint *ep, size_t front) {
     h.rkey_length = static_cast<uint16_t>(iface->rkey_size);
     memcpy(buf, &h, sizeof(h));
     if ((uct_md_mkey_pack(iface->md, r.rmemh, buf + sizeof(h)) != UCS_OK) ||
-        (am_send(ep, buf, sizeof(h) + iface->rkey_size, nullptr, 0) < 0)) {
+        (tx_.am_send(ep, buf, sizeof(h) + iface->rkey_size, nullptr, 0) < 0)) {
         drop_rmemh(r, iface);
         return false;
     }
@@ -265,7 +265,7 @@ void Worker::transfer_done(GetContext *g, ucs_status_t status) {
         g->rkey_unpacked = false;
         r->offset = 0; /* a send writing (only puts are refused midway); limit: what was asked */
         r->set_state(SendState::kPushing);
-        push_ahead(*r);
+        tx_.push_ahead(*r);
         return;
     }
     if (r->kind == ReqKind::kSend) {
@@ -340,7 +340,7 @@ void Worker::handle_put_request(const PutHeader &h, const char *rkey, size_t rke
     /* cannot write: push the front instead */
     r->offset = 0;
     r->set_state(SendState::kPushing);
-    push_ahead(*r);
+    tx_.push_ahead(*r);
 }
 
 /* A receive with one buffer matched the RTS of a sender that offered to

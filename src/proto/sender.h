@@ -6,10 +6,14 @@
  * batch, one transport call, a request -- its eager credit held by a
  * CreditHold until a path commits it. Its logic is in send.cc.
  *
- * The worker calls send() and send_general(); the Sender calls the worker
- * back, a concrete type (no virtual call), for the transport calls, the
- * endpoint's batch and the request it starts or queues, which the worker
- * carries on at progress and as replies arrive.
+ * It owns the send requests' protocol too: eager (one message or
+ * fragments), rendezvous (RTS, then the data a receiver asks for), sync,
+ * delivery and transmission completion, the endpoint's batch of MORE
+ * messages, and the transport calls that carry them. The worker calls the
+ * public functions below (the API, and progress, replies and rendezvous
+ * carrying a request on); the Sender calls the worker back, a concrete type
+ * (no virtual call), to complete requests, send control messages, register
+ * memory for a rendezvous and queue an endpoint for progress.
  */
 #ifndef UCT_TM_PROTO_SENDER_H_
 #define UCT_TM_PROTO_SENDER_H_
@@ -17,6 +21,7 @@
 #include "endpoint.h"
 #include "iov.h"
 #include "request.h"
+#include "wire.h"
 
 #include <ucs/sys/compiler_def.h>
 #include <uct/api/uct.h>
@@ -49,7 +54,73 @@ class Sender {
     ucs_status_t sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag,
                        const uct_tm_proto_op_params_t *params, uint64_t *req);
 
+    /* --- the worker's calls: the send requests it carries on (progress,
+     * replies, rendezvous) and the transport's active messages --- */
+    ucs_status_t start_send(Request &r); /* UCS_OK: fully handed over; NO_RESOURCE: queue */
+    /* The endpoint's batch of MORE messages out, if any. */
+    ucs_status_t flush_batch(Endpoint *ep);
+    /* A fenced send that has not started waits for every send started before it. */
+    bool fence_holds(const Request &r);
+    void left_queue(Request &r);
+    /* Pushes the rendezvous data a receiver asked for, ahead of the queued sends. */
+    void push_ahead(Request &r);
+    /* TRANSMIT_COMPLETE: false while the endpoint still has anything outstanding. */
+    bool        flush_done(Request &r);
+    const char *send_data(const Request &r) const {
+        return r.bounce.empty() ? r.sbuf : r.bounce.data();
+    }
+    ssize_t am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data, size_t len);
+
   private:
+    ucs_status_t wait_eager_zcopy();
+    /* Whether send `r` goes through its transport's tag API (untagged
+     * messages never do). */
+    static bool on_tag_path(const Request &r) {
+        return r.ep->tag_path && !(r.wire_flags & kFlagUntagged);
+    }
+    MsgHeader eager_header(uint64_t tag, bool has_data, uint64_t rdata, size_t length) const {
+        MsgHeader h = {};
+        h.kind      = Kind::kEager;
+        h.flags     = has_data ? kFlagData : 0;
+        h.source    = w_id();
+        h.tag       = tag;
+        h.data      = rdata;
+        h.length    = length;
+        return h;
+    }
+    template <bool kUntagged>
+    ssize_t am_eager(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata, const void *buffer,
+                     size_t length);
+    /* iov.cc: send_single() gathering straight from `nonempty` nonempty
+     * elements (remote data narrow over a tag list: sendv() checks) */
+    ssize_t send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
+                            const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t nonempty,
+                            size_t total);
+    ssize_t send_single(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata, const void *data,
+                        size_t len);
+    void    handed_over(Request &r);
+    bool batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t rdata, const void *data,
+                   size_t len, const SendVector *vector);
+    bool sends_outstanding(Endpoint *ep);
+    static constexpr size_t kStartedPrune = 64;
+    MsgHeader               message_header(const Request &r, Kind kind) const;
+    ucs_status_t            send_eager(Request &r);
+    ucs_status_t            send_rts(Request &r);
+    ucs_status_t            push_data(Request &r);
+    ssize_t am_short(Endpoint *ep, uint64_t tag, uint32_t word, uint32_t rdata, const void *data,
+                     size_t len, uint8_t am_id = kAmShortId);
+    ssize_t tag_eager(Endpoint *ep, uint64_t tag, uint64_t imm, const void *data, size_t len);
+    /* A tagged eager message's imm: our source word, then narrow remote data. */
+    uint64_t eager_imm(bool has_data, uint64_t rdata) const {
+        return (uint64_t{source_word(w_id(), has_data)} << 32) | static_cast<uint32_t>(rdata);
+    }
+    ssize_t tag_eager_zcopy(Endpoint *ep, uint64_t tag, uint64_t imm, const void *data, size_t len);
+    /* am_send() of send bytes [offset, offset + len) of `r`: from its buffer,
+     * its bounce copy or its elements */
+    ssize_t  am_send_part(const Request &r, const void *hdr, size_t hdr_len, size_t offset,
+                          size_t len);
+    uint32_t w_id() const; /* our worker id (the owner's config; inline, worker.h) */
+
     /* What send_general() decides about one message before any path runs:
      * eager or rendezvous, and the paths it may take. */
     struct SendPlan {
@@ -122,6 +193,10 @@ class Sender {
         uint64_t                       *req    = nullptr;
     };
     EagerNow eager_now_;
+    /* tag_eager_zcopy()'s iov and completion, set up once: an eager send is
+     * complete before the next one starts, so one of each is enough */
+    uct_iov_t        eager_iov_  = {nullptr, 0, UCT_MEM_HANDLE_NULL, 0, 1};
+    uct_completion_t eager_comp_ = {[](uct_completion_t *) {}, 1, UCS_OK};
     /* sendv()'s gathered message (capacity kept up to kStageKeep bytes) */
     std::vector<char>       stage_;
     static constexpr size_t kStageKeep = 64 << 10;

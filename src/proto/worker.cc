@@ -302,7 +302,7 @@ void set_send_limits(Endpoint &ep, const Iface &i, size_t rndv_thresh) {
                                             sizeof(uint64_t),
                                         kShortMax);
     }
-    /* below the rendezvous threshold and within what send_single() sends in
+    /* below the rendezvous threshold and within what Sender::send_single() sends in
      * one transport call: the tag path's eager limit, or one AM */
     ep.eager_now_limit = std::min(ep.tag_path ? i.tag_eager_max + 1
                                               : i.max_bcopy - sizeof(MsgHeader) + 1,
@@ -692,7 +692,7 @@ void Worker::send_batch_before_close(Endpoint *ep) {
     }
     int i = 0;
     for (; (i < kCloseFlushTries) && (ep->failure == UCS_OK) &&
-           (flush_batch(ep) == UCS_ERR_NO_RESOURCE);
+           (tx_.flush_batch(ep) == UCS_ERR_NO_RESOURCE);
          ++i) {
         uct_worker_progress(uworker_);
     }
@@ -828,6 +828,77 @@ ucs_status_t Worker::mem_map(const uct_tm_proto_mem_map_params_t *params, uint64
         return UCS_ERR_INVALID_PARAM;
     }
     return maps_.map(ifaces_, params->address, params->length, memh, &stats_.registrations);
+}
+
+/* The work queued for progress: sends waiting for a flush, held messages to
+ * report. A callback may queue more: it waits for the next call. */
+unsigned Worker::progress_later() {
+    later_work_.swap(later_);
+    unsigned n = 0;
+    for (const Later &l : later_work_) {
+        if (l.kind == Later::Kind::kBuffered) {
+            rx_.report_buffered(l.handle);
+            ++n;
+            continue;
+        }
+        Request *r = reqs_.lookup(l.handle);
+        if ((r == nullptr) || r->done) {
+            continue;
+        }
+        if (tx_.flush_done(*r)) {
+            ++n;
+        } else if (alloc_status([&] { later_.push_back(l); }) != UCS_OK) {
+            complete(*r, UCS_ERR_NO_MEMORY);
+        }
+    }
+    later_work_.clear();
+    return n;
+}
+
+unsigned Worker::progress_queues() {
+    unsigned n = 0;
+    for (size_t i = 0; i < busy_.size();) {
+        Endpoint *ep = busy_[i];
+        while (!ep->ctrl.empty()) {
+            const ssize_t s = tx_.am_send(ep, &ep->ctrl.front(), sizeof(CtrlHeader), nullptr, 0);
+            if (s == UCS_ERR_NO_RESOURCE) {
+                break;
+            }
+            ep->ctrl.pop_front();
+            ++n;
+        }
+        /* MORE messages go before the sends queued after them */
+        const bool batch_waits = (tx_.flush_batch(ep) == UCS_ERR_NO_RESOURCE);
+        while (!batch_waits && !ep->sends.empty()) {
+            Request *r = reqs_.lookup(ep->sends.front());
+            if ((r == nullptr) || r->done) {
+                ep->sends.pop_front();
+                continue;
+            }
+            if (tx_.fence_holds(*r)) {
+                break; /* a completion ends the wait, in a later progress */
+            }
+            const ucs_status_t status = tx_.start_send(*r);
+            if (status == UCS_ERR_NO_RESOURCE) {
+                break;
+            }
+            if (status != UCS_OK) {
+                complete(*r, status);
+            } else {
+                tx_.left_queue(*r);
+            }
+            ep->sends.pop_front();
+            ++n;
+        }
+        if (ep->ctrl.empty() && ep->sends.empty() && ep->batch.empty()) {
+            ep->busy = false;
+            busy_[i] = busy_.back();
+            busy_.pop_back();
+        } else {
+            ++i;
+        }
+    }
+    return n;
 }
 
 }  // namespace proto

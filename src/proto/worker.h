@@ -214,73 +214,13 @@ class Worker {
     ucs_status_t peer_failure(uint32_t source) const;
     void         complete(Request &r, ucs_status_t status);
 
-    /* --- send.cc: what the send side (Sender, sender.h) calls back: the
-     * transport calls, the endpoint's batch, the requests it starts or
-     * queues, which the worker carries on --- */
-    ucs_status_t wait_eager_zcopy();
-    /* A single eager message's header (AM path). */
-    /* Whether send `r` goes through its transport's tag API (untagged
-     * messages never do). */
-    static bool  on_tag_path(const Request &r) {
-        return r.ep->tag_path && !(r.wire_flags & kFlagUntagged);
-    }
-    MsgHeader    eager_header(uint64_t tag, bool has_data, uint64_t rdata, size_t length) const {
-        MsgHeader h = {};
-        h.kind      = Kind::kEager;
-        h.flags     = has_data ? kFlagData : 0;
-        h.source    = config_.id;
-        h.tag       = tag;
-        h.data      = rdata;
-        h.length    = length;
-        return h;
-    }
-    template <bool kUntagged>
-    ssize_t      am_eager(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
-                          const void *buffer, size_t length);
-    /* iov.cc: send_single() gathering straight from `nonempty` nonempty
-     * elements (remote data narrow over a tag list: sendv() checks) */
-    ssize_t              send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
-                                         const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t nonempty,
-                                         size_t total);
-    ssize_t      send_single(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
-                             const void *data, size_t len);
-    ucs_status_t start_send(Request &r);      /* UCS_OK: fully handed over; NO_RESOURCE: queue */
-    void         handed_over(Request &r);
-    bool         batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t rdata,
-                           const void *data, size_t len, const SendVector *vector);
-    ucs_status_t flush_batch(Endpoint *ep);
-    void         handle_batch(const char *p, size_t length, const Iface *iface);
+    /* --- worker.cc: what the send side (Sender, sender.h) leaves to the
+     * worker: the endpoints with queued work, and the work itself at
+     * progress; am_arrivals.cc: a batch of MORE messages arrived --- */
+    unsigned             progress_later();
     void         send_batch_before_close(Endpoint *ep);
     static constexpr int kCloseFlushTries = 100000;
-    void         push_ahead(Request &r);
-    unsigned     progress_later();
-    bool                 flush_done(Request &r);
-    bool         fence_holds(const Request &r);
-    bool         sends_outstanding(Endpoint *ep);
-    static constexpr size_t kStartedPrune = 64;
-    void         left_queue(Request &r);
-    MsgHeader    message_header(const Request &r, Kind kind) const;
-    ucs_status_t send_eager(Request &r);
-    ucs_status_t send_rts(Request &r);
-    ucs_status_t push_data(Request &r);
-    const char  *send_data(const Request &r) const {
-        return r.bounce.empty() ? r.sbuf : r.bounce.data();
-    }
-    ssize_t      am_short(Endpoint *ep, uint64_t tag, uint32_t word, uint32_t rdata,
-                          const void *data, size_t len, uint8_t am_id = kAmShortId);
-    ssize_t      tag_eager(Endpoint *ep, uint64_t tag, uint64_t imm, const void *data, size_t len);
-    /* A tagged eager message's imm: our source word, then narrow remote data. */
-    uint64_t     eager_imm(bool has_data, uint64_t rdata) const {
-        return (uint64_t{source_word(config_.id, has_data)} << 32) | static_cast<uint32_t>(rdata);
-    }
-    ssize_t      tag_eager_zcopy(Endpoint *ep, uint64_t tag, uint64_t imm, const void *data,
-                                 size_t len);
-    ssize_t      am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
-                         size_t len);
-    /* am_send() of send bytes [offset, offset + len) of `r`: from its buffer,
-     * its bounce copy or its elements */
-    ssize_t      am_send_part(const Request &r, const void *hdr, size_t hdr_len, size_t offset,
-                              size_t len);
+    void                 handle_batch(const char *p, size_t length, const Iface *iface);
 
     /* --- control.cc --- */
     void         send_ctrl(Endpoint *ep, const CtrlHeader &hdr);
@@ -403,10 +343,6 @@ class Worker {
     Completions                     completions_;
     MemMaps                         maps_;
     uct_tm_proto_stats_t            stats_ = {};
-    /* tag_eager_zcopy()'s iov and completion, set up once: an eager send is
-     * complete before the next one starts, so one of each is enough */
-    uct_iov_t                       eager_iov_  = {nullptr, 0, UCT_MEM_HANDLE_NULL, 0, 1};
-    uct_completion_t                eager_comp_ = {[](uct_completion_t *) {}, 1, UCS_OK};
 };
 
 /* A source we hold an endpoint to is bound to that endpoint's iface: the
@@ -480,6 +416,9 @@ inline ucs_status_t Worker::release(uint64_t req) {
     reqs_.release(index, *r);
     return UCS_OK;
 }
+
+/* Inline: the send side's headers carry it. */
+inline uint32_t Sender::w_id() const { return w_.config_.id; }
 
 /* Inline: every arrival path ends here. */
 inline void Worker::complete(Request &r, ucs_status_t status) {
