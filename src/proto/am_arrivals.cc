@@ -130,7 +130,7 @@ void Worker::am_arrived(const void *data, size_t length, const Iface *iface) {
         if (!read_header(p, length, &ph)) {
             break;
         }
-        handle_put_request(ph, p + sizeof(ph), length - sizeof(ph));
+        rndv_.handle_put_request(ph, p + sizeof(ph), length - sizeof(ph));
         return;
     }
     case Kind::kCts:
@@ -277,7 +277,7 @@ void Worker::handle_data(const DataHeader &d, const char *payload, size_t len) {
     r->offset += len;
     if (r->offset == r->limit) {
         r->peer_part = false;
-        part_done(*r, UCS_OK);
+        rndv_.part_done(*r, UCS_OK);
     }
 }
 

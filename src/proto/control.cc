@@ -80,7 +80,7 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
             return;
         }
         r->peer_part = false;
-        part_done(*r, static_cast<ucs_status_t>(hdr.status));
+        rndv_.part_done(*r, static_cast<ucs_status_t>(hdr.status));
         return;
     }
     Request *r = reqs_.lookup(hdr.req);

@@ -98,7 +98,7 @@ void Receiver::track_fragments(const MsgHeader &h, size_t first_len, uint64_t re
     r.set_state(RecvState::kArriving);
     w_.accept_message(r, h);
     if (h.kind == Kind::kRts) {
-        w_.start_rndv_recv(r, h.source, h.sreq, payload, len, h.flags & kFlagPut);
+        w_.rndv_.start_rndv_recv(r, h.source, h.sreq, payload, len, h.flags & kFlagPut);
         return;
     }
     w_.place(r, 0, payload, len);
@@ -234,7 +234,7 @@ void Receiver::deliver_unexpected(Request &r, uint32_t idx) {
     w_.accept_message(r, h);
     if (u.rndv) {
         /* nothing in it touches the unexpected queue: the RndvGet is read in place */
-        w_.start_rndv_recv(r, u.source, u.sreq, u.data.data(), u.data.size(), u.put_offer);
+        w_.rndv_.start_rndv_recv(r, u.source, u.sreq, u.data.data(), u.data.size(), u.put_offer);
         unexpected_.remove(idx);
         return;
     }

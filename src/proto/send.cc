@@ -248,7 +248,7 @@ ucs_status_t Sender::send_eager(Request &r) {
 ucs_status_t Sender::send_rts(Request &r) {
     MsgHeader h = message_header(r, Kind::kRts);
     char      get[sizeof(RndvGet) + kMaxRkey];
-    const size_t get_len = w_.pack_rts(r, get);
+    const size_t get_len = w_.rndv_.pack_rts(r, get);
     if (get_len != 0) {
         h.flags |= kFlagGet;
     } else if (r.vectored_send() && r.ep->iface->rndv_get &&

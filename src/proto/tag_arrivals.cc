@@ -152,8 +152,8 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
     ++stats_.expected;
     h.tag = stag;
     accept_message(r, h);
-    start_rndv_recv(r, h.source, h.sreq, static_cast<const char *>(header) + sizeof(h),
-                    length - sizeof(h), h.flags & kFlagPut);
+    rndv_.start_rndv_recv(r, h.source, h.sreq, static_cast<const char *>(header) + sizeof(h),
+                          length - sizeof(h), h.flags & kFlagPut);
 }
 
 /* ---- a DirectRecv's context ---------------------------------------------- */

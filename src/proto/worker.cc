@@ -674,7 +674,7 @@ void Worker::end_arrivals(const Endpoint *ep, ucs_status_t status) {
         if ((r.kind == ReqKind::kRecv) && !r.done && r.peer_part && (r.info.source == ep->peer_id)) {
             /* a read of ours still running completes through the transport */
             r.peer_part = false;
-            part_done(r, status);
+            rndv_.part_done(r, status);
         }
     }
 }

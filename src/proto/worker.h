@@ -23,6 +23,7 @@
 #include "partials.h"
 #include "peers.h"
 #include "receiver.h"
+#include "rendezvous.h"
 #include "request.h"
 #include "sender.h"
 #include "tag_gathers.h"
@@ -43,15 +44,17 @@
 #include <string>
 #include <vector>
 
-/* Logs a dropped peer message, rate-limited (Worker::count_drop()); in a
- * Worker member only. */
-#define TM_PROTO_DROPPED(_fmt, ...) \
-    do { \
-        if (count_drop()) { \
-            ucs_error("tm_proto: " _fmt " [%llu dropped so far]", ##__VA_ARGS__, \
-                      static_cast<unsigned long long>(refused_)); \
-        } \
+/* Logs a dropped peer message, rate-limited (Worker::count_drop()): in a
+ * Worker member TM_PROTO_DROPPED, in one of its parts' (which hold the
+ * worker as w_) TM_PROTO_DROPPED_BY(w_, ...). */
+#define TM_PROTO_DROPPED_BY(_worker, _fmt, ...)                                                    \
+    do {                                                                                           \
+        if ((_worker).count_drop()) {                                                              \
+            ucs_error("tm_proto: " _fmt " [%llu dropped so far]", ##__VA_ARGS__,                   \
+                      static_cast<unsigned long long>((_worker).refused_));                        \
+        }                                                                                          \
     } while (0)
+#define TM_PROTO_DROPPED(_fmt, ...) TM_PROTO_DROPPED_BY(*this, _fmt, ##__VA_ARGS__)
 
 namespace uct_tm {
 namespace proto {
@@ -82,6 +85,7 @@ struct PeerIface;
 class Worker {
     friend class Receiver; /* their calls back: see receiver.h, sender.h */
     friend class Sender;
+    friend class Rendezvous;
 
   public:
     explicit Worker(const Config &config);
@@ -186,7 +190,7 @@ class Worker {
                   ucs_status_t status);
 
     /* rndv_get.cc: a rendezvous read or write of ours ended */
-    void transfer_done(GetContext *g, ucs_status_t status);
+    void transfer_done(GetContext *g, ucs_status_t status) { rndv_.transfer_done(g, status); }
 
   private:
     /* --- worker.cc: ifaces, addresses, progress --- */
@@ -267,38 +271,21 @@ class Worker {
     void         place(Request &r, size_t offset, const char *data, size_t len);
     void         finish_recv(Request &r);
     void         publish_now(Request &r);
-    /* rndv_get.cc: a receive matched a rendezvous request */
-    void         start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
-                                 size_t get_len, bool put_offer);
     void         message_consumed(uint32_t source, uint64_t length, bool sync,
                                   uint64_t sreq); /* inline */
     /* control.cc */
     void send_ack(uint32_t source, uint64_t sreq);
 
-    /* --- rndv_get.cc --- */
-    bool         start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
-                           size_t get_len);
-    bool         start_put(Request &r, uint32_t source, uint64_t sreq);
-    ucs_status_t transfer(Request &r, GetContext &c, Endpoint *ep, bool put, size_t offset,
-                          size_t length, uint64_t address, uct_mem_h memh);
-    bool         ask_put(Request &r, Endpoint *ep, size_t front);
-    /* The registration of r's mapped region on `iface` (taken: use()d),
-     * or null: no region, unmapped since, or none there. */
-    uct_mem_h    mapped_memh(const Request &r, const Iface *iface);
+    /* --- rndv_get.cc: what the worker keeps of the rendezvous (Rendezvous,
+     * rendezvous.h): the memory handles a completion or a check needs --- */
     /* Lets go of a send's memh (non-null): its own, the cache's or the region's */
-    void         drop_memh(Request &r);
-    /* Lets go of a receive's rmemh: the region's, the cache's, or deregistered */
-    void         drop_rmemh(Request &r, const Iface *iface);
+    void drop_memh(Request &r);
     /* UCT_TM_PROTO_OP_MEMH: whether params->memh holds [buffer, +length) */
-    bool         region_valid(const uct_tm_proto_op_params_t *params, const void *buffer,
-                              size_t length) const {
+    bool region_valid(const uct_tm_proto_op_params_t *params, const void *buffer,
+                      size_t length) const {
         return (params == nullptr) || !(params->flags & UCT_TM_PROTO_OP_MEMH) ||
                maps_.covers(params->memh, buffer, length);
     }
-    void         part_done(Request &r, ucs_status_t status);
-    void         handle_put_request(const PutHeader &h, const char *rkey, size_t rkey_len);
-    void         put_done(Request &r, ucs_status_t status);
-    size_t       pack_rts(Request &r, char *out);
 
     /* --- tag_arrivals.cc --- */
     /* The request an offloaded context names if it still holds that
@@ -340,6 +327,7 @@ class Worker {
     RequestPool                     reqs_;
     Receiver                        rx_{*this, reqs_}; /* the receive side */
     Sender                          tx_{*this};        /* the send side */
+    Rendezvous                      rndv_{*this};      /* rendezvous transfers */
     Completions                     completions_;
     MemMaps                         maps_;
     uct_tm_proto_stats_t            stats_ = {};
