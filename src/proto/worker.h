@@ -1,13 +1,13 @@
 /*
- * Worker: one protocol-layer instance -- its ifaces, endpoints and requests,
- * and the protocols that move messages between them. What it holds has its
- * own type: Peers (endpoints by peer id), RequestPool, the receive side
- * (Receiver: the receive queues and what runs in them, receiver.h) and
- * Completions. The protocols live in their own
- * files: send.cc (eager, fragments, rendezvous, sync, inject), recv.cc
- * (posting, matching, unexpected messages, probe, truncation), am_arrivals.cc
- * and tag_arrivals.cc (what UCT's callbacks deliver), rndv_get.cc, cancel.cc,
- * control.cc (replies, credits).
+ * Worker: one protocol-layer instance. It wires its parts to the transport
+ * -- ifaces, endpoints (Peers), requests (RequestPool), memory maps,
+ * progress and config -- and each part runs its own logic: the receive side
+ * (Receiver, receiver.h: the receive queues and what runs in them; recv.cc),
+ * the send side (Sender, sender.h: the send plan, its paths and the send
+ * requests' protocol; send.cc), rendezvous transfers (Rendezvous,
+ * rendezvous.h; rndv_get.cc), Completions. The worker keeps what UCT's
+ * callbacks deliver (am_arrivals.cc, tag_arrivals.cc), control messages and
+ * credit (control.cc), cancellation (cancel.cc) and progress (worker.cc).
  */
 #ifndef UCT_TM_PROTO_WORKER_H_
 #define UCT_TM_PROTO_WORKER_H_
