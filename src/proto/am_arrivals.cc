@@ -238,7 +238,7 @@ void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t le
             place(*r, f.offset, payload, len);
             r->offset = part.arrived;
             if (last) {
-                finish_recv(*r);
+                completions_.finish_recv(*r);
             }
         }
     } else if (part.unex != UINT32_MAX) {

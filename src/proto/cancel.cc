@@ -63,7 +63,7 @@ ucs_status_t Worker::cancel_recv(Request &r) {
         rx_.multi_maybe_done(r);
         return UCS_OK;
     }
-    complete(r, UCS_ERR_CANCELED);
+    completions_.complete(r, UCS_ERR_CANCELED);
     return UCS_OK;
 }
 
@@ -74,7 +74,7 @@ ucs_status_t Worker::cancel_send(Request &r) {
         if (!r.rndv) {
             r.ep->credits += r.length;
         }
-        complete(r, UCS_ERR_CANCELED);
+        completions_.complete(r, UCS_ERR_CANCELED);
         return UCS_OK;
     }
     if (r.sstate == SendState::kRtsSent) {

@@ -103,12 +103,12 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
     case Kind::kAck:
         if ((r->sstate == SendState::kEagerSent) || (r->sstate == SendState::kRtsSent) ||
             (r->sstate == SendState::kPutting) || r->await_ack) {
-            complete(*r, UCS_OK);
+            completions_.complete(*r, UCS_OK);
         }
         return;
     case Kind::kCancelAck:
         if ((r->sstate == SendState::kRtsSent) && (hdr.status == UCS_ERR_CANCELED)) {
-            complete(*r, UCS_ERR_CANCELED);
+            completions_.complete(*r, UCS_ERR_CANCELED);
         }
         return;
     default:

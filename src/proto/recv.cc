@@ -96,20 +96,20 @@ void Receiver::track_fragments(const MsgHeader &h, size_t first_len, uint64_t re
                                                              Endpoint *ep, Account &acct) {
     ++w_.stats_.expected;
     r.set_state(RecvState::kArriving);
-    w_.accept_message(r, h);
+    accept_message(r, h, ep);
     if (h.kind == Kind::kRts) {
         w_.rndv_.start_rndv_recv(r, h.source, h.sreq, payload, len, h.flags & kFlagPut);
         return;
     }
-    w_.place(r, 0, payload, len);
+    place(r, 0, payload, len);
     r.offset = len;
     if (h.kind == Kind::kEager) {
-        w_.finish_recv(r);
+        w_.completions_.finish_recv(r);
         if (h.flags & kFlagSync) {
             w_.send_ack(h.source, h.sreq);
         }
         w_.return_credit(ep, h.length); /* message_consumed(), the endpoint known */
-        w_.publish_now(r);
+        w_.completions_.publish_now(r);
         return;
     }
     track_fragments(h, len, r.self, UINT32_MAX, acct);
@@ -231,21 +231,21 @@ void Receiver::deliver_unexpected(Request &r, uint32_t idx) {
     h.flags  = static_cast<uint8_t>((u.has_data ? kFlagData : 0) | (u.untagged ? kFlagUntagged : 0));
     h.source = u.source;
     r.set_state(RecvState::kArriving);
-    w_.accept_message(r, h);
+    accept_message(r, h, w_.peers_.of(u.source));
     if (u.rndv) {
         /* nothing in it touches the unexpected queue: the RndvGet is read in place */
         w_.rndv_.start_rndv_recv(r, u.source, u.sreq, u.data.data(), u.data.size(), u.put_offer);
         unexpected_.remove(idx);
         return;
     }
-    w_.place(r, 0, u.data.data(), u.arrived);
+    place(r, 0, u.data.data(), u.arrived);
     r.offset = u.arrived;
     release_charge(u);
     if (u.arrived == u.length) {
-        w_.finish_recv(r);
+        w_.completions_.finish_recv(r);
         w_.message_consumed(u.source, u.length, u.sync, u.sreq);
     } else if (const ucs_status_t failure = w_.peer_failure(u.source); failure != UCS_OK) {
-        w_.complete(r, failure); /* the rest cannot come any more */
+        w_.completions_.complete(r, failure); /* the rest cannot come any more */
         erase_partial(u.source, u.msg_id);
     } else {
         if (Partial *part = partial_.find(u.source, u.msg_id)) {
@@ -493,7 +493,7 @@ void Receiver::multi_maybe_done(Request &m) {
     m.info.flags  = UCT_TM_PROTO_INFO_UNTAGGED | UCT_TM_PROTO_INFO_MULTI_RECV;
     m.info.length = m.used;
     m.info.buffer = m.rbuf;
-    w_.complete(m, m.multi_status);
+    w_.completions_.complete(m, m.multi_status);
 }
 
 /* Completions::deliver() found child `c` complete: its message is reported

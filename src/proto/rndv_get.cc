@@ -296,11 +296,11 @@ void Rendezvous::part_done(Request &r, ucs_status_t status) {
         drop_rmemh(r, (ep != nullptr) ? ep->iface : w_.ifaces_.front().get());
     }
     if (r.xfer_status != UCS_OK) {
-        w_.complete(r, r.xfer_status);
+        w_.completions_.complete(r, r.xfer_status);
         return;
     }
     r.received = r.expect;
-    w_.finish_recv(r);
+    w_.completions_.finish_recv(r);
 }
 
 /* Sender: the receiver asks us to write the front of message `sreq`. */
@@ -384,11 +384,11 @@ void Rendezvous::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, con
     if (r.expect == 0) {
         h.kind = Kind::kAck; /* nothing to fetch: the sender is done */
         w_.send_ctrl_to(source, h);
-        w_.finish_recv(r);
+        w_.completions_.finish_recv(r);
         return;
     }
     if (const ucs_status_t failure = w_.peer_failure(source); failure != UCS_OK) {
-        w_.complete(r, failure); /* its data cannot come any more */
+        w_.completions_.complete(r, failure); /* its data cannot come any more */
         return;
     }
     /* read it into the buffer, or have a sender that cannot be read write it

@@ -307,7 +307,7 @@ void Sender::push_ahead(Request &r) {
         return;
     }
     if (status != UCS_ERR_NO_RESOURCE) {
-        w_.complete(r, status);
+        w_.completions_.complete(r, status);
         return;
     }
     r.ep->sends.push_front(r.self);
@@ -335,11 +335,11 @@ void Sender::handed_over(Request &r) {
         if (!flush_done(r) && (alloc_status([&] {
                                    w_.later_.push_back({Worker::Later::Kind::kFlush, r.self});
                                }) != UCS_OK)) {
-            w_.complete(r, UCS_ERR_NO_MEMORY);
+            w_.completions_.complete(r, UCS_ERR_NO_MEMORY);
         }
         return;
     }
-    w_.complete(r, UCS_OK);
+    w_.completions_.complete(r, UCS_OK);
 }
 
 /* TRANSMIT_COMPLETE: a flush without completion says whether the endpoint
@@ -349,7 +349,7 @@ bool Sender::flush_done(Request &r) {
     if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
         return false;
     }
-    w_.complete(r, status);
+    w_.completions_.complete(r, status);
     return true;
 }
 
@@ -682,7 +682,7 @@ ucs_status_t Sender::send_request(Endpoint *ep, const SendPlan &p, bool batch_pe
             credit.commit(); /* part of it left */
         }
         if (r->memh != nullptr) { /* an RTS packed but refused */
-            w_.drop_memh(*r);
+            w_.completions_.drop_memh(*r);
         }
         w_.reqs_.release(handle);
         return status;

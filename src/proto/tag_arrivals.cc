@@ -78,13 +78,13 @@ void Worker::tag_consumed(OffloadContext *o) {
                                                              ucs_status_t status) {
     consumed(r);
     if (ucs_unlikely(status == UCS_ERR_CANCELED)) {
-        complete(r, status);
+        completions_.complete(r, status);
         return;
     }
     ++stats_.expected;
     Endpoint *const ep = peers_.of(imm_source(imm));
     describe_arrival(r.info, stag, imm, length, ep);
-    complete(r, status);
+    completions_.complete(r, status);
     return_credit(ep, length);
 }
 
@@ -146,12 +146,12 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
     MsgHeader h;
     if (!read_rts(header, length, &h)) {
         TM_PROTO_DROPPED("malformed rendezvous header (%u bytes)", length);
-        complete(r, UCS_ERR_IO_ERROR);
+        completions_.complete(r, UCS_ERR_IO_ERROR);
         return;
     }
     ++stats_.expected;
     h.tag = stag;
-    accept_message(r, h);
+    accept_message(r, h, peers_.of(h.source));
     rndv_.start_rndv_recv(r, h.source, h.sreq, static_cast<const char *>(header) + sizeof(h),
                           length - sizeof(h), h.flags & kFlagPut);
 }

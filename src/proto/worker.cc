@@ -337,7 +337,7 @@ Worker::~Worker() {
     reqs_.for_each_user([this](Request &r) {
         rx_.tag_list().forget(r);
         if (!r.done) {
-            complete(r, UCS_ERR_CANCELED);
+            completions_.complete(r, UCS_ERR_CANCELED);
         }
         reqs_.retire(r, true);
     });
@@ -648,7 +648,7 @@ void Worker::end_sends(Endpoint *ep, ucs_status_t status, bool keep_writes) {
         Request &r = reqs_.at(i);
         if ((r.kind == ReqKind::kSend) && !r.done && (r.ep == ep) &&
             !(keep_writes && (r.sstate == SendState::kPutting))) {
-            complete(r, status);
+            completions_.complete(r, status);
         }
     }
 }
@@ -662,7 +662,7 @@ void Worker::end_arrivals(const Endpoint *ep, ucs_status_t status) {
             return false; /* still unexpected: fails the receive that takes it */
         }
         if (Request *r = (part.req != 0) ? reqs_.lookup(part.req) : nullptr) {
-            complete(*r, status);
+            completions_.complete(*r, status);
         }
         if (part.charged != nullptr) {
             part.charged->fragmented -= std::min<uint32_t>(part.charged->fragmented, 1);
@@ -767,7 +767,7 @@ unsigned Worker::progress_rest(unsigned n) {
         n += progress_later();
     }
     if (!completions_.empty()) {
-        n += deliver_completions();
+        n += completions_.deliver([this](Request &child) { rx_.child_done(child); });
     }
     return n;
 }
@@ -813,10 +813,6 @@ void Worker::ep_failed(uct_ep_h uep, ucs_status_t status) {
     }
 }
 
-unsigned Worker::deliver_completions() {
-    return completions_.deliver(reqs_, [this](Request &child) { rx_.child_done(child); });
-}
-
 void Worker::stats(uct_tm_proto_stats_t *out) const {
     *out          = stats_;
     out->requests = reqs_.live();
@@ -848,7 +844,7 @@ unsigned Worker::progress_later() {
         if (tx_.flush_done(*r)) {
             ++n;
         } else if (alloc_status([&] { later_.push_back(l); }) != UCS_OK) {
-            complete(*r, UCS_ERR_NO_MEMORY);
+            completions_.complete(*r, UCS_ERR_NO_MEMORY);
         }
     }
     later_work_.clear();
@@ -883,7 +879,7 @@ unsigned Worker::progress_queues() {
                 break;
             }
             if (status != UCS_OK) {
-                complete(*r, status);
+                completions_.complete(*r, status);
             } else {
                 tx_.left_queue(*r);
             }

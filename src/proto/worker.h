@@ -16,6 +16,7 @@
 #include "iov.h"
 #include "completions.h"
 #include "config.h"
+#include "delivery.h"
 #include "direct_recv.h"
 #include "endpoint.h"
 #include "iface.h"
@@ -200,7 +201,6 @@ class Worker {
                               Endpoint **ep_p);
     void         mark_busy(Endpoint *ep);
     unsigned     progress_queues();
-    unsigned     deliver_completions();
     /* progress() found queued sends or completions, or it is time to look at
      * the keepalive: n plus what it did */
     [[gnu::noinline]] unsigned progress_rest(unsigned n);
@@ -216,7 +216,6 @@ class Worker {
     void         end_arrivals(const Endpoint *ep, ucs_status_t status);
     /* The failure of our endpoint to worker `source`, or UCS_OK. */
     ucs_status_t peer_failure(uint32_t source) const;
-    void         complete(Request &r, ucs_status_t status);
 
     /* --- worker.cc: what the send side (Sender, sender.h) leaves to the
      * worker: the endpoints with queued work, and the work itself at
@@ -264,22 +263,12 @@ class Worker {
     void         handle_fragment(const FragHeader &hdr, const char *payload, size_t len);
     void         handle_data(const DataHeader &hdr, const char *payload, size_t len);
 
-    /* --- recv.cc: the receive side is Receiver's (receiver.h); these are
-     * the steps of every arrival that matched a receive (inline, below),
-     * and what the receive side calls back --- */
-    void         accept_message(Request &r, const MsgHeader &hdr);
-    void         place(Request &r, size_t offset, const char *data, size_t len);
-    void         finish_recv(Request &r);
-    void         publish_now(Request &r);
-    void         message_consumed(uint32_t source, uint64_t length, bool sync,
-                                  uint64_t sreq); /* inline */
+    /* An eager message was consumed: its credit goes back, and a sync
+     * sender learns it matched (inline, below). */
+    void message_consumed(uint32_t source, uint64_t length, bool sync, uint64_t sreq);
     /* control.cc */
     void send_ack(uint32_t source, uint64_t sreq);
 
-    /* --- rndv_get.cc: what the worker keeps of the rendezvous (Rendezvous,
-     * rendezvous.h): the memory handles a completion or a check needs --- */
-    /* Lets go of a send's memh (non-null): its own, the cache's or the region's */
-    void drop_memh(Request &r);
     /* UCT_TM_PROTO_OP_MEMH: whether params->memh holds [buffer, +length) */
     bool region_valid(const uct_tm_proto_op_params_t *params, const void *buffer,
                       size_t length) const {
@@ -328,7 +317,7 @@ class Worker {
     Receiver                        rx_{*this, reqs_}; /* the receive side */
     Sender                          tx_{*this};        /* the send side */
     Rendezvous                      rndv_{*this};      /* rendezvous transfers */
-    Completions                     completions_;
+    Completions                     completions_{reqs_, maps_};
     MemMaps                         maps_;
     uct_tm_proto_stats_t            stats_ = {};
 };
@@ -407,90 +396,6 @@ inline ucs_status_t Worker::release(uint64_t req) {
 
 /* Inline: the send side's headers carry it. */
 inline uint32_t Sender::w_id() const { return w_.config_.id; }
-
-/* Inline: every arrival path ends here. */
-inline void Worker::complete(Request &r, ucs_status_t status) {
-    ucs_assertv(r.kind != ReqKind::kFree, "completing free request slot %#llx",
-                static_cast<unsigned long long>(r.self));
-    if (r.done) {
-        return;
-    }
-    if (r.memh != nullptr) {
-        /* a send: the receiver is done reading (ACK), or never will (cancel) */
-        drop_memh(r);
-    }
-    r.done        = true;
-    r.info.status = status;
-    if ((r.cb != nullptr) || (r.user != nullptr)) { /* a NO_COMPLETION send has a cb */
-        /* without either, test() is how the caller learns; a request in the
-         * caller's memory is published (and let go) at delivery */
-        completions_.push(r.self);
-    }
-}
-
-inline void Worker::drop_memh(Request &r) {
-    if (r.memh_md != nullptr) {
-        uct_md_mem_dereg(r.memh_md, r.memh);
-    } else if (r.cached != nullptr) {
-        RegistrationCache::put(r.cached);
-        r.cached = nullptr;
-    } else {
-        maps_.unuse(r.region); /* the mapped region's registration */
-    }
-    r.memh    = nullptr;
-    r.memh_md = nullptr;
-}
-
-/* The info flags of a message's wire flags: the two bits side by side. */
-static_assert((kFlagData == 4) && (kFlagUntagged == 8) && (UCT_TM_PROTO_INFO_REMOTE_DATA == 1) &&
-                      (UCT_TM_PROTO_INFO_UNTAGGED == 2),
-              "info_flags() shifts one pair of bits onto the other");
-inline unsigned info_flags(uint8_t wire_flags) { return (wire_flags >> 2) & 3u; }
-
-/* `r` is matched (kArriving): it takes the message's description. */
-inline void Worker::accept_message(Request &r, const MsgHeader &h) {
-    ucs_assertv(r.rstate == RecvState::kArriving, "receive %#llx accepts a message in state %d",
-                static_cast<unsigned long long>(r.self), static_cast<int>(r.rstate));
-    r.info.tag      = h.tag; /* 0 for untagged messages: the arrival paths see to it */
-    r.info.length   = h.length;
-    r.info.data     = h.data;
-    r.info.flags    = info_flags(h.flags);
-    r.info.source   = h.source;
-    r.info.ep       = reinterpret_cast<uct_tm_proto_ep_h>(peers_.of(h.source));
-    r.expect        = std::min<uint64_t>(h.length, r.capacity);
-    r.received      = 0;
-    r.offset        = 0;
-}
-
-/* Copies message bytes [offset, offset + len) into the receive; whatever
- * falls past its buffer is dropped. */
-inline void Worker::place(Request &r, size_t offset, const char *data, size_t len) {
-    if (offset >= r.capacity) {
-        return;
-    }
-    const size_t n = std::min(len, r.capacity - offset);
-    if (n != 0) { /* data (an empty message's) may be null then */
-        if (ucs_likely(r.rbuf != nullptr)) {
-            memcpy(r.rbuf + offset, data, n);
-        } else {
-            iov_scatter(r.elements, offset, data, n); /* a vectored receive (uct_tm_proto_recvv) */
-        }
-    }
-    r.received += n;
-}
-
-inline void Worker::finish_recv(Request &r) {
-    complete(r, (r.info.length > r.capacity) ? UCS_ERR_MESSAGE_TRUNCATED : UCS_OK);
-}
-
-/* A request in the caller's memory without callback that has just completed
- * (its completion the last one queued) is published at once, not at the next
- * progress: nothing touches it afterwards. */
-inline void Worker::publish_now(Request &r) {
-    if ((r.user != nullptr) && (r.cb == nullptr) && r.done && completions_.take_last(r.self)) {
-        reqs_.retire(r, true);
-    }
-}
 
 /* An eager message left the unexpected buffer or went straight to a
  * receive: its credit goes back, and a sync sender learns it matched. */
