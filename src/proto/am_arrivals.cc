@@ -144,7 +144,7 @@ void Worker::am_arrived(const void *data, size_t length, const Iface *iface) {
         if ((length != sizeof(c)) || !read_header(p, length, &c)) {
             break;
         }
-        handle_ctrl(c);
+        control_.handle(c);
         return;
     }
     default:
@@ -258,7 +258,7 @@ void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t le
         const Partial done = part;
         rx_.erase_partial(f.source, f.msg_id);
         if (done.unex == UINT32_MAX) {
-            message_consumed(done.source, done.length, done.sync, done.sreq);
+            control_.message_consumed(done.source, done.length, done.sync, done.sreq);
         }
         /* still unexpected: consumed when a receive or a discard takes it */
     }

@@ -84,7 +84,7 @@ ucs_status_t Worker::cancel_send(Request &r) {
             h.kind       = Kind::kCancel;
             h.source     = config_.id;
             h.req        = r.self;
-            send_ctrl(r.ep, h);
+            control_.send(r.ep, h);
         }
         return UCS_OK;
     }
@@ -92,16 +92,6 @@ ucs_status_t Worker::cancel_send(Request &r) {
         return UCS_OK; /* the receiver asked for the data: it completes normally */
     }
     return UCS_ERR_BUSY; /* eager data is out */
-}
-
-/* Receiver: the sender withdraws its rendezvous request `sreq`. */
-void Worker::cancel_rts(uint32_t source, uint64_t sreq) {
-    CtrlHeader h = {};
-    h.kind       = Kind::kCancelAck;
-    h.req        = sreq;
-    /* lost if a receive has it already */
-    h.status = rx_.unexpected().withdraw_rts(source, sreq) ? UCS_ERR_CANCELED : UCS_OK;
-    send_ctrl_to(source, h);
 }
 
 }  // namespace proto

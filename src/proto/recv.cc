@@ -106,9 +106,9 @@ void Receiver::track_fragments(const MsgHeader &h, size_t first_len, uint64_t re
     if (h.kind == Kind::kEager) {
         w_.completions_.finish_recv(r);
         if (h.flags & kFlagSync) {
-            w_.send_ack(h.source, h.sreq);
+            w_.control_.send_ack(h.source, h.sreq);
         }
-        w_.return_credit(ep, h.length); /* message_consumed(), the endpoint known */
+        w_.control_.return_credit(ep, h.length); /* message_consumed(), the endpoint known */
         w_.completions_.publish_now(r);
         return;
     }
@@ -243,7 +243,7 @@ void Receiver::deliver_unexpected(Request &r, uint32_t idx) {
     release_charge(u);
     if (u.arrived == u.length) {
         w_.completions_.finish_recv(r);
-        w_.message_consumed(u.source, u.length, u.sync, u.sreq);
+        w_.control_.message_consumed(u.source, u.length, u.sync, u.sreq);
     } else if (const ucs_status_t failure = w_.peer_failure(u.source); failure != UCS_OK) {
         w_.completions_.complete(r, failure); /* the rest cannot come any more */
         erase_partial(u.source, u.msg_id);
@@ -264,11 +264,11 @@ void Receiver::drop_unexpected(uint32_t idx) {
         CtrlHeader h = {};
         h.kind = Kind::kAck;
         h.req  = u.sreq;
-        w_.send_ctrl_to(u.source, h);
+        w_.control_.send_to(u.source, h);
     } else {
         release_charge(u);
         if (u.arrived == u.length) {
-            w_.message_consumed(u.source, u.length, u.sync, u.sreq);
+            w_.control_.message_consumed(u.source, u.length, u.sync, u.sreq);
         } else if (w_.peer_failure(u.source) != UCS_OK) {
             erase_partial(u.source, u.msg_id); /* the rest cannot come any more */
         } else if (Partial *part = partial_.find(u.source, u.msg_id)) {

@@ -289,7 +289,7 @@ void Rendezvous::part_done(Request &r, ucs_status_t status) {
         CtrlHeader h = {};
         h.kind       = Kind::kAck;
         h.req        = r.gctx.sreq;
-        w_.send_ctrl_to(r.gctx.source, h);
+        w_.control_.send_to(r.gctx.source, h);
     }
     if (r.rmemh != nullptr) {
         Endpoint *ep = w_.peers_.of(r.gctx.source);
@@ -372,7 +372,7 @@ void Rendezvous::put_done(Request &r, ucs_status_t status) {
     h.source             = w_.config_.id;
     h.status     = static_cast<int16_t>(status);
     h.req        = r.rreq;
-    w_.send_ctrl(r.ep, h);
+    w_.control_.send(r.ep, h);
     /* done on the receiver's kAck: it may still be reading our buffer */
 }
 
@@ -383,7 +383,7 @@ void Rendezvous::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, con
     h.req        = sreq;
     if (r.expect == 0) {
         h.kind = Kind::kAck; /* nothing to fetch: the sender is done */
-        w_.send_ctrl_to(source, h);
+        w_.control_.send_to(source, h);
         w_.completions_.finish_recv(r);
         return;
     }
@@ -408,7 +408,7 @@ void Rendezvous::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, con
     h.kind      = Kind::kCts;
     h.value     = r.self;
     h.value2    = r.expect;
-    w_.send_ctrl_to(source, h);
+    w_.control_.send_to(source, h);
 }
 
 }  // namespace proto

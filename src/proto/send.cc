@@ -328,7 +328,7 @@ void Sender::handed_over(Request &r) {
         if (r.sstate == SendState::kQueued) {
             r.set_state(SendState::kEagerSent);
         }
-        w_.send_ctrl(r.ep, h);
+        w_.control_.send(r.ep, h);
         return;
     }
     if (r.transmit) {

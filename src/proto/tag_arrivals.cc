@@ -85,7 +85,7 @@ void Worker::tag_consumed(OffloadContext *o) {
     Endpoint *const ep = peers_.of(imm_source(imm));
     describe_arrival(r.info, stag, imm, length, ep);
     completions_.complete(r, status);
-    return_credit(ep, length);
+    control_.return_credit(ep, length);
 }
 
 /* The common arrival of an offloaded eager receive, when nothing in it can
@@ -101,7 +101,7 @@ void Worker::tag_consumed(OffloadContext *o) {
         return false;
     }
     Endpoint *const ep = peers_.cached(imm_source(imm));
-    if ((ep == nullptr) || !credit_stays_owed(ep, length)) {
+    if ((ep == nullptr) || !control_.stays_owed(ep, length)) {
         return false;
     }
     consumed(*r);
@@ -165,7 +165,7 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
                                                                  ucs_status_t status) {
     Endpoint *const ep = peers_.cached(imm_source(imm));
     if (ucs_unlikely((status == UCS_ERR_CANCELED) || (ep == nullptr) ||
-                     !credit_stays_owed(ep, length))) {
+                     !control_.stays_owed(ep, length))) {
         return false;
     }
     rx_.tag_list().unlist_direct(d);
@@ -188,9 +188,10 @@ void Worker::tag_completed(DirectRecv *d, uint64_t stag, uint64_t imm, size_t le
         ++stats_.expected;
         Endpoint *const ep = peers_.of(imm_source(imm));
         describe_arrival(info, stag, imm, length, ep);
-        guarded("returning credit", [&]() __attribute__((always_inline)) {
-            return_credit(ep, length);
-        });
+        guarded(
+            "returning credit", [&]() __attribute__((always_inline)) {
+                control_.return_credit(ep, length);
+            });
     }
     info.status = status;
     publish(status_of(d), info);
@@ -220,7 +221,8 @@ void Worker::move_direct_to_slot(DirectRecv *d, uint64_t stag, const void *heade
         ucs_error("tm_proto: no memory for a rendezvous into a receive");
         MsgHeader h;
         if (read_rts(header, length, &h)) {
-            send_ack(h.source, h.sreq); /* the data will not be read: the sender's buffer is free */
+            control_.send_ack(h.source,
+                              h.sreq); /* the data will not be read: the sender's buffer is free */
         }
         publish_failure(status_of(d), UCS_ERR_NO_MEMORY);
         return;

@@ -5,9 +5,10 @@
  * (Receiver, receiver.h: the receive queues and what runs in them; recv.cc),
  * the send side (Sender, sender.h: the send plan, its paths and the send
  * requests' protocol; send.cc), rendezvous transfers (Rendezvous,
- * rendezvous.h; rndv_get.cc), Completions. The worker keeps what UCT's
- * callbacks deliver (am_arrivals.cc, tag_arrivals.cc), control messages and
- * credit (control.cc), cancellation (cancel.cc) and progress (worker.cc).
+ * rendezvous.h; rndv_get.cc), control messages and credit
+ * (ControlChannel, control.h; control.cc), Completions. The worker keeps
+ * what UCT's callbacks deliver (am_arrivals.cc, tag_arrivals.cc),
+ * cancellation (cancel.cc) and progress (worker.cc).
  */
 #ifndef UCT_TM_PROTO_WORKER_H_
 #define UCT_TM_PROTO_WORKER_H_
@@ -16,6 +17,7 @@
 #include "iov.h"
 #include "completions.h"
 #include "config.h"
+#include "control.h"
 #include "delivery.h"
 #include "direct_recv.h"
 #include "endpoint.h"
@@ -87,6 +89,7 @@ class Worker {
     friend class Receiver; /* their calls back: see receiver.h, sender.h */
     friend class Sender;
     friend class Rendezvous;
+    friend class ControlChannel;
 
   public:
     explicit Worker(const Config &config);
@@ -225,19 +228,6 @@ class Worker {
     static constexpr int kCloseFlushTries = 100000;
     void                 handle_batch(const char *p, size_t length, const Iface *iface);
 
-    /* --- control.cc --- */
-    void         send_ctrl(Endpoint *ep, const CtrlHeader &hdr);
-    void         send_ctrl_to(uint32_t source, const CtrlHeader &hdr);
-    /* Inline (every eager arrival): counts the bytes, sends a kCredit only
-     * once a quarter of the window is owed. */
-    void         return_credit(Endpoint *ep, uint64_t bytes);
-    /* Whether returning `bytes` more to `ep` stays below the flush mark
-     * (the common arrival's test: then nothing is sent). */
-    bool         credit_stays_owed(const Endpoint *ep, uint64_t bytes) const {
-        return ep->owed + bytes < window_ / 4;
-    }
-    void         flush_credit(Endpoint *ep);
-    void         handle_ctrl(const CtrlHeader &hdr);
     /* Inline (every arrival): whether a message claiming `source` may have
      * come over `iface`, and our endpoint to that source (*ep; null when we
      * hold none, and then the source is not bound). */
@@ -263,12 +253,6 @@ class Worker {
     void         handle_fragment(const FragHeader &hdr, const char *payload, size_t len);
     void         handle_data(const DataHeader &hdr, const char *payload, size_t len);
 
-    /* An eager message was consumed: its credit goes back, and a sync
-     * sender learns it matched (inline, below). */
-    void message_consumed(uint32_t source, uint64_t length, bool sync, uint64_t sreq);
-    /* control.cc */
-    void send_ack(uint32_t source, uint64_t sreq);
-
     /* UCT_TM_PROTO_OP_MEMH: whether params->memh holds [buffer, +length) */
     bool region_valid(const uct_tm_proto_op_params_t *params, const void *buffer,
                       size_t length) const {
@@ -289,7 +273,6 @@ class Worker {
     /* --- cancel.cc --- */
     ucs_status_t cancel_send(Request &r);
     ucs_status_t cancel_recv(Request &r);
-    void         cancel_rts(uint32_t source, uint64_t sreq);
 
     Config                          config_;
     uint64_t                        window_ = 0; /* eager bytes buffered per peer: cap / peers */
@@ -317,6 +300,7 @@ class Worker {
     Receiver                        rx_{*this, reqs_}; /* the receive side */
     Sender                          tx_{*this};        /* the send side */
     Rendezvous                      rndv_{*this};      /* rendezvous transfers */
+    ControlChannel                  control_{*this, window_};
     Completions                     completions_{reqs_, maps_};
     MemMaps                         maps_;
     uct_tm_proto_stats_t            stats_ = {};
@@ -329,17 +313,6 @@ class Worker {
 inline bool Worker::bound(uint32_t source, const Iface *iface, Endpoint **ep) const {
     *ep = peers_.of(source);
     return (*ep == nullptr) || ((*ep)->iface == iface);
-}
-
-/* `ep`: our endpoint to the sender (callers have looked it up already). */
-inline void Worker::return_credit(Endpoint *ep, uint64_t bytes) {
-    if (ep == nullptr) {
-        return;
-    }
-    ep->owed += bytes;
-    if (!credit_stays_owed(ep, 0)) {
-        flush_credit(ep);
-    }
 }
 
 [[gnu::always_inline]] inline ucs_status_t Worker::send(Endpoint *ep, const void *buffer,
@@ -399,12 +372,12 @@ inline uint32_t Sender::w_id() const { return w_.config_.id; }
 
 /* An eager message left the unexpected buffer or went straight to a
  * receive: its credit goes back, and a sync sender learns it matched. */
-inline void Worker::message_consumed(uint32_t source, uint64_t length, bool sync,
-                                     uint64_t sreq) {
+inline void ControlChannel::message_consumed(uint32_t source, uint64_t length, bool sync,
+                                             uint64_t sreq) {
     if (sync) {
         send_ack(source, sreq);
     }
-    return_credit(peers_.of(source), length);
+    return_credit(w_.peers_.of(source), length);
 }
 
 }  // namespace proto
