@@ -6,7 +6,7 @@
  */
 #include "control.h"
 
-#include "worker.h"
+#include "owner.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -20,7 +20,7 @@ void ControlChannel::send(Endpoint *ep, const CtrlHeader &hdr) {
         return; /* nobody to tell */
     }
     if (ep->ctrl.empty()) {
-        const ssize_t n = w_.tx_.am_send(ep, &hdr, sizeof(hdr), nullptr, 0);
+        const ssize_t n = w_.tx().am_send(ep, &hdr, sizeof(hdr), nullptr, 0);
         if (n >= 0) {
             return;
         }
@@ -35,14 +35,14 @@ void ControlChannel::send(Endpoint *ep, const CtrlHeader &hdr) {
 }
 
 void ControlChannel::send_to(uint32_t source, const CtrlHeader &hdr) {
-    Endpoint *ep = w_.peers_.of(source);
+    Endpoint *ep = w_.peers().of(source);
     if (ep == nullptr) {
         TM_PROTO_DROPPED_BY(w_, "no endpoint to worker %u for a reply: create one (docs/proto.md)",
                             source);
         return;
     }
     CtrlHeader h = hdr;
-    h.source     = w_.config_.id;
+    h.source     = w_.id();
     send(ep, h);
 }
 
@@ -58,7 +58,7 @@ void ControlChannel::flush_credit(Endpoint *ep) {
     if (ep->owed != 0) {
         CtrlHeader h = {};
         h.kind   = Kind::kCredit;
-        h.source     = w_.config_.id;
+        h.source     = w_.id();
         h.value  = ep->owed;
         ep->owed = 0;
         send(ep, h);
@@ -70,13 +70,13 @@ void ControlChannel::withdraw_rts(uint32_t source, uint64_t sreq) {
     h.kind       = Kind::kCancelAck;
     h.req        = sreq;
     /* lost if a receive has it already */
-    h.status = w_.rx_.unexpected().withdraw_rts(source, sreq) ? UCS_ERR_CANCELED : UCS_OK;
+    h.status = w_.rx().unexpected().withdraw_rts(source, sreq) ? UCS_ERR_CANCELED : UCS_OK;
     send_to(source, h);
 }
 
 void ControlChannel::handle(const CtrlHeader &hdr) {
     if (hdr.kind == Kind::kCredit) {
-        Endpoint *ep = w_.peers_.of(hdr.source);
+        Endpoint *ep = w_.peers().of(hdr.source);
         if (ep != nullptr) {
             ep->credits = std::min<uint64_t>(ep->credits + hdr.value, ep->peer_window);
         }
@@ -92,21 +92,21 @@ void ControlChannel::handle(const CtrlHeader &hdr) {
         return;
     }
     if (hdr.kind == Kind::kPutDone) {
-        Request *r = w_.reqs_.lookup(hdr.req);
+        Request *r = w_.reqs().lookup(hdr.req);
         if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done || !r->peer_part ||
             (r->rmemh == nullptr) || (r->gctx.source != hdr.source)) {
             TM_PROTO_DROPPED_BY(w_, "unexpected write completion from worker %u", hdr.source);
             return;
         }
         r->peer_part = false;
-        w_.rndv_.part_done(*r, static_cast<ucs_status_t>(hdr.status));
+        w_.rndv().part_done(*r, static_cast<ucs_status_t>(hdr.status));
         return;
     }
     handle_reply(hdr);
 }
 
 void ControlChannel::handle_reply(const CtrlHeader &hdr) {
-    Request *r = w_.reqs_.lookup(hdr.req);
+    Request *r = w_.reqs().lookup(hdr.req);
     if ((r == nullptr) || (r->kind != ReqKind::kSend) || r->done ||
         (r->ep->peer_id != hdr.source)) {
         return; /* the request completed otherwise (cancel, endpoint destroyed) */
@@ -121,17 +121,17 @@ void ControlChannel::handle_reply(const CtrlHeader &hdr) {
         r->limit  = hdr.value2;
         r->offset = 0;
         r->set_state(SendState::kPushing);
-        w_.tx_.push_ahead(*r);
+        w_.tx().push_ahead(*r);
         return;
     case Kind::kAck:
         if ((r->sstate == SendState::kEagerSent) || (r->sstate == SendState::kRtsSent) ||
             (r->sstate == SendState::kPutting) || r->await_ack) {
-            w_.completions_.complete(*r, UCS_OK);
+            w_.completions().complete(*r, UCS_OK);
         }
         return;
     case Kind::kCancelAck:
         if ((r->sstate == SendState::kRtsSent) && (hdr.status == UCS_ERR_CANCELED)) {
-            w_.completions_.complete(*r, UCS_ERR_CANCELED);
+            w_.completions().complete(*r, UCS_ERR_CANCELED);
         }
         return;
     default:

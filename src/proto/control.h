@@ -17,11 +17,11 @@
 namespace uct_tm {
 namespace proto {
 
-class Worker;
+class Owner;
 
 class ControlChannel {
   public:
-    ControlChannel(Worker &owner, uint64_t window) : w_(owner), flush_mark_(window / 4) {}
+    ControlChannel(Owner &owner, uint64_t window) : w_(owner), flush_mark_(window / 4) {}
     ControlChannel(const ControlChannel &)            = delete;
     ControlChannel &operator=(const ControlChannel &) = delete;
 
@@ -49,7 +49,7 @@ class ControlChannel {
     bool stays_owed(const Endpoint *ep, uint64_t bytes) const {
         return ep->owed + bytes < flush_mark_;
     }
-    /* Inline (worker.h): an eager message was consumed; return_credit() and,
+    /* Inline (owner.h): an eager message was consumed; return_credit() and,
      * for a sync send, send_ack(). */
     void message_consumed(uint32_t source, uint64_t length, bool sync, uint64_t sreq);
 
@@ -60,7 +60,7 @@ class ControlChannel {
     /* A reply about one of our send requests (CTS, ACK, CANCEL_ACK). */
     void handle_reply(const CtrlHeader &hdr);
 
-    Worker        &w_; /* the owner */
+    Owner         &w_; /* the owner */
     const uint64_t flush_mark_;
 };
 

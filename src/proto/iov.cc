@@ -96,7 +96,7 @@ ucs_status_t Sender::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
         (send_single_iov(ep, tag, has_data, rdata, iov, iovcnt, shape.nonempty, shape.total) >=
          0)) {
         ep->credits -= shape.total;
-        ++w_.stats_.eager_sends;
+        ++w_.stats().eager_sends;
         if (req != nullptr) {
             *req = 0;
         }
@@ -157,8 +157,8 @@ ucs_status_t Sender::send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, si
     const ucs_status_t status = send_general(ep, stage_.data(), total, tag, staged, req);
     if (status == UCS_INPROGRESS) {
         Request *r = (staged->flags & UCT_TM_PROTO_OP_USER_REQUEST)
-                         ? w_.reqs_.lookup_user(staged->request)
-                         : w_.reqs_.lookup(*req);
+                         ? w_.reqs().lookup_user(staged->request)
+                         : w_.reqs().lookup(*req);
         ucs_assertv((r != nullptr) && r->bounce.empty() && (r->sbuf == stage_.data()),
                     "vectored send %p: no staged request", static_cast<void *>(r));
         r->bounce = std::move(stage_);

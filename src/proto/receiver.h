@@ -9,10 +9,11 @@
  * receives, probe, claim and discard. recv.cc holds its logic.
  *
  * The worker calls it through the public functions below; it calls the
- * worker back (a concrete type, no virtual call) for what is the
- * protocol's, not the queues': a matched message's data placed and its
- * receive completed, a rendezvous started, credit returned and acks sent,
- * drops refused and counted, buffered messages reported at progress.
+ * other parts through its owner (Owner, owner.h: a concrete type, no
+ * virtual call) for what is the protocol's, not the queues': a matched
+ * receive completed (Completions), a rendezvous started (Rendezvous),
+ * credit returned and acks sent (ControlChannel), drops refused and
+ * counted, buffered messages reported at progress.
  */
 #ifndef UCT_TM_PROTO_RECEIVER_H_
 #define UCT_TM_PROTO_RECEIVER_H_
@@ -38,12 +39,12 @@
 namespace uct_tm {
 namespace proto {
 
-class Worker;
+class Owner;
 struct Iface;
 
 class Receiver {
   public:
-    Receiver(Worker &owner, RequestPool &reqs) : w_(owner), reqs_(reqs) {}
+    Receiver(Owner &owner, RequestPool &reqs) : w_(owner), reqs_(reqs) {}
     Receiver(const Receiver &)            = delete;
     Receiver &operator=(const Receiver &) = delete;
 
@@ -161,7 +162,7 @@ class Receiver {
     ucs_status_t match_or_post_inline(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
                                       Endpoint *source, uint64_t *req);
 
-    Worker           &w_; /* the owner */
+    Owner            &w_; /* the owner */
     RequestPool      &reqs_;
     match::TagMatcher matcher_; /* tier 1 receives and unexpected messages */
     PostedRecvs       posted_{matcher_, reqs_};
@@ -218,13 +219,6 @@ template <bool kOffloaded>
         }
     }
     return r;
-}
-
-inline bool Receiver::recv_args_valid(Endpoint *source, const uct_tm_proto_op_params_t *params,
-                                      const uint64_t *req) const {
-    return op_params_valid(params, UCT_TM_PROTO_OP_UNTAGGED | UCT_TM_PROTO_RECV_MULTI, req) &&
-           ((source == nullptr) ||
-            ((source->magic == Endpoint::kMagic) && (source->worker == &w_)));
 }
 
 [[gnu::always_inline]] inline ucs_status_t Receiver::recv(void *buffer, size_t length, uint64_t tag,

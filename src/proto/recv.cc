@@ -21,8 +21,8 @@ namespace uct_tm {
 namespace proto {
 
 void Receiver::unexpected_bytes(int64_t delta) {
-    w_.stats_.unexpected_bytes += delta;
-    w_.stats_.unexpected_peak = std::max(w_.stats_.unexpected_peak, w_.stats_.unexpected_bytes);
+    w_.stats().unexpected_bytes += delta;
+    w_.stats().unexpected_peak = std::max(w_.stats().unexpected_peak, w_.stats().unexpected_bytes);
 }
 
 /* A conforming sender never has more unexpected bytes here than the credit
@@ -30,14 +30,14 @@ void Receiver::unexpected_bytes(int64_t delta) {
  * after they left the buffer), and together the senders' windows fit the
  * cap: neither check refuses one. */
 bool Receiver::fits(const Account &acct, uint64_t length, uint32_t source) {
-    if ((acct.bytes > w_.window_) || (length > w_.window_ - acct.bytes)) {
+    if ((acct.bytes > w_.window()) || (length > w_.window() - acct.bytes)) {
         w_.refuse(source, "eager bytes beyond the credit granted to it");
         return false;
     }
     /* senders with endpoints hold at most a window each, MAX_PEERS of them
      * (ep_create()), those without one window together */
-    const uint64_t cap = w_.config_.unexpected_cap + w_.window_;
-    if ((w_.stats_.unexpected_bytes > cap) || (length > cap - w_.stats_.unexpected_bytes)) {
+    const uint64_t cap = w_.config().unexpected_cap + w_.window();
+    if ((w_.stats().unexpected_bytes > cap) || (length > cap - w_.stats().unexpected_bytes)) {
         w_.refuse(source, "the unexpected buffer is full");
         return false;
     }
@@ -94,22 +94,22 @@ void Receiver::track_fragments(const MsgHeader &h, size_t first_len, uint64_t re
 [[gnu::always_inline]] inline void Receiver::message_matched(Request &r, const MsgHeader &h,
                                                              const char *payload, size_t len,
                                                              Endpoint *ep, Account &acct) {
-    ++w_.stats_.expected;
+    ++w_.stats().expected;
     r.set_state(RecvState::kArriving);
     accept_message(r, h, ep);
     if (h.kind == Kind::kRts) {
-        w_.rndv_.start_rndv_recv(r, h.source, h.sreq, payload, len, h.flags & kFlagPut);
+        w_.rndv().start_rndv_recv(r, h.source, h.sreq, payload, len, h.flags & kFlagPut);
         return;
     }
     place(r, 0, payload, len);
     r.offset = len;
     if (h.kind == Kind::kEager) {
-        w_.completions_.finish_recv(r);
+        w_.completions().finish_recv(r);
         if (h.flags & kFlagSync) {
-            w_.control_.send_ack(h.source, h.sreq);
+            w_.control().send_ack(h.source, h.sreq);
         }
-        w_.control_.return_credit(ep, h.length); /* message_consumed(), the endpoint known */
-        w_.completions_.publish_now(r);
+        w_.control().return_credit(ep, h.length); /* message_consumed(), the endpoint known */
+        w_.completions().publish_now(r);
         return;
     }
     track_fragments(h, len, r.self, UINT32_MAX, acct);
@@ -143,12 +143,12 @@ void Receiver::message_unexpected(const MsgHeader &h, const char *payload, size_
     if ((h.kind != Kind::kRts) && !fits(acct, h.length, h.source)) {
         return;
     }
-    ++w_.stats_.unexpected;
+    ++w_.stats().unexpected;
     uint32_t idx;
     if (!buffer_unexpected(h, payload, len, acct, &idx)) {
         return;
     }
-    if (w_.config_.buffered_cb != nullptr) {
+    if (w_.config().buffered_cb != nullptr) {
         hold_buffered(idx); /* buffered receives: the application's, out of matching */
     } else if (!enqueue_unexpected(idx)) {
         return;
@@ -231,10 +231,10 @@ void Receiver::deliver_unexpected(Request &r, uint32_t idx) {
     h.flags  = static_cast<uint8_t>((u.has_data ? kFlagData : 0) | (u.untagged ? kFlagUntagged : 0));
     h.source = u.source;
     r.set_state(RecvState::kArriving);
-    accept_message(r, h, w_.peers_.of(u.source));
+    accept_message(r, h, w_.peers().of(u.source));
     if (u.rndv) {
         /* nothing in it touches the unexpected queue: the RndvGet is read in place */
-        w_.rndv_.start_rndv_recv(r, u.source, u.sreq, u.data.data(), u.data.size(), u.put_offer);
+        w_.rndv().start_rndv_recv(r, u.source, u.sreq, u.data.data(), u.data.size(), u.put_offer);
         unexpected_.remove(idx);
         return;
     }
@@ -242,10 +242,10 @@ void Receiver::deliver_unexpected(Request &r, uint32_t idx) {
     r.offset = u.arrived;
     release_charge(u);
     if (u.arrived == u.length) {
-        w_.completions_.finish_recv(r);
-        w_.control_.message_consumed(u.source, u.length, u.sync, u.sreq);
+        w_.completions().finish_recv(r);
+        w_.control().message_consumed(u.source, u.length, u.sync, u.sreq);
     } else if (const ucs_status_t failure = w_.peer_failure(u.source); failure != UCS_OK) {
-        w_.completions_.complete(r, failure); /* the rest cannot come any more */
+        w_.completions().complete(r, failure); /* the rest cannot come any more */
         erase_partial(u.source, u.msg_id);
     } else {
         if (Partial *part = partial_.find(u.source, u.msg_id)) {
@@ -264,11 +264,11 @@ void Receiver::drop_unexpected(uint32_t idx) {
         CtrlHeader h = {};
         h.kind = Kind::kAck;
         h.req  = u.sreq;
-        w_.control_.send_to(u.source, h);
+        w_.control().send_to(u.source, h);
     } else {
         release_charge(u);
         if (u.arrived == u.length) {
-            w_.control_.message_consumed(u.source, u.length, u.sync, u.sreq);
+            w_.control().message_consumed(u.source, u.length, u.sync, u.sreq);
         } else if (w_.peer_failure(u.source) != UCS_OK) {
             erase_partial(u.source, u.msg_id); /* the rest cannot come any more */
         } else if (Partial *part = partial_.find(u.source, u.msg_id)) {
@@ -287,7 +287,7 @@ void Receiver::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
                    (u.untagged ? UCT_TM_PROTO_INFO_UNTAGGED : 0);
     info->source = u.source;
     info->buffer = nullptr;
-    info->ep     = reinterpret_cast<uct_tm_proto_ep_h>(w_.peers_.of(u.source));
+    info->ep     = reinterpret_cast<uct_tm_proto_ep_h>(w_.peers().of(u.source));
 }
 
 /* Inlined into recv_general(): tier 0 while software holds no receive (and
@@ -299,13 +299,13 @@ void Receiver::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
      * it costs nothing) */
     if (!r.has_source && tag_list_.enabled() && posted_.empty() && !gathers_.open() &&
         (((r.rbuf != nullptr) || (r.capacity == 0)) ? tag_list_.post(r) : tag_list_.post_iov(r))) {
-        ++w_.stats_.offloaded_recvs;
+        ++w_.stats().offloaded_recvs;
         return UCS_OK;
     }
     const ucs_status_t status =
             alloc_status([&]() __attribute__((always_inline)) { return posted_.hold(r); });
     if (status == UCS_OK) {
-        ++w_.stats_.software_recvs;
+        ++w_.stats().software_recvs;
     }
     return status;
 }
@@ -323,7 +323,7 @@ ucs_status_t Receiver::recv_offloaded(void *buffer, size_t length, uint64_t tag,
         r->mask = mask;
         r->seq  = posted_.next_seq();
         if (tag_list_.post(*r)) {
-            ++w_.stats_.offloaded_recvs;
+            ++w_.stats().offloaded_recvs;
             *req = handed_out(*r);
             return UCS_INPROGRESS;
         }
@@ -347,7 +347,7 @@ ucs_status_t Receiver::recv_direct(void *buffer, size_t length, uint64_t tag, ui
         *user_handle_in(pub) = 0; /* a DirectRecv, not a request slot */
         /* all done before the post (the list is complete at any callback),
          * so nothing is live across it; a refusal undoes it (direct_refused) */
-        ++w_.stats_.offloaded_recvs;
+        ++w_.stats().offloaded_recvs;
         if (req != nullptr) {
             *req = 0;
         }
@@ -364,7 +364,7 @@ ucs_status_t Receiver::direct_refused() {
     const DirectPost a = direct_post_;
     DirectRecv      *d = direct_recv_in(a.params->request);
     tag_list_.unlist_direct(d);
-    --w_.stats_.offloaded_recvs;
+    --w_.stats().offloaded_recvs;
     return recv_general(d->rbuf, d->capacity, d->tag, d->mask, nullptr, a.params, a.req);
 }
 
@@ -477,7 +477,7 @@ void Receiver::lend(Request &m, Request &c, uint64_t length) {
     c.capacity        = static_cast<size_t>(std::min<uint64_t>(length, left));
     m.used           += c.capacity;
     ++m.children;
-    if (m.capacity - m.used < w_.config_.min_multi_recv) {
+    if (m.capacity - m.used < w_.config().min_multi_recv) {
         posted_.withdraw(m);
         m.set_state(RecvState::kArriving);
         multi_maybe_done(m);
@@ -493,7 +493,7 @@ void Receiver::multi_maybe_done(Request &m) {
     m.info.flags  = UCT_TM_PROTO_INFO_UNTAGGED | UCT_TM_PROTO_INFO_MULTI_RECV;
     m.info.length = m.used;
     m.info.buffer = m.rbuf;
-    w_.completions_.complete(m, m.multi_status);
+    w_.completions().complete(m, m.multi_status);
 }
 
 /* Completions::deliver() found child `c` complete: its message is reported
@@ -542,7 +542,7 @@ ucs_status_t Receiver::recv_untagged(void *buffer, size_t length, Endpoint *sour
         reqs_.release(handle);
         return UCS_ERR_NO_MEMORY;
     }
-    ++w_.stats_.software_recvs;
+    ++w_.stats().software_recvs;
     while (r.multi && (r.rstate == RecvState::kPosted) && (unexpected_.untagged_count() != 0)) {
         Request *c = new_child(r);
         if (c == nullptr) {
@@ -567,9 +567,7 @@ void Receiver::hold_buffered(uint32_t idx) {
     const uint64_t msg = unexpected_.claim(idx);
     u.held             = true;
     if (u.rndv || (u.arrived == u.length)) {
-        if (alloc_status([&] {
-                w_.later_.push_back({Worker::Later::Kind::kBuffered, msg});
-            }) != UCS_OK) {
+        if (alloc_status([&] { w_.later(Later::Kind::kBuffered, msg); }) != UCS_OK) {
             ucs_error("tm_proto: out of memory reporting a message from worker %u: dropped",
                       u.source);
             drop_unexpected(idx);
@@ -586,8 +584,8 @@ void Receiver::report_buffered(uint64_t msg) {
     uct_tm_proto_info_t info;
     fill_info(&info, *u);
     const bool data = !u->rndv;
-    w_.config_.buffered_cb(w_.config_.buffered_arg, msg, &info, data ? u->data.data() : nullptr,
-                           data ? u->arrived : 0);
+    w_.config().buffered_cb(w_.config().buffered_arg, msg, &info, data ? u->data.data() : nullptr,
+                            data ? u->arrived : 0);
 }
 
 ucs_status_t Receiver::probe(uint64_t tag, uint64_t mask, Endpoint *source, unsigned flags,

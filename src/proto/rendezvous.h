@@ -6,8 +6,9 @@
  * receive side starts one when a receive matched a rendezvous request
  * (start_rndv_recv), the send side packs the read offer of an RTS
  * (pack_rts), and the arrival paths hand it the replies (a put request, a
- * transfer's end). It calls the worker back (a concrete type, no virtual
- * call) for the requests, registrations, control messages and completion.
+ * transfer's end). It reaches the requests, registrations, control
+ * messages and completion through its owner (Owner, owner.h: a concrete
+ * type, no virtual call).
  * Its logic, and the protocol's description, are in rndv_get.cc.
  */
 #ifndef UCT_TM_PROTO_RENDEZVOUS_H_
@@ -25,12 +26,12 @@
 namespace uct_tm {
 namespace proto {
 
-class Worker;
+class Owner;
 struct Iface;
 
 class Rendezvous {
   public:
-    explicit Rendezvous(Worker &owner) : w_(owner) {}
+    explicit Rendezvous(Owner &owner) : w_(owner) {}
     Rendezvous(const Rendezvous &)            = delete;
     Rendezvous &operator=(const Rendezvous &) = delete;
 
@@ -60,7 +61,7 @@ class Rendezvous {
     void drop_rmemh(Request &r, const Iface *iface);
     void put_done(Request &r, ucs_status_t status);
 
-    Worker &w_; /* the owner */
+    Owner &w_; /* the owner */
 };
 
 }  // namespace proto

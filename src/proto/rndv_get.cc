@@ -30,15 +30,16 @@ namespace {
 
 void transfer_done_cb(uct_completion_t *comp) {
     GetContext *g = reinterpret_cast<GetContext *>(comp);
-    guarded("a rendezvous transfer completion", [&]() __attribute__((always_inline)) {
-        g->worker->transfer_done(g, comp->status);
-    });
+    guarded(
+        "a rendezvous transfer completion", [&]() __attribute__((always_inline)) {
+            g->owner->rndv().transfer_done(g, comp->status);
+        });
 }
 
-void init_context(GetContext &c, Worker *worker, uint64_t req, uint64_t sreq, uint32_t source,
+void init_context(GetContext &c, Owner *owner, uint64_t req, uint64_t sreq, uint32_t source,
                   uct_component_h component) {
     c             = GetContext();
-    c.worker      = worker;
+    c.owner       = owner;
     c.req         = req;
     c.sreq        = sreq;
     c.source      = source;
@@ -62,7 +63,7 @@ size_t Rendezvous::pack_rts(Request &r, char *out) {
         r.memh = mapped_memh(r, iface); /* memh_md stays null: not ours to deregister */
     }
     if (r.memh == nullptr) {
-        void *addr = const_cast<char *>(w_.tx_.send_data(r));
+        void *addr = const_cast<char *>(w_.tx().send_data(r));
         if ((iface->rcache != nullptr) &&
             ((r.cached = iface->rcache->get(addr, r.length, &r.memh)) != nullptr)) {
             /* the cache's: put back at completion */
@@ -71,12 +72,12 @@ size_t Rendezvous::pack_rts(Request &r, char *out) {
             r.memh = nullptr;
             return 0;
         } else {
-            ++w_.stats_.registrations;
+            ++w_.stats().registrations;
             r.memh_md = iface->md;
         }
     }
     RndvGet g = {};
-    g.address     = reinterpret_cast<uintptr_t>(w_.tx_.send_data(r));
+    g.address     = reinterpret_cast<uintptr_t>(w_.tx().send_data(r));
     g.rkey_length = static_cast<uint16_t>(iface->rkey_size);
     memcpy(out, &g, sizeof(g));
     if (uct_md_mkey_pack(iface->md, r.memh, out + sizeof(g)) != UCS_OK) {
@@ -117,7 +118,7 @@ ucs_status_t Rendezvous::transfer(Request &r, GetContext &c, Endpoint *ep, bool 
             done    += chunk;
         }
     };
-    char *const base = put ? const_cast<char *>(w_.tx_.send_data(r)) : r.rbuf;
+    char *const base = put ? const_cast<char *>(w_.tx().send_data(r)) : r.rbuf;
     if (base != nullptr) {
         issue(base + offset, length, memh);
     } else {
@@ -137,9 +138,9 @@ ucs_status_t Rendezvous::transfer(Request &r, GetContext &c, Endpoint *ep, bool 
 
 uct_mem_h Rendezvous::mapped_memh(const Request &r, const Iface *iface) {
     /* unmapped since the operation started: it registers on its own */
-    const uct_mem_h memh = w_.maps_.mapped(r.region) ? w_.maps_.memh(r.region, iface) : nullptr;
+    const uct_mem_h memh = w_.maps().mapped(r.region) ? w_.maps().memh(r.region, iface) : nullptr;
     if (memh != nullptr) {
-        w_.maps_.use(r.region);
+        w_.maps().use(r.region);
     }
     return memh;
 }
@@ -159,12 +160,12 @@ bool Rendezvous::ask_put(Request &r, Endpoint *ep, size_t front) {
             r.rmemh = nullptr;
             return false;
         }
-        ++w_.stats_.registrations;
+        ++w_.stats().registrations;
     }
     char      buf[sizeof(PutHeader) + kMaxRkey];
     PutHeader h = {};
     h.kind        = Kind::kPutReq;
-    h.source      = w_.config_.id;
+    h.source      = w_.config().id;
     h.sreq        = r.gctx.sreq;
     h.rreq        = r.self;
     h.address     = reinterpret_cast<uintptr_t>(r.rbuf);
@@ -172,7 +173,7 @@ bool Rendezvous::ask_put(Request &r, Endpoint *ep, size_t front) {
     h.rkey_length = static_cast<uint16_t>(iface->rkey_size);
     memcpy(buf, &h, sizeof(h));
     if ((uct_md_mkey_pack(iface->md, r.rmemh, buf + sizeof(h)) != UCS_OK) ||
-        (w_.tx_.am_send(ep, buf, sizeof(h) + iface->rkey_size, nullptr, 0) < 0)) {
+        (w_.tx().am_send(ep, buf, sizeof(h) + iface->rkey_size, nullptr, 0) < 0)) {
         drop_rmemh(r, iface);
         return false;
     }
@@ -181,7 +182,7 @@ bool Rendezvous::ask_put(Request &r, Endpoint *ep, size_t front) {
 
 void Rendezvous::drop_rmemh(Request &r, const Iface *iface) {
     if (r.rmemh_mapped) {
-        w_.maps_.unuse(r.region);
+        w_.maps().unuse(r.region);
     } else if (r.cached != nullptr) {
         RegistrationCache::put(r.cached);
         r.cached = nullptr;
@@ -196,7 +197,7 @@ void Rendezvous::drop_rmemh(Request &r, const Iface *iface) {
  * false if the transport cannot read it (fall back to CTS). */
 bool Rendezvous::start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
                            size_t get_len) {
-    Endpoint *ep = w_.peers_.of(source);
+    Endpoint *ep = w_.peers().of(source);
     RndvGet   g;
     if ((ep == nullptr) || !ep->iface->rndv_get || (get_len < sizeof(g)) ||
         (r.expect > ep->iface->attr.cap.get.max_zcopy)) {
@@ -239,11 +240,11 @@ bool Rendezvous::start_get(Request &r, uint32_t source, uint64_t sreq, const cha
         }
         /* the sender is writing the front already: finish with the error once
          * its part is in (it completes on our kAck) */
-        ++w_.stats_.rndv_gets;
+        ++w_.stats().rndv_gets;
         part_done(r, status);
         return true;
     }
-    ++w_.stats_.rndv_gets;
+    ++w_.stats().rndv_gets;
     if (status == UCS_OK) {
         part_done(r, UCS_OK);
     }
@@ -251,7 +252,7 @@ bool Rendezvous::start_get(Request &r, uint32_t source, uint64_t sreq, const cha
 }
 
 void Rendezvous::transfer_done(GetContext *g, ucs_status_t status) {
-    Request *r = w_.reqs_.lookup(g->req);
+    Request *r = w_.reqs().lookup(g->req);
     if (r == nullptr) {
         ucs_error("tm_proto: rendezvous transfer completed for a request we do not hold");
         return;
@@ -264,7 +265,7 @@ void Rendezvous::transfer_done(GetContext *g, ucs_status_t status) {
         g->rkey_unpacked = false;
         r->offset = 0; /* a send writing (only puts are refused midway); limit: what was asked */
         r->set_state(SendState::kPushing);
-        w_.tx_.push_ahead(*r);
+        w_.tx().push_ahead(*r);
         return;
     }
     if (r->kind == ReqKind::kSend) {
@@ -289,23 +290,23 @@ void Rendezvous::part_done(Request &r, ucs_status_t status) {
         CtrlHeader h = {};
         h.kind       = Kind::kAck;
         h.req        = r.gctx.sreq;
-        w_.control_.send_to(r.gctx.source, h);
+        w_.control().send_to(r.gctx.source, h);
     }
     if (r.rmemh != nullptr) {
-        Endpoint *ep = w_.peers_.of(r.gctx.source);
-        drop_rmemh(r, (ep != nullptr) ? ep->iface : w_.ifaces_.front().get());
+        Endpoint *ep = w_.peers().of(r.gctx.source);
+        drop_rmemh(r, (ep != nullptr) ? ep->iface : w_.ifaces().front().get());
     }
     if (r.xfer_status != UCS_OK) {
-        w_.completions_.complete(r, r.xfer_status);
+        w_.completions().complete(r, r.xfer_status);
         return;
     }
     r.received = r.expect;
-    w_.completions_.finish_recv(r);
+    w_.completions().finish_recv(r);
 }
 
 /* Sender: the receiver asks us to write the front of message `sreq`. */
 void Rendezvous::handle_put_request(const PutHeader &h, const char *rkey, size_t rkey_len) {
-    Request *r = w_.reqs_.lookup(h.sreq);
+    Request *r = w_.reqs().lookup(h.sreq);
     if ((r == nullptr) || (r->kind != ReqKind::kSend) || r->done ||
         (r->sstate != SendState::kRtsSent) || (r->ep->peer_id != h.source) ||
         (h.length == 0) || (h.length > r->length) || (rkey_len != h.rkey_length) ||
@@ -339,7 +340,7 @@ void Rendezvous::handle_put_request(const PutHeader &h, const char *rkey, size_t
     /* cannot write: push the front instead */
     r->offset = 0;
     r->set_state(SendState::kPushing);
-    w_.tx_.push_ahead(*r);
+    w_.tx().push_ahead(*r);
 }
 
 /* A receive with one buffer matched the RTS of a sender that offered to
@@ -347,7 +348,7 @@ void Rendezvous::handle_put_request(const PutHeader &h, const char *rkey, size_t
  * (then CTS). Done on kPutDone (or the pushed kData, if the sender could
  * not write after all), then kAck as after a read. */
 bool Rendezvous::start_put(Request &r, uint32_t source, uint64_t sreq) {
-    Endpoint *ep = w_.peers_.of(source);
+    Endpoint *ep = w_.peers().of(source);
     if (ep == nullptr) {
         return false;
     }
@@ -360,7 +361,7 @@ bool Rendezvous::start_put(Request &r, uint32_t source, uint64_t sreq) {
     r.ack_after = true;
     r.limit     = r.expect; /* kData, if the sender pushes it */
     r.offset    = 0;
-    ++w_.stats_.rndv_puts;
+    ++w_.stats().rndv_puts;
     return true;
 }
 
@@ -369,10 +370,10 @@ void Rendezvous::put_done(Request &r, ucs_status_t status) {
     r.gctx.rkey_unpacked = false;
     CtrlHeader h = {};
     h.kind       = Kind::kPutDone;
-    h.source             = w_.config_.id;
+    h.source             = w_.config().id;
     h.status     = static_cast<int16_t>(status);
     h.req        = r.rreq;
-    w_.control_.send(r.ep, h);
+    w_.control().send(r.ep, h);
     /* done on the receiver's kAck: it may still be reading our buffer */
 }
 
@@ -383,12 +384,12 @@ void Rendezvous::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, con
     h.req        = sreq;
     if (r.expect == 0) {
         h.kind = Kind::kAck; /* nothing to fetch: the sender is done */
-        w_.control_.send_to(source, h);
-        w_.completions_.finish_recv(r);
+        w_.control().send_to(source, h);
+        w_.completions().finish_recv(r);
         return;
     }
     if (const ucs_status_t failure = w_.peer_failure(source); failure != UCS_OK) {
-        w_.completions_.complete(r, failure); /* its data cannot come any more */
+        w_.completions().complete(r, failure); /* its data cannot come any more */
         return;
     }
     /* read it into the buffer, or have a sender that cannot be read write it
@@ -408,7 +409,7 @@ void Rendezvous::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, con
     h.kind      = Kind::kCts;
     h.value     = r.self;
     h.value2    = r.expect;
-    w_.control_.send_to(source, h);
+    w_.control().send_to(source, h);
 }
 
 }  // namespace proto

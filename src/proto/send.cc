@@ -172,7 +172,7 @@ Sender::tag_eager_zcopy(Endpoint *ep, uint64_t tag, uint64_t imm, const void *da
  * later is waited for. */
 ucs_status_t Sender::wait_eager_zcopy() {
     while (eager_comp_.count != 0) {
-        uct_worker_progress(w_.uworker_); /* runs no send of ours: nothing nests here */
+        uct_worker_progress(w_.uworker()); /* runs no send of ours: nothing nests here */
     }
     const ucs_status_t status = eager_comp_.status;
     eager_comp_.count         = 1;
@@ -248,7 +248,7 @@ ucs_status_t Sender::send_eager(Request &r) {
 ucs_status_t Sender::send_rts(Request &r) {
     MsgHeader h = message_header(r, Kind::kRts);
     char      get[sizeof(RndvGet) + kMaxRkey];
-    const size_t get_len = w_.rndv_.pack_rts(r, get);
+    const size_t get_len = w_.rndv().pack_rts(r, get);
     if (get_len != 0) {
         h.flags |= kFlagGet;
     } else if (r.vectored_send() && r.ep->iface->rndv_get &&
@@ -307,7 +307,7 @@ void Sender::push_ahead(Request &r) {
         return;
     }
     if (status != UCS_ERR_NO_RESOURCE) {
-        w_.completions_.complete(r, status);
+        w_.completions().complete(r, status);
         return;
     }
     r.ep->sends.push_front(r.self);
@@ -328,18 +328,17 @@ void Sender::handed_over(Request &r) {
         if (r.sstate == SendState::kQueued) {
             r.set_state(SendState::kEagerSent);
         }
-        w_.control_.send(r.ep, h);
+        w_.control().send(r.ep, h);
         return;
     }
     if (r.transmit) {
-        if (!flush_done(r) && (alloc_status([&] {
-                                   w_.later_.push_back({Worker::Later::Kind::kFlush, r.self});
-                               }) != UCS_OK)) {
-            w_.completions_.complete(r, UCS_ERR_NO_MEMORY);
+        if (!flush_done(r) &&
+            (alloc_status([&] { w_.later(Later::Kind::kFlush, r.self); }) != UCS_OK)) {
+            w_.completions().complete(r, UCS_ERR_NO_MEMORY);
         }
         return;
     }
-    w_.completions_.complete(r, UCS_OK);
+    w_.completions().complete(r, UCS_OK);
 }
 
 /* TRANSMIT_COMPLETE: a flush without completion says whether the endpoint
@@ -349,7 +348,7 @@ bool Sender::flush_done(Request &r) {
     if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
         return false;
     }
-    w_.completions_.complete(r, status);
+    w_.completions().complete(r, status);
     return true;
 }
 
@@ -454,21 +453,21 @@ ssize_t Sender::send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint6
  * what a refusal needs waits in the worker (eager_now_) (docs/perf.md, "Code shape of the hot paths"). */
 ucs_status_t Sender::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
-    Worker *w = ep->worker;
+    Owner *w = ep->worker;
     if (ucs_likely(ep->tag_path)) {
-        const uint64_t imm = uint64_t{w->config_.id} << 32; /* no remote data here */
-        w->tx_.eager_iov_.buffer = const_cast<void *>(buffer);
-        w->tx_.eager_iov_.length = length;
-        w->tx_.eager_now_        = {ep, tag, params, req};
+        const uint64_t imm        = uint64_t{w->id()} << 32; /* no remote data here */
+        w->tx().eager_iov_.buffer = const_cast<void *>(buffer);
+        w->tx().eager_iov_.length = length;
+        w->tx().eager_now_        = {ep, tag, params, req};
         ep->credits         -= length;
-        ++w->stats_.eager_sends;
+        ++w->stats().eager_sends;
         ucs_status_t status;
         if (ep->iface->eager_by_zcopy(length)) {
-            status = uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &w->tx_.eager_iov_,
-                                            (length != 0) ? 1 : 0, 0, &w->tx_.eager_comp_);
+            status = uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &w->tx().eager_iov_,
+                                            (length != 0) ? 1 : 0, 0, &w->tx().eager_comp_);
         } else {
             const ssize_t n = uct_ep_tag_eager_bcopy(ep->uct_ep, tag, imm, pack_iov_cb,
-                                                     &w->tx_.eager_iov_, 0);
+                                                     &w->tx().eager_iov_, 0);
             status = (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
         }
         if (ucs_likely(status == UCS_OK)) {
@@ -477,9 +476,9 @@ ucs_status_t Sender::send_eager_now(Endpoint *ep, const void *buffer, size_t len
             }
             return UCS_OK;
         }
-        return w->tx_.eager_now_refused(status);
+        return w->tx().eager_now_refused(status);
     }
-    return w->tx_.send_eager_now_other(ep, buffer, length, tag, params, req);
+    return w->tx().send_eager_now_other(ep, buffer, length, tag, params, req);
 }
 
 /* The tagged message above did not complete in the call. */
@@ -496,7 +495,7 @@ ucs_status_t Sender::eager_now_refused(ucs_status_t status) {
     }
     const size_t length = eager_iov_.length;
     a.ep->credits += length;
-    --w_.stats_.eager_sends;
+    --w_.stats().eager_sends;
     return send_general(a.ep, eager_iov_.buffer, length, a.tag, a.params, a.req);
 }
 
@@ -507,7 +506,7 @@ ucs_status_t Sender::send_eager_now_other(Endpoint *ep, const void *buffer, size
     const ssize_t n = send_single(ep, tag, false, 0, buffer, length); /* no remote data here */
     if (n >= 0) {
         ep->credits -= length;
-        ++w_.stats_.eager_sends;
+        ++w_.stats().eager_sends;
         if (req != nullptr) {
             *req = 0;
         }
@@ -536,7 +535,7 @@ ucs_status_t Sender::send_eager_now_other(Endpoint *ep, const void *buffer, size
  * also needs the peer's credit. */
 [[gnu::always_inline]] inline bool Sender::needs_rndv(Endpoint *ep, size_t length, bool tag_send,
                                                       bool sync, uint64_t rdata) {
-    if ((length >= w_.config_.rndv_thresh) ||
+    if ((length >= w_.config().rndv_thresh) ||
         (tag_send && (sync || !data_is_narrow(rdata) || (length > ep->iface->tag_eager_max)))) {
         return true;
     }
@@ -547,11 +546,12 @@ ucs_status_t Sender::send_eager_now_other(Endpoint *ep, const void *buffer, size
      * sender runs ahead of the receiver by the whole window and would
      * otherwise turn most messages into rendezvous (64 KiB tag_bw over
      * tm_sm: 88%). Our own callbacks wait for progress(), so none runs here. */
-    uct_worker_progress(w_.uworker_);
+    uct_worker_progress(w_.uworker());
     if (length <= ep->credits) {
         return false;
     }
-    ++w_.stats_.backpressure; /* the peer's buffer for us is full: it takes the data when matched */
+    ++w_.stats()
+          .backpressure; /* the peer's buffer for us is full: it takes the data when matched */
     return true;
 }
 
@@ -596,7 +596,7 @@ Sender::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
     }
     if ((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE)) {
         if (!p.rndv) {
-            --w_.stats_.eager_sends;
+            --w_.stats().eager_sends;
         }
         return status;
     }
@@ -633,7 +633,7 @@ ucs_status_t Sender::send_general(Endpoint *ep, const void *buffer, size_t lengt
     *req = 0;
     const SendPlan plan = plan_send(ep, buffer, length, tag, params, vector);
     CreditHold     credit(ep, plan.rndv ? 0 : length);
-    ++(plan.rndv ? w_.stats_.rndv_sends : w_.stats_.eager_sends);
+    ++(plan.rndv ? w_.stats().rndv_sends : w_.stats().eager_sends);
 
     ucs_status_t status = UCS_ERR_NO_RESOURCE; /* not sent: the next path takes it */
     if (plan.batchable || !ep->batch.empty()) {
@@ -682,9 +682,9 @@ ucs_status_t Sender::send_request(Endpoint *ep, const SendPlan &p, bool batch_pe
             credit.commit(); /* part of it left */
         }
         if (r->memh != nullptr) { /* an RTS packed but refused */
-            w_.completions_.drop_memh(*r);
+            w_.completions().drop_memh(*r);
         }
-        w_.reqs_.release(handle);
+        w_.reqs().release(handle);
         return status;
     }
     credit.commit();
@@ -692,8 +692,8 @@ ucs_status_t Sender::send_request(Endpoint *ep, const SendPlan &p, bool batch_pe
         /* eager, fully out: no request for the caller (its completion is
          * dropped); a failure found on the way (a flush) is the call's */
         status = r->info.status;
-        w_.completions_.take_last(handle);
-        w_.reqs_.release(handle);
+        w_.completions().take_last(handle);
+        w_.reqs().release(handle);
         return status;
     }
     return running(*r, p.quiet(), req);
@@ -702,14 +702,14 @@ ucs_status_t Sender::send_request(Endpoint *ep, const SendPlan &p, bool batch_pe
 /* A request for the plan's message; null when out of memory. */
 Request *Sender::new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle) {
     Request *r = nullptr;
-    if (alloc_status([&] { r = &w_.reqs_.allocate(ReqKind::kSend, handle); }) != UCS_OK) {
+    if (alloc_status([&] { r = &w_.reqs().allocate(ReqKind::kSend, handle); }) != UCS_OK) {
         return nullptr;
     }
     if ((p.vector != nullptr) && (alloc_status([&] {
                                       r->elements.assign(p.vector->iov,
                                                          p.vector->iov + p.vector->iovcnt);
                                   }) != UCS_OK)) {
-        w_.reqs_.release(*handle);
+        w_.reqs().release(*handle);
         return nullptr;
     }
     r->ep         = ep;
@@ -761,7 +761,7 @@ bool Sender::sends_outstanding(Endpoint *ep) {
     auto &s = ep->started;
     s.erase(std::remove_if(s.begin(), s.end(),
                            [&](uint64_t h) {
-                               const Request *r = w_.reqs_.lookup(h);
+                               const Request *r = w_.reqs().lookup(h);
                                return (r == nullptr) || r->done;
                            }),
             s.end());
@@ -793,7 +793,7 @@ bool Sender::batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t 
         ep->eager_now_limit = 0;
         w_.mark_busy(ep); /* progress sends it if nothing else does */
     }
-    ++w_.stats_.batched_sends;
+    ++w_.stats().batched_sends;
     BatchEntry e = {};
     e.tag        = tag;
     e.data       = rdata;

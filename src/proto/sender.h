@@ -11,9 +11,10 @@
  * delivery and transmission completion, the endpoint's batch of MORE
  * messages, and the transport calls that carry them. The worker calls the
  * public functions below (the API, and progress, replies and rendezvous
- * carrying a request on); the Sender calls the worker back, a concrete type
- * (no virtual call), to complete requests, send control messages, register
- * memory for a rendezvous and queue an endpoint for progress.
+ * carrying a request on); the Sender reaches the other parts through its
+ * owner (Owner, owner.h: a concrete type, no virtual call) to complete
+ * requests, send control messages, pack a rendezvous offer and queue an
+ * endpoint for progress.
  */
 #ifndef UCT_TM_PROTO_SENDER_H_
 #define UCT_TM_PROTO_SENDER_H_
@@ -33,11 +34,11 @@
 namespace uct_tm {
 namespace proto {
 
-class Worker;
+class Owner;
 
 class Sender {
   public:
-    explicit Sender(Worker &owner) : w_(owner) {}
+    explicit Sender(Owner &owner) : w_(owner) {}
     Sender(const Sender &)            = delete;
     Sender &operator=(const Sender &) = delete;
 
@@ -119,7 +120,7 @@ class Sender {
      * its bounce copy or its elements */
     ssize_t  am_send_part(const Request &r, const void *hdr, size_t hdr_len, size_t offset,
                           size_t len);
-    uint32_t w_id() const; /* our worker id (the owner's config; inline, worker.h) */
+    uint32_t w_id() const; /* our worker id (inline, owner.h) */
 
     /* What send_general() decides about one message before any path runs:
      * eager or rendezvous, and the paths it may take. */
@@ -183,7 +184,7 @@ class Sender {
                              size_t total, uint64_t tag, uct_tm_proto_op_params_t *staged,
                              uint64_t *req);
 
-    Worker &w_; /* the owner */
+    Owner &w_; /* the owner */
     /* send_eager_now()'s arguments while its transport call runs (the rest
      * are the worker's eager_iov_'s buffer and length) */
     struct EagerNow {

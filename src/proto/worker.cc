@@ -320,8 +320,7 @@ uint32_t random_id() {
 
 }  // namespace
 
-Worker::Worker(const Config &config)
-    : config_(config), window_(config.unexpected_cap / config.max_peers) {
+Worker::Worker(const Config &config) : Owner(config) {
     if (config_.id == 0) {
         config_.id = random_id();
     }
@@ -679,11 +678,6 @@ void Worker::end_arrivals(const Endpoint *ep, ucs_status_t status) {
     }
 }
 
-ucs_status_t Worker::peer_failure(uint32_t source) const {
-    const Endpoint *ep = peers_.of(source);
-    return (ep != nullptr) ? ep->failure : UCS_OK;
-}
-
 /* MORE messages have completed: they leave before their endpoint closes, as
  * far as the transport takes them within a bounded wait. */
 void Worker::send_batch_before_close(Endpoint *ep) {
@@ -743,17 +737,6 @@ void Worker::ep_destroy(Endpoint *ep) {
         }
     });
     peers_.remove(ep);
-}
-
-void Worker::refuse(uint32_t source, const char *why) {
-    TM_PROTO_DROPPED("dropped a message claiming worker %u: %s", source, why);
-}
-
-void Worker::mark_busy(Endpoint *ep) {
-    if (!ep->busy) {
-        ep->busy = true;
-        busy_.push_back(ep);
-    }
 }
 
 unsigned Worker::progress_rest(unsigned n) {
