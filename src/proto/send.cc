@@ -515,6 +515,11 @@ ucs_status_t Sender::send_eager_now_other(Endpoint *ep, const void *buffer, size
     return send_general(ep, buffer, length, tag, params, req);
 }
 
+ucs_status_t Sender::send_other(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                                const uct_tm_proto_op_params_t *params, uint64_t *req) {
+    return ep->worker->tx().send_general(ep, buffer, length, tag, params, req);
+}
+
 /* The checks send_general() makes of its arguments. */
 [[gnu::always_inline]] inline bool Sender::send_args_valid(const Endpoint *ep, const void *buffer,
                                                            size_t                          length,

@@ -47,6 +47,13 @@ class Sender {
      * valid (api.cc). */
     ucs_status_t send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                       const uct_tm_proto_op_params_t *params, uint64_t *req);
+    /* send()'s other messages: send_general() of `ep`'s worker. Static: the C
+     * entry then computes no `this` on the way to send_eager_now()
+     * (docs/perf.md, "Code shape of the hot paths"). */
+    [[gnu::noinline]] static ucs_status_t send_other(Endpoint *ep, const void *buffer,
+                                                     size_t length, uint64_t tag,
+                                                     const uct_tm_proto_op_params_t *params,
+                                                     uint64_t                       *req);
     /* `vector`: a vectored send's elements (buffer null, length their total) */
     ucs_status_t send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                               const uct_tm_proto_op_params_t *params, uint64_t *req,
@@ -220,7 +227,7 @@ class Sender {
                 user_memory_valid(params)))) { /* req may be NULL then */
         return send_eager_now(ep, buffer, length, tag, params, req);
     }
-    return send_general(ep, buffer, length, tag, params, req);
+    return send_other(ep, buffer, length, tag, params, req);
 }
 
 }  // namespace proto
