@@ -450,7 +450,8 @@ ssize_t Sender::send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint6
  * nothing queued before it. A refusal goes to send_general(), which decides
  * afresh (and queues on NO_RESOURCE). A message for a tag list (zcopy or
  * bcopy, as tag_eager() picks) is counted sent before the transport call, and
- * what a refusal needs waits in the worker (eager_now_) (docs/perf.md, "Code shape of the hot paths"). */
+ * what a refusal needs waits in the send side (eager_now_) (docs/perf.md,
+ * "Code shape of the hot paths"). */
 ucs_status_t Sender::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
     Owner *w = ep->worker;

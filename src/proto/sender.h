@@ -193,7 +193,7 @@ class Sender {
 
     Owner &w_; /* the owner */
     /* send_eager_now()'s arguments while its transport call runs (the rest
-     * are the worker's eager_iov_'s buffer and length) */
+     * are eager_iov_'s buffer and length) */
     struct EagerNow {
         Endpoint                       *ep     = nullptr;
         uint64_t                        tag    = 0;
