@@ -106,7 +106,7 @@ void Worker::am_arrived(const void *data, size_t length, const Iface *iface) {
         if (h.flags & kFlagUntagged) {
             h.tag = 0; /* whatever came */
         }
-        handle_message(h, p + sizeof(h), len, iface);
+        rx_.handle_message(h, p + sizeof(h), len, iface);
         return;
     }
     case Kind::kMiddle:
@@ -130,7 +130,7 @@ void Worker::am_arrived(const void *data, size_t length, const Iface *iface) {
         if (!read_header(p, length, &ph)) {
             break;
         }
-        handle_put_request(ph, p + sizeof(ph), length - sizeof(ph));
+        rndv_.handle_put_request(ph, p + sizeof(ph), length - sizeof(ph));
         return;
     }
     case Kind::kCts:
@@ -144,7 +144,7 @@ void Worker::am_arrived(const void *data, size_t length, const Iface *iface) {
         if ((length != sizeof(c)) || !read_header(p, length, &c)) {
             break;
         }
-        handle_ctrl(c);
+        control_.handle(c);
         return;
     }
     default:
@@ -182,7 +182,7 @@ void Worker::handle_batch(const char *p, size_t length, const Iface *iface) {
         h.tag       = (e.flags & kFlagUntagged) ? 0 : e.tag; /* untagged: 0, whatever came */
         h.data      = e.data;
         h.length    = e.length;
-        handle_message(h, p + off, e.length, iface);
+        rx_.handle_message(h, p + off, e.length, iface);
         off += e.length;
     }
 }
@@ -207,7 +207,7 @@ void Worker::handle_batch(const char *p, size_t length, const Iface *iface) {
     h.data   = sh.data;
     h.tag    = untagged ? 0 : tag;
     h.length = length - sizeof(tag) - sizeof(sh);
-    handle_message(h, p + sizeof(tag) + sizeof(sh), h.length, iface);
+    rx_.handle_message(h, p + sizeof(tag) + sizeof(sh), h.length, iface);
 }
 
 bool Worker::bound_source(const char *header, const Iface *iface) {
@@ -222,7 +222,7 @@ bool Worker::bound_source(const char *header, const Iface *iface) {
 }
 
 void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t len) {
-    Partial *found = partial_.find(f.source, f.msg_id);
+    Partial *found = rx_.partials().find(f.source, f.msg_id);
     if ((found == nullptr) || (f.offset != found->arrived) || (len > found->length - found->arrived) ||
         (len == 0)) {
         TM_PROTO_DROPPED("dropped a fragment from worker %u (message %u, offset %llu)",
@@ -238,15 +238,15 @@ void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t le
             place(*r, f.offset, payload, len);
             r->offset = part.arrived;
             if (last) {
-                finish_recv(*r);
+                completions_.finish_recv(*r);
             }
         }
     } else if (part.unex != UINT32_MAX) {
-        Unexpected &u = unexpected_[part.unex];
+        Unexpected &u = rx_.unexpected()[part.unex];
         memcpy(u.data.data() + f.offset, payload, len);
         u.arrived = part.arrived;
         if (last && u.held) {
-            const uint64_t msg = unexpected_.handle(part.unex);
+            const uint64_t msg = rx_.unexpected().handle(part.unex);
             if (alloc_status([&] { later_.push_back({Later::Kind::kBuffered, msg}); }) !=
                 UCS_OK) {
                 ucs_error("tm_proto: out of memory reporting a message from worker %u: kept "
@@ -256,9 +256,9 @@ void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t le
     }
     if (last) {
         const Partial done = part;
-        erase_partial(f.source, f.msg_id);
+        rx_.erase_partial(f.source, f.msg_id);
         if (done.unex == UINT32_MAX) {
-            message_consumed(done.source, done.length, done.sync, done.sreq);
+            control_.message_consumed(done.source, done.length, done.sync, done.sreq);
         }
         /* still unexpected: consumed when a receive or a discard takes it */
     }
@@ -277,7 +277,7 @@ void Worker::handle_data(const DataHeader &d, const char *payload, size_t len) {
     r->offset += len;
     if (r->offset == r->limit) {
         r->peer_part = false;
-        part_done(*r, UCS_OK);
+        rndv_.part_done(*r, UCS_OK);
     }
 }
 

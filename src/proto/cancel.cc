@@ -35,7 +35,7 @@ ucs_status_t Worker::cancel_user(void *request) {
         return UCS_ERR_NO_ELEM; /* final: the memory holds no request any more */
     }
     if (*user_handle_in(request) == 0) {
-        return tag_list_.cancel_direct(request);
+        return rx_.tag_list().cancel_direct(request);
     }
     /* the memory is the caller's: its handle is believed only if it names
      * a live request tied to this very memory */
@@ -48,22 +48,22 @@ ucs_status_t Worker::cancel_user(void *request) {
 
 ucs_status_t Worker::cancel_recv(Request &r) {
     if (r.rstate == RecvState::kOffloaded) {
-        return tag_list_.cancel(r);
+        return rx_.tag_list().cancel(r);
     }
     if (r.rstate != RecvState::kPosted) {
         return UCS_OK; /* matched: it completes normally */
     }
-    if (!posted_.withdraw(r)) {
+    if (!rx_.posted().withdraw(r)) {
         return UCS_OK;
     }
     if (r.multi) {
         /* released: it completes CANCELED once the messages it took are reported */
         r.multi_status = UCS_ERR_CANCELED;
         r.set_state(RecvState::kArriving);
-        multi_maybe_done(r);
+        rx_.multi_maybe_done(r);
         return UCS_OK;
     }
-    complete(r, UCS_ERR_CANCELED);
+    completions_.complete(r, UCS_ERR_CANCELED);
     return UCS_OK;
 }
 
@@ -74,7 +74,7 @@ ucs_status_t Worker::cancel_send(Request &r) {
         if (!r.rndv) {
             r.ep->credits += r.length;
         }
-        complete(r, UCS_ERR_CANCELED);
+        completions_.complete(r, UCS_ERR_CANCELED);
         return UCS_OK;
     }
     if (r.sstate == SendState::kRtsSent) {
@@ -84,7 +84,7 @@ ucs_status_t Worker::cancel_send(Request &r) {
             h.kind       = Kind::kCancel;
             h.source     = config_.id;
             h.req        = r.self;
-            send_ctrl(r.ep, h);
+            control_.send(r.ep, h);
         }
         return UCS_OK;
     }
@@ -92,16 +92,6 @@ ucs_status_t Worker::cancel_send(Request &r) {
         return UCS_OK; /* the receiver asked for the data: it completes normally */
     }
     return UCS_ERR_BUSY; /* eager data is out */
-}
-
-/* Receiver: the sender withdraws its rendezvous request `sreq`. */
-void Worker::cancel_rts(uint32_t source, uint64_t sreq) {
-    CtrlHeader h = {};
-    h.kind       = Kind::kCancelAck;
-    h.req        = sreq;
-    /* lost if a receive has it already */
-    h.status     = unexpected_.withdraw_rts(source, sreq) ? UCS_ERR_CANCELED : UCS_OK;
-    send_ctrl_to(source, h);
 }
 
 }  // namespace proto

@@ -1,23 +1,26 @@
 /*
- * Control messages between workers: CTS (rendezvous go-ahead), ACK (sync
- * send matched, or rendezvous finished without data), CANCEL / CANCEL_ACK
- * (rendezvous withdrawal) and CREDIT (eager buffer returned). Replies travel
- * over our endpoint to the peer; one refused with NO_RESOURCE waits in the
- * endpoint's control queue. A reply naming a request that is gone is dropped.
+ * ControlChannel (control.h): CTS (rendezvous go-ahead), ACK (sync send
+ * matched, or rendezvous finished without data), CANCEL / CANCEL_ACK
+ * (rendezvous withdrawal), CREDIT (eager buffer returned), DELIVER_REQ and
+ * PUT_DONE. A reply naming a request that is gone is dropped.
  */
-#include "worker.h"
+#include "control.h"
+
+#include "owner.h"
 
 #include <ucs/debug/log_def.h>
+
+#include <algorithm>
 
 namespace uct_tm {
 namespace proto {
 
-void Worker::send_ctrl(Endpoint *ep, const CtrlHeader &hdr) {
+void ControlChannel::send(Endpoint *ep, const CtrlHeader &hdr) {
     if (ep->failure != UCS_OK) {
         return; /* nobody to tell */
     }
     if (ep->ctrl.empty()) {
-        const ssize_t n = am_send(ep, &hdr, sizeof(hdr), nullptr, 0);
+        const ssize_t n = w_.tx().am_send(ep, &hdr, sizeof(hdr), nullptr, 0);
         if (n >= 0) {
             return;
         }
@@ -28,43 +31,59 @@ void Worker::send_ctrl(Endpoint *ep, const CtrlHeader &hdr) {
         }
     }
     ep->ctrl.push_back(hdr);
-    mark_busy(ep);
+    w_.mark_busy(ep);
 }
 
-void Worker::send_ctrl_to(uint32_t source, const CtrlHeader &hdr) {
-    Endpoint *ep = peers_.of(source);
+void ControlChannel::send_to(uint32_t source, const CtrlHeader &hdr) {
+    Endpoint *ep = w_.peers().of(source);
     if (ep == nullptr) {
-        TM_PROTO_DROPPED("no endpoint to worker %u for a reply: create one (docs/proto.md)",
-                         source);
+        TM_PROTO_DROPPED_BY(w_, "no endpoint to worker %u for a reply: create one (docs/proto.md)",
+                            source);
         return;
     }
     CtrlHeader h = hdr;
-    h.source     = config_.id;
-    send_ctrl(ep, h);
+    h.source     = w_.id();
+    send(ep, h);
+}
+
+void ControlChannel::send_ack(uint32_t source, uint64_t sreq) {
+    CtrlHeader h = {};
+    h.kind       = Kind::kAck;
+    h.req        = sreq;
+    send_to(source, h);
 }
 
 /* Sends what return_credit() counted as owed. */
-void Worker::flush_credit(Endpoint *ep) {
+void ControlChannel::flush_credit(Endpoint *ep) {
     if (ep->owed != 0) {
         CtrlHeader h = {};
         h.kind   = Kind::kCredit;
-        h.source = config_.id;
+        h.source     = w_.id();
         h.value  = ep->owed;
         ep->owed = 0;
-        send_ctrl(ep, h);
+        send(ep, h);
     }
 }
 
-void Worker::handle_ctrl(const CtrlHeader &hdr) {
+void ControlChannel::withdraw_rts(uint32_t source, uint64_t sreq) {
+    CtrlHeader h = {};
+    h.kind       = Kind::kCancelAck;
+    h.req        = sreq;
+    /* lost if a receive has it already */
+    h.status = w_.rx().unexpected().withdraw_rts(source, sreq) ? UCS_ERR_CANCELED : UCS_OK;
+    send_to(source, h);
+}
+
+void ControlChannel::handle(const CtrlHeader &hdr) {
     if (hdr.kind == Kind::kCredit) {
-        Endpoint *ep = peers_.of(hdr.source);
+        Endpoint *ep = w_.peers().of(hdr.source);
         if (ep != nullptr) {
             ep->credits = std::min<uint64_t>(ep->credits + hdr.value, ep->peer_window);
         }
         return;
     }
     if (hdr.kind == Kind::kCancel) {
-        cancel_rts(hdr.source, hdr.req);
+        withdraw_rts(hdr.source, hdr.req);
         return;
     }
     if (hdr.kind == Kind::kDeliverReq) {
@@ -73,17 +92,21 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
         return;
     }
     if (hdr.kind == Kind::kPutDone) {
-        Request *r = reqs_.lookup(hdr.req);
+        Request *r = w_.reqs().lookup(hdr.req);
         if ((r == nullptr) || (r->kind != ReqKind::kRecv) || r->done || !r->peer_part ||
             (r->rmemh == nullptr) || (r->gctx.source != hdr.source)) {
-            TM_PROTO_DROPPED("unexpected write completion from worker %u", hdr.source);
+            TM_PROTO_DROPPED_BY(w_, "unexpected write completion from worker %u", hdr.source);
             return;
         }
         r->peer_part = false;
-        part_done(*r, static_cast<ucs_status_t>(hdr.status));
+        w_.rndv().part_done(*r, static_cast<ucs_status_t>(hdr.status));
         return;
     }
-    Request *r = reqs_.lookup(hdr.req);
+    handle_reply(hdr);
+}
+
+void ControlChannel::handle_reply(const CtrlHeader &hdr) {
+    Request *r = w_.reqs().lookup(hdr.req);
     if ((r == nullptr) || (r->kind != ReqKind::kSend) || r->done ||
         (r->ep->peer_id != hdr.source)) {
         return; /* the request completed otherwise (cancel, endpoint destroyed) */
@@ -91,24 +114,24 @@ void Worker::handle_ctrl(const CtrlHeader &hdr) {
     switch (hdr.kind) {
     case Kind::kCts:
         if ((r->sstate != SendState::kRtsSent) || (hdr.value2 > r->length)) {
-            TM_PROTO_DROPPED("unexpected CTS from worker %u", hdr.source);
+            TM_PROTO_DROPPED_BY(w_, "unexpected CTS from worker %u", hdr.source);
             return;
         }
         r->rreq   = hdr.value;
         r->limit  = hdr.value2;
         r->offset = 0;
         r->set_state(SendState::kPushing);
-        push_ahead(*r);
+        w_.tx().push_ahead(*r);
         return;
     case Kind::kAck:
         if ((r->sstate == SendState::kEagerSent) || (r->sstate == SendState::kRtsSent) ||
             (r->sstate == SendState::kPutting) || r->await_ack) {
-            complete(*r, UCS_OK);
+            w_.completions().complete(*r, UCS_OK);
         }
         return;
     case Kind::kCancelAck:
         if ((r->sstate == SendState::kRtsSent) && (hdr.status == UCS_ERR_CANCELED)) {
-            complete(*r, UCS_ERR_CANCELED);
+            w_.completions().complete(*r, UCS_ERR_CANCELED);
         }
         return;
     default:

@@ -59,7 +59,7 @@ class Endpoint {
     bool     tag_path    = false;
     size_t   short_max   = 0; /* payload bytes that go as one am_short */
     /* messages shorter than this are eager and go in one transport call
-     * (Worker::send's test); the rest through send_general() */
+     * (Sender::send's test); the rest through send_general() */
     size_t   eager_now_limit = 0;
     /* MORE sends not yet sent (BatchHeader + entries); while it holds any,
      * eager_now_limit is 0 so that no send overtakes them, and

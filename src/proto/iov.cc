@@ -4,9 +4,9 @@
  * (offload and zero copy as usual). Longer ones: a send that goes as one
  * eager message at once is gathered by the transport (send_single_iov);
  * any other keeps its element list in its request and every message of it
- * gathers its bytes from the elements (Worker::am_send_part), unless a copy
+ * gathers its bytes from the elements (Sender::am_send_part), unless a copy
  * is due anyway (INJECT, NO_COMPLETION, a tagged eager message no single
- * tag API call gathers): that one is gathered into the worker's staging
+ * tag API call gathers): that one is gathered into the send side's staging
  * buffer (a request still using it takes it over). A rendezvous read in
  * place offers no get: it is pushed (kCts / kData). A receive
  * goes to the tag list as an iov list within the transport's max_iov
@@ -71,8 +71,8 @@ void iov_gather(const uct_tm_proto_iov_t *iov, size_t iovcnt, char *dest) {
     }
 }
 
-ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
-                           uint64_t tag, const uct_tm_proto_op_params_t *params, uint64_t *req) {
+ucs_status_t Sender::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag,
+                           const uct_tm_proto_op_params_t *params, uint64_t *req) {
     IovShape shape;
     if (!iov_check(iov, iovcnt, &shape)) {
         return UCS_ERR_INVALID_PARAM;
@@ -80,24 +80,23 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
     if (shape.nonempty <= 1) {
         return send(ep, shape.single, shape.total, tag, params, req);
     }
-    /* one eager message, nothing queued before it (Worker::send's test): the
+    /* one eager message, nothing queued before it (Sender::send's test): the
      * transport gathers; anything else, or a refusal, goes to sendv_general() */
     const unsigned flags    = (params != nullptr) ? params->flags : 0;
     const bool     has_data = (flags & UCT_TM_PROTO_SEND_REMOTE_DATA) != 0;
     const uint64_t rdata    = has_data ? params->data : 0;
     /* remote data wider than 32 bits over a tag list, any other flag than
      * these: send_general decides */
-    if ((shape.total < ep->eager_now_limit) && (shape.total <= ep->credits) &&
-        ep->sends.empty() && !(flags & UCT_TM_PROTO_SEND_SYNC) &&
-        !(ep->tag_path && !data_is_narrow(rdata)) &&
+    if ((shape.total < ep->eager_now_limit) && (shape.total <= ep->credits) && ep->sends.empty() &&
+        !(flags & UCT_TM_PROTO_SEND_SYNC) && !(ep->tag_path && !data_is_narrow(rdata)) &&
         op_params_valid(params,
                         UCT_TM_PROTO_SEND_INJECT | UCT_TM_PROTO_SEND_SYNC |
-                                UCT_TM_PROTO_SEND_REMOTE_DATA,
+                            UCT_TM_PROTO_SEND_REMOTE_DATA,
                         req) &&
         (send_single_iov(ep, tag, has_data, rdata, iov, iovcnt, shape.nonempty, shape.total) >=
          0)) {
         ep->credits -= shape.total;
-        ++stats_.eager_sends;
+        ++w_.stats().eager_sends;
         if (req != nullptr) {
             *req = 0;
         }
@@ -113,7 +112,7 @@ ucs_status_t Worker::sendv(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t i
  * to say when the buffers are free again), or a tagged eager message no
  * single tag API call gathers (more elements than its zcopy takes, longer
  * than one bcopy descriptor). */
-ucs_status_t Worker::sendv_general(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+ucs_status_t Sender::sendv_general(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
                                    const IovShape &shape, uint64_t tag,
                                    const uct_tm_proto_op_params_t *params, uint64_t *req) {
     uct_tm_proto_op_params_t staged = {};
@@ -141,7 +140,7 @@ ucs_status_t Worker::sendv_general(Endpoint *ep, const uct_tm_proto_iov_t *iov, 
  * keeps its memory, so the address a rendezvous request gave, or its
  * registration, stays valid): one copy, never INJECT's second. The flags
  * are checked there as for send. */
-ucs_status_t Worker::send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+ucs_status_t Sender::send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, size_t iovcnt,
                                  size_t total, uint64_t tag, uct_tm_proto_op_params_t *staged,
                                  uint64_t *req) {
     /* the staging is the copy; but a send without completion hands out no
@@ -158,8 +157,8 @@ ucs_status_t Worker::send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, si
     const ucs_status_t status = send_general(ep, stage_.data(), total, tag, staged, req);
     if (status == UCS_INPROGRESS) {
         Request *r = (staged->flags & UCT_TM_PROTO_OP_USER_REQUEST)
-                         ? reqs_.lookup_user(staged->request)
-                         : reqs_.lookup(*req);
+                         ? w_.reqs().lookup_user(staged->request)
+                         : w_.reqs().lookup(*req);
         ucs_assertv((r != nullptr) && r->bounce.empty() && (r->sbuf == stage_.data()),
                     "vectored send %p: no staged request", static_cast<void *>(r));
         r->bounce = std::move(stage_);
@@ -174,9 +173,9 @@ ucs_status_t Worker::send_staged(Endpoint *ep, const uct_tm_proto_iov_t *iov, si
  * element goes to `contiguous(buffer, length)`; else, once `valid()`, a
  * request for the elements goes to `take(request, handle, req)`. */
 template <typename Contiguous, typename Valid, typename Take>
-ucs_status_t Worker::recv_vector(const uct_tm_proto_iov_t *iov, size_t iovcnt,
-                                 const uct_tm_proto_op_params_t *params, uint64_t *req,
-                                 Contiguous &&contiguous, Valid &&valid, Take &&take) {
+ucs_status_t Receiver::recv_vector(const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                                   const uct_tm_proto_op_params_t *params, uint64_t *req,
+                                   Contiguous &&contiguous, Valid &&valid, Take &&take) {
     IovShape shape;
     if (!iov_check(iov, iovcnt, &shape)) {
         return UCS_ERR_INVALID_PARAM;
@@ -198,46 +197,43 @@ ucs_status_t Worker::recv_vector(const uct_tm_proto_iov_t *iov, size_t iovcnt,
     return take(*r, handle, req);
 }
 
-ucs_status_t Worker::recvv(const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag,
-                           uint64_t mask, Endpoint *source,
-                           const uct_tm_proto_op_params_t *params, uint64_t *req) {
+ucs_status_t Receiver::recvv(const uct_tm_proto_iov_t *iov, size_t iovcnt, uint64_t tag,
+                             uint64_t mask, Endpoint *source,
+                             const uct_tm_proto_op_params_t *params, uint64_t *req) {
     if ((params != nullptr) && (params->flags & UCT_TM_PROTO_RECV_MULTI)) {
         return UCS_ERR_INVALID_PARAM; /* a multi-receive is one buffer */
     }
     return recv_vector(
-            iov, iovcnt, params, req,
-            [&](void *buffer, size_t length) {
-                return recv(buffer, length, tag, mask, source, params, req);
-            },
-            [&] { return recv_args_valid(source, params, req); },
-            [&](Request &r, uint64_t handle, uint64_t *out) {
-                return match_or_post(r, handle, tag, mask, source, out);
-            });
+        iov, iovcnt, params, req,
+        [&](void *buffer, size_t length) {
+            return recv(buffer, length, tag, mask, source, params, req);
+        },
+        [&] { return recv_args_valid(source, params, req); },
+        [&](Request &r, uint64_t handle, uint64_t *out) {
+            return match_or_post(r, handle, tag, mask, source, out);
+        });
 }
 
-ucs_status_t Worker::recv_claimedv(uint64_t msg, const uct_tm_proto_iov_t *iov, size_t iovcnt,
-                                   const uct_tm_proto_op_params_t *params, uint64_t *req) {
+ucs_status_t Receiver::recv_claimedv(uint64_t msg, const uct_tm_proto_iov_t *iov, size_t iovcnt,
+                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
     uint32_t idx = 0;
     return recv_vector(
-            iov, iovcnt, params, req,
-            [&](void *buffer, size_t length) {
-                return recv_claimed(msg, buffer, length, params, req);
-            },
-            [&] {
-                return (unexpected_.claimed(msg, &idx) != nullptr) &&
-                       op_params_valid(params, 0, req);
-            },
-            [&](Request &r, uint64_t, uint64_t *out) {
-                deliver_unexpected(r, idx);
-                *out = handed_out(r);
-                return UCS_INPROGRESS;
-            });
+        iov, iovcnt, params, req,
+        [&](void *buffer, size_t length) { return recv_claimed(msg, buffer, length, params, req); },
+        [&] {
+            return (unexpected().claimed(msg, &idx) != nullptr) && op_params_valid(params, 0, req);
+        },
+        [&](Request &r, uint64_t, uint64_t *out) {
+            deliver_unexpected(r, idx);
+            *out = handed_out(r);
+            return UCS_INPROGRESS;
+        });
 }
 
 /* A receive request for the elements: no buffer (place() scatters when
  * rbuf is null), `total` bytes of capacity; null when out of memory. */
-Request *Worker::new_iov_recv(const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t total,
-                              const uct_tm_proto_op_params_t *params, uint64_t *handle) {
+Request *Receiver::new_iov_recv(const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t total,
+                                const uct_tm_proto_op_params_t *params, uint64_t *handle) {
     Request *r = new_recv(nullptr, total, params, handle);
     if (r == nullptr) {
         return nullptr;

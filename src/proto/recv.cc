@@ -8,6 +8,8 @@
  * joins tier k only while every tier above k is empty, so the first tier
  * with a match holds the earliest matching receive.
  */
+#include "receiver.h"
+
 #include "worker.h"
 
 #include <ucs/debug/log_def.h>
@@ -18,74 +20,31 @@
 namespace uct_tm {
 namespace proto {
 
-/* A sync sender learns its message matched or was discarded. */
-void Worker::send_ack(uint32_t source, uint64_t sreq) {
-    CtrlHeader h = {};
-    h.kind = Kind::kAck;
-    h.req  = sreq;
-    send_ctrl_to(source, h);
-}
-
-/* A receive matched a rendezvous request: ask for what fits. */
-void Worker::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
-                             size_t get_len, bool put_offer) {
-    CtrlHeader h = {};
-    h.req        = sreq;
-    if (r.expect == 0) {
-        h.kind = Kind::kAck; /* nothing to fetch: the sender is done */
-        send_ctrl_to(source, h);
-        finish_recv(r);
-        return;
-    }
-    if (const ucs_status_t failure = peer_failure(source); failure != UCS_OK) {
-        complete(r, failure); /* its data cannot come any more */
-        return;
-    }
-    /* read it into the buffer, or have a sender that cannot be read write it
-     * (into one buffer: one rkey), else have it pushed. A vectored receive is
-     * pushed: reading it piece by piece measured slower over tm_sm
-     * (docs/perf.md, "Protocol layer"). */
-    if ((get_len != 0) && (r.rbuf != nullptr) && start_get(r, source, sreq, get, get_len)) {
-        return;
-    }
-    if (put_offer && (r.rbuf != nullptr) && start_put(r, source, sreq)) {
-        return;
-    }
-    r.parts     = 1; /* kData up to r.limit */
-    r.peer_part = true;
-    r.limit     = r.expect;
-    r.offset = 0;
-    h.kind   = Kind::kCts;
-    h.value  = r.self;
-    h.value2 = r.expect;
-    send_ctrl_to(source, h);
-}
-
-void Worker::unexpected_bytes(int64_t delta) {
-    stats_.unexpected_bytes += delta;
-    stats_.unexpected_peak = std::max(stats_.unexpected_peak, stats_.unexpected_bytes);
+void Receiver::unexpected_bytes(int64_t delta) {
+    w_.stats().unexpected_bytes += delta;
+    w_.stats().unexpected_peak = std::max(w_.stats().unexpected_peak, w_.stats().unexpected_bytes);
 }
 
 /* A conforming sender never has more unexpected bytes here than the credit
  * we granted it (it spends credit on every eager byte and gets it back only
  * after they left the buffer), and together the senders' windows fit the
  * cap: neither check refuses one. */
-bool Worker::fits(const Account &acct, uint64_t length, uint32_t source) {
-    if ((acct.bytes > window_) || (length > window_ - acct.bytes)) {
-        refuse(source, "eager bytes beyond the credit granted to it");
+bool Receiver::fits(const Account &acct, uint64_t length, uint32_t source) {
+    if ((acct.bytes > w_.window()) || (length > w_.window() - acct.bytes)) {
+        w_.refuse(source, "eager bytes beyond the credit granted to it");
         return false;
     }
     /* senders with endpoints hold at most a window each, MAX_PEERS of them
      * (ep_create()), those without one window together */
-    const uint64_t cap = config_.unexpected_cap + window_;
-    if ((stats_.unexpected_bytes > cap) || (length > cap - stats_.unexpected_bytes)) {
-        refuse(source, "the unexpected buffer is full");
+    const uint64_t cap = w_.config().unexpected_cap + w_.window();
+    if ((w_.stats().unexpected_bytes > cap) || (length > cap - w_.stats().unexpected_bytes)) {
+        w_.refuse(source, "the unexpected buffer is full");
         return false;
     }
     return true;
 }
 
-void Worker::release_charge(Unexpected &u) {
+void Receiver::release_charge(Unexpected &u) {
     unexpected_bytes(-static_cast<int64_t>(u.length));
     if (u.charged != nullptr) {
         u.charged->bytes -= std::min(u.charged->bytes, u.length);
@@ -93,7 +52,7 @@ void Worker::release_charge(Unexpected &u) {
     }
 }
 
-void Worker::erase_partial(uint32_t source, uint32_t msg_id) {
+void Receiver::erase_partial(uint32_t source, uint32_t msg_id) {
     if (Partial *part = partial_.find(source, msg_id)) {
         if (part->charged != nullptr) {
             part->charged->fragmented -= std::min<uint32_t>(part->charged->fragmented, 1);
@@ -104,8 +63,8 @@ void Worker::erase_partial(uint32_t source, uint32_t msg_id) {
 
 /* A first fragment of `first_len` bytes arrived: the rest goes to receive
  * `req` or to unexpected slot `unex`. */
-void Worker::track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex,
-                             Account &acct) {
+void Receiver::track_fragments(const MsgHeader &h, size_t first_len, uint64_t req, uint32_t unex,
+                               Account &acct) {
     Partial part;
     part.req     = req;
     part.unex    = unex;
@@ -132,40 +91,40 @@ void Worker::track_fragments(const MsgHeader &h, size_t first_len, uint64_t req,
 /* A message that matched receive `r`, by kind: a rendezvous request starts
  * the transfer, an eager message completes the receive, a first fragment
  * waits for the rest. */
-[[gnu::always_inline]] inline void Worker::message_matched(Request &r, const MsgHeader &h,
-                                                           const char *payload, size_t len,
-                                                           Endpoint *ep, Account &acct) {
-    ++stats_.expected;
+[[gnu::always_inline]] inline void Receiver::message_matched(Request &r, const MsgHeader &h,
+                                                             const char *payload, size_t len,
+                                                             Endpoint *ep, Account &acct) {
+    ++w_.stats().expected;
     r.set_state(RecvState::kArriving);
-    accept_message(r, h);
+    accept_message(r, h, ep);
     if (h.kind == Kind::kRts) {
-        start_rndv_recv(r, h.source, h.sreq, payload, len, h.flags & kFlagPut);
+        w_.rndv().start_rndv_recv(r, h.source, h.sreq, payload, len, h.flags & kFlagPut);
         return;
     }
     place(r, 0, payload, len);
     r.offset = len;
     if (h.kind == Kind::kEager) {
-        finish_recv(r);
+        w_.completions().finish_recv(r);
         if (h.flags & kFlagSync) {
-            send_ack(h.source, h.sreq);
+            w_.control().send_ack(h.source, h.sreq);
         }
-        return_credit(ep, h.length); /* message_consumed(), the endpoint known */
-        publish_now(r);
+        w_.control().return_credit(ep, h.length); /* message_consumed(), the endpoint known */
+        w_.completions().publish_now(r);
         return;
     }
     track_fragments(h, len, r.self, UINT32_MAX, acct);
 }
 
-void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
-                            const Iface *iface) {
+void Receiver::handle_message(const MsgHeader &h, const char *payload, size_t len,
+                              const Iface *iface) {
     Endpoint *ep;
-    if (ucs_unlikely(!bound(h.source, iface, &ep))) {
-        refuse(h.source, "arrived over another transport than our endpoint to it");
+    if (ucs_unlikely(!w_.bound(h.source, iface, &ep))) {
+        w_.refuse(h.source, "arrived over another transport than our endpoint to it");
         return;
     }
-    Account &acct = account_of(ep);
+    Account &acct = w_.account_of(ep);
     if (ucs_unlikely(h.kind == Kind::kFirst) && (acct.fragmented >= kMaxOpenFragmented)) {
-        refuse(h.source, "too many fragmented messages begun and not finished");
+        w_.refuse(h.source, "too many fragmented messages begun and not finished");
         return;
     }
     Request *r = ucs_likely(!(h.flags & kFlagUntagged)) ? posted_.match(h.tag, h.source)
@@ -179,17 +138,17 @@ void Worker::handle_message(const MsgHeader &h, const char *payload, size_t len,
 
 /* A message no receive was posted for waits, buffered, for a receive or a
  * probe (or, with buffered receives, goes to the application). */
-void Worker::message_unexpected(const MsgHeader &h, const char *payload, size_t len,
-                                Account &acct) {
+void Receiver::message_unexpected(const MsgHeader &h, const char *payload, size_t len,
+                                  Account &acct) {
     if ((h.kind != Kind::kRts) && !fits(acct, h.length, h.source)) {
         return;
     }
-    ++stats_.unexpected;
+    ++w_.stats().unexpected;
     uint32_t idx;
     if (!buffer_unexpected(h, payload, len, acct, &idx)) {
         return;
     }
-    if (config_.buffered_cb != nullptr) {
+    if (w_.config().buffered_cb != nullptr) {
         hold_buffered(idx); /* buffered receives: the application's, out of matching */
     } else if (!enqueue_unexpected(idx)) {
         return;
@@ -202,8 +161,8 @@ void Worker::message_unexpected(const MsgHeader &h, const char *payload, size_t 
 /* An unexpected entry for the message in *idx: a rendezvous request keeps
  * its RndvGet and rkey, if any; an eager message gets room for all of its
  * data, charged to `acct`. False when out of memory (logged). */
-bool Worker::buffer_unexpected(const MsgHeader &h, const char *payload, size_t len, Account &acct,
-                               uint32_t *idx) {
+bool Receiver::buffer_unexpected(const MsgHeader &h, const char *payload, size_t len, Account &acct,
+                                 uint32_t *idx) {
     if (alloc_status([&] { *idx = unexpected_.allocate(); }) != UCS_OK) {
         ucs_error("tm_proto: out of memory for an unexpected message from worker %u", h.source);
         return false;
@@ -246,7 +205,7 @@ bool Worker::buffer_unexpected(const MsgHeader &h, const char *payload, size_t l
 
 /* Puts a buffered message where receives look for it; false when the
  * queue refused it (logged, the entry dropped). */
-bool Worker::enqueue_unexpected(uint32_t idx) {
+bool Receiver::enqueue_unexpected(uint32_t idx) {
     Unexpected        &u      = unexpected_[idx];
     const ucs_status_t status = u.untagged
                                     ? alloc_status([&] { unexpected_.enqueue_untagged(idx); })
@@ -263,7 +222,7 @@ bool Worker::enqueue_unexpected(uint32_t idx) {
 }
 
 /* A receive takes an unexpected message (already out of the matcher). */
-void Worker::deliver_unexpected(Request &r, uint32_t idx) {
+void Receiver::deliver_unexpected(Request &r, uint32_t idx) {
     Unexpected &u = unexpected_[idx];
     MsgHeader   h = {};
     h.tag    = u.tag;
@@ -272,10 +231,10 @@ void Worker::deliver_unexpected(Request &r, uint32_t idx) {
     h.flags  = static_cast<uint8_t>((u.has_data ? kFlagData : 0) | (u.untagged ? kFlagUntagged : 0));
     h.source = u.source;
     r.set_state(RecvState::kArriving);
-    accept_message(r, h);
+    accept_message(r, h, w_.peers().of(u.source));
     if (u.rndv) {
         /* nothing in it touches the unexpected queue: the RndvGet is read in place */
-        start_rndv_recv(r, u.source, u.sreq, u.data.data(), u.data.size(), u.put_offer);
+        w_.rndv().start_rndv_recv(r, u.source, u.sreq, u.data.data(), u.data.size(), u.put_offer);
         unexpected_.remove(idx);
         return;
     }
@@ -283,10 +242,10 @@ void Worker::deliver_unexpected(Request &r, uint32_t idx) {
     r.offset = u.arrived;
     release_charge(u);
     if (u.arrived == u.length) {
-        finish_recv(r);
-        message_consumed(u.source, u.length, u.sync, u.sreq);
-    } else if (const ucs_status_t failure = peer_failure(u.source); failure != UCS_OK) {
-        complete(r, failure); /* the rest cannot come any more */
+        w_.completions().finish_recv(r);
+        w_.control().message_consumed(u.source, u.length, u.sync, u.sreq);
+    } else if (const ucs_status_t failure = w_.peer_failure(u.source); failure != UCS_OK) {
+        w_.completions().complete(r, failure); /* the rest cannot come any more */
         erase_partial(u.source, u.msg_id);
     } else {
         if (Partial *part = partial_.find(u.source, u.msg_id)) {
@@ -299,18 +258,18 @@ void Worker::deliver_unexpected(Request &r, uint32_t idx) {
 
 /* Drops an unexpected message (already out of the matcher): a rendezvous
  * sender is told it is done, an eager one gets its credit back. */
-void Worker::drop_unexpected(uint32_t idx) {
+void Receiver::drop_unexpected(uint32_t idx) {
     Unexpected &u = unexpected_[idx];
     if (u.rndv) {
         CtrlHeader h = {};
         h.kind = Kind::kAck;
         h.req  = u.sreq;
-        send_ctrl_to(u.source, h);
+        w_.control().send_to(u.source, h);
     } else {
         release_charge(u);
         if (u.arrived == u.length) {
-            message_consumed(u.source, u.length, u.sync, u.sreq);
-        } else if (peer_failure(u.source) != UCS_OK) {
+            w_.control().message_consumed(u.source, u.length, u.sync, u.sreq);
+        } else if (w_.peer_failure(u.source) != UCS_OK) {
             erase_partial(u.source, u.msg_id); /* the rest cannot come any more */
         } else if (Partial *part = partial_.find(u.source, u.msg_id)) {
             part->unex = UINT32_MAX; /* later fragments are dropped */
@@ -319,7 +278,7 @@ void Worker::drop_unexpected(uint32_t idx) {
     unexpected_.remove(idx);
 }
 
-void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
+void Receiver::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
     info->status = UCS_OK;
     info->tag    = u.tag;
     info->length = u.length;
@@ -328,25 +287,25 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
                    (u.untagged ? UCT_TM_PROTO_INFO_UNTAGGED : 0);
     info->source = u.source;
     info->buffer = nullptr;
-    info->ep     = reinterpret_cast<uct_tm_proto_ep_h>(peers_.of(u.source));
+    info->ep     = reinterpret_cast<uct_tm_proto_ep_h>(w_.peers().of(u.source));
 }
 
 /* Inlined into recv_general(): tier 0 while software holds no receive (and
  * no tagged message is arriving in fragments), else tier 1 or 2. */
-[[gnu::always_inline]] inline ucs_status_t Worker::post_recv(Request &r) {
+[[gnu::always_inline]] inline ucs_status_t Receiver::post_recv(Request &r) {
     r.seq = posted_.next_seq();
     /* a vectored receive goes to the tag list as an iov list if the
      * transport takes that many elements (tested last: without a tag list
      * it costs nothing) */
     if (!r.has_source && tag_list_.enabled() && posted_.empty() && !gathers_.open() &&
         (((r.rbuf != nullptr) || (r.capacity == 0)) ? tag_list_.post(r) : tag_list_.post_iov(r))) {
-        ++stats_.offloaded_recvs;
+        ++w_.stats().offloaded_recvs;
         return UCS_OK;
     }
     const ucs_status_t status =
             alloc_status([&]() __attribute__((always_inline)) { return posted_.hold(r); });
     if (status == UCS_OK) {
-        ++stats_.software_recvs;
+        ++w_.stats().software_recvs;
     }
     return status;
 }
@@ -354,8 +313,8 @@ void Worker::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
 /* recv() found nothing to match first and nothing held in software: the
  * receive goes to the transport's tag list, unless it refuses (a size the
  * list does not take goes to software before a request is made). */
-ucs_status_t Worker::recv_offloaded(void *buffer, size_t length, uint64_t tag, uint64_t mask,
-                                    const uct_tm_proto_op_params_t *params, uint64_t *req) {
+ucs_status_t Receiver::recv_offloaded(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                                      const uct_tm_proto_op_params_t *params, uint64_t *req) {
     uint64_t handle;
     Request *r;
     if (tag_list_.takes(length) &&
@@ -364,7 +323,7 @@ ucs_status_t Worker::recv_offloaded(void *buffer, size_t length, uint64_t tag, u
         r->mask = mask;
         r->seq  = posted_.next_seq();
         if (tag_list_.post(*r)) {
-            ++stats_.offloaded_recvs;
+            ++w_.stats().offloaded_recvs;
             *req = handed_out(*r);
             return UCS_INPROGRESS;
         }
@@ -373,8 +332,8 @@ ucs_status_t Worker::recv_offloaded(void *buffer, size_t length, uint64_t tag, u
     return recv_general(buffer, length, tag, mask, nullptr, params, req);
 }
 
-ucs_status_t Worker::recv_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
-                                 const uct_tm_proto_op_params_t *params, uint64_t *req) {
+ucs_status_t Receiver::recv_direct(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                                   const uct_tm_proto_op_params_t *params, uint64_t *req) {
     if (tag_list_.takes(length)) {
         DirectRecv *d = direct_recv_in(params->request);
         tag_list_.prepare_direct(d);
@@ -388,7 +347,7 @@ ucs_status_t Worker::recv_direct(void *buffer, size_t length, uint64_t tag, uint
         *user_handle_in(pub) = 0; /* a DirectRecv, not a request slot */
         /* all done before the post (the list is complete at any callback),
          * so nothing is live across it; a refusal undoes it (direct_refused) */
-        ++stats_.offloaded_recvs;
+        ++w_.stats().offloaded_recvs;
         if (req != nullptr) {
             *req = 0;
         }
@@ -401,22 +360,22 @@ ucs_status_t Worker::recv_direct(void *buffer, size_t length, uint64_t tag, uint
     return recv_general(buffer, length, tag, mask, nullptr, params, req);
 }
 
-ucs_status_t Worker::direct_refused() {
+ucs_status_t Receiver::direct_refused() {
     const DirectPost a = direct_post_;
     DirectRecv      *d = direct_recv_in(a.params->request);
     tag_list_.unlist_direct(d);
-    --stats_.offloaded_recvs;
+    --w_.stats().offloaded_recvs;
     return recv_general(d->rbuf, d->capacity, d->tag, d->mask, nullptr, a.params, a.req);
 }
 
 /* A receive into one buffer: checked, then matched or held (kUntagged:
  * among the untagged ones). Inlined into its two callers. */
 template <bool kUntagged>
-[[gnu::always_inline]] inline ucs_status_t Worker::recv_contiguous(
-        void *buffer, size_t length, uint64_t tag, uint64_t mask, Endpoint *source,
-        const uct_tm_proto_op_params_t *params, uint64_t *req) {
+[[gnu::always_inline]] inline ucs_status_t
+Receiver::recv_contiguous(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                          Endpoint *source, const uct_tm_proto_op_params_t *params, uint64_t *req) {
     if (((buffer == nullptr) && (length != 0)) || !recv_args_valid(source, params, req) ||
-        !region_valid(params, buffer, length)) {
+        !w_.region_valid(params, buffer, length)) {
         return UCS_ERR_INVALID_PARAM;
     }
     uint64_t unused;
@@ -435,9 +394,9 @@ template <bool kUntagged>
     return match_or_post_inline(*r, handle, tag, mask, source, req);
 }
 
-ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
-                                  Endpoint *source, const uct_tm_proto_op_params_t *params,
-                                  uint64_t *req) {
+ucs_status_t Receiver::recv_general(void *buffer, size_t length, uint64_t tag, uint64_t mask,
+                                    Endpoint *source, const uct_tm_proto_op_params_t *params,
+                                    uint64_t *req) {
     if (ucs_unlikely((params != nullptr) &&
                      (params->flags & (UCT_TM_PROTO_OP_UNTAGGED | UCT_TM_PROTO_RECV_MULTI)))) {
         return recv_untagged(buffer, length, source, params, req); /* out of the tagged path */
@@ -445,8 +404,8 @@ ucs_status_t Worker::recv_general(void *buffer, size_t length, uint64_t tag, uin
     return recv_contiguous<false>(buffer, length, tag, mask, source, params, req);
 }
 
-ucs_status_t Worker::match_or_post(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
-                                   Endpoint *source, uint64_t *req) {
+ucs_status_t Receiver::match_or_post(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
+                                     Endpoint *source, uint64_t *req) {
     if (r.untagged) { /* recvv */
         r.has_source = source != nullptr;
         r.src_filter = (source != nullptr) ? source->peer_id : 0;
@@ -455,9 +414,9 @@ ucs_status_t Worker::match_or_post(Request &r, uint64_t handle, uint64_t tag, ui
     return match_or_post_inline(r, handle, tag, mask, source, req);
 }
 
-[[gnu::always_inline]] inline ucs_status_t Worker::match_or_post_inline(
-        Request &r, uint64_t handle, uint64_t tag, uint64_t mask, Endpoint *source,
-        uint64_t *req) {
+[[gnu::always_inline]] inline ucs_status_t
+Receiver::match_or_post_inline(Request &r, uint64_t handle, uint64_t tag, uint64_t mask,
+                               Endpoint *source, uint64_t *req) {
     r.tag        = tag;
     r.mask       = mask;
     r.has_source = source != nullptr;
@@ -483,7 +442,7 @@ ucs_status_t Worker::match_or_post(Request &r, uint64_t handle, uint64_t tag, ui
 /* The receive an untagged message goes to: the earliest matching one of
  * tier 3, or a child of a multi-receive; null: none (or out of memory for
  * a child: the message waits as unexpected). */
-[[gnu::noinline]] Request *Worker::match_untagged(const MsgHeader &h) {
+[[gnu::noinline]] Request *Receiver::match_untagged(const MsgHeader &h) {
     Request *r = posted_.match_untagged(h.source);
     if ((r == nullptr) || !r->multi) {
         return r;
@@ -496,7 +455,7 @@ ucs_status_t Worker::match_or_post(Request &r, uint64_t handle, uint64_t tag, ui
 }
 
 /* A child receive for multi-receive `m`: null when out of memory. */
-Request *Worker::new_child(Request &m) {
+Request *Receiver::new_child(Request &m) {
     uint64_t handle;
     Request *c = nullptr;
     if (alloc_status([&] { c = &reqs_.allocate(ReqKind::kRecv, &handle); }) != UCS_OK) {
@@ -512,13 +471,13 @@ Request *Worker::new_child(Request &m) {
 
 /* Lends child `c` the next bytes of `m` for a message of `length` bytes;
  * `m` is released from tier 3 once fewer than min_multi_recv bytes are left. */
-void Worker::lend(Request &m, Request &c, uint64_t length) {
+void Receiver::lend(Request &m, Request &c, uint64_t length) {
     const size_t left = m.capacity - m.used;
     c.rbuf            = m.rbuf + m.used;
     c.capacity        = static_cast<size_t>(std::min<uint64_t>(length, left));
     m.used           += c.capacity;
     ++m.children;
-    if (m.capacity - m.used < config_.min_multi_recv) {
+    if (m.capacity - m.used < w_.config().min_multi_recv) {
         posted_.withdraw(m);
         m.set_state(RecvState::kArriving);
         multi_maybe_done(m);
@@ -526,7 +485,7 @@ void Worker::lend(Request &m, Request &c, uint64_t length) {
 }
 
 /* A multi-receive released and with every child delivered completes. */
-void Worker::multi_maybe_done(Request &m) {
+void Receiver::multi_maybe_done(Request &m) {
     if (m.done || (m.rstate == RecvState::kPosted) || (m.children != 0)) {
         return;
     }
@@ -534,12 +493,12 @@ void Worker::multi_maybe_done(Request &m) {
     m.info.flags  = UCT_TM_PROTO_INFO_UNTAGGED | UCT_TM_PROTO_INFO_MULTI_RECV;
     m.info.length = m.used;
     m.info.buffer = m.rbuf;
-    complete(m, m.multi_status);
+    w_.completions().complete(m, m.multi_status);
 }
 
 /* Completions::deliver() found child `c` complete: its message is reported
  * through the multi-receive's callback, and the child let go. */
-void Worker::child_done(Request &c) {
+void Receiver::child_done(Request &c) {
     uct_tm_proto_info_t info = c.info;
     info.buffer              = c.rbuf;
     const uint64_t parent    = c.parent;
@@ -559,8 +518,8 @@ void Worker::child_done(Request &c) {
 
 /* recv() with UNTAGGED (or MULTI): checked as every receive is, and a
  * multi-receive is untagged, reports through its callback, has room. */
-ucs_status_t Worker::recv_untagged(void *buffer, size_t length, Endpoint *source,
-                                   const uct_tm_proto_op_params_t *params, uint64_t *req) {
+ucs_status_t Receiver::recv_untagged(void *buffer, size_t length, Endpoint *source,
+                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
     const unsigned flags = params->flags;
     if (!(flags & UCT_TM_PROTO_OP_UNTAGGED) ||
         ((flags & UCT_TM_PROTO_RECV_MULTI) &&
@@ -572,7 +531,7 @@ ucs_status_t Worker::recv_untagged(void *buffer, size_t length, Endpoint *source
 
 /* An untagged receive: the earliest untagged message that arrived, or tier
  * 3; a multi-receive takes as many as it has room for first. */
-[[gnu::noinline]] ucs_status_t Worker::post_untagged(Request &r, uint64_t handle, uint64_t *req) {
+[[gnu::noinline]] ucs_status_t Receiver::post_untagged(Request &r, uint64_t handle, uint64_t *req) {
     uint32_t idx;
     if (!r.multi && unexpected_.find_untagged(r.has_source, r.src_filter, &idx)) {
         deliver_unexpected(r, idx);
@@ -583,7 +542,7 @@ ucs_status_t Worker::recv_untagged(void *buffer, size_t length, Endpoint *source
         reqs_.release(handle);
         return UCS_ERR_NO_MEMORY;
     }
-    ++stats_.software_recvs;
+    ++w_.stats().software_recvs;
     while (r.multi && (r.rstate == RecvState::kPosted) && (unexpected_.untagged_count() != 0)) {
         Request *c = new_child(r);
         if (c == nullptr) {
@@ -603,12 +562,12 @@ ucs_status_t Worker::recv_untagged(void *buffer, size_t length, Endpoint *source
 /* Buffered receives: message `idx` no receive matched is claimed for the
  * application and reported once it arrived whole (a rendezvous request at
  * once, its data stays at the sender). */
-void Worker::hold_buffered(uint32_t idx) {
+void Receiver::hold_buffered(uint32_t idx) {
     Unexpected    &u   = unexpected_[idx];
     const uint64_t msg = unexpected_.claim(idx);
     u.held             = true;
     if (u.rndv || (u.arrived == u.length)) {
-        if (alloc_status([&] { later_.push_back({Later::Kind::kBuffered, msg}); }) != UCS_OK) {
+        if (alloc_status([&] { w_.later(Later::Kind::kBuffered, msg); }) != UCS_OK) {
             ucs_error("tm_proto: out of memory reporting a message from worker %u: dropped",
                       u.source);
             drop_unexpected(idx);
@@ -616,7 +575,7 @@ void Worker::hold_buffered(uint32_t idx) {
     }
 }
 
-void Worker::report_buffered(uint64_t msg) {
+void Receiver::report_buffered(uint64_t msg) {
     uint32_t          idx;
     const Unexpected *u = unexpected_.claimed(msg, &idx);
     if (u == nullptr) {
@@ -625,13 +584,13 @@ void Worker::report_buffered(uint64_t msg) {
     uct_tm_proto_info_t info;
     fill_info(&info, *u);
     const bool data = !u->rndv;
-    config_.buffered_cb(config_.buffered_arg, msg, &info, data ? u->data.data() : nullptr,
-                        data ? u->arrived : 0);
+    w_.config().buffered_cb(w_.config().buffered_arg, msg, &info, data ? u->data.data() : nullptr,
+                            data ? u->arrived : 0);
 }
 
-ucs_status_t Worker::probe(uint64_t tag, uint64_t mask, Endpoint *source, unsigned flags,
-                           void *buffer, size_t length, size_t *copied, uct_tm_proto_info_t *info,
-                           uint64_t *msg) {
+ucs_status_t Receiver::probe(uint64_t tag, uint64_t mask, Endpoint *source, unsigned flags,
+                             void *buffer, size_t length, size_t *copied, uct_tm_proto_info_t *info,
+                             uint64_t *msg) {
     if (copied != nullptr) {
         *copied = 0;
     }
@@ -641,7 +600,7 @@ ucs_status_t Worker::probe(uint64_t tag, uint64_t mask, Endpoint *source, unsign
                            UCT_TM_PROTO_PROBE_DISCARD)) ||
         (action == (UCT_TM_PROTO_PROBE_CLAIM | UCT_TM_PROTO_PROBE_DISCARD)) ||
         ((action == UCT_TM_PROTO_PROBE_CLAIM) && (msg == nullptr)) ||
-        ((source != nullptr) && ((source->magic != Endpoint::kMagic) || (source->worker != this))) ||
+        ((source != nullptr) && ((source->magic != Endpoint::kMagic) || (source->worker != &w_))) ||
         ((buffer == nullptr) && (length != 0))) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -670,11 +629,11 @@ ucs_status_t Worker::probe(uint64_t tag, uint64_t mask, Endpoint *source, unsign
     return UCS_OK;
 }
 
-ucs_status_t Worker::recv_claimed(uint64_t msg, void *buffer, size_t length,
-                                  const uct_tm_proto_op_params_t *params, uint64_t *req) {
+ucs_status_t Receiver::recv_claimed(uint64_t msg, void *buffer, size_t length,
+                                    const uct_tm_proto_op_params_t *params, uint64_t *req) {
     uint32_t idx;
     if ((unexpected_.claimed(msg, &idx) == nullptr) || ((buffer == nullptr) && (length != 0)) ||
-        !op_params_valid(params, 0, req) || !region_valid(params, buffer, length)) {
+        !op_params_valid(params, 0, req) || !w_.region_valid(params, buffer, length)) {
         return UCS_ERR_INVALID_PARAM;
     }
     uint64_t unused;
@@ -689,7 +648,7 @@ ucs_status_t Worker::recv_claimed(uint64_t msg, void *buffer, size_t length,
     return UCS_INPROGRESS;
 }
 
-ucs_status_t Worker::discard_claimed(uint64_t msg) {
+ucs_status_t Receiver::discard_claimed(uint64_t msg) {
     uint32_t idx;
     if (unexpected_.claimed(msg, &idx) == nullptr) {
         return UCS_ERR_INVALID_PARAM;

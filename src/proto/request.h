@@ -70,6 +70,7 @@ constexpr bool recv_move_allowed(RecvState from, RecvState to) {
 }
 
 class Worker;
+class Owner;
 
 /* What a transport's tag list holds for one of our receives: UCT's context
  * first (the callbacks get its address), then the way back to the request. */
@@ -86,7 +87,7 @@ static_assert(std::is_standard_layout<OffloadContext>::value,
 /* A rendezvous get in flight: UCT's completion first, then the way back. */
 struct GetContext {
     uct_completion_t  comp   = {};
-    Worker           *worker = nullptr;
+    Owner            *owner         = nullptr;
     uint64_t          req    = 0;
     uint64_t          sreq   = 0;
     uint32_t          source = 0;
@@ -94,7 +95,7 @@ struct GetContext {
     uct_rkey_bundle_t rkey   = {};
     bool              rkey_unpacked = false; /* rkey is to be released */
     /* a write's call was refused (NO_RESOURCE) after others had started:
-     * once they are done the data go by push instead (Worker::transfer_done) */
+     * once they are done the data go by push instead (Rendezvous::transfer_done) */
     bool              refused = false;
 };
 static_assert(std::is_standard_layout<GetContext>::value,

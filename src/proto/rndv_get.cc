@@ -30,15 +30,16 @@ namespace {
 
 void transfer_done_cb(uct_completion_t *comp) {
     GetContext *g = reinterpret_cast<GetContext *>(comp);
-    guarded("a rendezvous transfer completion", [&]() __attribute__((always_inline)) {
-        g->worker->transfer_done(g, comp->status);
-    });
+    guarded(
+        "a rendezvous transfer completion", [&]() __attribute__((always_inline)) {
+            g->owner->rndv().transfer_done(g, comp->status);
+        });
 }
 
-void init_context(GetContext &c, Worker *worker, uint64_t req, uint64_t sreq, uint32_t source,
+void init_context(GetContext &c, Owner *owner, uint64_t req, uint64_t sreq, uint32_t source,
                   uct_component_h component) {
     c             = GetContext();
-    c.worker      = worker;
+    c.owner       = owner;
     c.req         = req;
     c.sreq        = sreq;
     c.source      = source;
@@ -52,7 +53,7 @@ void init_context(GetContext &c, Worker *worker, uint64_t req, uint64_t sreq, ui
 
 /* Registers the send buffer and writes RndvGet + rkey; 0 if this send cannot
  * offer a get (the receiver then asks for the data with CTS). */
-size_t Worker::pack_rts(Request &r, char *out) {
+size_t Rendezvous::pack_rts(Request &r, char *out) {
     Iface *iface = r.ep->iface;
     if (!iface->rndv_get || (r.length == 0) || (r.length > iface->attr.cap.get.max_zcopy) ||
         r.vectored_send()) { /* the get reads one region: elements offer a write (send_rts) */
@@ -62,7 +63,7 @@ size_t Worker::pack_rts(Request &r, char *out) {
         r.memh = mapped_memh(r, iface); /* memh_md stays null: not ours to deregister */
     }
     if (r.memh == nullptr) {
-        void *addr = const_cast<char *>(send_data(r));
+        void *addr = const_cast<char *>(w_.tx().send_data(r));
         if ((iface->rcache != nullptr) &&
             ((r.cached = iface->rcache->get(addr, r.length, &r.memh)) != nullptr)) {
             /* the cache's: put back at completion */
@@ -71,12 +72,12 @@ size_t Worker::pack_rts(Request &r, char *out) {
             r.memh = nullptr;
             return 0;
         } else {
-            ++stats_.registrations;
+            ++w_.stats().registrations;
             r.memh_md = iface->md;
         }
     }
     RndvGet g = {};
-    g.address     = reinterpret_cast<uintptr_t>(send_data(r));
+    g.address     = reinterpret_cast<uintptr_t>(w_.tx().send_data(r));
     g.rkey_length = static_cast<uint16_t>(iface->rkey_size);
     memcpy(out, &g, sizeof(g));
     if (uct_md_mkey_pack(iface->md, r.memh, out + sizeof(g)) != UCS_OK) {
@@ -91,11 +92,11 @@ size_t Worker::pack_rts(Request &r, char *out) {
  * null) or piece by piece from its elements (memh null: a transport that
  * needs one registers the piece for the call, as for an unregistered
  * buffer), each call at most max_zcopy bytes, all completing on c.comp.
- * UCS_OK: every call completed in place; UCS_INPROGRESS: c.comp's callback
+ * UCS_OK: every call completed in w_.place; UCS_INPROGRESS: c.comp's callback
  * reports them all (with the first failure, if a call failed after others
  * started); else the failure, nothing in flight. */
-ucs_status_t Worker::transfer(Request &r, GetContext &c, Endpoint *ep, bool put, size_t offset,
-                              size_t length, uint64_t address, uct_mem_h memh) {
+ucs_status_t Rendezvous::transfer(Request &r, GetContext &c, Endpoint *ep, bool put, size_t offset,
+                                  size_t length, uint64_t address, uct_mem_h memh) {
     const size_t       max = put ? ep->iface->attr.cap.put.max_zcopy
                                  : ep->iface->attr.cap.get.max_zcopy;
     ucs_status_t       failed = UCS_OK;
@@ -117,7 +118,7 @@ ucs_status_t Worker::transfer(Request &r, GetContext &c, Endpoint *ep, bool put,
             done    += chunk;
         }
     };
-    char *const base = put ? const_cast<char *>(send_data(r)) : r.rbuf;
+    char *const base = put ? const_cast<char *>(w_.tx().send_data(r)) : r.rbuf;
     if (base != nullptr) {
         issue(base + offset, length, memh);
     } else {
@@ -135,18 +136,17 @@ ucs_status_t Worker::transfer(Request &r, GetContext &c, Endpoint *ep, bool put,
     return UCS_INPROGRESS;
 }
 
-uct_mem_h Worker::mapped_memh(const Request &r, const Iface *iface) {
+uct_mem_h Rendezvous::mapped_memh(const Request &r, const Iface *iface) {
     /* unmapped since the operation started: it registers on its own */
-    const uct_mem_h memh = maps_.mapped(r.region) ? maps_.memh(r.region, iface)
-                                                              : nullptr;
+    const uct_mem_h memh = w_.maps().mapped(r.region) ? w_.maps().memh(r.region, iface) : nullptr;
     if (memh != nullptr) {
-        maps_.use(r.region);
+        w_.maps().use(r.region);
     }
     return memh;
 }
 
 /* Asks the sender to write message bytes [0, front) into our buffer. */
-bool Worker::ask_put(Request &r, Endpoint *ep, size_t front) {
+bool Rendezvous::ask_put(Request &r, Endpoint *ep, size_t front) {
     Iface *iface = ep->iface;
     if (!(iface->attr.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) || !ep->ctrl.empty()) {
         return false;
@@ -160,12 +160,12 @@ bool Worker::ask_put(Request &r, Endpoint *ep, size_t front) {
             r.rmemh = nullptr;
             return false;
         }
-        ++stats_.registrations;
+        ++w_.stats().registrations;
     }
     char      buf[sizeof(PutHeader) + kMaxRkey];
     PutHeader h = {};
     h.kind        = Kind::kPutReq;
-    h.source      = config_.id;
+    h.source      = w_.config().id;
     h.sreq        = r.gctx.sreq;
     h.rreq        = r.self;
     h.address     = reinterpret_cast<uintptr_t>(r.rbuf);
@@ -173,16 +173,16 @@ bool Worker::ask_put(Request &r, Endpoint *ep, size_t front) {
     h.rkey_length = static_cast<uint16_t>(iface->rkey_size);
     memcpy(buf, &h, sizeof(h));
     if ((uct_md_mkey_pack(iface->md, r.rmemh, buf + sizeof(h)) != UCS_OK) ||
-        (am_send(ep, buf, sizeof(h) + iface->rkey_size, nullptr, 0) < 0)) {
+        (w_.tx().am_send(ep, buf, sizeof(h) + iface->rkey_size, nullptr, 0) < 0)) {
         drop_rmemh(r, iface);
         return false;
     }
     return true;
 }
 
-void Worker::drop_rmemh(Request &r, const Iface *iface) {
+void Rendezvous::drop_rmemh(Request &r, const Iface *iface) {
     if (r.rmemh_mapped) {
-        maps_.unuse(r.region);
+        w_.maps().unuse(r.region);
     } else if (r.cached != nullptr) {
         RegistrationCache::put(r.cached);
         r.cached = nullptr;
@@ -195,9 +195,9 @@ void Worker::drop_rmemh(Request &r, const Iface *iface) {
 
 /* Reads the matched message (with the sender's help from kSplitMin bytes);
  * false if the transport cannot read it (fall back to CTS). */
-bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
-                       size_t get_len) {
-    Endpoint *ep = peers_.of(source);
+bool Rendezvous::start_get(Request &r, uint32_t source, uint64_t sreq, const char *get,
+                           size_t get_len) {
+    Endpoint *ep = w_.peers().of(source);
     RndvGet   g;
     if ((ep == nullptr) || !ep->iface->rndv_get || (get_len < sizeof(g)) ||
         (r.expect > ep->iface->attr.cap.get.max_zcopy)) {
@@ -205,11 +205,11 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
     }
     memcpy(&g, get, sizeof(g));
     if ((g.rkey_length != ep->iface->rkey_size) || (get_len != sizeof(g) + g.rkey_length)) {
-        TM_PROTO_DROPPED("malformed rendezvous rkey from worker %u", source);
+        TM_PROTO_DROPPED_BY(w_, "malformed rendezvous rkey from worker %u", source);
         return false;
     }
     GetContext &c = r.gctx;
-    init_context(c, this, r.self, sreq, source, ep->iface->component);
+    init_context(c, &w_, r.self, sreq, source, ep->iface->component);
     if (uct_rkey_unpack(c.component, get + sizeof(g), &c.rkey) != UCS_OK) {
         return false;
     }
@@ -240,19 +240,19 @@ bool Worker::start_get(Request &r, uint32_t source, uint64_t sreq, const char *g
         }
         /* the sender is writing the front already: finish with the error once
          * its part is in (it completes on our kAck) */
-        ++stats_.rndv_gets;
+        ++w_.stats().rndv_gets;
         part_done(r, status);
         return true;
     }
-    ++stats_.rndv_gets;
+    ++w_.stats().rndv_gets;
     if (status == UCS_OK) {
         part_done(r, UCS_OK);
     }
     return true;
 }
 
-void Worker::transfer_done(GetContext *g, ucs_status_t status) {
-    Request *r = reqs_.lookup(g->req);
+void Rendezvous::transfer_done(GetContext *g, ucs_status_t status) {
+    Request *r = w_.reqs().lookup(g->req);
     if (r == nullptr) {
         ucs_error("tm_proto: rendezvous transfer completed for a request we do not hold");
         return;
@@ -265,7 +265,7 @@ void Worker::transfer_done(GetContext *g, ucs_status_t status) {
         g->rkey_unpacked = false;
         r->offset = 0; /* a send writing (only puts are refused midway); limit: what was asked */
         r->set_state(SendState::kPushing);
-        push_ahead(*r);
+        w_.tx().push_ahead(*r);
         return;
     }
     if (r->kind == ReqKind::kSend) {
@@ -276,7 +276,7 @@ void Worker::transfer_done(GetContext *g, ucs_status_t status) {
 }
 
 /* One rendezvous transfer into receive `r` ended. */
-void Worker::part_done(Request &r, ucs_status_t status) {
+void Rendezvous::part_done(Request &r, ucs_status_t status) {
     if ((status != UCS_OK) && (r.xfer_status == UCS_OK)) {
         r.xfer_status = status;
     }
@@ -290,35 +290,35 @@ void Worker::part_done(Request &r, ucs_status_t status) {
         CtrlHeader h = {};
         h.kind       = Kind::kAck;
         h.req        = r.gctx.sreq;
-        send_ctrl_to(r.gctx.source, h);
+        w_.control().send_to(r.gctx.source, h);
     }
     if (r.rmemh != nullptr) {
-        Endpoint *ep = peers_.of(r.gctx.source);
-        drop_rmemh(r, (ep != nullptr) ? ep->iface : ifaces_.front().get());
+        Endpoint *ep = w_.peers().of(r.gctx.source);
+        drop_rmemh(r, (ep != nullptr) ? ep->iface : w_.ifaces().front().get());
     }
     if (r.xfer_status != UCS_OK) {
-        complete(r, r.xfer_status);
+        w_.completions().complete(r, r.xfer_status);
         return;
     }
     r.received = r.expect;
-    finish_recv(r);
+    w_.completions().finish_recv(r);
 }
 
 /* Sender: the receiver asks us to write the front of message `sreq`. */
-void Worker::handle_put_request(const PutHeader &h, const char *rkey, size_t rkey_len) {
-    Request *r = reqs_.lookup(h.sreq);
+void Rendezvous::handle_put_request(const PutHeader &h, const char *rkey, size_t rkey_len) {
+    Request *r = w_.reqs().lookup(h.sreq);
     if ((r == nullptr) || (r->kind != ReqKind::kSend) || r->done ||
         (r->sstate != SendState::kRtsSent) || (r->ep->peer_id != h.source) ||
         (h.length == 0) || (h.length > r->length) || (rkey_len != h.rkey_length) ||
         (rkey_len != r->ep->iface->rkey_size)) {
-        TM_PROTO_DROPPED("unexpected write request from worker %u", h.source);
+        TM_PROTO_DROPPED_BY(w_, "unexpected write request from worker %u", h.source);
         return;
     }
     r->await_ack    = true;
     r->rreq         = h.rreq;
     r->limit        = h.length;
     GetContext &c   = r->gctx;
-    init_context(c, this, r->self, h.rreq, h.source, r->ep->iface->component);
+    init_context(c, &w_, r->self, h.rreq, h.source, r->ep->iface->component);
     ucs_status_t status = uct_rkey_unpack(c.component, rkey, &c.rkey);
     if (status == UCS_OK) {
         c.rkey_unpacked = true;
@@ -340,19 +340,19 @@ void Worker::handle_put_request(const PutHeader &h, const char *rkey, size_t rke
     /* cannot write: push the front instead */
     r->offset = 0;
     r->set_state(SendState::kPushing);
-    push_ahead(*r);
+    w_.tx().push_ahead(*r);
 }
 
 /* A receive with one buffer matched the RTS of a sender that offered to
  * write (kFlagPut: a vectored send): ask for all of it; false if we cannot
  * (then CTS). Done on kPutDone (or the pushed kData, if the sender could
  * not write after all), then kAck as after a read. */
-bool Worker::start_put(Request &r, uint32_t source, uint64_t sreq) {
-    Endpoint *ep = peers_.of(source);
+bool Rendezvous::start_put(Request &r, uint32_t source, uint64_t sreq) {
+    Endpoint *ep = w_.peers().of(source);
     if (ep == nullptr) {
         return false;
     }
-    init_context(r.gctx, this, r.self, sreq, source, ep->iface->component);
+    init_context(r.gctx, &w_, r.self, sreq, source, ep->iface->component);
     if (!ask_put(r, ep, r.expect)) {
         return false;
     }
@@ -361,20 +361,55 @@ bool Worker::start_put(Request &r, uint32_t source, uint64_t sreq) {
     r.ack_after = true;
     r.limit     = r.expect; /* kData, if the sender pushes it */
     r.offset    = 0;
-    ++stats_.rndv_puts;
+    ++w_.stats().rndv_puts;
     return true;
 }
 
-void Worker::put_done(Request &r, ucs_status_t status) {
+void Rendezvous::put_done(Request &r, ucs_status_t status) {
     uct_rkey_release(r.gctx.component, &r.gctx.rkey);
     r.gctx.rkey_unpacked = false;
     CtrlHeader h = {};
     h.kind       = Kind::kPutDone;
-    h.source     = config_.id;
+    h.source             = w_.config().id;
     h.status     = static_cast<int16_t>(status);
     h.req        = r.rreq;
-    send_ctrl(r.ep, h);
+    w_.control().send(r.ep, h);
     /* done on the receiver's kAck: it may still be reading our buffer */
+}
+
+/* A receive matched a rendezvous request: ask for what fits. */
+void Rendezvous::start_rndv_recv(Request &r, uint32_t source, uint64_t sreq, const char *get,
+                                 size_t get_len, bool put_offer) {
+    CtrlHeader h = {};
+    h.req        = sreq;
+    if (r.expect == 0) {
+        h.kind = Kind::kAck; /* nothing to fetch: the sender is done */
+        w_.control().send_to(source, h);
+        w_.completions().finish_recv(r);
+        return;
+    }
+    if (const ucs_status_t failure = w_.peer_failure(source); failure != UCS_OK) {
+        w_.completions().complete(r, failure); /* its data cannot come any more */
+        return;
+    }
+    /* read it into the buffer, or have a sender that cannot be read write it
+     * (into one buffer: one rkey), else have it pushed. A vectored receive is
+     * pushed: reading it piece by piece measured slower over tm_sm
+     * (docs/perf.md, "Protocol layer"). */
+    if ((get_len != 0) && (r.rbuf != nullptr) && start_get(r, source, sreq, get, get_len)) {
+        return;
+    }
+    if (put_offer && (r.rbuf != nullptr) && start_put(r, source, sreq)) {
+        return;
+    }
+    r.parts     = 1; /* kData up to r.limit */
+    r.peer_part = true;
+    r.limit     = r.expect;
+    r.offset    = 0;
+    h.kind      = Kind::kCts;
+    h.value     = r.self;
+    h.value2    = r.expect;
+    w_.control().send_to(source, h);
 }
 
 }  // namespace proto

@@ -6,6 +6,8 @@
  * does not cover the message (back-pressure). Messages to one peer leave in
  * posting order: a send waits behind the ones queued before it.
  */
+#include "sender.h"
+
 #include "worker.h"
 
 #include <ucs/debug/log_def.h>
@@ -59,7 +61,7 @@ size_t pack_cb(void *dest, void *arg) {
     return p->hdr_len + p->len;
 }
 
-/* A tagged eager message's data, described by an iov (Worker::eager_iov_). */
+/* A tagged eager message's data, described by an iov (Sender::eager_iov_). */
 size_t pack_iov_cb(void *dest, void *arg) {
     const uct_iov_t *iov = static_cast<const uct_iov_t *>(arg);
     if (iov->length != 0) { /* an empty message's buffer may be NULL, which memcpy must not get */
@@ -108,7 +110,7 @@ size_t elements_pack_cb(void *dest, void *arg) {
 
 }  // namespace
 
-ssize_t Worker::am_send_part(const Request &r, const void *hdr, size_t hdr_len, size_t offset,
+ssize_t Sender::am_send_part(const Request &r, const void *hdr, size_t hdr_len, size_t offset,
                              size_t len) {
     if (!r.vectored_send()) {
         return am_send(r.ep, hdr, hdr_len, send_data(r) + offset, len);
@@ -117,17 +119,17 @@ ssize_t Worker::am_send_part(const Request &r, const void *hdr, size_t hdr_len, 
     return uct_ep_am_bcopy(r.ep->uct_ep, kAmId, elements_pack_cb, &p, 0);
 }
 
-ssize_t Worker::am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
+ssize_t Sender::am_send(Endpoint *ep, const void *hdr, size_t hdr_len, const void *data,
                         size_t len) {
     Pack p{hdr, hdr_len, data, len};
     return uct_ep_am_bcopy(ep->uct_ep, kAmId, pack_cb, &p, 0);
 }
 
-MsgHeader Worker::message_header(const Request &r, Kind kind) const {
+MsgHeader Sender::message_header(const Request &r, Kind kind) const {
     MsgHeader h = {};
     h.kind   = kind;
     h.flags  = r.wire_flags;
-    h.source = config_.id;
+    h.source    = w_id();
     h.tag    = r.tag;
     h.data   = r.data;
     h.length = r.length;
@@ -138,7 +140,7 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
 /* Inlined into its two callers here. send_eager_now() makes the same calls
  * its own way: it keeps nothing live across them (eager_now_ holds what a
  * refusal needs). */
-[[gnu::always_inline]] inline ssize_t Worker::tag_eager(Endpoint *ep, uint64_t tag, uint64_t imm,
+[[gnu::always_inline]] inline ssize_t Sender::tag_eager(Endpoint *ep, uint64_t tag, uint64_t imm,
                                                         const void *data, size_t len) {
     if (ep->iface->eager_by_zcopy(len)) {
         return tag_eager_zcopy(ep, tag, imm, data, len);
@@ -153,9 +155,8 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
  * descriptor (and tag_eager_short has no imm for the source id). Eager sends
  * are done when handed over, so a transport that completes the copy later is
  * waited for here (tm_sm copies inside the call). */
-[[gnu::always_inline]] inline ssize_t Worker::tag_eager_zcopy(Endpoint *ep, uint64_t tag,
-                                                              uint64_t imm, const void *data,
-                                                              size_t len) {
+[[gnu::always_inline]] inline ssize_t
+Sender::tag_eager_zcopy(Endpoint *ep, uint64_t tag, uint64_t imm, const void *data, size_t len) {
     uct_iov_t &iov = eager_iov_; /* memh, stride and count stay as set in the constructor */
     iov.buffer     = const_cast<void *>(data);
     iov.length     = len;
@@ -169,9 +170,9 @@ MsgHeader Worker::message_header(const Request &r, Kind kind) const {
 
 /* An eager send is done when handed over: a transport that copies the data
  * later is waited for. */
-ucs_status_t Worker::wait_eager_zcopy() {
+ucs_status_t Sender::wait_eager_zcopy() {
     while (eager_comp_.count != 0) {
-        uct_worker_progress(uworker_); /* runs no send of ours: nothing nests here */
+        uct_worker_progress(w_.uworker()); /* runs no send of ours: nothing nests here */
     }
     const ucs_status_t status = eager_comp_.status;
     eager_comp_.count         = 1;
@@ -179,9 +180,9 @@ ucs_status_t Worker::wait_eager_zcopy() {
     return status;
 }
 
-[[gnu::always_inline]] inline ssize_t Worker::am_short(Endpoint *ep, uint64_t tag, uint32_t word,
-                                                       uint32_t rdata, const void *data,
-                                                       size_t len, uint8_t am_id) {
+[[gnu::always_inline]] inline ssize_t Sender::am_short(Endpoint *ep, uint64_t tag, uint32_t word,
+                                                       uint32_t rdata, const void *data, size_t len,
+                                                       uint8_t am_id) {
     char              buf[sizeof(ShortHeader) + kShortMax];
     const ShortHeader h = {word, rdata};
     memcpy(buf, &h, sizeof(h));
@@ -191,7 +192,7 @@ ucs_status_t Worker::wait_eager_zcopy() {
     return uct_ep_am_short(ep->uct_ep, am_id, tag, buf, static_cast<unsigned>(sizeof(h) + len));
 }
 
-ucs_status_t Worker::send_eager(Request &r) {
+ucs_status_t Sender::send_eager(Request &r) {
     Endpoint    *ep   = r.ep;
     const char  *data = send_data(r);
     const size_t room = ep->iface->max_bcopy;
@@ -231,7 +232,7 @@ ucs_status_t Worker::send_eager(Request &r) {
     while (r.offset < r.length) {
         FragHeader f = {};
         f.kind   = Kind::kMiddle;
-        f.source = config_.id;
+        f.source            = w_id();
         f.msg_id = r.msg_id;
         f.offset = r.offset;
         const size_t  chunk = std::min(r.length - r.offset, room - sizeof(f));
@@ -244,10 +245,10 @@ ucs_status_t Worker::send_eager(Request &r) {
     return UCS_OK;
 }
 
-ucs_status_t Worker::send_rts(Request &r) {
+ucs_status_t Sender::send_rts(Request &r) {
     MsgHeader h = message_header(r, Kind::kRts);
     char      get[sizeof(RndvGet) + kMaxRkey];
-    const size_t get_len = pack_rts(r, get);
+    const size_t get_len = w_.rndv().pack_rts(r, get);
     if (get_len != 0) {
         h.flags |= kFlagGet;
     } else if (r.vectored_send() && r.ep->iface->rndv_get &&
@@ -274,14 +275,14 @@ ucs_status_t Worker::send_rts(Request &r) {
     return UCS_OK;
 }
 
-ucs_status_t Worker::push_data(Request &r) {
+ucs_status_t Sender::push_data(Request &r) {
     ucs_assertv(r.sstate == SendState::kPushing, "send %#llx pushes data in state %d",
                 static_cast<unsigned long long>(r.self), static_cast<int>(r.sstate));
     const size_t room = r.ep->iface->max_bcopy - sizeof(DataHeader);
     while (r.offset < r.limit) {
         DataHeader d = {};
         d.kind   = Kind::kData;
-        d.source = config_.id;
+        d.source            = w_id();
         d.rreq   = r.rreq;
         d.offset = r.offset;
         const size_t  chunk = std::min(r.limit - r.offset, room);
@@ -300,84 +301,60 @@ ucs_status_t Worker::push_data(Request &r) {
 /* Pushes the rendezvous data a receiver asked for. It is no new message
  * (the receiver places it by its request), so it goes ahead of the queued
  * sends: a FENCE send there may be waiting for this very one. */
-void Worker::push_ahead(Request &r) {
+void Sender::push_ahead(Request &r) {
     const ucs_status_t status = push_data(r);
     if (status == UCS_OK) {
         return;
     }
     if (status != UCS_ERR_NO_RESOURCE) {
-        complete(r, status);
+        w_.completions().complete(r, status);
         return;
     }
     r.ep->sends.push_front(r.self);
-    mark_busy(r.ep);
+    w_.mark_busy(r.ep);
 }
 
 /* All of a send's data left and the protocol awaits nothing more: it
  * completes now, or at the level it asked for. */
-void Worker::handed_over(Request &r) {
+void Sender::handed_over(Request &r) {
     if (r.deliver) {
         /* a transport delivers one UCT endpoint's operations in order: the
          * receiver answers once it has processed everything sent before */
         CtrlHeader h = {};
         h.kind      = Kind::kDeliverReq;
-        h.source    = config_.id;
+        h.source     = w_id();
         h.req       = r.self;
         r.await_ack = true;
         if (r.sstate == SendState::kQueued) {
             r.set_state(SendState::kEagerSent);
         }
-        send_ctrl(r.ep, h);
+        w_.control().send(r.ep, h);
         return;
     }
     if (r.transmit) {
         if (!flush_done(r) &&
-            (alloc_status([&] { later_.push_back({Later::Kind::kFlush, r.self}); }) != UCS_OK)) {
-            complete(r, UCS_ERR_NO_MEMORY);
+            (alloc_status([&] { w_.later(Later::Kind::kFlush, r.self); }) != UCS_OK)) {
+            w_.completions().complete(r, UCS_ERR_NO_MEMORY);
         }
         return;
     }
-    complete(r, UCS_OK);
+    w_.completions().complete(r, UCS_OK);
 }
 
 /* TRANSMIT_COMPLETE: a flush without completion says whether the endpoint
  * still has anything outstanding; false while it has (ask again later). */
-bool Worker::flush_done(Request &r) {
+bool Sender::flush_done(Request &r) {
     const ucs_status_t status = uct_ep_flush(r.ep->uct_ep, 0, nullptr);
     if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
         return false;
     }
-    complete(r, status);
+    w_.completions().complete(r, status);
     return true;
 }
 
-/* The work queued for progress: sends waiting for a flush, held messages to
- * report. A callback may queue more: it waits for the next call. */
-unsigned Worker::progress_later() {
-    later_work_.swap(later_);
-    unsigned n = 0;
-    for (const Later &l : later_work_) {
-        if (l.kind == Later::Kind::kBuffered) {
-            report_buffered(l.handle);
-            ++n;
-            continue;
-        }
-        Request *r = reqs_.lookup(l.handle);
-        if ((r == nullptr) || r->done) {
-            continue;
-        }
-        if (flush_done(*r)) {
-            ++n;
-        } else if (alloc_status([&] { later_.push_back(l); }) != UCS_OK) {
-            complete(*r, UCS_ERR_NO_MEMORY);
-        }
-    }
-    later_work_.clear();
-    return n;
-}
 
 /* Hands a queued send to the transport as far as it goes. */
-ucs_status_t Worker::start_send(Request &r) {
+ucs_status_t Sender::start_send(Request &r) {
     if (r.sstate == SendState::kPushing) {
         return push_data(r);
     }
@@ -405,11 +382,11 @@ ucs_status_t Worker::start_send(Request &r) {
 /* One eager message as AM: one am_short (narrow data) or one am_bcopy after
  * a MsgHeader; an untagged one on its own short id, or with the flag. */
 template <bool kUntagged>
-[[gnu::always_inline]] inline ssize_t Worker::am_eager(Endpoint *ep, uint64_t tag, bool has_data,
+[[gnu::always_inline]] inline ssize_t Sender::am_eager(Endpoint *ep, uint64_t tag, bool has_data,
                                                        uint64_t rdata, const void *buffer,
                                                        size_t length) {
     if ((length <= ep->short_max) && data_is_narrow(rdata)) {
-        return am_short(ep, tag, source_word(config_.id, has_data), static_cast<uint32_t>(rdata),
+        return am_short(ep, tag, source_word(w_id(), has_data), static_cast<uint32_t>(rdata),
                         buffer, length, kUntagged ? kAmShortUntaggedId : kAmShortId);
     }
     MsgHeader h = eager_header(tag, has_data, rdata, length);
@@ -419,9 +396,9 @@ template <bool kUntagged>
     return am_send(ep, &h, sizeof(h), buffer, length);
 }
 
-[[gnu::always_inline]] inline ssize_t Worker::send_single(Endpoint *ep, uint64_t tag,
-                                                          bool has_data, uint64_t rdata,
-                                                          const void *buffer, size_t length) {
+[[gnu::always_inline]] inline ssize_t Sender::send_single(Endpoint *ep, uint64_t tag, bool has_data,
+                                                          uint64_t rdata, const void *buffer,
+                                                          size_t length) {
     if (ep->tag_path) {
         return tag_eager(ep, tag, eager_imm(has_data, rdata), buffer, length);
     }
@@ -431,7 +408,7 @@ template <bool kUntagged>
 /* The transport copies the elements itself: tag_eager_zcopy takes the list
  * when the iface's max_iov allows it, a bcopy pack callback gathers them,
  * and an am_short message is gathered on the stack (at most kShortMax). */
-ssize_t Worker::send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
+ssize_t Sender::send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint64_t rdata,
                                 const uct_tm_proto_iov_t *iov, size_t iovcnt, size_t nonempty,
                                 size_t total) {
     if (ep->tag_path) {
@@ -469,28 +446,29 @@ ssize_t Worker::send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint6
     return uct_ep_am_bcopy(ep->uct_ep, kAmId, gather_pack_cb, &g, 0);
 }
 
-/* Worker::send found the message eager, single and covered by credit, with
+/* Sender::send found the message eager, single and covered by credit, with
  * nothing queued before it. A refusal goes to send_general(), which decides
  * afresh (and queues on NO_RESOURCE). A message for a tag list (zcopy or
  * bcopy, as tag_eager() picks) is counted sent before the transport call, and
- * what a refusal needs waits in the worker (eager_now_) (docs/perf.md, "Code shape of the hot paths"). */
-ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+ * what a refusal needs waits in the send side (eager_now_) (docs/perf.md,
+ * "Code shape of the hot paths"). */
+ucs_status_t Sender::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                     const uct_tm_proto_op_params_t *params, uint64_t *req) {
-    Worker *w = ep->worker;
+    Owner *w = ep->worker;
     if (ucs_likely(ep->tag_path)) {
-        const uint64_t imm = uint64_t{w->config_.id} << 32; /* no remote data here */
-        w->eager_iov_.buffer = const_cast<void *>(buffer);
-        w->eager_iov_.length = length;
-        w->eager_now_        = {ep, tag, params, req};
+        const uint64_t imm        = uint64_t{w->id()} << 32; /* no remote data here */
+        w->tx().eager_iov_.buffer = const_cast<void *>(buffer);
+        w->tx().eager_iov_.length = length;
+        w->tx().eager_now_        = {ep, tag, params, req};
         ep->credits         -= length;
-        ++w->stats_.eager_sends;
+        ++w->stats().eager_sends;
         ucs_status_t status;
         if (ep->iface->eager_by_zcopy(length)) {
-            status = uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &w->eager_iov_,
-                                            (length != 0) ? 1 : 0, 0, &w->eager_comp_);
+            status = uct_ep_tag_eager_zcopy(ep->uct_ep, tag, imm, &w->tx().eager_iov_,
+                                            (length != 0) ? 1 : 0, 0, &w->tx().eager_comp_);
         } else {
             const ssize_t n = uct_ep_tag_eager_bcopy(ep->uct_ep, tag, imm, pack_iov_cb,
-                                                     &w->eager_iov_, 0);
+                                                     &w->tx().eager_iov_, 0);
             status = (n >= 0) ? UCS_OK : static_cast<ucs_status_t>(n);
         }
         if (ucs_likely(status == UCS_OK)) {
@@ -499,13 +477,13 @@ ucs_status_t Worker::send_eager_now(Endpoint *ep, const void *buffer, size_t len
             }
             return UCS_OK;
         }
-        return w->eager_now_refused(status);
+        return w->tx().eager_now_refused(status);
     }
-    return w->send_eager_now_other(ep, buffer, length, tag, params, req);
+    return w->tx().send_eager_now_other(ep, buffer, length, tag, params, req);
 }
 
 /* The tagged message above did not complete in the call. */
-ucs_status_t Worker::eager_now_refused(ucs_status_t status) {
+ucs_status_t Sender::eager_now_refused(ucs_status_t status) {
     const EagerNow a = eager_now_;
     if (status == UCS_INPROGRESS) {
         status = wait_eager_zcopy();
@@ -518,18 +496,18 @@ ucs_status_t Worker::eager_now_refused(ucs_status_t status) {
     }
     const size_t length = eager_iov_.length;
     a.ep->credits += length;
-    --stats_.eager_sends;
+    --w_.stats().eager_sends;
     return send_general(a.ep, eager_iov_.buffer, length, a.tag, a.params, a.req);
 }
 
 /* Every other message send_eager_now() takes (AM). */
-ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size_t length,
+ucs_status_t Sender::send_eager_now_other(Endpoint *ep, const void *buffer, size_t length,
                                           uint64_t tag, const uct_tm_proto_op_params_t *params,
                                           uint64_t *req) {
     const ssize_t n = send_single(ep, tag, false, 0, buffer, length); /* no remote data here */
     if (n >= 0) {
         ep->credits -= length;
-        ++stats_.eager_sends;
+        ++w_.stats().eager_sends;
         if (req != nullptr) {
             *req = 0;
         }
@@ -538,27 +516,32 @@ ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size
     return send_general(ep, buffer, length, tag, params, req);
 }
 
+ucs_status_t Sender::send_other(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                                const uct_tm_proto_op_params_t *params, uint64_t *req) {
+    return ep->worker->tx().send_general(ep, buffer, length, tag, params, req);
+}
+
 /* The checks send_general() makes of its arguments. */
-[[gnu::always_inline]] inline bool Worker::send_args_valid(const Endpoint *ep, const void *buffer,
+[[gnu::always_inline]] inline bool Sender::send_args_valid(const Endpoint *ep, const void *buffer,
                                                            size_t                          length,
                                                            const uct_tm_proto_op_params_t *params,
                                                            const uint64_t                 *req,
                                                            const SendVector *vector) const {
     const unsigned flags = (params != nullptr) ? params->flags : 0;
-    return (ep != nullptr) && (ep->magic == Endpoint::kMagic) && (ep->worker == this) &&
+    return (ep != nullptr) && (ep->magic == Endpoint::kMagic) && (ep->worker == &w_) &&
            ((buffer != nullptr) || (length == 0) || (vector != nullptr)) &&
            op_params_valid(params, kSendFlags, req) &&
            !((flags & UCT_TM_PROTO_OP_NO_COMPLETION) && (flags & UCT_TM_PROTO_OP_USER_REQUEST)) &&
-           region_valid(params, buffer, length);
+           w_.region_valid(params, buffer, length);
 }
 
 /* Over a tag list, one tagged eager message at most, and sync messages need
  * the rendezvous request's header to be answered, as does remote data wider
  * than the 32 bits the eager message's imm has room for. An eager message
  * also needs the peer's credit. */
-[[gnu::always_inline]] inline bool Worker::needs_rndv(Endpoint *ep, size_t length, bool tag_send,
+[[gnu::always_inline]] inline bool Sender::needs_rndv(Endpoint *ep, size_t length, bool tag_send,
                                                       bool sync, uint64_t rdata) {
-    if ((length >= config_.rndv_thresh) ||
+    if ((length >= w_.config().rndv_thresh) ||
         (tag_send && (sync || !data_is_narrow(rdata) || (length > ep->iface->tag_eager_max)))) {
         return true;
     }
@@ -569,16 +552,17 @@ ucs_status_t Worker::send_eager_now_other(Endpoint *ep, const void *buffer, size
      * sender runs ahead of the receiver by the whole window and would
      * otherwise turn most messages into rendezvous (64 KiB tag_bw over
      * tm_sm: 88%). Our own callbacks wait for progress(), so none runs here. */
-    uct_worker_progress(uworker_);
+    uct_worker_progress(w_.uworker());
     if (length <= ep->credits) {
         return false;
     }
-    ++stats_.backpressure; /* the peer's buffer for us is full: it takes the data when matched */
+    ++w_.stats()
+          .backpressure; /* the peer's buffer for us is full: it takes the data when matched */
     return true;
 }
 
-[[gnu::always_inline]] inline Worker::SendPlan
-Worker::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+[[gnu::always_inline]] inline Sender::SendPlan
+Sender::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                   const uct_tm_proto_op_params_t *params, const SendVector *vector) {
     SendPlan p;
     p.buffer     = buffer;
@@ -606,7 +590,7 @@ Worker::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
 
 /* MORE: a small eager message joins the endpoint's batch; any other send
  * sends the batch first. A failed batch fails this send too. */
-[[gnu::always_inline]] inline ucs_status_t Worker::send_batched(Endpoint *ep, const SendPlan &p) {
+[[gnu::always_inline]] inline ucs_status_t Sender::send_batched(Endpoint *ep, const SendPlan &p) {
     const auto entry_flags = static_cast<uint8_t>(p.wire_flags & ~kFlagSync);
     if (p.batchable && batch_add(ep, p.tag, entry_flags, p.rdata, p.buffer, p.length, p.vector)) {
         return UCS_OK;
@@ -618,7 +602,7 @@ Worker::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
     }
     if ((status != UCS_OK) && (status != UCS_ERR_NO_RESOURCE)) {
         if (!p.rndv) {
-            --stats_.eager_sends;
+            --w_.stats().eager_sends;
         }
         return status;
     }
@@ -627,14 +611,14 @@ Worker::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
 
 /* The common case: one eager message, nothing queued (or, fenced,
  * outstanding) before it, done once handed over. */
-[[gnu::always_inline]] inline bool Worker::goes_at_once(Endpoint *ep, const SendPlan &p,
+[[gnu::always_inline]] inline bool Sender::goes_at_once(Endpoint *ep, const SendPlan &p,
                                                         bool batch_pending) {
     return p.one_call && ep->sends.empty() && !batch_pending &&
            !(p.fence() && sends_outstanding(ep)) &&
            (p.tag_send || (sizeof(MsgHeader) + p.length <= ep->iface->max_bcopy));
 }
 
-[[gnu::always_inline]] inline ucs_status_t Worker::send_at_once(Endpoint *ep, const SendPlan &p) {
+[[gnu::always_inline]] inline ucs_status_t Sender::send_at_once(Endpoint *ep, const SendPlan &p) {
     const ssize_t n = p.untagged()
                           ? am_eager<true>(ep, 0, p.has_data(), p.rdata, p.buffer, p.length)
                           : send_single(ep, p.tag, p.has_data(), p.rdata, p.buffer, p.length);
@@ -644,7 +628,7 @@ Worker::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
 /* A plan computed once, then the paths in turn: the endpoint's batch, one
  * transport call, a request. The credit an eager message takes goes back
  * unless a path commits it. */
-ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+ucs_status_t Sender::send_general(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
                                   const uct_tm_proto_op_params_t *params, uint64_t *req,
                                   const SendVector *vector) {
     if (!send_args_valid(ep, buffer, length, params, req, vector)) {
@@ -655,7 +639,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     *req = 0;
     const SendPlan plan = plan_send(ep, buffer, length, tag, params, vector);
     CreditHold     credit(ep, plan.rndv ? 0 : length);
-    ++(plan.rndv ? stats_.rndv_sends : stats_.eager_sends);
+    ++(plan.rndv ? w_.stats().rndv_sends : w_.stats().eager_sends);
 
     ucs_status_t status = UCS_ERR_NO_RESOURCE; /* not sent: the next path takes it */
     if (plan.batchable || !ep->batch.empty()) {
@@ -674,7 +658,7 @@ ucs_status_t Worker::send_general(Endpoint *ep, const void *buffer, size_t lengt
     return status;
 }
 
-ucs_status_t Worker::send_request(Endpoint *ep, const SendPlan &p, bool batch_pending,
+ucs_status_t Sender::send_request(Endpoint *ep, const SendPlan &p, bool batch_pending,
                                   CreditHold &credit, uint64_t *req) {
     uint64_t handle;
     Request *r = new_send(ep, p, &handle);
@@ -704,9 +688,9 @@ ucs_status_t Worker::send_request(Endpoint *ep, const SendPlan &p, bool batch_pe
             credit.commit(); /* part of it left */
         }
         if (r->memh != nullptr) { /* an RTS packed but refused */
-            drop_memh(*r);
+            w_.completions().drop_memh(*r);
         }
-        reqs_.release(handle);
+        w_.reqs().release(handle);
         return status;
     }
     credit.commit();
@@ -714,24 +698,24 @@ ucs_status_t Worker::send_request(Endpoint *ep, const SendPlan &p, bool batch_pe
         /* eager, fully out: no request for the caller (its completion is
          * dropped); a failure found on the way (a flush) is the call's */
         status = r->info.status;
-        completions_.take_last(handle);
-        reqs_.release(handle);
+        w_.completions().take_last(handle);
+        w_.reqs().release(handle);
         return status;
     }
     return running(*r, p.quiet(), req);
 }
 
 /* A request for the plan's message; null when out of memory. */
-Request *Worker::new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle) {
+Request *Sender::new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle) {
     Request *r = nullptr;
-    if (alloc_status([&] { r = &reqs_.allocate(ReqKind::kSend, handle); }) != UCS_OK) {
+    if (alloc_status([&] { r = &w_.reqs().allocate(ReqKind::kSend, handle); }) != UCS_OK) {
         return nullptr;
     }
     if ((p.vector != nullptr) && (alloc_status([&] {
                                       r->elements.assign(p.vector->iov,
                                                          p.vector->iov + p.vector->iovcnt);
                                   }) != UCS_OK)) {
-        reqs_.release(*handle);
+        w_.reqs().release(*handle);
         return nullptr;
     }
     r->ep         = ep;
@@ -766,24 +750,24 @@ Request *Worker::new_send(Endpoint *ep, const SendPlan &p, uint64_t *handle) {
 
 /* Queues the send behind what its endpoint holds; INJECT copies the data
  * now, as the caller may reuse the buffer on return. */
-ucs_status_t Worker::queue_send(Request &r, const SendPlan &p) {
+ucs_status_t Sender::queue_send(Request &r, const SendPlan &p) {
     return alloc_status([&] {
         if ((p.flags & UCT_TM_PROTO_SEND_INJECT) && r.bounce.empty()) {
             r.bounce.assign(r.sbuf, r.sbuf + p.length);
         }
         r.ep->sends.push_back(r.self);
-        mark_busy(r.ep);
+        w_.mark_busy(r.ep);
     });
 }
 
 /* Drops the completed sends from the endpoint's started list; whether any
  * is left. (Completion does not touch the list: the 8 B paths stay as they
  * are; the list is pruned when it grows and when a fence looks.) */
-bool Worker::sends_outstanding(Endpoint *ep) {
+bool Sender::sends_outstanding(Endpoint *ep) {
     auto &s = ep->started;
     s.erase(std::remove_if(s.begin(), s.end(),
                            [&](uint64_t h) {
-                               const Request *r = reqs_.lookup(h);
+                               const Request *r = w_.reqs().lookup(h);
                                return (r == nullptr) || r->done;
                            }),
             s.end());
@@ -792,7 +776,7 @@ bool Worker::sends_outstanding(Endpoint *ep) {
 
 /* Appends a MORE message to the endpoint's batch (copied: the send is done);
  * false when it does not fit beside what the batch holds. */
-bool Worker::batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t rdata,
+bool Sender::batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t rdata,
                        const void *data, size_t len, const SendVector *vector) {
     std::vector<char> &b    = ep->batch;
     const size_t       room = ep->iface->max_bcopy;
@@ -808,14 +792,14 @@ bool Worker::batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t 
     if (b.empty()) {
         BatchHeader h = {};
         h.kind        = Kind::kBatch;
-        h.source      = config_.id;
+        h.source      = w_id();
         append(&h, sizeof(h));
         /* no send may take the one-call path past the batch */
         ep->eager_now_saved = ep->eager_now_limit;
         ep->eager_now_limit = 0;
-        mark_busy(ep); /* progress sends it if nothing else does */
+        w_.mark_busy(ep); /* progress sends it if nothing else does */
     }
-    ++stats_.batched_sends;
+    ++w_.stats().batched_sends;
     BatchEntry e = {};
     e.tag        = tag;
     e.data       = rdata;
@@ -835,13 +819,13 @@ bool Worker::batch_add(Endpoint *ep, uint64_t tag, uint8_t wire_flags, uint64_t 
 /* Sends the endpoint's batch, if any. NO_RESOURCE: it stays (and the
  * endpoint busy); any other failure loses sends that already completed,
  * which is logged (the transport reports the endpoint's failure too). */
-ucs_status_t Worker::flush_batch(Endpoint *ep) {
+ucs_status_t Sender::flush_batch(Endpoint *ep) {
     if (ep->batch.empty()) {
         return UCS_OK;
     }
     const ssize_t n = am_send(ep, ep->batch.data(), ep->batch.size(), nullptr, 0);
     if (n == UCS_ERR_NO_RESOURCE) {
-        mark_busy(ep);
+        w_.mark_busy(ep);
         return UCS_ERR_NO_RESOURCE;
     }
     ep->batch.clear(); /* keeps its room */
@@ -855,13 +839,13 @@ ucs_status_t Worker::flush_batch(Endpoint *ep) {
 }
 
 /* A fenced send that has not started waits for every send started before it. */
-bool Worker::fence_holds(const Request &r) {
+bool Sender::fence_holds(const Request &r) {
     return r.fence && (r.sstate == SendState::kQueued) && !r.started && sends_outstanding(r.ep);
 }
 
 /* The send left its endpoint's queue: until it completes, a later fenced
  * send waits for it. */
-void Worker::left_queue(Request &r) {
+void Sender::left_queue(Request &r) {
     if (r.done) {
         return;
     }
@@ -872,51 +856,6 @@ void Worker::left_queue(Request &r) {
     s.push_back(r.self);
 }
 
-unsigned Worker::progress_queues() {
-    unsigned n = 0;
-    for (size_t i = 0; i < busy_.size();) {
-        Endpoint *ep = busy_[i];
-        while (!ep->ctrl.empty()) {
-            const ssize_t s = am_send(ep, &ep->ctrl.front(), sizeof(CtrlHeader), nullptr, 0);
-            if (s == UCS_ERR_NO_RESOURCE) {
-                break;
-            }
-            ep->ctrl.pop_front();
-            ++n;
-        }
-        /* MORE messages go before the sends queued after them */
-        const bool batch_waits = (flush_batch(ep) == UCS_ERR_NO_RESOURCE);
-        while (!batch_waits && !ep->sends.empty()) {
-            Request *r = reqs_.lookup(ep->sends.front());
-            if ((r == nullptr) || r->done) {
-                ep->sends.pop_front();
-                continue;
-            }
-            if (fence_holds(*r)) {
-                break; /* a completion ends the wait, in a later progress */
-            }
-            const ucs_status_t status = start_send(*r);
-            if (status == UCS_ERR_NO_RESOURCE) {
-                break;
-            }
-            if (status != UCS_OK) {
-                complete(*r, status);
-            } else {
-                left_queue(*r);
-            }
-            ep->sends.pop_front();
-            ++n;
-        }
-        if (ep->ctrl.empty() && ep->sends.empty() && ep->batch.empty()) {
-            ep->busy = false;
-            busy_[i] = busy_.back();
-            busy_.pop_back();
-        } else {
-            ++i;
-        }
-    }
-    return n;
-}
 
 }  // namespace proto
 }  // namespace uct_tm

@@ -78,14 +78,14 @@ void Worker::tag_consumed(OffloadContext *o) {
                                                              ucs_status_t status) {
     consumed(r);
     if (ucs_unlikely(status == UCS_ERR_CANCELED)) {
-        complete(r, status);
+        completions_.complete(r, status);
         return;
     }
     ++stats_.expected;
     Endpoint *const ep = peers_.of(imm_source(imm));
     describe_arrival(r.info, stag, imm, length, ep);
-    complete(r, status);
-    return_credit(ep, length);
+    completions_.complete(r, status);
+    control_.return_credit(ep, length);
 }
 
 /* The common arrival of an offloaded eager receive, when nothing in it can
@@ -101,7 +101,7 @@ void Worker::tag_consumed(OffloadContext *o) {
         return false;
     }
     Endpoint *const ep = peers_.cached(imm_source(imm));
-    if ((ep == nullptr) || !credit_stays_owed(ep, length)) {
+    if ((ep == nullptr) || !control_.stays_owed(ep, length)) {
         return false;
     }
     consumed(*r);
@@ -146,14 +146,14 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
     MsgHeader h;
     if (!read_rts(header, length, &h)) {
         TM_PROTO_DROPPED("malformed rendezvous header (%u bytes)", length);
-        complete(r, UCS_ERR_IO_ERROR);
+        completions_.complete(r, UCS_ERR_IO_ERROR);
         return;
     }
     ++stats_.expected;
     h.tag = stag;
-    accept_message(r, h);
-    start_rndv_recv(r, h.source, h.sreq, static_cast<const char *>(header) + sizeof(h),
-                    length - sizeof(h), h.flags & kFlagPut);
+    accept_message(r, h, peers_.of(h.source));
+    rndv_.start_rndv_recv(r, h.source, h.sreq, static_cast<const char *>(header) + sizeof(h),
+                          length - sizeof(h), h.flags & kFlagPut);
 }
 
 /* ---- a DirectRecv's context ---------------------------------------------- */
@@ -165,10 +165,10 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
                                                                  ucs_status_t status) {
     Endpoint *const ep = peers_.cached(imm_source(imm));
     if (ucs_unlikely((status == UCS_ERR_CANCELED) || (ep == nullptr) ||
-                     !credit_stays_owed(ep, length))) {
+                     !control_.stays_owed(ep, length))) {
         return false;
     }
-    tag_list_.unlist_direct(d);
+    rx_.tag_list().unlist_direct(d);
     ++stats_.expected;
     ep->owed += length;
     uct_tm_proto_request_status_t *pub = status_of(d);
@@ -182,15 +182,16 @@ void Worker::offload_rndv(Request &r, uint64_t stag, const void *header, unsigne
  * the status last (the caller may reuse the memory once it reads final). */
 void Worker::tag_completed(DirectRecv *d, uint64_t stag, uint64_t imm, size_t length,
                            ucs_status_t status) {
-    tag_list_.unlist_direct(d);
+    rx_.tag_list().unlist_direct(d);
     uct_tm_proto_info_t info = {};
     if (ucs_likely(status != UCS_ERR_CANCELED)) {
         ++stats_.expected;
         Endpoint *const ep = peers_.of(imm_source(imm));
         describe_arrival(info, stag, imm, length, ep);
-        guarded("returning credit", [&]() __attribute__((always_inline)) {
-            return_credit(ep, length);
-        });
+        guarded(
+            "returning credit", [&]() __attribute__((always_inline)) {
+                control_.return_credit(ep, length);
+            });
     }
     info.status = status;
     publish(status_of(d), info);
@@ -212,7 +213,7 @@ void Worker::tag_rndv(DirectRecv *d, uint64_t stag, const void *header, unsigned
 void Worker::move_direct_to_slot(DirectRecv *d, uint64_t stag, const void *header,
                                  unsigned length) {
     d->consumed = true;
-    tag_list_.unlist_direct(d);
+    rx_.tag_list().unlist_direct(d);
     void    *memory = status_of(d);
     uint64_t handle;
     Request *r = nullptr;
@@ -220,7 +221,8 @@ void Worker::move_direct_to_slot(DirectRecv *d, uint64_t stag, const void *heade
         ucs_error("tm_proto: no memory for a rendezvous into a receive");
         MsgHeader h;
         if (read_rts(header, length, &h)) {
-            send_ack(h.source, h.sreq); /* the data will not be read: the sender's buffer is free */
+            control_.send_ack(h.source,
+                              h.sreq); /* the data will not be read: the sender's buffer is free */
         }
         publish_failure(status_of(d), UCS_ERR_NO_MEMORY);
         return;
@@ -251,7 +253,7 @@ void Worker::tagged_eager_arrived(const void *data, size_t length, unsigned flag
             TM_PROTO_DROPPED("dropped a tagged fragment with no first fragment");
             return;
         }
-        switch (gathers_.add(data, length, flags, context)) {
+        switch (rx_.gathers().add(data, length, flags, context)) {
         case TagGathers::Step::kMore:
             return;
         case TagGathers::Step::kBeyondOpen:
@@ -264,8 +266,8 @@ void Worker::tagged_eager_arrived(const void *data, size_t length, unsigned flag
         case TagGathers::Step::kComplete:
             break;
         }
-        payload = gathers_.data();
-        total   = gathers_.size();
+        payload = rx_.gathers().data();
+        total   = rx_.gathers().size();
     }
     MsgHeader h = {};
     h.kind   = Kind::kEager;
@@ -274,7 +276,7 @@ void Worker::tagged_eager_arrived(const void *data, size_t length, unsigned flag
     h.data   = static_cast<uint32_t>(imm);
     h.tag    = stag;
     h.length = total;
-    handle_message(h, payload, total, iface);
+    rx_.handle_message(h, payload, total, iface);
 }
 
 void Worker::tagged_rndv_arrived(uint64_t stag, const void *header, unsigned length,
@@ -292,7 +294,7 @@ void Worker::tagged_rndv_arrived(uint64_t stag, const void *header, unsigned len
         return;
     }
     h.tag = stag;
-    handle_message(h, static_cast<const char *>(header) + sizeof(h), length - sizeof(h), iface);
+    rx_.handle_message(h, static_cast<const char *>(header) + sizeof(h), length - sizeof(h), iface);
 }
 
 /* ---- UCT's callbacks --------------------------------------------------- */

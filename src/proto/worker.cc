@@ -302,7 +302,7 @@ void set_send_limits(Endpoint &ep, const Iface &i, size_t rndv_thresh) {
                                             sizeof(uint64_t),
                                         kShortMax);
     }
-    /* below the rendezvous threshold and within what send_single() sends in
+    /* below the rendezvous threshold and within what Sender::send_single() sends in
      * one transport call: the tag path's eager limit, or one AM */
     ep.eager_now_limit = std::min(ep.tag_path ? i.tag_eager_max + 1
                                               : i.max_bcopy - sizeof(MsgHeader) + 1,
@@ -320,24 +320,23 @@ uint32_t random_id() {
 
 }  // namespace
 
-Worker::Worker(const Config &config)
-    : config_(config), window_(config.unexpected_cap / config.max_peers) {
+Worker::Worker(const Config &config) : Owner(config) {
     if (config_.id == 0) {
         config_.id = random_id();
     }
     /* a gather per sender with an endpoint and one for those without */
-    gathers_.limit(config_.max_peers + 1, window_);
+    rx_.gathers().limit(config_.max_peers + 1, window_);
 }
 
 Worker::~Worker() {
     peers_.for_each([this](Endpoint *ep) { send_batch_before_close(ep); });
     /* requests in the caller's memory complete (CANCELED): the caller may be
      * waiting on their status word */
-    tag_list_.cancel_directs();
+    rx_.tag_list().cancel_directs();
     reqs_.for_each_user([this](Request &r) {
-        tag_list_.forget(r);
+        rx_.tag_list().forget(r);
         if (!r.done) {
-            complete(r, UCS_ERR_CANCELED);
+            completions_.complete(r, UCS_ERR_CANCELED);
         }
         reqs_.retire(r, true);
     });
@@ -392,7 +391,7 @@ ucs_status_t Worker::open() {
     ifaces_.front()->offload = config_.offload && (ifaces_.size() == 1) &&
                                ifaces_.front()->tag_send;
     if (ifaces_.front()->offload) {
-        tag_list_.enable(ifaces_.front().get(), this);
+        rx_.tag_list().enable(ifaces_.front().get(), this);
     }
     return UCS_OK;
 }
@@ -648,13 +647,13 @@ void Worker::end_sends(Endpoint *ep, ucs_status_t status, bool keep_writes) {
         Request &r = reqs_.at(i);
         if ((r.kind == ReqKind::kSend) && !r.done && (r.ep == ep) &&
             !(keep_writes && (r.sstate == SendState::kPutting))) {
-            complete(r, status);
+            completions_.complete(r, status);
         }
     }
 }
 
 void Worker::end_arrivals(const Endpoint *ep, ucs_status_t status) {
-    partial_.erase_if([&](Partial &part) {
+    rx_.partials().erase_if([&](Partial &part) {
         if (part.source != ep->peer_id) {
             return false;
         }
@@ -662,7 +661,7 @@ void Worker::end_arrivals(const Endpoint *ep, ucs_status_t status) {
             return false; /* still unexpected: fails the receive that takes it */
         }
         if (Request *r = (part.req != 0) ? reqs_.lookup(part.req) : nullptr) {
-            complete(*r, status);
+            completions_.complete(*r, status);
         }
         if (part.charged != nullptr) {
             part.charged->fragmented -= std::min<uint32_t>(part.charged->fragmented, 1);
@@ -674,14 +673,9 @@ void Worker::end_arrivals(const Endpoint *ep, ucs_status_t status) {
         if ((r.kind == ReqKind::kRecv) && !r.done && r.peer_part && (r.info.source == ep->peer_id)) {
             /* a read of ours still running completes through the transport */
             r.peer_part = false;
-            part_done(r, status);
+            rndv_.part_done(r, status);
         }
     }
-}
-
-ucs_status_t Worker::peer_failure(uint32_t source) const {
-    const Endpoint *ep = peers_.of(source);
-    return (ep != nullptr) ? ep->failure : UCS_OK;
 }
 
 /* MORE messages have completed: they leave before their endpoint closes, as
@@ -692,7 +686,7 @@ void Worker::send_batch_before_close(Endpoint *ep) {
     }
     int i = 0;
     for (; (i < kCloseFlushTries) && (ep->failure == UCS_OK) &&
-           (flush_batch(ep) == UCS_ERR_NO_RESOURCE);
+           (tx_.flush_batch(ep) == UCS_ERR_NO_RESOURCE);
          ++i) {
         uct_worker_progress(uworker_);
     }
@@ -732,28 +726,17 @@ void Worker::ep_destroy(Endpoint *ep) {
      * with its whole window */
     unbound_.bytes      += ep->held.bytes;
     unbound_.fragmented += ep->held.fragmented;
-    unexpected_.for_each_live([this, ep](Unexpected &u) {
+    rx_.unexpected().for_each_live([this, ep](Unexpected &u) {
         if (u.charged == &ep->held) {
             u.charged = &unbound_;
         }
     });
-    partial_.for_each([this, ep](Partial &part) {
+    rx_.partials().for_each([this, ep](Partial &part) {
         if (part.charged == &ep->held) {
             part.charged = &unbound_;
         }
     });
     peers_.remove(ep);
-}
-
-void Worker::refuse(uint32_t source, const char *why) {
-    TM_PROTO_DROPPED("dropped a message claiming worker %u: %s", source, why);
-}
-
-void Worker::mark_busy(Endpoint *ep) {
-    if (!ep->busy) {
-        ep->busy = true;
-        busy_.push_back(ep);
-    }
 }
 
 unsigned Worker::progress_rest(unsigned n) {
@@ -767,7 +750,7 @@ unsigned Worker::progress_rest(unsigned n) {
         n += progress_later();
     }
     if (!completions_.empty()) {
-        n += deliver_completions();
+        n += completions_.deliver([this](Request &child) { rx_.child_done(child); });
     }
     return n;
 }
@@ -813,10 +796,6 @@ void Worker::ep_failed(uct_ep_h uep, ucs_status_t status) {
     }
 }
 
-unsigned Worker::deliver_completions() {
-    return completions_.deliver(reqs_, [this](Request &child) { child_done(child); });
-}
-
 void Worker::stats(uct_tm_proto_stats_t *out) const {
     *out          = stats_;
     out->requests = reqs_.live();
@@ -828,6 +807,77 @@ ucs_status_t Worker::mem_map(const uct_tm_proto_mem_map_params_t *params, uint64
         return UCS_ERR_INVALID_PARAM;
     }
     return maps_.map(ifaces_, params->address, params->length, memh, &stats_.registrations);
+}
+
+/* The work queued for progress: sends waiting for a flush, held messages to
+ * report. A callback may queue more: it waits for the next call. */
+unsigned Worker::progress_later() {
+    later_work_.swap(later_);
+    unsigned n = 0;
+    for (const Later &l : later_work_) {
+        if (l.kind == Later::Kind::kBuffered) {
+            rx_.report_buffered(l.handle);
+            ++n;
+            continue;
+        }
+        Request *r = reqs_.lookup(l.handle);
+        if ((r == nullptr) || r->done) {
+            continue;
+        }
+        if (tx_.flush_done(*r)) {
+            ++n;
+        } else if (alloc_status([&] { later_.push_back(l); }) != UCS_OK) {
+            completions_.complete(*r, UCS_ERR_NO_MEMORY);
+        }
+    }
+    later_work_.clear();
+    return n;
+}
+
+unsigned Worker::progress_queues() {
+    unsigned n = 0;
+    for (size_t i = 0; i < busy_.size();) {
+        Endpoint *ep = busy_[i];
+        while (!ep->ctrl.empty()) {
+            const ssize_t s = tx_.am_send(ep, &ep->ctrl.front(), sizeof(CtrlHeader), nullptr, 0);
+            if (s == UCS_ERR_NO_RESOURCE) {
+                break;
+            }
+            ep->ctrl.pop_front();
+            ++n;
+        }
+        /* MORE messages go before the sends queued after them */
+        const bool batch_waits = (tx_.flush_batch(ep) == UCS_ERR_NO_RESOURCE);
+        while (!batch_waits && !ep->sends.empty()) {
+            Request *r = reqs_.lookup(ep->sends.front());
+            if ((r == nullptr) || r->done) {
+                ep->sends.pop_front();
+                continue;
+            }
+            if (tx_.fence_holds(*r)) {
+                break; /* a completion ends the wait, in a later progress */
+            }
+            const ucs_status_t status = tx_.start_send(*r);
+            if (status == UCS_ERR_NO_RESOURCE) {
+                break;
+            }
+            if (status != UCS_OK) {
+                completions_.complete(*r, status);
+            } else {
+                tx_.left_queue(*r);
+            }
+            ep->sends.pop_front();
+            ++n;
+        }
+        if (ep->ctrl.empty() && ep->sends.empty() && ep->batch.empty()) {
+            ep->busy = false;
+            busy_[i] = busy_.back();
+            busy_.pop_back();
+        } else {
+            ++i;
+        }
+    }
+    return n;
 }
 
 }  // namespace proto

@@ -1,0 +1,70 @@
+/*
+ * ControlChannel: the control messages between workers and the eager
+ * credit they return. Outgoing: CTS, ACK, CANCEL_ACK, CREDIT and the
+ * parts' other replies, over our endpoint to the peer; one refused with
+ * NO_RESOURCE waits in the endpoint's control queue for progress. Incoming:
+ * handle() hands each to the part it concerns. Credit is returned in
+ * batches: a kCredit goes only once a quarter of the window is owed.
+ */
+#ifndef UCT_TM_PROTO_CONTROL_H_
+#define UCT_TM_PROTO_CONTROL_H_
+
+#include "endpoint.h"
+#include "wire.h"
+
+#include <cstdint>
+
+namespace uct_tm {
+namespace proto {
+
+class Owner;
+
+class ControlChannel {
+  public:
+    ControlChannel(Owner &owner, uint64_t window) : w_(owner), flush_mark_(window / 4) {}
+    ControlChannel(const ControlChannel &)            = delete;
+    ControlChannel &operator=(const ControlChannel &) = delete;
+
+    void send(Endpoint *ep, const CtrlHeader &hdr);
+    /* To the worker `source` (dropped, counted, when we hold no endpoint to it). */
+    void send_to(uint32_t source, const CtrlHeader &hdr);
+    /* A sync sender learns its message matched or was discarded. */
+    void send_ack(uint32_t source, uint64_t sreq);
+    /* A control message arrived. */
+    void handle(const CtrlHeader &hdr);
+
+    /* Inline (every eager arrival): counts the bytes `ep` (our endpoint to
+     * the sender, or null) gets back; sends them once past the flush mark. */
+    void return_credit(Endpoint *ep, uint64_t bytes) {
+        if (ep == nullptr) {
+            return;
+        }
+        ep->owed += bytes;
+        if (!stays_owed(ep, 0)) {
+            flush_credit(ep);
+        }
+    }
+    /* Whether returning `bytes` more to `ep` stays below the flush mark
+     * (the common arrival's test: then nothing is sent). */
+    bool stays_owed(const Endpoint *ep, uint64_t bytes) const {
+        return ep->owed + bytes < flush_mark_;
+    }
+    /* Inline (owner.h): an eager message was consumed; return_credit() and,
+     * for a sync send, send_ack(). */
+    void message_consumed(uint32_t source, uint64_t length, bool sync, uint64_t sreq);
+
+  private:
+    void flush_credit(Endpoint *ep);
+    /* The sender withdraws its rendezvous request `sreq`. */
+    void withdraw_rts(uint32_t source, uint64_t sreq);
+    /* A reply about one of our send requests (CTS, ACK, CANCEL_ACK). */
+    void handle_reply(const CtrlHeader &hdr);
+
+    Owner         &w_; /* the owner */
+    const uint64_t flush_mark_;
+};
+
+}  // namespace proto
+}  // namespace uct_tm
+
+#endif
