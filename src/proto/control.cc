@@ -9,6 +9,8 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
+
 namespace uct_tm {
 namespace proto {
 
@@ -32,15 +34,29 @@ void Worker::send_ctrl(Endpoint *ep, const CtrlHeader &hdr) {
 }
 
 void Worker::send_ctrl_to(uint32_t source, const CtrlHeader &hdr) {
-    Endpoint *ep = peers_.of(source);
-    if (ep == nullptr) {
-        TM_PROTO_DROPPED("no endpoint to worker %u for a reply: create one (docs/proto.md)",
-                         source);
+    Endpoint  *ep = peers_.of(source);
+    CtrlHeader h  = hdr;
+    h.source      = config_.id;
+    if (ep != nullptr) {
+        send_ctrl(ep, h);
         return;
     }
-    CtrlHeader h = hdr;
-    h.source     = config_.id;
-    send_ctrl(ep, h);
+    if ((parked_.size() < kParkedMax) && (alloc_status([&] {
+                                              parked_.push_back(Parked{source, h});
+                                          }) == UCS_OK)) {
+        return; /* until we create an endpoint to `source` */
+    }
+    TM_PROTO_DROPPED("no endpoint to worker %u for a reply: create one (docs/proto.md)", source);
+}
+
+void Worker::unpark_ctrl(Endpoint *ep) {
+    auto mine = [ep](const Parked &p) { return p.peer == ep->peer_id; };
+    for (const Parked &p : parked_) {
+        if (mine(p)) {
+            send_ctrl(ep, p.hdr);
+        }
+    }
+    parked_.erase(std::remove_if(parked_.begin(), parked_.end(), mine), parked_.end());
 }
 
 /* Sends what return_credit() counted as owed. */

@@ -90,6 +90,8 @@ class Worker {
     unsigned     progress();
     ucs_status_t address(void *buffer, size_t *length) const;
     uint32_t     id() const { return config_.id; }
+    size_t       min_multi_recv() const { return config_.min_multi_recv; }
+    void         set_min_multi_recv(size_t bytes) { config_.min_multi_recv = bytes; }
     void         stats(uct_tm_proto_stats_t *out) const;
 
     ucs_status_t ep_create(const void *address, size_t length, Endpoint **ep_p);
@@ -349,6 +351,8 @@ class Worker {
     /* --- control.cc --- */
     void         send_ctrl(Endpoint *ep, const CtrlHeader &hdr);
     void         send_ctrl_to(uint32_t source, const CtrlHeader &hdr);
+    /* Sends the replies parked for `ep`'s peer (ep_create, ep_connect). */
+    void unpark_ctrl(Endpoint *ep);
     /* Inline (every eager arrival): counts the bytes, sends a kCredit only
      * once a quarter of the window is owed. */
     void         return_credit(Endpoint *ep, uint64_t bytes);
@@ -522,6 +526,16 @@ class Worker {
     uct_worker_h                    uworker_ = nullptr;
     std::vector<std::unique_ptr<Iface>> ifaces_;
     Peers                           peers_;
+    /* Replies to workers we have no endpoint to yet: their message came
+     * before our ep_create (the application exchanges names out of band and
+     * may progress before it creates ours). Sent once it exists; beyond
+     * kParkedMax (a bound against forged sources) dropped. */
+    struct Parked {
+        uint32_t   peer;
+        CtrlHeader hdr;
+    };
+    static constexpr size_t         kParkedMax = 256;
+    std::vector<Parked>             parked_;
     std::vector<Endpoint *>         busy_;          /* endpoints with queued sends or replies */
     /* work for progress(): TRANSMIT_COMPLETE sends awaiting a flush, held
      * messages to report (buffered receives) */
