@@ -5,10 +5,12 @@
 #   contrib/fabtests.sh BUILD_DIR [TEST...]
 #
 # BUILD_DIR is a configured and built uct-tm tree (its src/fabric/.libs holds
-# libtm-fi.so). TESTs default to fi_rdm_tagged_pingpong and
-# fi_rdm_tagged_peek; each runs as a server and a client on this host, over
-# FI_TM_DOMAIN (default tm_sm), with out-of-band address exchange (-E: the
-# provider resolves no node names).
+# libtm-fi.so). A TEST is a fabtests program with its options, one shell
+# word ("fi_cq_data -e rdm"); the default is the list below (less the
+# excluded ones, each with its reason). Unit tests
+# (fi_*_test) run once, alone; the others run as a server and a client on
+# this host, over FI_TM_DOMAIN (default tm_sm), with out-of-band address
+# exchange (-E: the provider resolves no node names).
 #
 #   LIBFABRIC_SRC    a git repository or URL of libfabric (default: GitHub)
 #   FABTESTS_TAG     the release whose fabtests to build (default v1.17.0,
@@ -25,7 +27,25 @@ set -euo pipefail
 build=${1:?usage: contrib/fabtests.sh BUILD_DIR [TEST...]}
 shift
 tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(fi_rdm_tagged_pingpong fi_rdm_tagged_peek)
+if [ ${#tests[@]} -eq 0 ]; then
+    tests=(fi_getinfo_test "fi_dom_test -n 2" fi_eq_test fi_cq_test fi_mr_test fi_cntr_test
+        fi_rdm "fi_rdm -U" fi_rdm_tagged_peek "fi_cq_data -e rdm" "fi_av_xfer -e rdm"
+        "fi_multi_ep -e rdm -v" "fi_recv_cancel -e rdm -V" "fi_unexpected_msg -e rdm -I 10"
+        "fi_multi_recv -e rdm -I 5" "fi_bw -e rdm -v -T 1" "fi_bw -e rdm -v -T 1 -U"
+        "fi_rdm_multi_client -C 10 -I 5" "fi_rdm_cntr_pingpong -I 5")
+    for t in fi_rdm_pingpong fi_rdm_tagged_pingpong fi_rdm_tagged_bw; do
+        tests+=("$t -I 5" "$t -v" "$t -v -U")
+    done
+    default=1
+fi
+# Left out of the default list (named on the command line they run), each
+# with the reason it cannot pass:
+declare -A excluded=(
+    # its no_hints5 and src_dest1 cases want fi_getinfo("localhost", "9228")
+    # to fill in a destination address: the provider resolves no node names
+    # (a worker's address exists once its endpoint does; names go out of band)
+    [fi_getinfo_test]="no node-name resolution (docs/fabric.md, Limits)"
+)
 src=${LIBFABRIC_SRC:-https://github.com/ofiwg/libfabric.git}
 tag=${FABTESTS_TAG:-v1.17.0}
 cache=${FABTESTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/uct-tm/fabtests}
@@ -46,20 +66,46 @@ fi
 
 export FI_PROVIDER_PATH=$provdir FI_PROVIDER=tm
 status=0
-for t in "${tests[@]}"; do
+passed=0
+skipped=0
+for line in "${tests[@]}"; do
+    if [ -n "${default:-}" ] && [ -n "${excluded[$line]:-}" ]; then
+        echo "EXCLUDED: $line: ${excluded[$line]}"
+        skipped=$((skipped + 1))
+        continue
+    fi
+    read -r -a cmd <<<"$line"
+    t=${cmd[0]}
+    log=$cache/$(tr ' ' '_' <<<"$line")
+    if [[ $t == *_test ]]; then
+        # unit tests take no address options and need no peer
+        if timeout -k 5 "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${cmd[@]:1}" -p tm -d "$domain" \
+            ${FABTESTS_ARGS:-} >"$log.log" 2>&1; then
+            echo "PASS: $line ($domain)"
+            passed=$((passed + 1))
+        else
+            echo "FAIL: $line ($domain): $log.log"
+            status=1
+            tail -n 20 "$log.log"
+        fi
+        continue
+    fi
     port=$((20000 + RANDOM % 20000))
-    common=(-p tm -d "$domain" -E"$port" ${FABTESTS_ARGS:-})
-    timeout "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${common[@]}" >"$cache/$t.server.log" 2>&1 &
+    common=("${cmd[@]:1}" -p tm -d "$domain" -E"$port" ${FABTESTS_ARGS:-})
+    timeout -k 5 "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${common[@]}" >"$log.server.log" 2>&1 &
     server=$!
     sleep 1
-    if timeout "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${common[@]}" 127.0.0.1 >"$cache/$t.client.log" 2>&1 &&
+    if timeout -k 5 "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${common[@]}" 127.0.0.1 >"$log.client.log" 2>&1 &&
         wait "$server"; then
-        echo "PASS: $t ($domain)"
+        echo "PASS: $line ($domain)"
+        passed=$((passed + 1))
     else
-        echo "FAIL: $t ($domain): $cache/$t.{server,client}.log"
+        echo "FAIL: $line ($domain): $log.{server,client}.log"
         status=1
         kill "$server" 2>/dev/null || true
+        wait "$server" 2>/dev/null || true
+        tail -n 20 "$log.server.log" "$log.client.log"
     fi
-    cat "$cache/$t.client.log"
 done
+echo "$passed of $((${#tests[@]} - skipped)) passed ($domain), $skipped excluded"
 exit $status

@@ -17,19 +17,6 @@ namespace {
 
 Av *av_of(fid_av *f) { return object_of<Av>(f); }
 
-int av_close(fid *f) {
-    Av *av = object_of<Av>(f);
-    if (av == nullptr) {
-        return -FI_EINVAL;
-    }
-    if (av->in_use()) {
-        return -FI_EBUSY;
-    }
-    --av->domain().children;
-    delete av;
-    return 0;
-}
-
 int av_insert(fid_av *f, const void *addr, size_t count, fi_addr_t *fi_addr, uint64_t flags,
               void *) {
     Av *av = av_of(f);
@@ -99,7 +86,7 @@ fi_ops_av make_av_ops() {
     return o;
 }
 
-fi_ops    g_fid_ops = make_fid_ops(av_close);
+fi_ops    g_fid_ops = make_fid_ops(close_bound<Av>);
 fi_ops_av g_av_ops  = make_av_ops();
 
 }  // namespace
@@ -117,12 +104,6 @@ const Name *Av::lookup(fi_addr_t addr) const {
         return nullptr;
     }
     return &*entries_[addr];
-}
-
-void Av::attach(Endpoint *ep) { endpoints_.push_back(ep); }
-
-void Av::detach(Endpoint *ep) {
-    endpoints_.erase(std::remove(endpoints_.begin(), endpoints_.end(), ep), endpoints_.end());
 }
 
 /* A name every bound endpoint could connect to, or none of them keeps it. */

@@ -17,19 +17,6 @@ namespace {
 
 Cq *cq_of(fid_cq *f) { return object_of<Cq>(f); }
 
-int cq_close(fid *f) {
-    Cq *cq = object_of<Cq>(f);
-    if (cq == nullptr) {
-        return -FI_EINVAL;
-    }
-    if (cq->in_use()) {
-        return -FI_EBUSY;
-    }
-    --cq->domain().children;
-    delete cq;
-    return 0;
-}
-
 ssize_t cq_read(fid_cq *f, void *buf, size_t count) {
     Cq *cq = cq_of(f);
     return (cq == nullptr) ? -FI_EINVAL : guarded([&] { return cq->read(buf, count, nullptr); });
@@ -89,7 +76,7 @@ fi_ops_cq make_cq_ops() {
     return o;
 }
 
-fi_ops    g_fid_ops = make_fid_ops(cq_close);
+fi_ops    g_fid_ops = make_fid_ops(close_bound<Cq>);
 fi_ops_cq g_cq_ops  = make_cq_ops();
 
 size_t entry_size(fi_cq_format format) {
@@ -112,21 +99,7 @@ Cq::Cq(Domain &domain, fi_cq_format format, bool waitable, void *context)
     h_.fid.ops         = &g_cq_ops;
 }
 
-void Cq::attach(Endpoint *ep) { endpoints_.push_back(ep); }
-
-void Cq::detach(Endpoint *ep) {
-    endpoints_.erase(std::remove(endpoints_.begin(), endpoints_.end(), ep), endpoints_.end());
-}
-
-/* An endpoint bound for both directions is progressed once. */
-void Cq::progress() {
-    for (size_t i = 0; i < endpoints_.size(); ++i) {
-        if (std::find(endpoints_.begin(), endpoints_.begin() + i, endpoints_[i]) ==
-            endpoints_.begin() + i) {
-            endpoints_[i]->progress();
-        }
-    }
-}
+void Cq::progress() { progress_each(endpoints_); }
 
 /* The formats are prefixes of one another (fi_cq(3)): write the prefix. */
 void Cq::write(const Completion &c, void *slot) const {

@@ -33,7 +33,7 @@ fi_ops_domain make_domain_ops() {
     o.cq_open          = open_cq;
     o.endpoint         = open_endpoint;
     o.scalable_ep      = TM_FI_NOSYS(fi_ops_domain, scalable_ep);
-    o.cntr_open        = TM_FI_NOSYS(fi_ops_domain, cntr_open);
+    o.cntr_open        = open_cntr;
     o.poll_open        = TM_FI_NOSYS(fi_ops_domain, poll_open);
     o.stx_ctx          = TM_FI_NOSYS(fi_ops_domain, stx_ctx);
     o.srx_ctx          = TM_FI_NOSYS(fi_ops_domain, srx_ctx);

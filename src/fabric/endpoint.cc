@@ -58,14 +58,14 @@ ssize_t ep_cancel(fid *f, void *context) {
     return (ep == nullptr) ? -FI_EINVAL : ep->cancel(context);
 }
 
-int ep_getopt(fid *f, int level, int, void *, size_t *) {
-    return (ep_of(f) == nullptr) ? -FI_EINVAL
-                                 : ((level == FI_OPT_ENDPOINT) ? -FI_ENOPROTOOPT : -FI_ENOSYS);
+int ep_getopt(fid *f, int level, int name, void *value, size_t *len) {
+    Endpoint *ep = ep_of(f);
+    return (ep == nullptr) ? -FI_EINVAL : ep->getopt(level, name, value, len);
 }
 
-int ep_setopt(fid *f, int level, int, const void *, size_t) {
-    return (ep_of(f) == nullptr) ? -FI_EINVAL
-                                 : ((level == FI_OPT_ENDPOINT) ? -FI_ENOPROTOOPT : -FI_ENOSYS);
+int ep_setopt(fid *f, int level, int name, const void *value, size_t len) {
+    Endpoint *ep = ep_of(f);
+    return (ep == nullptr) ? -FI_EINVAL : ep->setopt(level, name, value, len);
 }
 
 fi_ops_ep make_ep_ops() {
@@ -169,6 +169,11 @@ Endpoint::~Endpoint() {
             cq->detach(this);
         }
     }
+    for (Cntr *cntr : {tx_cntr_, rx_cntr_}) {
+        if (cntr != nullptr) {
+            cntr->detach(this);
+        }
+    }
     if (av_ != nullptr) {
         av_->detach(this);
     }
@@ -188,7 +193,10 @@ int Endpoint::bind(struct fid *bfid, uint64_t flags) {
     if (Av *av = object_of<Av>(bfid)) {
         return (flags == 0) ? bind_av(av) : -FI_EBADFLAGS;
     }
-    return -FI_EINVAL; /* counters, EQs and others are not offered */
+    if (Cntr *cntr = object_of<Cntr>(bfid)) {
+        return bind_cntr(cntr, flags);
+    }
+    return -FI_EINVAL; /* EQs and others are not offered */
 }
 
 int Endpoint::bind_cq(Cq *cq, uint64_t flags) {
@@ -225,6 +233,37 @@ int Endpoint::bind_av(Av *av) {
     return 0;
 }
 
+/* Sends (FI_SEND) and receives (FI_RECV); no RMA, so no FI_READ,
+ * FI_WRITE, FI_REMOTE_*. */
+int Endpoint::bind_cntr(Cntr *cntr, uint64_t flags) {
+    if (&cntr->domain() != &domain_) {
+        return -FI_EINVAL;
+    }
+    if (((flags & ~(FI_SEND | FI_RECV)) != 0) || (flags == 0)) {
+        return -FI_EBADFLAGS;
+    }
+    if (((flags & FI_SEND) && tx_cntr_) || ((flags & FI_RECV) && rx_cntr_)) {
+        return -FI_EINVAL; /* one counter per direction */
+    }
+    if (flags & FI_SEND) {
+        tx_cntr_ = cntr;
+        cntr->attach(this);
+    }
+    if (flags & FI_RECV) {
+        rx_cntr_ = cntr;
+        cntr->attach(this);
+    }
+    return 0;
+}
+
+void progress_each(const std::vector<Endpoint *> &eps) {
+    for (size_t i = 0; i < eps.size(); ++i) {
+        if (std::find(eps.begin(), eps.begin() + i, eps[i]) == eps.begin() + i) {
+            eps[i]->progress();
+        }
+    }
+}
+
 /* FI_GETOPSFLAG / FI_SETOPSFLAG: *flags names one direction (FI_TRANSMIT
  * or FI_RECV) and carries, or takes, the op flags of its calls without a
  * flags argument. */
@@ -247,6 +286,37 @@ int Endpoint::ops_flags(bool set, uint64_t *flags) {
     }
     mine = *flags & allowed;
     return 0;
+}
+
+/* FI_OPT_MIN_MULTI_RECV (a size_t) is the only option: the layer's. */
+int Endpoint::getopt(int level, int name, void *value, size_t *len) {
+    if (level != FI_OPT_ENDPOINT) {
+        return -FI_ENOSYS;
+    }
+    if (name != FI_OPT_MIN_MULTI_RECV) {
+        return -FI_ENOPROTOOPT;
+    }
+    if ((value == nullptr) || (len == nullptr) || (*len < sizeof(size_t))) {
+        return -FI_EINVAL;
+    }
+    *static_cast<size_t *>(value) = uct_tm_proto_worker_min_multi_recv(worker_);
+    *len                          = sizeof(size_t);
+    return 0;
+}
+
+int Endpoint::setopt(int level, int name, const void *value, size_t len) {
+    if (level != FI_OPT_ENDPOINT) {
+        return -FI_ENOSYS;
+    }
+    if (name != FI_OPT_MIN_MULTI_RECV) {
+        return -FI_ENOPROTOOPT;
+    }
+    if ((value == nullptr) || (len != sizeof(size_t))) {
+        return -FI_EINVAL;
+    }
+    /* 0 is refused by the layer: a buffer with no room left stays posted */
+    return fi_error(
+        uct_tm_proto_worker_set_min_multi_recv(worker_, *static_cast<const size_t *>(value)));
 }
 
 /* Connects to every name already in the AV; later ones connect at insert. */
@@ -298,6 +368,12 @@ int Endpoint::connect(fi_addr_t addr, const Name &name) {
     }
     uct_tm_proto_ep_h  ep     = nullptr;
     const ucs_status_t status = uct_tm_proto_ep_create(worker_, name.address, name.length, &ep);
+    if (status == UCS_ERR_UNREACHABLE) {
+        /* the entry stays: RDM names are inserted without the peer's
+         * consent, and one may be gone by then (its messages still count) */
+        unreachable_.insert(addr);
+        return 0;
+    }
     if (status != UCS_OK) {
         return fi_error((status == UCS_INPROGRESS) ? UCS_ERR_UNSUPPORTED : status);
     }
@@ -308,6 +384,7 @@ int Endpoint::connect(fi_addr_t addr, const Name &name) {
 
 /* The layer completes what still uses the endpoint with UCS_ERR_CANCELED. */
 void Endpoint::disconnect(fi_addr_t addr) {
+    unreachable_.erase(addr);
     if ((addr < peers_.size()) && (peers_[addr] != nullptr)) {
         sources_.erase(peers_[addr]);
         uct_tm_proto_ep_destroy(peers_[addr]);
@@ -321,6 +398,11 @@ void Endpoint::unmapped(Mr *mr) {
 
 uct_tm_proto_ep_h Endpoint::peer(fi_addr_t addr) const {
     return (addr < peers_.size()) ? peers_[addr] : nullptr;
+}
+
+/* What an operation to or from `addr` gets when there is no peer there. */
+ssize_t Endpoint::no_peer(fi_addr_t addr) const {
+    return (unreachable_.count(addr) != 0) ? -FI_EHOSTUNREACH : -FI_EINVAL;
 }
 
 fi_addr_t Endpoint::source_of(uct_tm_proto_ep_h ep) const {

@@ -10,6 +10,7 @@
 
 #include <list>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace uct_tm {
@@ -27,6 +28,7 @@ struct Op {
     bool      report; /* write a completion on success */
     uct_tm_proto_request_t  req;
     std::list<Op>::iterator self;
+    bool                    multi = false; /* FI_MULTI_RECV: a completion per message */
 };
 
 /* One data call, tagged or not, normalized: what tagged.cc and msg.cc hand
@@ -61,6 +63,8 @@ class Endpoint {
     int     bind(struct fid *bfid, uint64_t flags);
     int     enable();
     int     ops_flags(bool set, uint64_t *flags);
+    int     getopt(int level, int name, void *value, size_t *len);
+    int     setopt(int level, int name, const void *value, size_t len);
     int     getname(void *addr, size_t *addrlen);
     ssize_t cancel(void *context);
     void    progress() { uct_tm_proto_worker_progress(worker_); }
@@ -82,6 +86,7 @@ class Endpoint {
   private:
     int               bind_cq(Cq *cq, uint64_t flags);
     int               bind_av(Av *av);
+    int               bind_cntr(Cntr *cntr, uint64_t flags);
     ssize_t           check_send(const Xfer &x) const;
     ssize_t           check_recv(const Xfer &x, uct_tm_proto_ep_h *source) const;
     ssize_t           peek(const Xfer &x, uct_tm_proto_ep_h source);
@@ -90,9 +95,13 @@ class Endpoint {
     void              use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t *params);
     ssize_t           started(Op &op, ucs_status_t status, uct_tm_proto_request_t req);
     void              complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info);
+    void              complete_part(Op &op, const uct_tm_proto_info_t &info);
+    void              complete_multi(Op &op, const uct_tm_proto_info_t &info);
+    void              finish(Op &op, Completion &c, const uct_tm_proto_info_t &info, size_t room);
     void              report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *c) const;
     fi_addr_t         source_of(uct_tm_proto_ep_h ep) const;
     uct_tm_proto_ep_h peer(fi_addr_t addr) const;
+    ssize_t           no_peer(fi_addr_t addr) const;
 
     static void on_complete(void *arg, uct_tm_proto_request_t req, const uct_tm_proto_info_t *info);
 
@@ -106,15 +115,22 @@ class Endpoint {
     Cq                                              *rx_cq_        = nullptr;
     bool                                             tx_selective_ = false;
     bool                                             rx_selective_ = false;
+    Cntr                                            *tx_cntr_      = nullptr;
+    Cntr                                            *rx_cntr_      = nullptr;
     Av                                              *av_           = nullptr;
     bool                                             enabled_      = false;
     std::vector<uct_tm_proto_ep_h>                   peers_; /* by fi_addr_t */
     std::unordered_map<uct_tm_proto_ep_h, fi_addr_t> sources_;
+    std::unordered_set<fi_addr_t>                    unreachable_; /* AV entries with no peer */
     std::list<Op>                                    ops_;
     std::vector<Mr *>                                mrs_;
 };
 
 int open_endpoint(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
+
+/* Progresses each endpoint once (one bound for both directions appears
+ * twice): what reading a CQ or a counter does. */
+void progress_each(const std::vector<Endpoint *> &eps);
 
 /* For the trampolines of tagged.cc and msg.cc: the op flags of the calls
  * without a flags argument (0 for a bad fid, which the call then refuses),

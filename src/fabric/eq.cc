@@ -5,6 +5,9 @@
  */
 #include "objects.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <new>
@@ -69,6 +72,22 @@ const char *eq_strerror(fid_eq *, int prov_errno, const void *, char *buf, size_
     return buf;
 }
 
+/* FI_GETWAIT: the eventfd of an FI_WAIT_FD queue. */
+int eq_control(fid *f, int command, void *arg) {
+    Eq *eq = object_of<Eq>(f);
+    if ((eq == nullptr) || (arg == nullptr)) {
+        return -FI_EINVAL;
+    }
+    if (command != FI_GETWAIT) {
+        return -FI_ENOSYS;
+    }
+    if (eq->wait_fd() < 0) {
+        return -FI_ENODATA; /* no fd to wait on: FI_WAIT_NONE or FI_WAIT_UNSPEC */
+    }
+    *static_cast<int *>(arg) = eq->wait_fd();
+    return 0;
+}
+
 fi_ops_eq make_eq_ops() {
     fi_ops_eq o{};
     o.size     = sizeof(o);
@@ -80,17 +99,28 @@ fi_ops_eq make_eq_ops() {
     return o;
 }
 
-fi_ops    g_fid_ops = make_fid_ops(eq_close);
+fi_ops    g_fid_ops = make_fid_ops(eq_close, nullptr, eq_control);
 fi_ops_eq g_eq_ops  = make_eq_ops();
 
 }  // namespace
 
-Eq::Eq(Fabric &fabric, void *context) : h_{}, fabric_(fabric) {
+Eq::Eq(Fabric &fabric, int wait_fd, void *context) : h_{}, fabric_(fabric), wait_fd_(wait_fd) {
     h_.self            = this;
     h_.fid.fid.fclass  = FI_CLASS_EQ;
     h_.fid.fid.context = context;
     h_.fid.fid.ops     = &g_fid_ops;
     h_.fid.ops         = &g_eq_ops;
+}
+
+Eq::~Eq() {
+    if (wait_fd_ >= 0) {
+        close(wait_fd_);
+    }
+}
+
+bool Eq::empty() {
+    std::lock_guard<std::mutex> guard(lock_);
+    return events_.empty();
 }
 
 /* The oldest event; FI_PEEK leaves it queued. A buffer shorter than the
@@ -114,6 +144,10 @@ ssize_t Eq::read(uint32_t *event, void *buf, size_t len, uint64_t flags) {
     const auto n = static_cast<ssize_t>(e.data.size());
     if ((flags & FI_PEEK) == 0) {
         events_.pop_front();
+        uint64_t count = 0;
+        if (events_.empty() && (wait_fd_ >= 0) && (::read(wait_fd_, &count, sizeof(count)) < 0)) {
+            return -FI_EOTHER; /* the fd would stay readable with nothing queued */
+        }
     }
     return n;
 }
@@ -125,6 +159,11 @@ ssize_t Eq::write(uint32_t event, const void *buf, size_t len, uint64_t flags) {
     const auto                 *bytes = static_cast<const uint8_t *>(buf);
     std::lock_guard<std::mutex> guard(lock_);
     events_.push_back(Event{event, std::vector<uint8_t>(bytes, bytes + len)});
+    const uint64_t one = 1;
+    if ((events_.size() == 1) && (wait_fd_ >= 0) && (::write(wait_fd_, &one, sizeof(one)) < 0)) {
+        events_.pop_back(); /* a waiter would never see it */
+        return -FI_EOTHER;
+    }
     return static_cast<ssize_t>(len);
 }
 
@@ -133,14 +172,22 @@ int open_eq(fid_fabric *fabric_fid, fi_eq_attr *attr, fid_eq **eq, void *context
     if ((fabric == nullptr) || (attr == nullptr) || (eq == nullptr)) {
         return -FI_EINVAL;
     }
-    if ((attr->wait_obj != FI_WAIT_NONE) && (attr->wait_obj != FI_WAIT_UNSPEC)) {
-        return -FI_ENOSYS; /* no fds or wait sets: fi_eq_sread polls */
+    if ((attr->wait_obj != FI_WAIT_NONE) && (attr->wait_obj != FI_WAIT_UNSPEC) &&
+        (attr->wait_obj != FI_WAIT_FD)) {
+        return -FI_ENOSYS; /* no wait sets: fi_eq_sread polls */
     }
-    if (attr->flags != 0) {
-        return -FI_EBADFLAGS;
+    if ((attr->flags & ~FI_WRITE) != 0) {
+        return -FI_EBADFLAGS; /* FI_WRITE: the application writes events (it always may) */
     }
-    Eq *e = new (std::nothrow) Eq(*fabric, context);
+    const int fd = (attr->wait_obj == FI_WAIT_FD) ? eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : -1;
+    if ((attr->wait_obj == FI_WAIT_FD) && (fd < 0)) {
+        return -FI_EMFILE;
+    }
+    Eq *e = new (std::nothrow) Eq(*fabric, fd, context);
     if (e == nullptr) {
+        if (fd >= 0) {
+            close(fd);
+        }
         return -FI_ENOMEM;
     }
     ++fabric->domains;

@@ -21,6 +21,26 @@ int fabric_close(fid *f) {
     return 0;
 }
 
+/* fi_trywait: -FI_EAGAIN while an EQ holds events (its fd is readable);
+ * only EQs have wait fds. */
+int fabric_trywait(fid_fabric *f, fid **fids, int count) {
+    if ((object_of<Fabric>(f) == nullptr) || (count < 0) || ((fids == nullptr) && (count > 0))) {
+        return -FI_EINVAL;
+    }
+    for (int i = 0; i < count; ++i) {
+        Eq *eq = object_of<Eq>(fids[i]);
+        if ((eq == nullptr) || (eq->wait_fd() < 0)) {
+            return -FI_EINVAL;
+        }
+    }
+    for (int i = 0; i < count; ++i) {
+        if (!object_of<Eq>(fids[i])->empty()) {
+            return -FI_EAGAIN;
+        }
+    }
+    return 0;
+}
+
 fi_ops_fabric make_fabric_ops() {
     fi_ops_fabric o{};
     o.size       = sizeof(o);
@@ -28,7 +48,7 @@ fi_ops_fabric make_fabric_ops() {
     o.passive_ep = TM_FI_NOSYS(fi_ops_fabric, passive_ep);
     o.eq_open    = open_eq;
     o.wait_open  = TM_FI_NOSYS(fi_ops_fabric, wait_open);
-    o.trywait    = TM_FI_NOSYS(fi_ops_fabric, trywait);
+    o.trywait    = fabric_trywait;
     o.domain2    = TM_FI_NOSYS(fi_ops_fabric, domain2);
     return o;
 }

@@ -5,6 +5,7 @@
  */
 #include "getinfo.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <strings.h>
 
@@ -91,14 +92,16 @@ bool matches(const fi_info *hints, const std::string &tl) {
 
 void fill_tx_rx(fi_info *info, const fi_info *hints) {
     const uint64_t caps        = info->caps;
-    info->tx_attr->caps        = caps & ~(FI_RECV | FI_DIRECTED_RECV | FI_SOURCE);
+    /* domain caps (FI_LOCAL_COMM, FI_REMOTE_COMM) belong to info and domain only */
+    info->tx_attr->caps        = caps & (FI_MSG | FI_TAGGED | FI_SEND);
     info->tx_attr->op_flags    = (hints && hints->tx_attr) ? hints->tx_attr->op_flags : 0;
     info->tx_attr->msg_order   = kMsgOrder;
     info->tx_attr->comp_order  = FI_ORDER_NONE;
     info->tx_attr->inject_size = kInjectSize;
     info->tx_attr->size        = kQueueSize;
     info->tx_attr->iov_limit   = kIovLimit;
-    info->rx_attr->caps        = caps & ~FI_SEND;
+    info->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE |
+                                  FI_MULTI_RECV);
     info->rx_attr->op_flags    = (hints && hints->rx_attr) ? hints->rx_attr->op_flags : 0;
     info->rx_attr->msg_order   = kMsgOrder;
     info->rx_attr->comp_order  = FI_ORDER_NONE;
@@ -126,6 +129,7 @@ void fill_ep_domain(fi_info *info, const fi_info *hints, const std::string &tl) 
     d->mr_key_size   = sizeof(uint64_t);
     d->cq_data_size  = sizeof(uint64_t);
     d->cq_cnt        = 1024;
+    d->cntr_cnt          = 1024;
     d->ep_cnt        = 256;
     d->tx_ctx_cnt    = 256;
     d->rx_ctx_cnt    = 256;
@@ -134,6 +138,17 @@ void fill_ep_domain(fi_info *info, const fi_info *hints, const std::string &tl) 
     d->mr_iov_limit  = 1;
     d->mr_cnt        = 65536;
     d->caps          = info->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM);
+}
+
+/* The source address: a name with no worker address (length 0), "any".
+ * A worker's address exists only once fi_endpoint opens it; fi_endpoint
+ * ignores src_addr and fi_av_insert refuses this name. */
+void *any_name() {
+    auto *name = static_cast<Name *>(calloc(1, sizeof(Name)));
+    if (name != nullptr) {
+        name->magic = kNameMagic;
+    }
+    return name;
 }
 
 fi_info *make_info(const fi_info *hints, const std::string &tl) {
@@ -157,7 +172,10 @@ fi_info *make_info(const fi_info *hints, const std::string &tl) {
             info->dest_addrlen = kAddrLen;
         }
     }
-    if ((info->domain_attr->name == nullptr) || (info->fabric_attr->name == nullptr)) {
+    info->src_addr    = any_name();
+    info->src_addrlen = (info->src_addr != nullptr) ? kAddrLen : 0;
+    if ((info->domain_attr->name == nullptr) || (info->fabric_attr->name == nullptr) ||
+        (info->src_addr == nullptr)) {
         fi_freeinfo(info);
         return nullptr;
     }

@@ -1,6 +1,6 @@
 /*
  * The provider's fid objects: fabric, domain, address vector, completion
- * queue, memory region. The endpoint, which carries the data path, is in
+ * queue, counter, memory region. The endpoint, which carries the data path, is in
  * endpoint.h.
  */
 #ifndef UCT_TM_FABRIC_OBJECTS_H_
@@ -10,6 +10,7 @@
 
 #include <rdma/fi_eq.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -22,6 +23,34 @@ namespace uct_tm {
 namespace fabric {
 
 class Endpoint;
+
+/* What CQs, counters and AVs share: the endpoints bound to them. One that
+ * is bound cannot close (close_bound). */
+class Bindings {
+  public:
+    void attach(Endpoint *ep) { endpoints_.push_back(ep); }
+    void detach(Endpoint *ep) {
+        endpoints_.erase(std::remove(endpoints_.begin(), endpoints_.end(), ep), endpoints_.end());
+    }
+    bool in_use() const { return !endpoints_.empty(); }
+
+  protected:
+    std::vector<Endpoint *> endpoints_;
+};
+
+/* fi_close of a domain's child endpoints bind to: -FI_EBUSY while bound. */
+template <typename Obj> int close_bound(fid *f) {
+    Obj *obj = object_of<Obj>(f);
+    if (obj == nullptr) {
+        return -FI_EINVAL;
+    }
+    if (obj->in_use()) {
+        return -FI_EBUSY;
+    }
+    --obj->domain().children;
+    delete obj;
+    return 0;
+}
 
 class Fabric {
   public:
@@ -48,9 +77,15 @@ class Eq {
     static constexpr size_t kClass = FI_CLASS_EQ;
     using Fid                      = fid_eq;
 
-    Eq(Fabric &fabric, void *context);
+    /* wait_fd: an eventfd (FI_WAIT_FD), readable while events wait; -1: none. */
+    Eq(Fabric &fabric, int wait_fd, void *context);
+    ~Eq();
+    Eq(const Eq &)                = delete;
+    Eq     &operator=(const Eq &) = delete;
     fid_eq *fid() { return &h_.fid; }
     Fabric &fabric() { return fabric_; }
+    int     wait_fd() const { return wait_fd_; }
+    bool    empty();
 
     ssize_t read(uint32_t *event, void *buf, size_t len, uint64_t flags);
     ssize_t write(uint32_t event, const void *buf, size_t len, uint64_t flags);
@@ -63,6 +98,7 @@ class Eq {
 
     Handle<fid_eq, Eq> h_;
     Fabric            &fabric_;
+    int                wait_fd_;
     std::mutex         lock_; /* fi_eq_write may come from another thread */
     std::deque<Event>  events_;
 };
@@ -100,7 +136,7 @@ struct Completion {
     int                prov_errno = 0; /* the layer's ucs_status_t */
 };
 
-class Cq {
+class Cq : public Bindings {
   public:
     static constexpr size_t kClass = FI_CLASS_CQ;
     using Fid                      = fid_cq;
@@ -116,9 +152,6 @@ class Cq {
      * negative: none) or fi_cq_signal. */
     ssize_t wait_read(void *buf, size_t count, fi_addr_t *sources, int timeout);
     int     signal();
-    void    attach(Endpoint *ep);
-    void    detach(Endpoint *ep);
-    bool    in_use() const { return !endpoints_.empty(); }
 
   private:
     void progress();
@@ -130,12 +163,46 @@ class Cq {
     bool                    waitable_; /* FI_WAIT_UNSPEC or FI_WAIT_YIELD: sread polls */
     std::atomic<bool>       signaled_{false};
     std::deque<Completion>  queue_;
-    std::vector<Endpoint *> endpoints_; /* bound endpoints: reading progresses them */
 };
 
 int open_cq(fid_domain *domain, fi_cq_attr *attr, fid_cq **cq, void *context);
 
-class Av {
+/* A counter: the endpoints bound to it count their completed operations
+ * (FI_SEND: sends, FI_RECV: receives), successes and errors apart, whether
+ * or not the operation also writes a CQ entry. Reading progresses the
+ * bound endpoints (FI_PROGRESS_MANUAL). */
+class Cntr : public Bindings {
+  public:
+    static constexpr size_t kClass = FI_CLASS_CNTR;
+    using Fid                      = fid_cntr;
+
+    Cntr(Domain &domain, bool waitable, void *context);
+    fid_cntr *fid() { return &h_.fid; }
+    Domain   &domain() { return domain_; }
+
+    uint64_t read();
+    uint64_t read_error();
+    void     add(uint64_t value) { value_ += value; }
+    void     set(uint64_t value) { value_ = value; }
+    void     add_error(uint64_t value) { errors_ += value; }
+    void     set_error(uint64_t value) { errors_ = value; }
+    /* An operation of a bound endpoint completed. */
+    void completed(bool error) { (error ? errors_ : value_) += 1; }
+    /* fi_cntr_wait: progresses until the value reaches `threshold`, an
+     * error is counted (-FI_EAVAIL) or the timeout (ms, negative: none). */
+    int wait(uint64_t threshold, int timeout);
+
+  private:
+    Handle<fid_cntr, Cntr> h_;
+    Domain                &domain_;
+    bool                   waitable_; /* FI_WAIT_UNSPEC or FI_WAIT_YIELD */
+    std::atomic<uint64_t>  value_{0}; /* fi_cntr_add may come from another thread */
+    std::atomic<uint64_t>  errors_{0};
+};
+
+int open_cntr(fid_domain *domain, fi_cntr_attr *attr, fid_cntr **cntr, void *context);
+
+class Av : public Bindings {
   public:
     static constexpr size_t kClass = FI_CLASS_AV;
     using Fid                      = fid_av;
@@ -149,9 +216,6 @@ class Av {
     size_t      size() const { return entries_.size(); }
     int         insert(const void *addr, size_t count, fi_addr_t *fi_addr, uint64_t flags);
     int         remove(const fi_addr_t *fi_addr, size_t count, uint64_t flags);
-    void        attach(Endpoint *ep);
-    void        detach(Endpoint *ep);
-    bool        in_use() const { return !endpoints_.empty(); }
 
   private:
     int insert_one(const Name &name, fi_addr_t *fi_addr);
@@ -160,7 +224,6 @@ class Av {
     Domain                          &domain_;
     fi_av_type                       type_;
     std::vector<std::optional<Name>> entries_; /* fi_addr_t is the index */
-    std::vector<Endpoint *>          endpoints_;
 };
 
 int open_av(fid_domain *domain, fi_av_attr *attr, fid_av **av, void *context);

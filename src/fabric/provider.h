@@ -33,9 +33,10 @@ constexpr uint32_t    kProviderVersion = FI_VERSION(0, 1);
 constexpr uint32_t    kApiVersion      = FI_VERSION(1, 17);
 
 /* What the provider offers: tagged and untagged messages, the source of a
- * message, receives directed at one source. */
+ * message, receives directed at one source, untagged multi-receives. */
 constexpr uint64_t kPrimaryCaps = FI_TAGGED | FI_MSG | FI_SEND | FI_RECV | FI_DIRECTED_RECV;
-constexpr uint64_t kCaps        = kPrimaryCaps | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kCaps        = kPrimaryCaps | FI_SOURCE | FI_MULTI_RECV | FI_LOCAL_COMM |
+                           FI_REMOTE_COMM;
 
 /* A provider-specific address format: the layer's worker address behind a
  * small header, in a fixed-size name so that fi_av_insert can take arrays. */
@@ -48,11 +49,12 @@ constexpr size_t   kQueueSize  = 4096;
 constexpr uint64_t kMsgOrder   = FI_ORDER_SAS;
 
 /* The op flags sends and receives take (fi_tsendmsg, fi_trecvmsg, and
- * tx_attr / rx_attr op_flags); FI_PEEK, FI_CLAIM, FI_DISCARD: tagged only. */
+ * tx_attr / rx_attr op_flags); FI_PEEK, FI_CLAIM, FI_DISCARD: tagged only;
+ * FI_MULTI_RECV: untagged only (the tagged calls ignore it in the op flags). */
 constexpr uint64_t kTxOpFlags = FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA | FI_INJECT_COMPLETE |
                                 FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_MATCH_COMPLETE |
                                 FI_FENCE | FI_MORE;
-constexpr uint64_t kRxOpFlags  = FI_COMPLETION;
+constexpr uint64_t kRxOpFlags  = FI_COMPLETION | FI_MULTI_RECV;
 constexpr uint64_t kProbeFlags = FI_PEEK | FI_CLAIM | FI_DISCARD;
 
 fi_provider &provider();

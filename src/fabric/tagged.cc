@@ -31,13 +31,15 @@ ssize_t trecv_common(fid_ep *f, const iovec *iov, size_t count, void *desc, fi_a
 ssize_t trecv(fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
               uint64_t ignore, void *context) {
     const iovec v = one(buf, len);
-    return trecv_common(ep, &v, 1, desc, src, tag, ignore, context, rx_op_flags(ep));
+    return trecv_common(ep, &v, 1, desc, src, tag, ignore, context,
+                        rx_op_flags(ep) & ~FI_MULTI_RECV);
 }
 
 /* The vector calls take no desc: the layer stages or pushes vectors. */
 ssize_t trecvv(fid_ep *ep, const iovec *iov, void **, size_t count, fi_addr_t src, uint64_t tag,
                uint64_t ignore, void *context) {
-    return trecv_common(ep, iov, count, nullptr, src, tag, ignore, context, rx_op_flags(ep));
+    return trecv_common(ep, iov, count, nullptr, src, tag, ignore, context,
+                        rx_op_flags(ep) & ~FI_MULTI_RECV);
 }
 
 ssize_t trecvmsg(fid_ep *ep, const fi_msg_tagged *msg, uint64_t flags) {

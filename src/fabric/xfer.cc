@@ -48,7 +48,7 @@ ssize_t Endpoint::check_send(const Xfer &x) const {
     if ((caps_ & kind(x)) == 0) {
         return -FI_EOPNOTSUPP;
     }
-    return (peer(x.addr) == nullptr) ? -FI_EINVAL : 0;
+    return (peer(x.addr) == nullptr) ? no_peer(x.addr) : 0;
 }
 
 ssize_t Endpoint::send(const Xfer &x) {
@@ -86,9 +86,13 @@ ssize_t Endpoint::check_recv(const Xfer &x, uct_tm_proto_ep_h *source) const {
     if (!enabled_) {
         return -FI_EOPBADSTATE;
     }
-    const uint64_t allowed = kRxOpFlags | (x.tagged ? kProbeFlags : 0);
+    const uint64_t allowed = x.tagged ? ((kRxOpFlags & ~FI_MULTI_RECV) | kProbeFlags) : kRxOpFlags;
     if ((x.flags & ~allowed) != 0) {
         return -FI_EBADFLAGS;
+    }
+    if ((x.flags & FI_MULTI_RECV) && (!(caps_ & FI_MULTI_RECV) || (x.count != 1) ||
+                                      (x.iov == nullptr) || (x.iov[0].iov_len == 0))) {
+        return (caps_ & FI_MULTI_RECV) ? -FI_EINVAL : -FI_EOPNOTSUPP; /* one non-empty buffer */
     }
     if ((caps_ & kind(x)) == 0) {
         return -FI_EOPNOTSUPP;
@@ -100,7 +104,7 @@ ssize_t Endpoint::check_recv(const Xfer &x, uct_tm_proto_ep_h *source) const {
     if ((caps_ & FI_DIRECTED_RECV) && (x.addr != FI_ADDR_UNSPEC)) {
         *source = peer(x.addr);
         if (*source == nullptr) {
-            return -FI_EINVAL;
+            return no_peer(x.addr);
         }
     }
     return 0;
@@ -126,8 +130,10 @@ ssize_t Endpoint::recv(const Xfer &x) {
     const bool report = !rx_selective_ || (x.flags & FI_COMPLETION);
     Op        &op     = new_op(x, FI_RECV | kind(x), v.total, report);
     op.buf            = (v.count > 0) ? v.iov[0].buffer : nullptr;
+    op.multi          = (x.flags & FI_MULTI_RECV) != 0;
     uct_tm_proto_op_params_t params{};
-    params.flags = bit(!x.tagged, UCT_TM_PROTO_OP_UNTAGGED);
+    params.flags = bit(!x.tagged, UCT_TM_PROTO_OP_UNTAGGED) |
+                   bit(op.multi, UCT_TM_PROTO_RECV_MULTI);
     params.cb    = on_complete;
     params.arg   = &op;
     use_desc(x, v, &params);
@@ -282,25 +288,71 @@ void Endpoint::report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *
     c->source = source_of(info.ep);
 }
 
-/* Successes go to the CQ if the op asked for a completion, errors always
- * (truncation with the bytes that did not fit in olen). */
-void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info) {
-    Completion c;
-    c.entry.op_context = op.context;
-    c.entry.flags      = op.flags;
-    if (op.flags & FI_RECV) {
-        report_recv(op, info, &c);
-    }
+/* The status into the entry: truncation with the bytes that did not fit
+ * in `room` in olen. Successes go to the CQ if the op asked for a
+ * completion, errors always; a bound counter counts both. */
+void Endpoint::finish(Op &op, Completion &c, const uct_tm_proto_info_t &info, size_t room) {
     if (info.status == UCS_ERR_MESSAGE_TRUNCATED) {
         c.err  = FI_ETRUNC;
-        c.olen = (info.length > op.len) ? (info.length - op.len) : 0;
+        c.olen = (info.length > room) ? (info.length - room) : 0;
     } else if (info.status != UCS_OK) {
         c.err = -fi_error(info.status);
     }
     c.prov_errno = info.status;
-    Cq *cq       = (op.flags & FI_SEND) ? tx_cq_ : rx_cq_;
+    Cq   *cq     = (op.flags & FI_SEND) ? tx_cq_ : rx_cq_;
+    Cntr *cntr   = (op.flags & FI_SEND) ? tx_cntr_ : rx_cntr_;
     if ((c.err != 0) || op.report) {
         cq->push(c);
+    }
+    if (cntr != nullptr) {
+        cntr->completed(c.err != 0);
+    }
+}
+
+/* One message of a multi-receive, placed at info.buffer, with the rest of
+ * the buffer for room; the op stays until the release. */
+void Endpoint::complete_part(Op &op, const uct_tm_proto_info_t &info) {
+    const auto  *at   = static_cast<const uint8_t *>(info.buffer);
+    const size_t room = op.len - static_cast<size_t>(at - static_cast<const uint8_t *>(op.buf));
+    Completion   c;
+    c.entry.op_context = op.context;
+    c.entry.flags      = op.flags;
+    report_recv(op, info, &c);
+    c.entry.buf = info.buffer;
+    c.entry.len = std::min(info.length, room);
+    finish(op, c, info, room);
+}
+
+/* A multi-receive's release: an entry of its own, FI_MULTI_RECV alone
+ * (it reports no message), always written: the application waits for it
+ * to reuse the buffer. */
+void Endpoint::complete_multi(Op &op, const uct_tm_proto_info_t &info) {
+    Completion c;
+    c.entry.op_context = op.context;
+    c.entry.flags      = FI_MULTI_RECV;
+    c.entry.buf        = op.buf;
+    if (info.status != UCS_OK) {
+        c.err        = -fi_error(info.status);
+        c.prov_errno = info.status;
+    }
+    rx_cq_->push(c);
+}
+
+void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info) {
+    if (op.multi && !(info.flags & UCT_TM_PROTO_INFO_MULTI_RECV)) {
+        complete_part(op, info);
+        return;
+    }
+    if (op.multi) {
+        complete_multi(op, info);
+    } else {
+        Completion c;
+        c.entry.op_context = op.context;
+        c.entry.flags      = op.flags;
+        if (op.flags & FI_RECV) {
+            report_recv(op, info, &c);
+        }
+        finish(op, c, info, op.len);
     }
     if (req != 0) {
         uct_tm_proto_request_release(worker_, req); /* the layer is done with it */

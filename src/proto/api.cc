@@ -63,6 +63,18 @@ uint32_t uct_tm_proto_worker_id(uct_tm_proto_worker_h worker) {
     return (worker != nullptr) ? worker->id() : 0;
 }
 
+ucs_status_t uct_tm_proto_worker_set_min_multi_recv(uct_tm_proto_worker_h worker, size_t bytes) {
+    if ((worker == nullptr) || (bytes == 0)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    worker->set_min_multi_recv(bytes);
+    return UCS_OK;
+}
+
+size_t uct_tm_proto_worker_min_multi_recv(uct_tm_proto_worker_h worker) {
+    return (worker != nullptr) ? worker->min_multi_recv() : 0;
+}
+
 void uct_tm_proto_worker_stats(uct_tm_proto_worker_h worker, uct_tm_proto_stats_t *stats) {
     if ((worker != nullptr) && (stats != nullptr)) {
         worker->stats(stats);

@@ -8,6 +8,8 @@
 
 #include "owner.h"
 
+#include "common/alloc_status.h"
+
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
@@ -35,15 +37,30 @@ void ControlChannel::send(Endpoint *ep, const CtrlHeader &hdr) {
 }
 
 void ControlChannel::send_to(uint32_t source, const CtrlHeader &hdr) {
-    Endpoint *ep = w_.peers().of(source);
-    if (ep == nullptr) {
-        TM_PROTO_DROPPED_BY(w_, "no endpoint to worker %u for a reply: create one (docs/proto.md)",
-                            source);
+    Endpoint  *ep = w_.peers().of(source);
+    CtrlHeader h  = hdr;
+    h.source      = w_.id();
+    if (ep != nullptr) {
+        send(ep, h);
         return;
     }
-    CtrlHeader h = hdr;
-    h.source     = w_.id();
-    send(ep, h);
+    if ((parked_.size() < kParkedMax) && (alloc_status([&] {
+                                              parked_.push_back(Parked{source, h});
+                                          }) == UCS_OK)) {
+        return; /* until we create an endpoint to `source` */
+    }
+    TM_PROTO_DROPPED_BY(w_, "no endpoint to worker %u for a reply: create one (docs/proto.md)",
+                        source);
+}
+
+void ControlChannel::unpark(Endpoint *ep) {
+    auto mine = [ep](const Parked &p) { return p.peer == ep->peer_id; };
+    for (const Parked &p : parked_) {
+        if (mine(p)) {
+            send(ep, p.hdr);
+        }
+    }
+    parked_.erase(std::remove_if(parked_.begin(), parked_.end(), mine), parked_.end());
 }
 
 void ControlChannel::send_ack(uint32_t source, uint64_t sreq) {

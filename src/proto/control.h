@@ -12,7 +12,9 @@
 #include "endpoint.h"
 #include "wire.h"
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace uct_tm {
 namespace proto {
@@ -26,8 +28,11 @@ class ControlChannel {
     ControlChannel &operator=(const ControlChannel &) = delete;
 
     void send(Endpoint *ep, const CtrlHeader &hdr);
-    /* To the worker `source` (dropped, counted, when we hold no endpoint to it). */
+    /* To the worker `source`; parked while we hold no endpoint to it yet
+     * (up to kParkedMax, beyond: dropped, counted). */
     void send_to(uint32_t source, const CtrlHeader &hdr);
+    /* Sends the replies parked for `ep`'s peer (ep_create, ep_connect). */
+    void unpark(Endpoint *ep);
     /* A sync sender learns its message matched or was discarded. */
     void send_ack(uint32_t source, uint64_t sreq);
     /* A control message arrived. */
@@ -60,8 +65,19 @@ class ControlChannel {
     /* A reply about one of our send requests (CTS, ACK, CANCEL_ACK). */
     void handle_reply(const CtrlHeader &hdr);
 
-    Owner         &w_; /* the owner */
-    const uint64_t flush_mark_;
+    /* Replies to workers we have no endpoint to yet: their message came
+     * before our ep_create (the application exchanges names out of band and
+     * may progress before it creates ours). Sent once it exists; beyond
+     * kParkedMax (a bound against forged sources) dropped. */
+    struct Parked {
+        uint32_t   peer;
+        CtrlHeader hdr;
+    };
+    static constexpr size_t kParkedMax = 256;
+
+    Owner              &w_; /* the owner */
+    const uint64_t      flush_mark_;
+    std::vector<Parked> parked_;
 };
 
 }  // namespace proto

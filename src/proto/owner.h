@@ -66,6 +66,8 @@ class Owner {
     /* what they share */
     const Config                              &config() const { return config_; }
     uint32_t                                   id() const { return config_.id; }
+    /* FI_OPT_MIN_MULTI_RECV after creation (uct_tm_proto_worker_set_min_multi_recv) */
+    void set_config_min_multi_recv(size_t bytes) { config_.min_multi_recv = bytes; }
     uint64_t                                   window() const { return window_; }
     RequestPool                               &reqs() { return reqs_; }
     const Peers                               &peers() const { return peers_; }

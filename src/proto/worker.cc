@@ -561,7 +561,11 @@ ucs_status_t Worker::new_endpoint(Iface *i, const PeerIface &remote, const Addre
     const bool connected = ep->connected;
     *ep_p                = peers_.add(std::move(ep));
     guard.release(); /* the table owns it now (Peers::remove, clear) */
-    return connected ? UCS_OK : UCS_INPROGRESS;
+    if (!connected) {
+        return UCS_INPROGRESS;
+    }
+    control_.unpark(*ep_p);
+    return UCS_OK;
 }
 
 ucs_status_t Worker::ep_address(const Endpoint *ep, void *buffer, size_t *length) const {
@@ -637,6 +641,7 @@ ucs_status_t Worker::ep_connect(Endpoint *ep, const void *address, size_t length
     }
     ep->peer_ep.assign(uct_addr, uct_addr + uct_len); /* reserved at ep_create: no allocation */
     ep->connected = true;
+    control_.unpark(ep);
     return UCS_OK;
 }
 

@@ -71,6 +71,8 @@ class Worker : public Owner {
     ucs_status_t open();
     unsigned     progress();
     ucs_status_t address(void *buffer, size_t *length) const;
+    size_t       min_multi_recv() const { return config().min_multi_recv; }
+    void         set_min_multi_recv(size_t bytes) { set_config_min_multi_recv(bytes); }
     void         stats(uct_tm_proto_stats_t *out) const;
 
     ucs_status_t ep_create(const void *address, size_t length, Endpoint **ep_p);

@@ -120,3 +120,37 @@ TEST_F(FabricErrors, NullAndWrongObjects) {
     EXPECT_EQ(nullptr, av);
     EXPECT_EQ(nullptr, ep);
 }
+
+/* A name whose worker is gone is still inserted (RDM peers are named
+ * without their consent): operations to or from it fail with
+ * -FI_EHOSTUNREACH, posting nothing, and the endpoint works on. */
+TEST(FabricAv, GonePeerIsInsertedButUnreachable) {
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    Ep a, b, gone;
+    ASSERT_EQ(0, a.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
+    ASSERT_EQ(0, b.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
+    ASSERT_EQ(0, gone.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
+    const std::vector<char> name = gone.name();
+    gone.close();
+    const fi_addr_t dead = a.insert(name);
+    ASSERT_NE(FI_ADDR_NOTAVAIL, dead);
+    char buf[8] = {};
+    EXPECT_EQ(-FI_EHOSTUNREACH, fi_send(a.ep, buf, sizeof(buf), nullptr, dead, nullptr));
+    EXPECT_EQ(-FI_EHOSTUNREACH, fi_tsend(a.ep, buf, sizeof(buf), nullptr, dead, 1, nullptr));
+    EXPECT_EQ(-FI_EHOSTUNREACH, fi_trecv(a.ep, buf, sizeof(buf), nullptr, dead, 1, 0, nullptr));
+    EXPECT_EQ(-FI_EINVAL, fi_send(a.ep, buf, sizeof(buf), nullptr, dead + 1, nullptr));
+    EXPECT_FALSE(any_completion({a.cq}, 0.05));
+    ASSERT_EQ(0, fi_av_remove(a.av, const_cast<fi_addr_t *>(&dead), 1, 0));
+    EXPECT_EQ(-FI_EINVAL, fi_send(a.ep, buf, sizeof(buf), nullptr, dead, nullptr)) << "removed";
+    const fi_addr_t ab = a.insert(b.name());
+    ASSERT_NE(FI_ADDR_NOTAVAIL, b.insert(a.name()));
+    ASSERT_EQ(0, fi_recv(b.ep, buf, sizeof(buf), nullptr, FI_ADDR_UNSPEC, nullptr));
+    ASSERT_EQ(0, fi_send(a.ep, "alive", 6, nullptr, ab, nullptr));
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(1, wait_cq(b.cq, &e, nullptr, {a.cq}));
+    EXPECT_STREQ("alive", buf);
+    a.close();
+    b.close();
+    f.close();
+}

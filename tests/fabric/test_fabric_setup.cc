@@ -3,6 +3,8 @@
 
 #include <rdma/fi_rma.h>
 
+#include <poll.h>
+
 #include <cstring>
 #include <set>
 #include <string>
@@ -230,18 +232,15 @@ TEST(FabricObjects, UnofferedOpsAreEnosys) {
     EXPECT_EQ(-FI_ENOSYS, fi_read(e.ep, buf, 8, nullptr, 0, 0, 0, nullptr));
     EXPECT_EQ(-FI_ENOSYS, fi_write(e.ep, buf, 8, nullptr, 0, 0, 0, nullptr));
     EXPECT_EQ(-FI_ENOSYS, fi_connect(e.ep, buf, nullptr, 0));
-    fid_cntr    *cntr = nullptr;
-    fi_cntr_attr cattr{};
-    EXPECT_EQ(-FI_ENOSYS, fi_cntr_open(f.domain, &cattr, &cntr, nullptr));
     fid_eq    *eq = nullptr;
     fi_eq_attr eattr{};
-    eattr.wait_obj = FI_WAIT_FD;
+    eattr.wait_obj = FI_WAIT_SET;
     EXPECT_EQ(-FI_ENOSYS, fi_eq_open(f.fabric, &eattr, &eq, nullptr));
     fid_ep *sep = nullptr;
     EXPECT_EQ(-FI_ENOSYS, fi_scalable_ep(f.domain, f.info, &sep, nullptr));
-    size_t min = 0, len = sizeof(min);
+    size_t value = 0, len = sizeof(value);
     EXPECT_EQ(-FI_ENOPROTOOPT,
-              fi_getopt(&e.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, &len));
+              fi_getopt(&e.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &value, &len));
     e.close();
     f.close();
 }
@@ -343,4 +342,79 @@ TEST(FabricObjects, NamesInsertedBeforeEnableConnectAtEnable) {
     EXPECT_EQ(0, fi_close(&av->fid));
     b.close();
     f.close();
+}
+
+/* FI_WAIT_FD: the fd is readable exactly while events wait; fi_trywait
+ * says the same. FI_WRITE (the application writes events) is accepted. */
+TEST(FabricObjects, EventQueueWaitFd) {
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    fi_eq_attr attr{};
+    attr.wait_obj = FI_WAIT_FD;
+    attr.flags    = FI_WRITE | FI_READ;
+    fid_eq *eq    = nullptr;
+    EXPECT_EQ(-FI_EBADFLAGS, fi_eq_open(f.fabric, &attr, &eq, nullptr));
+    attr.flags = FI_WRITE;
+    ASSERT_EQ(0, fi_eq_open(f.fabric, &attr, &eq, nullptr));
+    int fd = -1;
+    EXPECT_EQ(-FI_EINVAL, fi_control(&eq->fid, FI_GETWAIT, nullptr));
+    ASSERT_EQ(0, fi_control(&eq->fid, FI_GETWAIT, &fd));
+    ASSERT_GE(fd, 0);
+    auto readable = [fd] {
+        pollfd p{fd, POLLIN, 0};
+        return poll(&p, 1, 0) == 1;
+    };
+    fid *fids[1] = {&eq->fid};
+    EXPECT_FALSE(readable());
+    EXPECT_EQ(0, fi_trywait(f.fabric, fids, 1));
+    fi_eq_entry entry{};
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(static_cast<ssize_t>(sizeof(entry)),
+                  fi_eq_write(eq, FI_NOTIFY, &entry, sizeof(entry), 0));
+    }
+    EXPECT_TRUE(readable());
+    EXPECT_EQ(-FI_EAGAIN, fi_trywait(f.fabric, fids, 1));
+    uint32_t event = 0;
+    EXPECT_EQ(static_cast<ssize_t>(sizeof(entry)),
+              fi_eq_read(eq, &event, &entry, sizeof(entry), 0));
+    EXPECT_TRUE(readable()) << "one event still waits";
+    EXPECT_EQ(static_cast<ssize_t>(sizeof(entry)),
+              fi_eq_sread(eq, &event, &entry, sizeof(entry), 1000, 0));
+    EXPECT_FALSE(readable());
+    EXPECT_EQ(0, fi_trywait(f.fabric, fids, 1));
+
+    fid_eq *plain = nullptr;
+    attr.wait_obj = FI_WAIT_NONE;
+    ASSERT_EQ(0, fi_eq_open(f.fabric, &attr, &plain, nullptr));
+    EXPECT_EQ(-FI_ENODATA, fi_control(&plain->fid, FI_GETWAIT, &fd)) << "no fd to wait on";
+    fid *bad[2] = {&eq->fid, &plain->fid};
+    EXPECT_EQ(-FI_EINVAL, fi_trywait(f.fabric, bad, 2));
+    EXPECT_EQ(-FI_EINVAL, fi_trywait(f.fabric, nullptr, 1));
+    EXPECT_EQ(0, fi_close(&plain->fid));
+    EXPECT_EQ(0, fi_close(&eq->fid));
+    f.close();
+}
+
+/* The source address is "any" (a worker's own exists only once the
+ * endpoint does): present, but no AV takes it. Domain caps stay off the
+ * tx and rx attributes. */
+TEST(FabricInfo, SourceAddressAndAttributeCaps) {
+    fi_info *info = tm_info();
+    ASSERT_NE(nullptr, info);
+    ASSERT_NE(nullptr, info->src_addr);
+    EXPECT_EQ(256u, info->src_addrlen);
+    EXPECT_EQ(0u, info->tx_attr->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_RECV));
+    EXPECT_EQ(0u, info->rx_attr->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SEND));
+    EXPECT_TRUE(info->rx_attr->caps & FI_MULTI_RECV);
+    EXPECT_GT(info->domain_attr->cntr_cnt, 0u);
+    Fabric f;
+    ASSERT_EQ(0, f.open());
+    Ep e;
+    ASSERT_EQ(0, e.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
+    fi_addr_t addr = 0;
+    EXPECT_EQ(0, fi_av_insert(e.av, info->src_addr, 1, &addr, 0, nullptr));
+    EXPECT_EQ(FI_ADDR_NOTAVAIL, addr);
+    e.close();
+    f.close();
+    fi_freeinfo(info);
 }

@@ -1019,6 +1019,25 @@ TEST(MultiRecvParams, MinMultiRecvZeroRejected) {
     uct_tm_proto_worker_destroy(w);
 }
 
+/* FI_OPT_MIN_MULTI_RECV after creation: the value reads back; 0 and a
+ * null worker are refused, changing nothing. */
+TEST(MultiRecvParams, MinMultiRecvSetAfterCreation) {
+    uct_tm_proto_worker_params_t p = {};
+    p.field_mask = UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS | UCT_TM_PROTO_WORKER_FIELD_MIN_MULTI_RECV;
+    p.transports = "posix";
+    p.min_multi_recv        = 10;
+    uct_tm_proto_worker_h w = nullptr;
+    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_create(&p, &w));
+    EXPECT_EQ(10u, uct_tm_proto_worker_min_multi_recv(w));
+    EXPECT_EQ(UCS_OK, uct_tm_proto_worker_set_min_multi_recv(w, 300));
+    EXPECT_EQ(300u, uct_tm_proto_worker_min_multi_recv(w));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_worker_set_min_multi_recv(w, 0));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_tm_proto_worker_set_min_multi_recv(nullptr, 5));
+    EXPECT_EQ(300u, uct_tm_proto_worker_min_multi_recv(w));
+    EXPECT_EQ(0u, uct_tm_proto_worker_min_multi_recv(nullptr));
+    uct_tm_proto_worker_destroy(w);
+}
+
 /* ---- forged untagged messages ------------------------------------------------ */
 
 /* A raw peer's untagged messages -- a MsgHeader with the flag and a tag, a

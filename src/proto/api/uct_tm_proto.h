@@ -134,6 +134,14 @@ unsigned     uct_tm_proto_worker_progress(uct_tm_proto_worker_h worker);
 ucs_status_t uct_tm_proto_worker_address(uct_tm_proto_worker_h worker, void *buffer,
                                          size_t *length);
 uint32_t     uct_tm_proto_worker_id(uct_tm_proto_worker_h worker);
+/* FI_OPT_MIN_MULTI_RECV after creation (fi_setopt comes after fi_endpoint):
+ * from the next message a multi-receive takes on, posted ones included, it
+ * is released once fewer than `bytes` (at least 1; 0: UCS_ERR_INVALID_PARAM,
+ * nothing changed) are left. */
+ucs_status_t uct_tm_proto_worker_set_min_multi_recv(uct_tm_proto_worker_h worker, size_t bytes);
+/* The current value (FIELD_MIN_MULTI_RECV, the environment, or the setter);
+ * 0 for a null worker. */
+size_t uct_tm_proto_worker_min_multi_recv(uct_tm_proto_worker_h worker);
 
 /* Worker counters (diagnostics and tests). */
 typedef struct uct_tm_proto_stats {
