@@ -20,6 +20,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 #include <cstdio>
 #include <fcntl.h>
 #include <signal.h>
@@ -321,6 +323,27 @@ TEST_P(DeadInitiatorTest, PassiveQueuePairsOfADeadInitiatorGo) {
     EXPECT_EQ(stats_counter(stats, "passive_open"), 0) << stats;
     close(to_child[1]);
     close(to_parent[0]);
+}
+
+/* NUM_DCI is an alias of QP_POOL_SIZE: alone it sets the pool's size; with
+ * both in the environment QP_POOL_SIZE wins (docs/tm_dc.md). */
+TEST_P(DeadInitiatorTest, NumDciIsAnAliasOfQpPoolSize) {
+    const std::string tl = GetParam();
+    UctEnv            probe(tl);
+    if (probe.iface_setting(tl, "QP_POOL_SIZE").empty()) {
+        GTEST_SKIP() << tl << " has no pool of initiators";
+    }
+    std::string prefix = "UCX_";
+    for (char c : tl) {
+        prefix += static_cast<char>(toupper(static_cast<unsigned char>(c)));
+    }
+    const std::string alias = prefix + "_NUM_DCI", name = prefix + "_QP_POOL_SIZE";
+    ASSERT_EQ(setenv(alias.c_str(), "3", 1), 0);
+    EXPECT_EQ(probe.iface_setting(tl, "QP_POOL_SIZE"), "3") << alias << " alone";
+    ASSERT_EQ(setenv(name.c_str(), "5", 1), 0);
+    EXPECT_EQ(probe.iface_setting(tl, "QP_POOL_SIZE"), "5") << "both set";
+    unsetenv(alias.c_str());
+    unsetenv(name.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(tm, DeadInitiatorTest, ::testing::ValuesIn(tag_transports()),
