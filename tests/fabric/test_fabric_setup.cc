@@ -2,7 +2,9 @@
 #include "fabric_fixture.h"
 
 #include <rdma/fi_rma.h>
+#include <rdma/providers/fi_prov.h>
 
+#include <dlfcn.h>
 #include <poll.h>
 
 #include <cstring>
@@ -15,7 +17,7 @@ namespace {
 
 int getinfo_rc(fi_info *hints) {
     fi_info  *info = nullptr;
-    const int ret  = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+    const int ret  = fi_getinfo(fi_version(), nullptr, nullptr, 0, hints, &info);
     fi_freeinfo(info);
     fi_freeinfo(hints);
     return ret;
@@ -76,11 +78,50 @@ TEST(FabricInfo, HonoursHints) {
     h->domain_attr->mr_mode = FI_MR_LOCAL;
     h->domain_attr->av_type = FI_AV_MAP;
     fi_info *info           = nullptr;
-    ASSERT_EQ(0, fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info));
+    ASSERT_EQ(0, fi_getinfo(fi_version(), nullptr, nullptr, 0, h, &info));
     EXPECT_EQ(0u, info->mode);
     EXPECT_EQ(FI_AV_MAP, info->domain_attr->av_type);
     fi_freeinfo(info);
     fi_freeinfo(h);
+}
+
+/* libfabric's core skips a provider whose fi_version is below the version
+ * asked for, and applications ask for the library's own. */
+TEST(FabricInfo, ListedAtTheLibraryVersion) {
+    fi_info *hints = tm_hints(nullptr);
+    fi_info *info  = nullptr;
+    ASSERT_EQ(0, fi_getinfo(fi_version(), nullptr, nullptr, 0, hints, &info));
+    ASSERT_NE(nullptr, info);
+    EXPECT_STREQ("tm", info->fabric_attr->prov_name);
+    fi_freeinfo(info);
+    fi_freeinfo(hints);
+}
+
+/* The provider itself, past the core's check: any API from 1.5 on, newer
+ * ones included. */
+TEST(FabricInfo, ProviderTakesNewerApiVersions) {
+    const std::string path = std::string(TM_FI_PROVIDER_PATH) + "/libtm-fi.so";
+    void             *lib  = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(nullptr, lib) << dlerror();
+    using Ini = fi_provider *(*)();
+    auto ini  = reinterpret_cast<Ini>(dlsym(lib, "fi_prov_ini"));
+    ASSERT_NE(nullptr, ini);
+    fi_provider *prov = ini();
+    EXPECT_FALSE(FI_VERSION_LT(prov->fi_version, fi_version()));
+    fi_info *hints = tm_hints();
+    fi_info *info  = nullptr;
+    EXPECT_EQ(0, prov->getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION + 1), nullptr, nullptr,
+                               0, hints, &info));
+    EXPECT_NE(nullptr, info);
+    fi_freeinfo(info);
+    info = nullptr;
+    EXPECT_EQ(0, prov->getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, hints, &info));
+    fi_freeinfo(info);
+    info = nullptr;
+    EXPECT_EQ(-FI_ENODATA, prov->getinfo(FI_VERSION(1, 4), nullptr, nullptr, 0, hints, &info));
+    EXPECT_EQ(nullptr, info);
+    fi_freeinfo(hints);
+    dlclose(lib);
 }
 
 TEST(FabricObjects, OpenCloseInOrder) {
