@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <poll.h>
 
+#include <chrono>
 #include <cstring>
 #include <set>
 #include <string>
@@ -14,6 +15,11 @@
 using namespace fabric_test;
 
 namespace {
+
+/* A blocking read that should return at once gets this long before the test
+ * fails, and must return within kSreadPrompt. */
+constexpr int                       kSreadTimeoutMs = 5000;
+constexpr std::chrono::milliseconds kSreadPrompt{1000};
 
 int getinfo_rc(fi_info *hints) {
     fi_info  *info = nullptr;
@@ -319,7 +325,11 @@ TEST(FabricObjects, BlockingCqReadAndEventQueue) {
     fi_cq_tagged_entry e;
     EXPECT_EQ(-FI_EAGAIN, fi_cq_sread(cq, &e, 1, nullptr, 20)); /* times out */
     EXPECT_EQ(0, fi_cq_signal(cq));
-    EXPECT_EQ(-FI_EAGAIN, fi_cq_sread(cq, &e, 1, nullptr, -1)); /* signalled: returns */
+    /* Signalled: returns at once. A finite timeout, so that a regression
+     * fails the test rather than hanging it. */
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(-FI_EAGAIN, fi_cq_sread(cq, &e, 1, nullptr, kSreadTimeoutMs));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, kSreadPrompt);
     EXPECT_EQ(0, fi_close(&cq->fid));
     fi_eq_attr eattr{};
     eattr.wait_obj = FI_WAIT_UNSPEC;
@@ -337,7 +347,10 @@ TEST(FabricObjects, BlockingCqReadAndEventQueue) {
     EXPECT_EQ(-FI_ETOOSMALL, fi_eq_read(eq, &event, &out, 4, 0));
     EXPECT_EQ(static_cast<ssize_t>(sizeof(out)),
               fi_eq_read(eq, &event, &out, sizeof(out), FI_PEEK));
-    EXPECT_EQ(static_cast<ssize_t>(sizeof(out)), fi_eq_sread(eq, &event, &out, sizeof(out), -1, 0));
+    start = std::chrono::steady_clock::now(); /* an entry is queued: returns at once */
+    EXPECT_EQ(static_cast<ssize_t>(sizeof(out)),
+              fi_eq_sread(eq, &event, &out, sizeof(out), kSreadTimeoutMs, 0));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, kSreadPrompt);
     EXPECT_EQ(static_cast<uint32_t>(FI_NOTIFY), event);
     EXPECT_EQ(99u, out.data);
     EXPECT_EQ(-FI_EAGAIN, fi_eq_read(eq, &event, &out, sizeof(out), 0));
