@@ -162,7 +162,16 @@ TEST(FabricObjects, EnableNeedsCqAndAv) {
     EXPECT_EQ(0, fi_ep_bind(ep, &cq->fid, FI_TRANSMIT));
     EXPECT_EQ(-FI_EINVAL, fi_ep_bind(ep, &cq->fid, FI_TRANSMIT)); /* one per direction */
     EXPECT_EQ(-FI_ENOCQ, fi_enable(ep));
+    EXPECT_EQ(0, fi_ep_bind(ep, &cq->fid, FI_RECV));
+    EXPECT_EQ(-FI_ENOAV, fi_enable(ep)); /* both CQs, no AV */
+    fid_av    *av = nullptr;
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    ASSERT_EQ(0, fi_av_open(f.domain, &av_attr, &av, nullptr));
+    EXPECT_EQ(0, fi_ep_bind(ep, &av->fid, 0));
+    EXPECT_EQ(0, fi_enable(ep));
     EXPECT_EQ(0, fi_close(&ep->fid));
+    EXPECT_EQ(0, fi_close(&av->fid));
     EXPECT_EQ(0, fi_close(&cq->fid));
     f.close();
 }
