@@ -18,6 +18,9 @@
 #   FABTESTS_CACHE   where the build goes (default ~/.cache/uct-tm/fabtests)
 #   FI_TM_DOMAIN     the domain (transport) to run over (default tm_sm)
 #   FABTESTS_TIMEOUT seconds each side may run (default 120)
+#   FABTESTS_LIBFABRIC the libfabric prefix to build fabtests against
+#                    (default: BUILD_DIR's --with-libfabric=PREFIX, else the
+#                    prefix pkg-config names, else /usr)
 #   FABTESTS_ARGS    more options for every test (e.g. "-v -S all": check
 #                    the data of every size)
 #
@@ -53,16 +56,42 @@ domain=${FI_TM_DOMAIN:-tm_sm}
 provdir=$(cd "$build/src/fabric/.libs" && pwd)
 [ -f "$provdir/libtm-fi.so" ] || { echo "no libtm-fi.so in $provdir" >&2; exit 1; }
 
+# fabtests run against the libfabric the provider was built for.
+libfabric_prefix() {
+    local arg
+    arg=$(sed -n "s/^ac_cs_config=.*'--with-libfabric=\([^']*\)'.*/\1/p" "$build/config.status" 2>/dev/null || true)
+    case "$arg" in
+    /*) echo "$arg" ;;
+    *) pkg-config --variable=prefix libfabric 2>/dev/null || echo /usr ;;
+    esac
+}
+libfabric=${FABTESTS_LIBFABRIC:-$(libfabric_prefix)}
+
 tree=$cache/libfabric-$tag
 prefix=$cache/install-$tag
+[ "$libfabric" = /usr ] || prefix=$prefix-$(tr / _ <<<"$libfabric")
 if [ ! -x "$prefix/bin/fi_rdm_tagged_pingpong" ]; then
     mkdir -p "$cache"
     [ -d "$tree" ] || git clone --quiet --depth 1 --branch "$tag" "$src" "$tree"
     (cd "$tree/fabtests" && ./autogen.sh >/dev/null &&
-        ./configure --quiet --prefix="$prefix" --with-libfabric=/usr &&
+        ./configure --quiet --prefix="$prefix" --with-libfabric="$libfabric" &&
         nice -n 19 make --quiet -j2 && make --quiet install) >"$cache/build-$tag.log" 2>&1 ||
         { echo "fabtests build failed: $cache/build-$tag.log" >&2; exit 1; }
 fi
+
+# Waits (up to 10 s) until something listens on TCP port $1 or process $2
+# is gone: the server takes the out-of-band connection there, so a probe
+# connecting would be taken for the client.
+wait_listen() {
+    local hex i
+    hex=$(printf ':%04X' "$1")
+    for ((i = 0; i < 100; i++)); do
+        awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' \
+            /proc/net/tcp /proc/net/tcp6 2>/dev/null && return 0
+        kill -0 "$2" 2>/dev/null || return 0
+        sleep 0.1
+    done
+}
 
 export FI_PROVIDER_PATH=$provdir FI_PROVIDER=tm
 status=0
@@ -91,10 +120,11 @@ for line in "${tests[@]}"; do
         continue
     fi
     port=$((20000 + RANDOM % 20000))
-    common=("${cmd[@]:1}" -p tm -d "$domain" -E"$port" ${FABTESTS_ARGS:-})
+    # fabtests drop the first character of -E's argument (the "=")
+    common=("${cmd[@]:1}" -p tm -d "$domain" -E="$port" ${FABTESTS_ARGS:-})
     timeout -k 5 "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${common[@]}" >"$log.server.log" 2>&1 &
     server=$!
-    sleep 1
+    wait_listen "$port" "$server"
     if timeout -k 5 "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${common[@]}" 127.0.0.1 >"$log.client.log" 2>&1 &&
         wait "$server"; then
         echo "PASS: $line ($domain)"

@@ -324,8 +324,12 @@ int Endpoint::enable() {
     if (enabled_) {
         return 0;
     }
-    if ((tx_cq_ == nullptr) || (rx_cq_ == nullptr) || (av_ == nullptr)) {
-        return -FI_ENOCQ; /* an RDM endpoint needs both CQs and an AV */
+    /* An RDM endpoint needs both CQs and an AV: the error names what lacks. */
+    if ((tx_cq_ == nullptr) || (rx_cq_ == nullptr)) {
+        return -FI_ENOCQ;
+    }
+    if (av_ == nullptr) {
+        return -FI_ENOAV;
     }
     for (fi_addr_t addr = 0; addr < av_->size(); ++addr) {
         const Name *name = av_->lookup(addr);

@@ -205,8 +205,8 @@ int getinfo(uint32_t version, const char *, const char *, uint64_t, const fi_inf
         return -FI_EINVAL;
     }
     *info = nullptr;
-    if (FI_VERSION_LT(version, FI_VERSION(1, 5)) || FI_VERSION_LT(kApiVersion, version)) {
-        return -FI_ENODATA; /* mr_mode before 1.5 was an enum; newer APIs are unknown */
+    if (FI_VERSION_LT(version, kMinApiVersion)) {
+        return -FI_ENODATA;
     }
     fi_info *tail = nullptr;
     for (const std::string &tl : transports()) {

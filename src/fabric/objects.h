@@ -246,8 +246,10 @@ class Mr {
      * (mapped now if need be), else 0: the operation goes without. */
     uct_tm_proto_mem_h map_for(Endpoint *ep, uct_tm_proto_worker_h worker, const void *buf,
                                size_t len);
-    /* Unmaps from every worker: -FI_EBUSY (nothing undone) while an
-     * operation that carried it is in flight. */
+    /* Unmaps from every worker: -FI_EBUSY while an operation that carried
+     * it is in flight. The layer cannot ask without unmapping, so mappings
+     * into other workers may be gone by then: the MR stays usable (mapped
+     * again on use) and a later close unmaps the rest. */
     int  unmap_all();
     void forget(Endpoint *ep); /* its worker is gone, and its mappings with it */
 

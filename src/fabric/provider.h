@@ -30,7 +30,11 @@ namespace fabric {
 constexpr const char *kProviderName    = "tm";
 constexpr const char *kFabricName      = "tm";
 constexpr uint32_t    kProviderVersion = FI_VERSION(0, 1);
-constexpr uint32_t    kApiVersion      = FI_VERSION(1, 17);
+/* The API of the headers built against: libfabric's core skips a provider
+ * whose fi_version is below the version an application asks for. */
+constexpr uint32_t kApiVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+/* mr_mode before 1.5 was an enum, not the bits this provider reports. */
+constexpr uint32_t kMinApiVersion = FI_VERSION(1, 5);
 
 /* What the provider offers: tagged and untagged messages, the source of a
  * message, receives directed at one source, untagged multi-receives. */

@@ -37,7 +37,7 @@ fi_info *tm_info(const char *domain, uint64_t caps) {
     (void)g_path_set;
     fi_info  *hints = tm_hints(domain, caps);
     fi_info  *info  = nullptr;
-    const int ret   = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+    const int ret   = fi_getinfo(fi_version(), nullptr, nullptr, 0, hints, &info);
     fi_freeinfo(hints);
     return (ret == 0) ? info : nullptr;
 }

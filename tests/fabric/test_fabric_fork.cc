@@ -70,6 +70,26 @@ int run_side(const char *domain, int sock, bool first) {
     return failures;
 }
 
+/* Ends a forked child: its own count of failed checks plus one if a gtest
+ * check failed in it (the child's gtest result is lost with the child). */
+[[noreturn]] void exit_child(int failures) {
+    _exit(std::min(failures + (::testing::Test::HasFailure() ? 1 : 0), 125));
+}
+
+/* The status of a forked child that ran `side` (-1: fork or wait failed). */
+template <typename F> int child_status(F &&side) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+        alarm(60);
+        exit_child(side());
+    }
+    int status = 0;
+    if ((pid < 0) || (waitpid(pid, &status, 0) != pid) || !WIFEXITED(status)) {
+        return -1;
+    }
+    return WEXITSTATUS(status);
+}
+
 class FabricFork : public ::testing::TestWithParam<const char *> {};
 
 }  // namespace
@@ -87,7 +107,7 @@ TEST_P(FabricFork, PingPongEverySizeBothKinds) {
     if (pid == 0) {
         close(sv[0]);
         alarm(60);
-        _exit(std::min(run_side(GetParam(), sv[1], false), 125));
+        exit_child(run_side(GetParam(), sv[1], false));
     }
     close(sv[1]);
     EXPECT_EQ(0, run_side(GetParam(), sv[0], true));
@@ -96,6 +116,16 @@ TEST_P(FabricFork, PingPongEverySizeBothKinds) {
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
     ASSERT_TRUE(WIFEXITED(status)) << "child status " << status;
     EXPECT_EQ(0, WEXITSTATUS(status));
+}
+
+/* A gtest check failing in a child fails the parent's test: the failure
+ * message the child prints below is expected. */
+TEST(FabricForkChild, GtestFailureReachesParent) {
+    EXPECT_EQ(0, child_status([] { return 0; }));
+    EXPECT_EQ(1, child_status([] {
+                  ADD_FAILURE() << "expected: a child's failure, the parent checks it is seen";
+                  return 0;
+              }));
 }
 
 INSTANTIATE_TEST_SUITE_P(domains, FabricFork, ::testing::Values("tm_sm", "posix", "tcp"));

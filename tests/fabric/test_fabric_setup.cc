@@ -2,9 +2,12 @@
 #include "fabric_fixture.h"
 
 #include <rdma/fi_rma.h>
+#include <rdma/providers/fi_prov.h>
 
+#include <dlfcn.h>
 #include <poll.h>
 
+#include <chrono>
 #include <cstring>
 #include <set>
 #include <string>
@@ -13,9 +16,14 @@ using namespace fabric_test;
 
 namespace {
 
+/* A blocking read that should return at once gets this long before the test
+ * fails, and must return within kSreadPrompt. */
+constexpr int                       kSreadTimeoutMs = 5000;
+constexpr std::chrono::milliseconds kSreadPrompt{1000};
+
 int getinfo_rc(fi_info *hints) {
     fi_info  *info = nullptr;
-    const int ret  = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+    const int ret  = fi_getinfo(fi_version(), nullptr, nullptr, 0, hints, &info);
     fi_freeinfo(info);
     fi_freeinfo(hints);
     return ret;
@@ -76,11 +84,50 @@ TEST(FabricInfo, HonoursHints) {
     h->domain_attr->mr_mode = FI_MR_LOCAL;
     h->domain_attr->av_type = FI_AV_MAP;
     fi_info *info           = nullptr;
-    ASSERT_EQ(0, fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info));
+    ASSERT_EQ(0, fi_getinfo(fi_version(), nullptr, nullptr, 0, h, &info));
     EXPECT_EQ(0u, info->mode);
     EXPECT_EQ(FI_AV_MAP, info->domain_attr->av_type);
     fi_freeinfo(info);
     fi_freeinfo(h);
+}
+
+/* libfabric's core skips a provider whose fi_version is below the version
+ * asked for, and applications ask for the library's own. */
+TEST(FabricInfo, ListedAtTheLibraryVersion) {
+    fi_info *hints = tm_hints(nullptr);
+    fi_info *info  = nullptr;
+    ASSERT_EQ(0, fi_getinfo(fi_version(), nullptr, nullptr, 0, hints, &info));
+    ASSERT_NE(nullptr, info);
+    EXPECT_STREQ("tm", info->fabric_attr->prov_name);
+    fi_freeinfo(info);
+    fi_freeinfo(hints);
+}
+
+/* The provider itself, past the core's check: any API from 1.5 on, newer
+ * ones included. */
+TEST(FabricInfo, ProviderTakesNewerApiVersions) {
+    const std::string path = std::string(TM_FI_PROVIDER_PATH) + "/libtm-fi.so";
+    void             *lib  = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(nullptr, lib) << dlerror();
+    using Ini = fi_provider *(*)();
+    auto ini  = reinterpret_cast<Ini>(dlsym(lib, "fi_prov_ini"));
+    ASSERT_NE(nullptr, ini);
+    fi_provider *prov = ini();
+    EXPECT_FALSE(FI_VERSION_LT(prov->fi_version, fi_version()));
+    fi_info *hints = tm_hints();
+    fi_info *info  = nullptr;
+    EXPECT_EQ(0, prov->getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION + 1), nullptr, nullptr,
+                               0, hints, &info));
+    EXPECT_NE(nullptr, info);
+    fi_freeinfo(info);
+    info = nullptr;
+    EXPECT_EQ(0, prov->getinfo(FI_VERSION(1, 5), nullptr, nullptr, 0, hints, &info));
+    fi_freeinfo(info);
+    info = nullptr;
+    EXPECT_EQ(-FI_ENODATA, prov->getinfo(FI_VERSION(1, 4), nullptr, nullptr, 0, hints, &info));
+    EXPECT_EQ(nullptr, info);
+    fi_freeinfo(hints);
+    dlclose(lib);
 }
 
 TEST(FabricObjects, OpenCloseInOrder) {
@@ -115,7 +162,16 @@ TEST(FabricObjects, EnableNeedsCqAndAv) {
     EXPECT_EQ(0, fi_ep_bind(ep, &cq->fid, FI_TRANSMIT));
     EXPECT_EQ(-FI_EINVAL, fi_ep_bind(ep, &cq->fid, FI_TRANSMIT)); /* one per direction */
     EXPECT_EQ(-FI_ENOCQ, fi_enable(ep));
+    EXPECT_EQ(0, fi_ep_bind(ep, &cq->fid, FI_RECV));
+    EXPECT_EQ(-FI_ENOAV, fi_enable(ep)); /* both CQs, no AV */
+    fid_av    *av = nullptr;
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    ASSERT_EQ(0, fi_av_open(f.domain, &av_attr, &av, nullptr));
+    EXPECT_EQ(0, fi_ep_bind(ep, &av->fid, 0));
+    EXPECT_EQ(0, fi_enable(ep));
     EXPECT_EQ(0, fi_close(&ep->fid));
+    EXPECT_EQ(0, fi_close(&av->fid));
     EXPECT_EQ(0, fi_close(&cq->fid));
     f.close();
 }
@@ -278,7 +334,11 @@ TEST(FabricObjects, BlockingCqReadAndEventQueue) {
     fi_cq_tagged_entry e;
     EXPECT_EQ(-FI_EAGAIN, fi_cq_sread(cq, &e, 1, nullptr, 20)); /* times out */
     EXPECT_EQ(0, fi_cq_signal(cq));
-    EXPECT_EQ(-FI_EAGAIN, fi_cq_sread(cq, &e, 1, nullptr, -1)); /* signalled: returns */
+    /* Signalled: returns at once. A finite timeout, so that a regression
+     * fails the test rather than hanging it. */
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(-FI_EAGAIN, fi_cq_sread(cq, &e, 1, nullptr, kSreadTimeoutMs));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, kSreadPrompt);
     EXPECT_EQ(0, fi_close(&cq->fid));
     fi_eq_attr eattr{};
     eattr.wait_obj = FI_WAIT_UNSPEC;
@@ -296,7 +356,10 @@ TEST(FabricObjects, BlockingCqReadAndEventQueue) {
     EXPECT_EQ(-FI_ETOOSMALL, fi_eq_read(eq, &event, &out, 4, 0));
     EXPECT_EQ(static_cast<ssize_t>(sizeof(out)),
               fi_eq_read(eq, &event, &out, sizeof(out), FI_PEEK));
-    EXPECT_EQ(static_cast<ssize_t>(sizeof(out)), fi_eq_sread(eq, &event, &out, sizeof(out), -1, 0));
+    start = std::chrono::steady_clock::now(); /* an entry is queued: returns at once */
+    EXPECT_EQ(static_cast<ssize_t>(sizeof(out)),
+              fi_eq_sread(eq, &event, &out, sizeof(out), kSreadTimeoutMs, 0));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, kSreadPrompt);
     EXPECT_EQ(static_cast<uint32_t>(FI_NOTIFY), event);
     EXPECT_EQ(99u, out.data);
     EXPECT_EQ(-FI_EAGAIN, fi_eq_read(eq, &event, &out, sizeof(out), 0));
