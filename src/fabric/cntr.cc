@@ -2,10 +2,10 @@
  * Counters: the bound endpoints count their completed operations into
  * them. Reading and waiting progress those endpoints (FI_PROGRESS_MANUAL).
  */
+#include "deadline.h"
 #include "endpoint.h"
 
 #include <algorithm>
-#include <chrono>
 #include <new>
 
 namespace uct_tm {
@@ -99,8 +99,7 @@ int Cntr::wait(uint64_t threshold, int timeout) {
     if (!waitable_) {
         return -FI_ENOSYS; /* FI_WAIT_NONE: no blocking waits */
     }
-    using Clock          = std::chrono::steady_clock;
-    const auto     end   = Clock::now() + std::chrono::milliseconds(timeout);
+    const Deadline deadline(timeout);
     const uint64_t error = errors_;
     for (;;) {
         if (read() >= threshold) {
@@ -109,7 +108,7 @@ int Cntr::wait(uint64_t threshold, int timeout) {
         if (errors_ != error) {
             return -FI_EAVAIL;
         }
-        if ((timeout >= 0) && (Clock::now() >= end)) {
+        if (deadline.passed()) {
             return -FI_ETIMEDOUT;
         }
     }

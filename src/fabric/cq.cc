@@ -3,10 +3,10 @@
  * callbacks, returned in the format chosen at fi_cq_open. Reading
  * progresses the bound endpoints (FI_PROGRESS_MANUAL).
  */
+#include "deadline.h"
 #include "endpoint.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <new>
 
@@ -131,14 +131,13 @@ ssize_t Cq::wait_read(void *buf, size_t count, fi_addr_t *sources, int timeout) 
     if (!waitable_) {
         return -FI_ENOSYS; /* FI_WAIT_NONE: no blocking reads */
     }
-    using Clock         = std::chrono::steady_clock;
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout);
+    const Deadline deadline(timeout);
     for (;;) {
         const ssize_t ret = read(buf, count, sources);
         if (ret != -FI_EAGAIN) {
             return ret;
         }
-        if (signaled_.exchange(false) || ((timeout >= 0) && (Clock::now() >= deadline))) {
+        if (signaled_.exchange(false) || deadline.passed()) {
             return -FI_EAGAIN;
         }
     }

@@ -3,6 +3,7 @@
  * The provider itself raises none (RDM endpoints need no connection
  * events; AVs are synchronous). fi_eq_sread polls until its timeout.
  */
+#include "deadline.h"
 #include "objects.h"
 
 #include <sys/eventfd.h>
@@ -52,11 +53,10 @@ ssize_t eq_sread(fid_eq *f, uint32_t *event, void *buf, size_t len, int timeout,
     if (eq == nullptr) {
         return -FI_EINVAL;
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
+    const Deadline deadline(timeout);
     for (;;) {
         const ssize_t ret = eq->read(event, buf, len, flags);
-        if ((ret != -FI_EAGAIN) ||
-            ((timeout >= 0) && (std::chrono::steady_clock::now() >= deadline))) {
+        if ((ret != -FI_EAGAIN) || deadline.passed()) {
             return ret;
         }
         std::this_thread::sleep_for(std::chrono::microseconds(100));

@@ -223,9 +223,9 @@ int truncate_named_segment(const Node &node, const std::string &address) {
 
 /* Each of two named-segment ifaces sends the other an eager message; then
  * another process truncates the receiver's segment and the sender writes
- * into it. 0 when both
- * endpoints fail with CONNECTION_RESET, the failed one refuses further sends
- * and the ifaces close; see TruncatedSegmentFailsEndpointsWithoutACrash. */
+ * into it. 0 when both endpoints fail with CONNECTION_RESET, the failed one
+ * refuses further sends and the ifaces close; see
+ * TruncatedSegmentFailsEndpointsWithoutACrash. */
 int send_into_a_truncated_segment() {
     UctEnv         env;
     const Settings named = {{"NAMED_SEGMENTS", "y"}, {"PEER_CHECK_INTERVAL", "10ms"}};
@@ -238,11 +238,8 @@ int send_into_a_truncated_segment() {
     }
     const uint64_t payload        = 0x5eed;
     auto           progress_until = [&](const std::function<bool()> &done) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (!done() && (std::chrono::steady_clock::now() < deadline)) {
-            uct_worker_progress(env.worker());
-        }
-        return done();
+        return wait_for(
+                      done, [&] { uct_worker_progress(env.worker()); }, 10);
     };
     if ((uct_ep_tag_eager_short(to_rx, 1, &payload, sizeof(payload)) != UCS_OK) ||
         (uct_ep_tag_eager_short(to_tx, 2, &payload, sizeof(payload)) != UCS_OK) ||

@@ -29,6 +29,7 @@ std::atomic<int> g_used{0}; /* ranges [0, g_used) may be taken */
 std::mutex       g_mutex;   /* watch, unwatch, installing the handler */
 struct sigaction g_previous;
 bool             g_installed   = false;
+bool             g_install_failed = false; /* warned once; no retries */
 bool             g_full_warned = false;
 
 /* What SIGBUS would have done without the guard. */
@@ -82,8 +83,8 @@ void on_sigbus(int sig, siginfo_t *info, void *context) {
 }
 
 bool install_locked() {
-    if (g_installed) {
-        return true;
+    if (g_installed || g_install_failed) {
+        return g_installed;
     }
     struct sigaction action = {};
     action.sa_sigaction     = on_sigbus;
@@ -91,6 +92,7 @@ bool install_locked() {
     sigemptyset(&action.sa_mask);
     if (sigaction(SIGBUS, &action, &g_previous) != 0) {
         ucs_warn("tm shm: cannot install the SIGBUS handler for named segments: %m");
+        g_install_failed = true;
         return false;
     }
     g_installed = true;

@@ -48,8 +48,6 @@ namespace ib {
 
 namespace {
 
-uint64_t ns_of(double seconds) { return seconds_to_ns(seconds); }
-
 /* Closes not confirmed yet that an iface keeps asking about. */
 constexpr size_t kMaxDisconnects = 4096;
 
@@ -291,8 +289,8 @@ void ConnectOnDemand::start_connect(RcEp *ep) {
     }
     ep->conn_id          = next_conn_id_++;
     const uint64_t now   = monotonic_ns();
-    ep->conn_deadline_ns = deadline_after(now, ns_of(config_.conn_timeout));
-    ep->conn_retry_ns    = deadline_after(now, ns_of(config_.conn_retry));
+    ep->conn_deadline_ns = deadline_after(now, seconds_to_ns(config_.conn_timeout));
+    ep->conn_retry_ns    = deadline_after(now, seconds_to_ns(config_.conn_retry));
     ep->probe_due_ns     = 0;
     ++iface_.counters_.connects;
     /* lost or refused for now (no send slot): CONN_RETRY asks again */
@@ -307,7 +305,7 @@ bool ConnectOnDemand::evictable(const RcEp *ep, uint64_t now) const {
     return ep->connected && !ep->failed && (ep->outstanding == 0) && (ep->rndv_sends == 0) &&
            ep->pending.empty() &&
            ((ep->last_use != ep->connect_use) ||
-            (now >= ep->connected_ns + ns_of(config_.conn_retry)));
+            (now >= ep->connected_ns + seconds_to_ns(config_.conn_retry)));
 }
 
 bool ConnectOnDemand::qp_room(uint64_t now) {
@@ -389,7 +387,7 @@ unsigned ConnectOnDemand::progress() {
                          ep->qp->qp_num, config_.conn_timeout);
                 iface_.fail_ep(ep, UCS_ERR_ENDPOINT_TIMEOUT);
             } else if (now >= ep->conn_retry_ns) {
-                ep->conn_retry_ns = deadline_after(now, ns_of(config_.conn_retry));
+                ep->conn_retry_ns = deadline_after(now, seconds_to_ns(config_.conn_retry));
                 (void)send_conn_message(ConnKind::kConnRequest, ep, ep->remote_dev);
             }
         }
@@ -494,8 +492,8 @@ void ConnectOnDemand::ping(RcEp *ep) {
     ep->ping_seq = next_ping_seq_;
     next_ping_seq_ = (next_ping_seq_ % ((1u << 24) - 1)) + 1; /* 1 .. 2^24 - 1: a valid field */
     const uint64_t now   = monotonic_ns();
-    ep->ping_retry_ns    = deadline_after(now, ns_of(config_.conn_retry));
-    ep->ping_deadline_ns = deadline_after(now, ns_of(config_.conn_timeout));
+    ep->ping_retry_ns    = deadline_after(now, seconds_to_ns(config_.conn_retry));
+    ep->ping_deadline_ns = deadline_after(now, seconds_to_ns(config_.conn_timeout));
     (void)send_conn_message(ConnKind::kPing, ep->ping_seq, uid_, ep->peer_uid, ep->remote_dev,
                             ep->peer_ud_qpn);
 }
@@ -514,7 +512,7 @@ void ConnectOnDemand::progress_pings(uint64_t now) {
                      config_.conn_timeout);
             iface_.fail_ep(ep, UCS_ERR_ENDPOINT_TIMEOUT);
         } else if (now >= ep->ping_retry_ns) {
-            ep->ping_retry_ns = deadline_after(now, ns_of(config_.conn_retry));
+            ep->ping_retry_ns = deadline_after(now, seconds_to_ns(config_.conn_retry));
             (void)send_conn_message(ConnKind::kPing, ep->ping_seq, uid_, ep->peer_uid,
                                     ep->remote_dev, ep->peer_ud_qpn);
         }
@@ -529,7 +527,7 @@ void ConnectOnDemand::probe_passive(uint64_t now) {
     if (now < next_passive_probe_ns_) {
         return;
     }
-    next_passive_probe_ns_ = deadline_after(now, ns_of(config_.conn_timeout));
+    next_passive_probe_ns_ = deadline_after(now, seconds_to_ns(config_.conn_timeout));
     for (const auto &entry : passive_eps_) {
         RcEp *ep = entry.second;
         if (ep->connected && !ep->failed && (ep->outstanding == 0)) {
@@ -636,8 +634,8 @@ void ConnectOnDemand::disconnect(RcEp *ep) {
                           ep->peer_ud_qpn,
                           ep->qp->qp_num,
                           ep->conn_id,
-                          deadline_after(now, ns_of(config_.conn_retry)),
-                          deadline_after(now, ns_of(config_.conn_timeout))};
+                          deadline_after(now, seconds_to_ns(config_.conn_retry)),
+                          deadline_after(now, seconds_to_ns(config_.conn_timeout))};
     (void)send_conn_message(ConnKind::kDisconnect, d.rc_qpn, uid_, d.conn_id, d.to, d.to_qpn);
     if (disconnects_.size() >= kMaxDisconnects) {
         disconnects_.erase(disconnects_.begin()); /* the oldest goes unconfirmed */
@@ -654,7 +652,7 @@ void ConnectOnDemand::retry_disconnects(uint64_t now) {
             continue;
         }
         if (now >= d.retry_ns) {
-            d.retry_ns = deadline_after(now, ns_of(config_.conn_retry));
+            d.retry_ns = deadline_after(now, seconds_to_ns(config_.conn_retry));
             (void)send_conn_message(ConnKind::kDisconnect, d.rc_qpn, uid_, d.conn_id, d.to, d.to_qpn);
         }
         disconnects_[kept++] = d;
