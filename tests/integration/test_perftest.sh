@@ -81,10 +81,9 @@ check() {
     echo "ok: $name: $(awk '{print "lat50", $3, "us, bw", $6, "MB/s, rate", $9}' <<<"$final"); tm_sm received $received, posted $posted, split gets $split_gets"
 }
 
-# tag_bw 1 MiB: ucx_perftest posts every receive into one buffer, which tm_sm takes once at a
-# time (ALREADY_EXISTS, as rc_mlx5), so most rendezvous arrive unexpected. UCP's v1 protocols
-# send them with tm_sm's tag_rndv_zcopy and fetch them with get_zcopy, which tm_sm splits with
-# the sender. The v2 engine sends messages this large as a software RTS over tm_sm's
+# tag_bw 1 MiB: ucx_perftest posts receives as the window drains, so many rendezvous arrive
+# before their receive. UCP's v1 protocols send them with tm_sm's tag_rndv_zcopy and fetch the
+# unexpected ones with get_zcopy, which tm_sm splits with the sender. The v2 engine sends messages this large as a software RTS over tm_sm's
 # tag_rndv_request and reads the registered buffer: no tm_sm rendezvous slot to split.
 if [ $v2_default = no ]; then split_1m=10; else split_1m=0; fi
 for tls in tm_sm tm_sm,self; do

@@ -48,8 +48,7 @@ ucs_status_t TagEngine::post_general(uct_tag_t tag, uct_tag_t mask, const uct_io
         ++counters_.refused;
         return UCS_ERR_EXCEEDS_LIMIT;
     }
-    const uintptr_t key = (iovcnt > 0) ? reinterpret_cast<uintptr_t>(iov[0].buffer) : 0;
-    return admit(tag, mask, key, ctx, [&](Recv &recv) {
+    return admit(tag, mask, ctx, [&](Recv &recv) {
         recv.capacity = capacity;
         recv.iovcnt   = static_cast<uint32_t>(iovcnt);
         for (size_t i = 0; i < iovcnt; ++i) {
@@ -108,15 +107,6 @@ ucs_status_t TagEngine::spill_exact() {
     return UCS_OK;
 }
 
-TagEngine::Recv *TagEngine::lookup(uct_tag_context_t *ctx) {
-    Recv *recv = ContextHandle::find(ctx, this, recvs_.issued(),
-                                     [this](uint32_t i) -> Recv & { return recvs_[i]; });
-    if ((recv == nullptr) || (recv->state == kFree) || (recv->state == kOrphaned)) {
-        return nullptr;
-    }
-    return recv;
-}
-
 ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {
     Recv *recv = lookup(ctx);
     if (recv == nullptr) {
@@ -155,11 +145,6 @@ ucs_status_t TagEngine::cancel(uct_tag_context_t *ctx, int force) {
             }
             recv->state = kOrphaned;
             recv->ctx   = nullptr;
-            if (recv->holds_buffer) {
-                buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base),
-                               recv->buffer_pos);
-                recv->holds_buffer = false;
-            }
         }
         return UCS_OK; /* not forced: completes normally */
     case kCancelled:

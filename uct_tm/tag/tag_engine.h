@@ -14,7 +14,12 @@
  *    UCS_ERR_CANCELED, or normally if a message already claimed it;
  *    cancel(force=1) never calls back and the context is free at once;
  *  - UCS_ERR_EXCEEDS_LIMIT past the configured list size,
- *    UCS_ERR_ALREADY_EXISTS for a buffer already posted.
+ *    UCS_ERR_ALREADY_EXISTS for a context already posted (or awaiting its
+ *    cancellation). One buffer may be in several receives at once: nothing
+ *    but the sender writes into it, one message at a time, so unlike a NIC
+ *    (HwTagEngine, rc_mlx5) there is no reason to refuse it, and refusing it
+ *    sends every later receive of a streaming MPI benchmark to UCP's
+ *    software queue.
  *
  * Where receives live: while every posted receive has an exact tag (a
  * streaming MPI or UCP receiver), in per-tag queues (ExactTagQueues), so a
@@ -31,7 +36,6 @@
 #ifndef UCT_TM_TAG_TAG_ENGINE_H_
 #define UCT_TM_TAG_TAG_ENGINE_H_
 
-#include "address_set.h"
 #include "context_handle.h"
 #include "common/alloc_status.h"
 #include "base/copy_bytes.h"
@@ -77,11 +81,9 @@ class TagEngine {
         match::RecvHandle handle;       /* in the matcher (!exact) */
         uint32_t          index        = 0;
         uint32_t          gen          = 1;
-        uint32_t          buffer_pos   = 0; /* where buffers_ keeps iov[0] (a hint) */
         Recv             *prev         = nullptr; /* neighbours in its tag's exact queue (exact) */
         Recv             *next         = nullptr; /* also: the next spare one (free) */
         uint8_t           state        = 0;
-        bool              holds_buffer = false;
         bool              exact        = false; /* posted in exact_, not in the matcher */
         uint32_t          free_link_   = 0;
         uint32_t         &free_link() { return free_link_; }
@@ -206,7 +208,7 @@ class TagEngine {
         uint64_t posts     = 0; /* receives posted */
         uint64_t matches   = 0; /* arrivals that matched a posted receive */
         uint64_t cancels   = 0; /* receives cancelled (forced or not) before matching */
-        uint64_t refused   = 0; /* posts refused: list full or buffer already posted */
+        uint64_t refused   = 0; /* posts refused: list full or context already posted */
     };
     const Counters &counters() const { return counters_; }
 
@@ -226,20 +228,17 @@ class TagEngine {
     ucs_status_t post_contig(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
                              uct_tag_context_t *ctx) {
         if (ucs_unlikely((mask != ~uct_tag_t{0}) || (posted_ != exact_posted_) ||
-                         (spare_ == nullptr) || !buffers_.has_room())) {
+                         (spare_ == nullptr))) {
             return post_general(tag, mask, iov, 1, ctx);
         }
-        void *const  buffer = iov->buffer;
-        const size_t length = iov->length;
-        size_t       buffer_pos;
-        if (ucs_unlikely(!buffers_.insert_in_room(reinterpret_cast<uintptr_t>(buffer),
-                                                  &buffer_pos))) {
+        if (ucs_unlikely(lookup(ctx) != nullptr)) {
             ++counters_.refused;
             return UCS_ERR_ALREADY_EXISTS;
         }
-        ExactQueues::Queue *q = exact_.find_or_insert_in_room(tag);
+        void *const         buffer = iov->buffer;
+        const size_t        length = iov->length;
+        ExactQueues::Queue *q      = exact_.find_or_insert_in_room(tag);
         if (ucs_unlikely(q == nullptr)) { /* a new tag and the table must grow */
-            buffers_.erase(reinterpret_cast<uintptr_t>(buffer), buffer_pos);
             return post_general(tag, mask, iov, 1, ctx);
         }
         Recv &recv = *spare_;
@@ -249,66 +248,48 @@ class TagEngine {
         recv.iovcnt          = 1;
         recv.iov[0].iov_base = buffer;
         recv.iov[0].iov_len  = length;
-        publish(recv, tag, ctx, true, buffer_pos);
+        publish(recv, tag, ctx);
         return UCS_OK;
     }
 
     /* Marks a queued receive posted and gives `ctx` its handle. */
-    [[gnu::always_inline]] void publish(Recv &recv, uct_tag_t tag, uct_tag_context_t *ctx,
-                                        bool holds_buffer, size_t buffer_pos) {
+    [[gnu::always_inline]] void publish(Recv &recv, uct_tag_t tag, uct_tag_context_t *ctx) {
         ucs_assertv(recv.state == kFree, "posted a receive in state %d", recv.state);
-        recv.ctx          = ctx;
-        recv.tag          = tag;
-        recv.state        = kPosted;
-        recv.holds_buffer = holds_buffer;
-        recv.buffer_pos   = static_cast<uint32_t>(buffer_pos);
+        recv.ctx   = ctx;
+        recv.tag   = tag;
+        recv.state = kPosted;
         ContextHandle::bind(ctx, this, recv.index, recv.gen);
         ++posted_;
         ++counters_.posts;
     }
 
-    /* Posts a validated receive whose first buffer is `key` (0: none);
-     * fill_iov(recv) stores its buffers. */
+    /* Posts a validated receive; fill_iov(recv) stores its buffers. */
     template <typename FillIov>
-    [[gnu::always_inline]] ucs_status_t admit(uct_tag_t tag, uct_tag_t mask, uintptr_t key, uct_tag_context_t *ctx,
+    ucs_status_t admit(uct_tag_t tag, uct_tag_t mask, uct_tag_context_t *ctx,
                        const FillIov &fill_iov) {
-        size_t buffer_pos = 0;
-        bool inserted = true;
-        if ((key != 0) &&
-            (alloc_status([&] { inserted = buffers_.insert(key, &buffer_pos); }) != UCS_OK)) {
-            return UCS_ERR_NO_MEMORY;
-        }
-        if (!inserted) {
+        if (lookup(ctx) != nullptr) {
             ++counters_.refused;
             return UCS_ERR_ALREADY_EXISTS;
         }
         Recv *entry = spare_;
         if (entry != nullptr) {
             spare_ = entry->next;
-        } else {
-            if (alloc_status([&] {
-                    const RecvPool::Slot slot = recvs_.allocate_slot();
-                    entry                     = slot.entry;
-                    entry->index              = slot.index;
-                }) != UCS_OK) {
-                if (key != 0) {
-                    buffers_.erase(key, buffer_pos); /* inserted above */
-                }
-                return UCS_ERR_NO_MEMORY;
-            }
+        } else if (alloc_status([&] {
+                       const RecvPool::Slot slot = recvs_.allocate_slot();
+                       entry                     = slot.entry;
+                       entry->index              = slot.index;
+                   }) != UCS_OK) {
+            return UCS_ERR_NO_MEMORY;
         }
         Recv              &recv   = *entry;
         const ucs_status_t status = enqueue(&recv, tag, mask);
         if (ucs_unlikely(status != UCS_OK)) {
             recv.next = spare_;
             spare_    = &recv;
-            if (key != 0) {
-                buffers_.erase(key, buffer_pos);
-            }
             return status;
         }
         fill_iov(recv);
-        publish(recv, tag, ctx, key != 0, buffer_pos);
+        publish(recv, tag, ctx);
         return UCS_OK;
     }
 
@@ -367,7 +348,16 @@ class TagEngine {
     ucs_status_t post_general(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov, size_t iovcnt,
                               uct_tag_context_t *ctx);
     size_t   scatter_iov(Recv *recv, size_t offset, const void *data, size_t length) const;
-    Recv    *lookup(uct_tag_context_t *ctx);
+    /* The receive `ctx` is posted to or in flight in (not one cancelled with
+     * force), or null. */
+    Recv *lookup(uct_tag_context_t *ctx) {
+        Recv *recv = ContextHandle::find(ctx, this, recvs_.issued(),
+                                         [this](uint32_t i) -> Recv & { return recvs_[i]; });
+        if ((recv == nullptr) || (recv->state == kFree) || (recv->state == kOrphaned)) {
+            return nullptr;
+        }
+        return recv;
+    }
     [[gnu::always_inline]] void release(Recv *recv) {
         if ((recv->state == kMatched) || (recv->state == kOrphaned)) {
             --in_flight_;
@@ -381,9 +371,6 @@ class TagEngine {
         free_recv(recv);
     }
     [[gnu::always_inline]] void free_recv(Recv *recv) {
-        if (recv->holds_buffer) { /* every post sets it again */
-            buffers_.erase(reinterpret_cast<uintptr_t>(recv->iov[0].iov_base), recv->buffer_pos);
-        }
         ucs_assertv(recv->state != kFree, "freed a free receive");
         recv->state = kFree;
         recv->ctx   = nullptr;
@@ -399,7 +386,6 @@ class TagEngine {
     size_t                    exact_posted_ = 0; /* receives in exact_ */
     RecvPool                  recvs_; /* every Recv ever made; they are never given back */
     Recv                     *spare_ = nullptr; /* free ones, linked by `next` (idle then) */
-    AddressSet                buffers_;
     struct Pending {
         Recv    *recv;
         uint32_t gen;
