@@ -5,6 +5,7 @@
 
 #include <ucs/debug/log_def.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -217,6 +218,16 @@ ucs_status_t ShmSegment::create(size_t size, ShmBacking backing, bool numa_bind,
     seg.guard_unsealed();
     *out = static_cast<ShmSegment &&>(seg);
     return UCS_OK;
+}
+
+void ShmSegment::prefault(size_t length) const {
+    length = page_align(std::min(length, size_));
+    /* MADV_POPULATE_WRITE fails with EFAULT where a page is gone (a named
+     * segment cut short) instead of raising SIGBUS. */
+    if ((address_ != nullptr) && (length > 0) &&
+        (madvise(address_, length, MADV_POPULATE_WRITE) != 0)) {
+        ucs_debug("tm shm: prefaulting %zu bytes at %p: %m", length, address_);
+    }
 }
 
 ucs_status_t ShmSegment::attach(const ShmId &id, size_t min_size, ShmSegment *out) {

@@ -133,6 +133,11 @@ class ShmSegment {
     bool        truncated() const { return TruncationGuard::truncated(guard_); }
     void        reset();
 
+    /* Fills the page tables of this mapping's first `length` bytes now (a
+     * hint: failures are ignored), so the first message through each page
+     * does not take a page fault. */
+    void prefault(size_t length) const;
+
   private:
     void guard_unsealed();
 

@@ -110,6 +110,7 @@ ucs_status_t SmIface::create_segment(uct_md_h md, const SmConfig &config) {
     if (status != UCS_OK) {
         return status;
     }
+    segment_.prefault(prefault_length(geometry_));
     char *seg = static_cast<char *>(segment_.address());
     header_   = new (seg) SegmentHeader();
     descs_       = seg + geometry_.descs_offset;

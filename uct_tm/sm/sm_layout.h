@@ -56,6 +56,15 @@ struct Geometry {
     uint64_t total_size;
 };
 
+/* The bytes from the segment's start through its descriptors: what every
+ * eager message touches, so what both sides map in at once (at most 64 MiB,
+ * whatever a peer's header claims). */
+inline uint64_t prefault_length(const Geometry &g) {
+    constexpr uint64_t kMax = uint64_t{64} << 20;
+    const uint64_t     end  = g.descs_offset + uint64_t{g.num_descs} * g.desc_stride;
+    return (end < kMax) ? end : kMax;
+}
+
 struct SegmentHeader {
     uint64_t magic;
     uint32_t version;

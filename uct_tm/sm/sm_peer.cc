@@ -32,6 +32,7 @@ ucs_status_t map_iface(const IfaceAddress &remote, ShmSegment *segment, Geometry
         return UCS_ERR_UNREACHABLE;
     }
     *geometry = snapshot.geometry;
+    segment->prefault(prefault_length(*geometry));
     return UCS_OK;
 }
 
