@@ -6,10 +6,12 @@
  * element into the descriptor the element names. A descriptor the receiver
  * read a moment ago still sits in the receiver's cache, and writing it makes
  * every line cross from that core to the sender's -- the slow path of
- * docs/perf.md ("The mid-size slow mode"). The receiver therefore gives an
- * element whose descriptor it just read the least recently used spare one
- * instead, so a descriptor is written again only after all the others were
- * (SPARE_DESCS sets how many there are), whatever the FIFO's length.
+ * docs/perf.md ("The mid-size slow mode"). So while messages queue, the
+ * receiver gives an element whose descriptor it just read the least recently
+ * used spare one instead, and a descriptor is written again only after all
+ * the others were (SPARE_DESCS sets how many there are), whatever the FIFO's
+ * length. With nothing queued the element keeps its descriptor: a sender
+ * waiting for each answer finds it in its cache, a rested one in neither.
  *
  * Fixed capacity (every descriptor of the segment), allocated once; push and
  * pop allocate nothing.

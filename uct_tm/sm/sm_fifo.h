@@ -175,6 +175,14 @@ class FifoReader {
         return ((state & ~kStateSkipped) == (head_ | kStateReady)) ? head_elem_ : nullptr;
     }
 
+    /* Whether the element after the head one is published too: messages are
+     * queued behind the one being read. Reads the line poll() reads next. */
+    bool backlog() const {
+        const uint64_t next  = head_ + 1;
+        const uint64_t state = elem(next)->state.load(std::memory_order_relaxed);
+        return (state & ~kStateSkipped) == (next | kStateReady);
+    }
+
     static bool skipped(const ElemHeader *e) {
         return e->state.load(std::memory_order_relaxed) & kStateSkipped;
     }

@@ -521,8 +521,11 @@ void SmIface::dispatch_general(ElemHeader *e) {
 }
 
 void SmIface::rotate_desc(ElemHeader *e) {
-    if (spare_descs_.empty()) {
-        return; /* the layer above holds every spare one */
+    if (spare_descs_.empty() || !fifo_.backlog()) {
+        /* The layer above holds every spare one, or nothing is queued: a
+         * sender waits for each answer, and the descriptor just read is
+         * the one still in both caches. */
+        return;
     }
     const uint32_t index = fifo_.head_index();
     const uint32_t used  = elem_desc_[index];
