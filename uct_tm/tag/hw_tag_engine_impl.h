@@ -131,6 +131,10 @@ ucs_status_t HwTagEngine<List>::post(uct_tag_t tag, uct_tag_t mask, const uct_io
         ++counters_.refused;
         return UCS_ERR_EXCEEDS_LIMIT;
     }
+    if (lookup(ctx) != nullptr) { /* a context is in one receive at a time */
+        ++counters_.refused;
+        return UCS_ERR_ALREADY_EXISTS;
+    }
     const uintptr_t key = reinterpret_cast<uintptr_t>(buffer);
     bool inserted = true;
     if ((key > 1) && (alloc_status([&] { inserted = buffers_.insert(key); }) != UCS_OK)) {
