@@ -216,6 +216,9 @@ template <typename List> class HwTagEngine {
     }
     Slot *slot_of(uint64_t id);
     Slot *lookup(uct_tag_context_t *ctx);
+    /* The checks of a post before the list is touched: room, `ctx` not
+     * posted, buffer `key` (> 1) not posted (then recorded). */
+    ucs_status_t reserve(uct_tag_context_t *ctx, uintptr_t key);
     ucs_status_t post_del(Slot &s);
     void         give_back_buffer(Slot &s);
     void         maybe_free(Slot &s);

@@ -113,20 +113,7 @@ typename HwTagEngine<List>::Slot *HwTagEngine<List>::lookup(uct_tag_context_t *c
 }
 
 template <typename List>
-ucs_status_t HwTagEngine<List>::post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
-                                     size_t iovcnt, uct_tag_context_t *ctx) {
-    if (ctx == nullptr) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-    /* One buffer (one sge) of at most what an sge describes. */
-    size_t             capacity;
-    const ucs_status_t checked =
-        check_iov(iov, iovcnt, IovLimits{1, std::min<size_t>(config_.max_length, UINT32_MAX)},
-                  &capacity);
-    if (checked != UCS_OK) {
-        return checked;
-    }
-    void *buffer = (iovcnt == 1) ? iov[0].buffer : nullptr;
+ucs_status_t HwTagEngine<List>::reserve(uct_tag_context_t *ctx, uintptr_t key) {
     if (free_slots_.empty()) {
         ++counters_.refused;
         return UCS_ERR_EXCEEDS_LIMIT;
@@ -135,14 +122,35 @@ ucs_status_t HwTagEngine<List>::post(uct_tag_t tag, uct_tag_t mask, const uct_io
         ++counters_.refused;
         return UCS_ERR_ALREADY_EXISTS;
     }
-    const uintptr_t key = reinterpret_cast<uintptr_t>(buffer);
     bool inserted = true;
     if ((key > 1) && (alloc_status([&] { inserted = buffers_.insert(key); }) != UCS_OK)) {
         return UCS_ERR_NO_MEMORY;
     }
-    if (!inserted) {
+    if (!inserted) { /* the NIC could write two messages into it at once */
         ++counters_.refused;
         return UCS_ERR_ALREADY_EXISTS;
+    }
+    return UCS_OK;
+}
+
+template <typename List>
+ucs_status_t HwTagEngine<List>::post(uct_tag_t tag, uct_tag_t mask, const uct_iov_t *iov,
+                                     size_t iovcnt, uct_tag_context_t *ctx) {
+    if (ctx == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    /* One buffer (one sge) of at most what an sge describes. */
+    size_t             capacity;
+    const ucs_status_t checked = check_iov(
+        iov, iovcnt, IovLimits{1, std::min<size_t>(config_.max_length, UINT32_MAX)}, &capacity);
+    if (checked != UCS_OK) {
+        return checked;
+    }
+    void              *buffer   = (iovcnt == 1) ? iov[0].buffer : nullptr;
+    const uintptr_t    key      = reinterpret_cast<uintptr_t>(buffer);
+    const ucs_status_t reserved = reserve(ctx, key);
+    if (reserved != UCS_OK) {
+        return reserved;
     }
     const uint32_t index = free_slots_.back();
     Slot          &s     = slots_[index];

@@ -231,8 +231,7 @@ class TagEngine {
                          (spare_ == nullptr))) {
             return post_general(tag, mask, iov, 1, ctx);
         }
-        if (ucs_unlikely(lookup(ctx) != nullptr)) {
-            ++counters_.refused;
+        if (ucs_unlikely(already_posted(ctx))) {
             return UCS_ERR_ALREADY_EXISTS;
         }
         void *const         buffer = iov->buffer;
@@ -265,10 +264,9 @@ class TagEngine {
 
     /* Posts a validated receive; fill_iov(recv) stores its buffers. */
     template <typename FillIov>
-    ucs_status_t admit(uct_tag_t tag, uct_tag_t mask, uct_tag_context_t *ctx,
-                       const FillIov &fill_iov) {
-        if (lookup(ctx) != nullptr) {
-            ++counters_.refused;
+    [[gnu::always_inline]] ucs_status_t admit(uct_tag_t tag, uct_tag_t mask, uct_tag_context_t *ctx,
+                                              const FillIov &fill_iov) {
+        if (already_posted(ctx)) {
             return UCS_ERR_ALREADY_EXISTS;
         }
         Recv *entry = spare_;
@@ -357,6 +355,14 @@ class TagEngine {
             return nullptr;
         }
         return recv;
+    }
+    /* A context is in one receive at a time: counts the refusal. */
+    bool already_posted(uct_tag_context_t *ctx) {
+        if (lookup(ctx) == nullptr) {
+            return false;
+        }
+        ++counters_.refused;
+        return true;
     }
     [[gnu::always_inline]] void release(Recv *recv) {
         if ((recv->state == kMatched) || (recv->state == kOrphaned)) {
