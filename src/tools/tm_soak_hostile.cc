@@ -22,6 +22,7 @@
 #include "sm/sm_fifo.h"
 #include "sm/sm_layout.h"
 #include "sm/sm_peer.h"
+#include "sm/sm_split_claim.h"
 
 #include <cerrno>
 #include <chrono>
@@ -128,12 +129,13 @@ void spoil_split(void *base, std::mt19937_64 &rng, Counts *n) {
             if ((slots[i].word.load(std::memory_order_acquire) & 0xf) != kRndvReading) {
                 continue;
             }
-            uint64_t       claim = slots[i].claim.load(std::memory_order_acquire);
-            const uint64_t lo    = claim & 0xffffffffu;
-            if (lo >= (claim >> 32)) {
+            uint64_t         claim = slots[i].claim.load(std::memory_order_acquire);
+            const SplitClaim c     = SplitClaim::unpack(claim);
+            if (c.lo >= c.hi) {
                 continue;
             }
-            const uint64_t spoiled = storm ? (lo | (uint64_t{0xffffffffu} << 32)) : claim + 1;
+            const uint64_t spoiled = storm ? SplitClaim{c.lo, kMaxSplitPieces, c.epoch}.pack()
+                                           : SplitClaim{c.lo + 1, c.hi, c.epoch}.pack();
             if (slots[i].claim.compare_exchange_strong(claim, spoiled)) {
                 ++(storm ? n->stormed : n->withheld);
                 return;

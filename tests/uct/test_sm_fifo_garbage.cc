@@ -9,6 +9,7 @@
  */
 #include "open_fds.h"
 #include "sm/sm_rkey.h"
+#include "sm/sm_split_claim.h"
 #include "sm_raw.h"
 #include "tag_fixture.h"
 
@@ -1313,18 +1314,19 @@ TEST_F(SmFifoGarbage, RtrWithWrappingBuffersIsDropped) {
     slot.length       = 4096;
     slot.iov[0]       = RemoteIov{reinterpret_cast<uintptr_t>(hole_), ~uint64_t{0}};
     slot.iov[1]       = RemoteIov{reinterpret_cast<uintptr_t>(hole_), 8192};
-    slot.sender_done.store(0);
-    slot.sender_status.store(UCS_OK);
-    slot.claim.store(uint64_t{1} << 32);
+    const uint64_t claim = SplitClaim{0, 1, 1}.pack();
+    slot.sender_done.store(SplitDone{0, 1, UCS_OK}.pack());
+    slot.claim.store(claim);
     ASSERT_TRUE(r.rtr());
     drain();
-    EXPECT_EQ(slot.sender_done.load(), 0u) << "the sender copied pieces into wrapping buffers";
-    EXPECT_EQ(slot.claim.load(), uint64_t{1} << 32) << "the sender claimed a piece";
+    EXPECT_EQ(SplitDone::unpack(slot.sender_done.load()).pieces, 0u)
+        << "the sender copied pieces into wrapping buffers";
+    EXPECT_EQ(slot.claim.load(), claim) << "the sender claimed a piece";
     r.release(); /* as the receiver would; then withdraw the send */
     EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
 }
 
-/* A receiver that writes a huge claim counter (hi = 2^32 - 1) into the
+/* A receiver that writes a huge claim counter (hi = 2^24 - 1) into the
  * sender's slot before its RTR: the sender copies the message's pieces and
  * stops there; it used to claim four billion empty pieces inside one
  * progress call. */
@@ -1342,14 +1344,14 @@ TEST_F(SmFifoGarbage, RtrWithAHugeClaimCounterStopsAtTheMessage) {
     slot.iovcnt       = 1;
     slot.length       = kLength;
     slot.iov[0]       = RemoteIov{reinterpret_cast<uintptr_t>(into.data()), kLength};
-    slot.sender_done.store(0);
-    slot.sender_status.store(UCS_OK);
-    slot.claim.store(uint64_t{0xffffffffu} << 32);
+    slot.sender_done.store(SplitDone{0, 1, UCS_OK}.pack());
+    slot.claim.store(SplitClaim{0, kMaxSplitPieces, 1}.pack());
     ASSERT_TRUE(r.rtr());
     drain();
-    EXPECT_EQ(slot.sender_done.load(), kLength / kPiece) << "pieces the sender claimed";
+    const SplitDone done = SplitDone::unpack(slot.sender_done.load());
+    EXPECT_EQ(done.pieces, kLength / kPiece) << "pieces the sender claimed";
     EXPECT_EQ(pattern_mismatch(into.data(), kLength, 32), SIZE_MAX) << "the pieces it wrote";
-    EXPECT_NE(slot.sender_status.load(), int32_t{UCS_OK}) << "a counter no receiver writes";
+    EXPECT_NE(done.status, UCS_OK) << "a counter no receiver writes";
     r.release();
     EXPECT_EQ(uct_ep_tag_rndv_cancel(ep_, s.rndv_op), UCS_OK);
     expect_alive(33);
@@ -1436,11 +1438,11 @@ class WithholdingSender {
         RndvSlot &slot =
             own.rndv_slots()[static_cast<uint32_t>(reinterpret_cast<uintptr_t>(send.rndv_op))];
         for (;;) { /* the receiver's invitation resets the counter to [0, pieces) */
-            uint64_t       claim = slot.claim.load();
-            const uint32_t lo    = static_cast<uint32_t>(claim),
-                           hi    = static_cast<uint32_t>(claim >> 32);
-            if ((lo < hi) && slot.claim.compare_exchange_strong(claim, (uint64_t{hi} << 32) | hi)) {
-                n = static_cast<unsigned char>(std::min<uint32_t>(hi - lo, 254));
+            uint64_t         claim = slot.claim.load();
+            const SplitClaim c     = SplitClaim::unpack(claim);
+            if ((c.lo < c.hi) &&
+                slot.claim.compare_exchange_strong(claim, SplitClaim{c.hi, c.hi, c.epoch}.pack())) {
+                n = static_cast<unsigned char>(std::min<uint32_t>(c.hi - c.lo, 254));
                 break;
             }
         }

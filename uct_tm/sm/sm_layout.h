@@ -29,7 +29,7 @@ namespace uct_tm {
 namespace sm {
 
 inline constexpr uint64_t kSegmentMagic   = 0x6d735f6d745f7375ull; /* "us_tm_sm" */
-inline constexpr uint32_t kLayoutVersion  = 6;
+inline constexpr uint32_t kLayoutVersion  = 7;
 inline constexpr size_t   kCacheLine      = 64;
 inline constexpr uint64_t kStateReady     = 1ull << 63;
 inline constexpr uint64_t kStateSkipped   = 1ull << 62;
@@ -202,9 +202,8 @@ struct alignas(kCacheLine) RndvSlot {
     std::atomic<uint32_t> mode;         /* receiver: kRndvModeCma, or kRndvModePull (no
                                            reads of the sender's memory: cancel needs no wait) */
     uint32_t              piece_size;   /* RTR: bytes per piece */
-    std::atomic<uint64_t> claim;        /* RTR: unclaimed pieces [lo, hi), lo | hi << 32 */
-    std::atomic<uint32_t> sender_done;  /* pieces the sender finished writing */
-    std::atomic<int32_t>  sender_status;/* first error the sender hit, or UCS_OK */
+    std::atomic<uint64_t> claim;        /* RTR: unclaimed pieces (SplitClaim) */
+    std::atomic<uint64_t> sender_done;  /* pieces the sender wrote, its error (SplitDone) */
     int32_t               receiver_pid; /* RTR */
     uint32_t              iovcnt;       /* RTR: receiver buffers */
     uint64_t              length;       /* RTR: bytes to move (min of message and buffers) */

@@ -93,8 +93,6 @@ size_t slice(const struct iovec *iov, size_t count, size_t offset, size_t length
     return n;
 }
 
-constexpr uint64_t kClaimLo = 0xffffffffull;
-
 /* Copies between `local` and our own mapping at `mapped` (MD-allocated
  * shared memory, whose bounds the caller checked). */
 void copy_mapped(struct iovec *local, size_t count, char *mapped, size_t length, bool write) {
@@ -581,7 +579,8 @@ size_t SmRendezvous::split_piece(size_t want, size_t count, pid_t pid) const {
         return 0;
     }
     const size_t piece = std::min<size_t>(std::max<size_t>(want / 2, 32 << 10), 256 << 10) & ~size_t{4095};
-    return ((want + piece - 1) / piece < 2) ? 0 : piece;
+    const size_t pieces = (want + piece - 1) / piece;
+    return ((pieces < 2) || (pieces > kMaxSplitPieces)) ? 0 : piece;
 }
 
 void SmRendezvous::start_split(SplitCopy *split, const struct iovec *local, size_t count,
@@ -595,15 +594,19 @@ void SmRendezvous::start_split(SplitCopy *split, const struct iovec *local, size
     for (size_t i = 0; i < count; ++i) {
         slot->iov[i] = RemoteIov{reinterpret_cast<uintptr_t>(local[i].iov_base), local[i].iov_len};
     }
-    slot->sender_done.store(0, std::memory_order_relaxed);
-    slot->sender_status.store(UCS_OK, std::memory_order_relaxed);
-    slot->claim.store(uint64_t{pieces} << 32, std::memory_order_release);
+    /* A new epoch: a sender still busy with an earlier RTR in this slot
+     * (an earlier get) claims and counts nothing of this one. */
+    const uint16_t epoch = SplitClaim::unpack(slot->claim.load(std::memory_order_relaxed)).epoch +
+                           1;
+    split->epoch = epoch;
+    slot->sender_done.store(SplitDone{0, epoch, UCS_OK}.pack(), std::memory_order_relaxed);
+    slot->claim.store(SplitClaim{0, pieces, epoch}.pack(), std::memory_order_release);
     iface_.send_control(split->sender, ControlMsg{Kind::kRndvRtr, 0, split->token, split->proof});
 
     const struct iovec theirs = {reinterpret_cast<void *>(address), want};
     uint32_t           mine   = 0;
     split->status = copy_pieces(slot, true, split->sender->pid(), false, local, count, &theirs, 1,
-                                want, piece, 0, &mine);
+                                want, piece, 0, epoch, &mine);
     ucs_assertv(mine <= pieces, "split copy: took %u of %u pieces", mine, pieces);
     split->sender_pieces = pieces - mine;
     /* Nothing is left to claim: a conforming sender is inside its last piece. */
@@ -645,36 +648,22 @@ ucs_status_t SmRendezvous::split_abandoned(const SplitCopy &split) {
 ucs_status_t SmRendezvous::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,
                                        const struct iovec *ours, size_t nours,
                                        const struct iovec *theirs, size_t ntheirs, size_t length,
-                                       size_t piece, uint32_t reading, uint32_t *claimed) {
-    ucs_status_t status = UCS_OK;
-    uint64_t     claim  = slot->claim.load(std::memory_order_acquire);
-    /* The counter lives in shared memory: a peer may have written any value
-     * there, or keep rewriting it. No claim beyond the message's pieces, and
-     * a bounded number of tries (each piece is lost to the other side at most
-     * once, or taken by us). */
+                                       size_t piece, uint32_t reading, uint16_t epoch,
+                                       uint32_t *claimed) {
     const uint64_t pieces = (length + piece - 1) / piece;
-    for (uint64_t tries = 0;; ++tries) {
-        if (tries > 4 * pieces + 64) {
-            return UCS_ERR_IO_ERROR;
+    if (pieces > kMaxSplitPieces) {
+        return UCS_ERR_IO_ERROR; /* no conforming receiver splits this finely */
+    }
+    ucs_status_t status = UCS_OK;
+    SplitClaimer claimer(&slot->claim, epoch, from_back, pieces);
+    uint32_t     index;
+    for (;;) {
+        const SplitClaimer::Take take = claimer.next(&index);
+        if (take != SplitClaimer::Take::kTaken) {
+            return (take == SplitClaimer::Take::kBad) ? UCS_ERR_IO_ERROR : status;
         }
-        const uint32_t lo = static_cast<uint32_t>(claim & kClaimLo);
-        const uint32_t hi = static_cast<uint32_t>(claim >> 32);
-        if (lo >= hi) {
-            return status;
-        }
-        const size_t index = from_back ? hi - 1 : lo;
-        if (index >= pieces) {
-            return UCS_ERR_IO_ERROR; /* a counter no conforming peer writes */
-        }
-        const uint64_t next  = from_back ? ((claim & kClaimLo) | (uint64_t{hi - 1} << 32))
-                                         : ((claim & ~kClaimLo) | (lo + 1));
-        if (!slot->claim.compare_exchange_weak(claim, next, std::memory_order_acq_rel,
-                                               std::memory_order_acquire)) {
-            continue;
-        }
-        claim = next;
         ++*claimed;
-        const size_t offset = index * piece;
+        const size_t offset = size_t{index} * piece;
         if (write && (status == UCS_OK) &&
             (slot->word.load(std::memory_order_acquire) != reading)) {
             status = UCS_ERR_TIMED_OUT; /* the receiver stopped waiting for us */
@@ -695,14 +684,18 @@ ucs_status_t SmRendezvous::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid
 }
 
 bool SmRendezvous::split_done(const SplitCopy &split) {
-    return split.slot->sender_done.load(std::memory_order_acquire) == split.sender_pieces;
+    const SplitDone done = SplitDone::unpack(
+        split.slot->sender_done.load(std::memory_order_acquire));
+    return (done.epoch == split.epoch) && (done.pieces == split.sender_pieces);
 }
 
 ucs_status_t SmRendezvous::split_status(const SplitCopy &split, ucs_status_t status) {
     if (status != UCS_OK) {
         return status;
     }
-    return static_cast<ucs_status_t>(split.slot->sender_status.load(std::memory_order_acquire));
+    const SplitDone done = SplitDone::unpack(
+        split.slot->sender_done.load(std::memory_order_acquire));
+    return (done.epoch == split.epoch) ? done.status : UCS_ERR_IO_ERROR;
 }
 
 void SmRendezvous::finish_split(SplitCopy split, ucs_status_t status) {
@@ -769,6 +762,9 @@ void SmRendezvous::receive_rtr(const Message &m) {
     const RndvOp &op   = *found;
     RndvSlot     *slot = &slots_[token_index(m.imm)];
     RemotePeer   *peer = op.ep->peer;
+    /* The epoch first: the fields below belong to it or to a later attempt,
+     * and a later one takes every claim of ours out of this one. */
+    const uint16_t epoch = SplitClaim::unpack(slot->claim.load(std::memory_order_acquire)).epoch;
     if (slot->word.load(std::memory_order_acquire) != rndv_word(op.gen, kRndvReading)) {
         return;
     }
@@ -800,12 +796,8 @@ void SmRendezvous::receive_rtr(const Message &m) {
     uint32_t           claimed = 0;
     const ucs_status_t status  = copy_pieces(slot, false, peer->pid(), true, &ours, 1, theirs,
                                              iovcnt, length, piece, rndv_word(op.gen, kRndvReading),
-                                             &claimed);
-    if (status != UCS_OK) {
-        int32_t expected = UCS_OK;
-        slot->sender_status.compare_exchange_strong(expected, status, std::memory_order_relaxed);
-    }
-    slot->sender_done.fetch_add(claimed, std::memory_order_release);
+                                             epoch, &claimed);
+    report_split_pieces(&slot->sender_done, epoch, claimed, status);
 }
 
 bool SmRendezvous::cma_allowed(RemotePeer *peer, uint64_t address) {

@@ -15,6 +15,7 @@
 #include "sm_deferred_gets.h"
 #include "sm_layout.h"
 #include "sm_link.h"
+#include "sm_split_claim.h"
 
 #include "tag/tag_engine.h"
 
@@ -60,6 +61,7 @@ struct SplitCopy {
     SmEp             *ep   = nullptr;
     uct_completion_t *comp = nullptr;
     uint64_t          deadline = 0; /* for the sender's pieces (SPLIT_TIMEOUT) */
+    uint16_t          epoch    = 0; /* of this attempt in the slot (SplitClaim) */
 };
 
 class SmRendezvous {
@@ -166,14 +168,16 @@ class SmRendezvous {
     void         finish_op(uint32_t index, ucs_status_t status);
 
     /* Copies pieces of `piece` bytes claimed from one end of `slot->claim`
-     * until none is left, between our iov list and the peer's (process `pid`);
+     * in attempt `epoch` until none is left, between our iov list and the
+     * peer's (process `pid`);
      * `write` pushes ours into theirs, each piece only while the slot's word
      * is still `reading` (the receiver gave up waiting otherwise). *claimed
      * counts the pieces taken. */
     static ucs_status_t copy_pieces(RndvSlot *slot, bool from_back, pid_t pid, bool write,
                                     const struct iovec *ours, size_t nours,
                                     const struct iovec *theirs, size_t ntheirs, size_t length,
-                                    size_t piece, uint32_t reading, uint32_t *claimed);
+                                    size_t piece, uint32_t reading, uint16_t epoch,
+                                    uint32_t *claimed);
     /* Piece size if copying `want` bytes into `count` local iovecs from
      * process `pid` is worth splitting with it, else 0. */
     size_t       split_piece(size_t want, size_t count, pid_t pid) const;
