@@ -115,7 +115,7 @@ void forge(void *base, std::mt19937_64 &rng, Counts *n) {
 }
 
 /* A split copy in progress (a send's slot READING, pieces left to claim) is
- * spoiled as a peer could: the claim counter stormed (hi = 2^32 - 1, which
+ * spoiled as a peer could: the claim counter stormed (hi = 2^24 - 1, which
  * no conforming peer writes) or one piece claimed and never written. Either
  * must fail that transfer with an error on both sides within SPLIT_TIMEOUT.
  * Splits last microseconds: the slots are watched for up to 2 ms. */
