@@ -1,8 +1,8 @@
 /*
  * MemRegistry (the live registrations of MD "tm"): what covers() answers for
  * nested, overlapping and equal ranges, that a deregistered range stops being
- * covered at once, handle reuse, and no allocation in a steady register /
- * deregister cycle.
+ * covered at once, the index built at the first question, handle reuse, and
+ * no allocation in a steady register / deregister cycle.
  */
 #include "allocation_counter.h"
 #include "base/mem_registry.h"
@@ -125,7 +125,52 @@ TEST(MemRegistry, SteadyCycleDoesNotAllocate) {
     EXPECT_EQ(reg.created(), created);
 }
 
-TEST(MemRegistry, MatchesALinearModel) {
+/* Registered before covers() was ever asked, so not indexed yet: the first
+ * question indexes exactly the live ones, and later changes keep up. */
+TEST(MemRegistry, FirstQuestionIndexesTheLiveRegistrations) {
+    Registry    reg;
+    TestHandle *a = reg.add(at(0x10000), 0x1000);
+    TestHandle *b = reg.add(at(0x20000), 0x1000);
+    TestHandle *c = reg.add(at(0x30000), 0x1000);
+    ASSERT_TRUE(a && b && c);
+    reg.remove(b);
+    EXPECT_FALSE(reg.indexed()) << "nobody asked: add and remove keep no index";
+    EXPECT_EQ(reg.live(), 2u);
+    EXPECT_TRUE(reg.covers(0x10000, 0x1000));
+    EXPECT_TRUE(reg.indexed());
+    EXPECT_FALSE(reg.covers(0x20000, 1)) << "deregistered before the first question";
+    EXPECT_TRUE(reg.covers(0x30800, 0x800));
+    reg.remove(a);
+    TestHandle *d = reg.add(at(0x40000), 0x100);
+    ASSERT_NE(d, nullptr);
+    EXPECT_FALSE(reg.covers(0x10000, 1));
+    EXPECT_TRUE(reg.covers(0x40000, 0x100));
+    EXPECT_EQ(reg.add(at(0x50000), 0), nullptr) << "an empty range";
+}
+
+TEST(MemRegistry, SteadyCycleAfterTheIndexDoesNotAllocate) {
+    Registry                  reg;
+    std::vector<TestHandle *> live;
+    for (uintptr_t i = 0; i < 40; ++i) {
+        live.push_back(reg.add(at(0x100000 + i * 0x1000), 0x800));
+    }
+    ASSERT_TRUE(reg.covers(0x100000, 0x800));
+    for (TestHandle *h : live) {
+        reg.remove(h);
+    }
+    const size_t before = g_allocations.load();
+    for (int round = 0; round < 1000; ++round) {
+        TestHandle *h = reg.add(at(0x200000 + (round % 40) * 0x100), 0x100);
+        ASSERT_NE(h, nullptr);
+        ASSERT_TRUE(reg.covers(0x200000 + (round % 40) * 0x100, 0x100));
+        reg.remove(h);
+    }
+    EXPECT_EQ(g_allocations.load(), before) << "the index reuses the nodes of removed ranges";
+}
+
+/* Random adds, removes and questions against a linear scan; the first
+ * question comes after `quiet` steps of adds and removes alone. */
+void check_against_model(int quiet) {
     struct Model {
         uintptr_t   start;
         size_t      length;
@@ -135,7 +180,7 @@ TEST(MemRegistry, MatchesALinearModel) {
     std::vector<Model> model;
     std::mt19937       rng(11);
     for (int step = 0; step < 20000; ++step) {
-        const unsigned op = rng() % 3;
+        const unsigned op = rng() % ((step < quiet) ? 2 : 3);
         if ((op == 0) || model.empty()) {
             const uintptr_t s = 0x1000 + (rng() % 256) * 0x40;
             const size_t    n = 1 + rng() % 0x400;
@@ -157,5 +202,9 @@ TEST(MemRegistry, MatchesALinearModel) {
         }
     }
 }
+
+TEST(MemRegistry, MatchesALinearModel) { check_against_model(0); }
+
+TEST(MemRegistry, MatchesALinearModelWhenIndexedLate) { check_against_model(5000); }
 
 }  // namespace

@@ -4,13 +4,17 @@
  * cycle (the protocol layer registers every rendezvous buffer).
  *
  * Handles come from chunks that live as long as the registry, reused LIFO
- * through an intrusive free list; the ranges sit in a tree ordered by start
- * address whose nodes are kept for reuse after a removal (extract / insert
- * node handles), so add and remove cost O(log n): UCP registers every buffer
- * it posts into the tag list, and with 64 Ki receives posted a sorted vector
- * moved ~1.5 MB per registration (40 us per message in ucp_queue_depth).
- * Memory is allocated only when the number of live registrations reaches a
- * new maximum.
+ * through an intrusive free list, so add and remove are O(1). The ranges
+ * are indexed only once covers() is first asked -- by a peer that cannot use
+ * CMA, which asks for every copy: UCP 1.13 registers every receive buffer
+ * it posts into the tag list and deregisters it at completion, and keeping
+ * the index cost ~250 of the ~430 instructions of that pair when nobody asks.
+ * From then on the ranges sit in a tree ordered by start address whose nodes
+ * are kept for reuse after a removal (extract / insert node handles): add and
+ * remove cost O(log n); with 64 Ki receives posted a sorted vector moved ~1.5
+ * MB per registration (40 us per message in ucp_queue_depth). Memory is
+ * allocated only when the number of live registrations reaches a new maximum
+ * (and once, for the index, when covers() is first asked).
  *
  * Nothing survives a deregistration: registering records a range and pins
  * nothing, so there is no cost a cache across deregistration could save, and
@@ -20,7 +24,7 @@
  * which a cache without memory-event hooks (ucs_rcache has them) cannot undo.
  *
  * Header-only and UCX-free so the unit tests run it alone. `Handle` needs
- * `address`, `length` and a `Handle *next_free`.
+ * `address`, `length` (0 while the handle is free) and a `Handle *next_free`.
  */
 #ifndef UCT_TM_BASE_MEM_REGISTRY_H_
 #define UCT_TM_BASE_MEM_REGISTRY_H_
@@ -40,49 +44,41 @@ namespace uct_tm {
 template <typename Handle> class MemRegistry {
   public:
     /* A handle for a new registration of [address, address + length),
-     * recorded; null when out of memory (nothing changed). */
+     * recorded; null for an empty range or out of memory (nothing changed). */
     Handle *add(void *address, size_t length) {
-        if ((free_ == nullptr) && !grow()) {
+        if ((length == 0) || ((free_ == nullptr) && !grow())) {
             return nullptr;
         }
-        const Range r{reinterpret_cast<uintptr_t>(address), length, free_};
-        if (!spare_nodes_.empty()) {
-            typename Ranges::node_type node = std::move(spare_nodes_.back());
-            spare_nodes_.pop_back();
-            node.value() = r;
-            ranges_.insert(std::move(node)); /* after equal starts: add order */
-        } else {
-            if (alloc_status([&] { ranges_.insert(r); }) != UCS_OK) {
-                return nullptr;
-            }
+        Handle *h = free_;
+        if (indexed_ && !index(Range{reinterpret_cast<uintptr_t>(address), length, h})) {
+            return nullptr;
         }
-        Handle *h  = free_;
-        free_      = h->next_free;
+        free_        = h->next_free;
         h->next_free = nullptr;
-        h->address = address;
-        h->length  = length;
+        h->address   = address;
+        h->length    = length;
+        ++live_;
         return h;
     }
 
     /* Forgets a handle add() returned and takes it back for reuse. */
     void remove(Handle *h) {
-        const Range key{reinterpret_cast<uintptr_t>(h->address), 0, nullptr};
-        for (auto it = ranges_.lower_bound(key); (it != ranges_.end()) && (it->start == key.start);
-             ++it) {
-            if (it->handle == h) {
-                typename Ranges::node_type node = ranges_.extract(it);
-                if (spare_nodes_.size() < spare_nodes_.capacity()) { /* reserved by grow() */
-                    spare_nodes_.push_back(std::move(node));
-                }
-                break;
-            }
+        if (indexed_) {
+            unindex(h);
         }
+        h->length    = 0;
         h->next_free = free_;
         free_        = h;
+        --live_;
     }
 
-    /* True iff [address, address + length) lies inside one live registration. */
-    bool covers(uint64_t address, size_t length) const {
+    /* True iff [address, address + length) lies inside one live
+     * registration. The first call indexes the live ranges: false if that
+     * runs out of memory (the next call tries again). */
+    bool covers(uint64_t address, size_t length) {
+        if (!indexed_ && !build_index()) {
+            return false;
+        }
         const Range key{address, 0, nullptr};
         for (auto it = ranges_.upper_bound(key); it != ranges_.begin();) {
             --it;
@@ -94,9 +90,11 @@ template <typename Handle> class MemRegistry {
         return false;
     }
 
-    size_t live() const { return ranges_.size(); }
+    size_t live() const { return live_; }
     /* Handles ever created (live + free): grows only with the peak of live(). */
     size_t created() const { return created_; }
+    /* Whether covers() has been asked, so add and remove keep the index. */
+    bool indexed() const { return indexed_; }
 
   private:
     struct Range {
@@ -109,6 +107,47 @@ template <typename Handle> class MemRegistry {
     };
     using Ranges = std::multiset<Range, ByStart>;
 
+    bool index(const Range &r) {
+        if (!spare_nodes_.empty()) {
+            typename Ranges::node_type node = std::move(spare_nodes_.back());
+            spare_nodes_.pop_back();
+            node.value() = r;
+            ranges_.insert(std::move(node)); /* after equal starts: add order */
+            return true;
+        }
+        return alloc_status([&] { ranges_.insert(r); }) == UCS_OK;
+    }
+
+    void unindex(const Handle *h) {
+        const Range key{reinterpret_cast<uintptr_t>(h->address), 0, nullptr};
+        for (auto it = ranges_.lower_bound(key); (it != ranges_.end()) && (it->start == key.start);
+             ++it) {
+            if (it->handle == h) {
+                typename Ranges::node_type node = ranges_.extract(it);
+                if (spare_nodes_.size() < spare_nodes_.capacity()) { /* reserved by grow() */
+                    spare_nodes_.push_back(std::move(node));
+                }
+                return;
+            }
+        }
+    }
+
+    /* Indexes every live handle (length != 0), chunk by chunk. */
+    bool build_index() {
+        for (size_t c = 0; c < chunks_.size(); ++c) {
+            for (size_t i = 0; i < chunk_sizes_[c]; ++i) {
+                Handle &h = chunks_[c][i];
+                if ((h.length != 0) &&
+                    !index(Range{reinterpret_cast<uintptr_t>(h.address), h.length, &h})) {
+                    ranges_.clear();
+                    return false;
+                }
+            }
+        }
+        indexed_ = true;
+        return true;
+    }
+
     bool grow() {
         const size_t n = std::max<size_t>(kFirstChunk, created_);
         std::unique_ptr<Handle[]> chunk(new (std::nothrow) Handle[n]);
@@ -116,10 +155,12 @@ template <typename Handle> class MemRegistry {
             return false;
         }
         if (alloc_status([&] {
+                chunk_sizes_.reserve(chunks_.size() + 1);
                 chunks_.push_back(std::move(chunk));
+                chunk_sizes_.push_back(n);
                 spare_nodes_.reserve(created_ + n);
             }) != UCS_OK) {
-            return false; /* a chunk already pushed stays owned, unused */
+            return false; /* a chunk already pushed stays owned, unused (length 0) */
         }
         Handle *c = chunks_.back().get();
         for (size_t i = n; i-- > 0;) {
@@ -133,10 +174,13 @@ template <typename Handle> class MemRegistry {
     static constexpr size_t kFirstChunk = 16;
 
     std::vector<std::unique_ptr<Handle[]>> chunks_;
-    Ranges                                 ranges_; /* by start; equal starts in add order */
+    std::vector<size_t>                    chunk_sizes_; /* handles in each chunk */
+    Ranges ranges_; /* by start, once indexed_; equal starts in add order */
     std::vector<typename Ranges::node_type> spare_nodes_; /* removed ranges' nodes, for add() */
     Handle                                *free_    = nullptr;
     size_t                                 created_ = 0;
+    size_t                                  live_    = 0;
+    bool                                    indexed_ = false;
 };
 
 }  // namespace uct_tm

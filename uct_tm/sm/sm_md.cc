@@ -56,7 +56,9 @@ struct TmMd {
     void remove(MemHandle *h) {
         std::lock_guard<std::mutex> guard(lock);
         h->magic = 0; /* a second dereg of it is refused */
-        h->shm.reset();
+        if (h->shm.valid()) {
+            h->shm.reset(); /* out of line: not for every registration */
+        }
         registry.remove(h);
     }
     bool covers(uint64_t address, size_t length) {
