@@ -134,9 +134,9 @@ template <typename Handle> class MemRegistry {
 
     /* Indexes every live handle (length != 0), chunk by chunk. */
     bool build_index() {
-        for (size_t c = 0; c < chunks_.size(); ++c) {
-            for (size_t i = 0; i < chunk_sizes_[c]; ++i) {
-                Handle &h = chunks_[c][i];
+        for (const Chunk &chunk : chunks_) {
+            for (size_t i = 0; i < chunk.size; ++i) {
+                Handle &h = chunk.handles[i];
                 if ((h.length != 0) &&
                     !index(Range{reinterpret_cast<uintptr_t>(h.address), h.length, &h})) {
                     ranges_.clear();
@@ -155,14 +155,12 @@ template <typename Handle> class MemRegistry {
             return false;
         }
         if (alloc_status([&] {
-                chunk_sizes_.reserve(chunks_.size() + 1);
-                chunks_.push_back(std::move(chunk));
-                chunk_sizes_.push_back(n);
+                chunks_.push_back(Chunk{std::move(chunk), n});
                 spare_nodes_.reserve(created_ + n);
             }) != UCS_OK) {
             return false; /* a chunk already pushed stays owned, unused (length 0) */
         }
-        Handle *c = chunks_.back().get();
+        Handle *c = chunks_.back().handles.get();
         for (size_t i = n; i-- > 0;) {
             c[i].next_free = free_;
             free_          = &c[i];
@@ -173,9 +171,13 @@ template <typename Handle> class MemRegistry {
 
     static constexpr size_t kFirstChunk = 16;
 
-    std::vector<std::unique_ptr<Handle[]>> chunks_;
-    std::vector<size_t>                    chunk_sizes_; /* handles in each chunk */
-    Ranges ranges_; /* by start, once indexed_; equal starts in add order */
+    struct Chunk {
+        std::unique_ptr<Handle[]> handles;
+        size_t                    size;
+    };
+
+    std::vector<Chunk> chunks_;
+    Ranges             ranges_; /* by start, once indexed_; equal starts in add order */
     std::vector<typename Ranges::node_type> spare_nodes_; /* removed ranges' nodes, for add() */
     Handle                                *free_    = nullptr;
     size_t                                 created_ = 0;

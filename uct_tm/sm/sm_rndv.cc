@@ -683,9 +683,12 @@ ucs_status_t SmRendezvous::copy_pieces(RndvSlot *slot, bool from_back, pid_t pid
     }
 }
 
+SplitDone SmRendezvous::sender_report(const SplitCopy &split) {
+    return SplitDone::unpack(split.slot->sender_done.load(std::memory_order_acquire));
+}
+
 bool SmRendezvous::split_done(const SplitCopy &split) {
-    const SplitDone done = SplitDone::unpack(
-        split.slot->sender_done.load(std::memory_order_acquire));
+    const SplitDone done = sender_report(split);
     return (done.epoch == split.epoch) && (done.pieces == split.sender_pieces);
 }
 
@@ -693,8 +696,7 @@ ucs_status_t SmRendezvous::split_status(const SplitCopy &split, ucs_status_t sta
     if (status != UCS_OK) {
         return status;
     }
-    const SplitDone done = SplitDone::unpack(
-        split.slot->sender_done.load(std::memory_order_acquire));
+    const SplitDone done = sender_report(split);
     return (done.epoch == split.epoch) ? done.status : UCS_ERR_IO_ERROR;
 }
 

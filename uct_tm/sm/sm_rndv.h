@@ -192,6 +192,8 @@ class SmRendezvous {
     ucs_status_t split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &key,
                            const struct iovec *local, size_t count, size_t length, size_t piece,
                            uct_completion_t *comp);
+    /* What the sender reported in the split's slot (its epoch unchecked). */
+    static SplitDone sender_report(const SplitCopy &split);
     static bool  split_done(const SplitCopy &split);
     /* Waits while the sender may still write into the split's buffers: until
      * it reports its pieces, dies, or the split's deadline passes. */
