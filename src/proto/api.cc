@@ -59,6 +59,14 @@ ucs_status_t uct_tm_proto_worker_address(uct_tm_proto_worker_h worker, void *buf
     return alloc_status([&] { return worker->address(buffer, length); });
 }
 
+ucs_status_t uct_tm_proto_worker_address_compact(uct_tm_proto_worker_h worker, void *buffer,
+                                                 size_t *length) {
+    if (worker == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return alloc_status([&] { return worker->address(buffer, length, true); });
+}
+
 uint32_t uct_tm_proto_worker_id(uct_tm_proto_worker_h worker) {
     return (worker != nullptr) ? worker->id() : 0;
 }

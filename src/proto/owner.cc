@@ -23,5 +23,13 @@ void Owner::refuse(uint32_t source, const char *why) {
     TM_PROTO_DROPPED("dropped a message claiming worker %u: %s", source, why);
 }
 
+unsigned Owner::progress_transports() {
+    unsigned n = uct_worker_progress(uworker_);
+    for (size_t k = 1; k < ifaces_.size(); ++k) {
+        n += uct_iface_progress(ifaces_[k]->iface);
+    }
+    return n;
+}
+
 }  // namespace proto
 }  // namespace uct_tm

@@ -74,6 +74,8 @@ class Owner {
     MemMaps                                   &maps() { return maps_; }
     uct_tm_proto_stats_t                      &stats() { return stats_; }
     uct_worker_h                               uworker() const { return uworker_; }
+    /* Every iface, idle or not: for waits on a completion or on room. */
+    unsigned                                   progress_transports();
     const std::vector<std::unique_ptr<Iface>> &ifaces() const { return ifaces_; }
 
     /* the calls back */

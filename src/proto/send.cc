@@ -172,7 +172,7 @@ Sender::tag_eager_zcopy(Endpoint *ep, uint64_t tag, uint64_t imm, const void *da
  * later is waited for. */
 ucs_status_t Sender::wait_eager_zcopy() {
     while (eager_comp_.count != 0) {
-        uct_worker_progress(w_.uworker()); /* runs no send of ours: nothing nests here */
+        w_.progress_transports(); /* runs no send of ours: nothing nests here */
     }
     const ucs_status_t status = eager_comp_.status;
     eager_comp_.count         = 1;
@@ -552,7 +552,7 @@ ucs_status_t Sender::send_other(Endpoint *ep, const void *buffer, size_t length,
      * sender runs ahead of the receiver by the whole window and would
      * otherwise turn most messages into rendezvous (64 KiB tag_bw over
      * tm_sm: 88%). Our own callbacks wait for progress(), so none runs here. */
-    uct_worker_progress(w_.uworker());
+    w_.progress_transports();
     if (length <= ep->credits) {
         return false;
     }

@@ -1,5 +1,7 @@
 #include "worker.h"
 
+#include "compact_address.h"
+
 #include <ucs/async/async_fwd.h>
 #include <ucs/debug/log_def.h>
 
@@ -7,6 +9,9 @@
 #include <cstring>
 #include <new>
 #include <random>
+
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <unistd.h>
 
 namespace uct_tm {
@@ -80,22 +85,43 @@ uct_md_h open_md(uct_component_h component, const char *name) {
     return (status == UCS_OK) ? md : nullptr;
 }
 
-/* The device of `md` that offers `tl`: `dev`, or with `dev` empty the
- * first; empty when there is none. */
+/* Whether `dev` names a loopback network interface (tcp's "lo"). */
+bool is_loopback(const char *dev) {
+    ifaddrs *list = nullptr;
+    if (getifaddrs(&list) != 0) {
+        return false;
+    }
+    bool loopback = false;
+    for (const ifaddrs *a = list; a != nullptr; a = a->ifa_next) {
+        loopback |= (a->ifa_name != nullptr) && (strcmp(a->ifa_name, dev) == 0) &&
+                    ((a->ifa_flags & IFF_LOOPBACK) != 0);
+    }
+    freeifaddrs(list);
+    return loopback;
+}
+
+/* The device of `md` that offers `tl`: `dev`; with `dev` empty the first
+ * that is not a loopback interface (which reaches this host only, and
+ * comes first on some hosts), or the loopback if it is the only one;
+ * empty when there is none. */
 std::string tl_device(uct_md_h md, const std::string &tl, const std::string &dev) {
     uct_tl_resource_desc_t *res;
     unsigned                nres;
-    std::string             device;
+    std::string             device, loopback;
     if (uct_md_query_tl_resources(md, &res, &nres) == UCS_OK) {
-        for (unsigned r = 0; r < nres; ++r) {
-            if ((tl == res[r].tl_name) && (dev.empty() || (dev == res[r].dev_name)) &&
-                device.empty()) {
+        for (unsigned r = 0; (r < nres) && device.empty(); ++r) {
+            if ((tl != res[r].tl_name) || (!dev.empty() && (dev != res[r].dev_name))) {
+                continue;
+            }
+            if (dev.empty() && is_loopback(res[r].dev_name)) {
+                loopback = res[r].dev_name;
+            } else {
                 device = res[r].dev_name;
             }
         }
         uct_release_tl_resource_list(res);
     }
-    return device;
+    return device.empty() ? loopback : device;
 }
 
 /* Opens iface.tl on `device` of `md` into iface.iface. */
@@ -194,8 +220,8 @@ void set_tag_zcopy(Iface &i, const uct_md_attr_t &md_attr) {
     i.tag_eager_max = std::max(i.tag_eager_max, i.tag_zcopy_max);
 }
 
-/* The iface's addresses, AM handlers and progress. */
-ucs_status_t enable_iface(Iface &i) {
+/* The iface's addresses, AM handlers and progress (`first`: by the worker's). */
+ucs_status_t enable_iface(Iface &i, bool first) {
     i.dev_addr.resize(i.attr.device_addr_len);
     i.iface_addr.resize(i.attr.iface_addr_len);
     ucs_status_t status = uct_iface_get_device_address(i.iface,
@@ -211,7 +237,8 @@ ucs_status_t enable_iface(Iface &i) {
     if (status == UCS_OK) {
         status = set_am_handlers(&i);
     }
-    if (status == UCS_OK) {
+    if ((status == UCS_OK) && first) {
+        /* the worker's progress polls the first; the others poll_secondary() */
         uct_iface_progress_enable(i.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     }
     return status;
@@ -387,6 +414,7 @@ ucs_status_t Worker::open() {
     if (ifaces_.empty() || (ifaces_.size() > UINT8_MAX)) {
         return UCS_ERR_INVALID_PARAM;
     }
+    has_secondary_ = ifaces_.size() > 1;
     /* one iface only: an arrival over another could not see its tag list */
     ifaces_.front()->offload = config_.offload && (ifaces_.size() == 1) &&
                                ifaces_.front()->tag_send;
@@ -429,7 +457,7 @@ ucs_status_t Worker::open_iface(const std::string &tl, const std::string &dev) {
     }
     set_tag_zcopy(*i, md_attr);
     set_rndv_get(*i, md_attr);
-    return enable_iface(*i);
+    return enable_iface(*i, ifaces_.size() == 1);
 }
 
 /* Rendezvous data read by the receiver, when the transport gets and the MD
@@ -457,7 +485,7 @@ void Worker::set_rndv_get(Iface &i, const uct_md_attr_t &md_attr) {
     }
 }
 
-ucs_status_t Worker::address(void *buffer, size_t *length) const {
+ucs_status_t Worker::address(void *buffer, size_t *length, bool compact) const {
     if (length == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -483,16 +511,30 @@ ucs_status_t Worker::address(void *buffer, size_t *length) const {
         put16(i->iface_addr.size());
         out.insert(out.end(), i->iface_addr.begin(), i->iface_addr.end());
     }
-    const size_t room = *length;
-    *length           = out.size();
-    if ((buffer == nullptr) || (room < out.size())) {
+    std::vector<uint8_t> packed;
+    if (compact && !compact_address(out, &packed)) {
+        return UCS_ERR_UNSUPPORTED; /* transport addresses beyond the compact form's limits */
+    }
+    const char  *bytes = compact ? reinterpret_cast<const char *>(packed.data()) : out.data();
+    const size_t size  = compact ? packed.size() : out.size();
+    const size_t room  = *length;
+    *length            = size;
+    if ((buffer == nullptr) || (room < size)) {
         return UCS_ERR_BUFFER_TOO_SMALL;
     }
-    memcpy(buffer, out.data(), out.size());
+    memcpy(buffer, bytes, size);
     return UCS_OK;
 }
 
 ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep_p) {
+    if ((address != nullptr) && is_compact_address(address, length)) {
+        std::vector<char> full;
+        if (!expand_address(static_cast<const uint8_t *>(address), length, &full)) {
+            ucs_error("tm_proto: malformed compact worker address");
+            return UCS_ERR_INVALID_PARAM;
+        }
+        return ep_create(full.data(), full.size(), ep_p);
+    }
     if ((address == nullptr) || (ep_p == nullptr) || (length < sizeof(AddressHeader))) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -693,7 +735,7 @@ void Worker::send_batch_before_close(Endpoint *ep) {
     for (; (i < kCloseFlushTries) && (ep->failure == UCS_OK) &&
            (tx_.flush_batch(ep) == UCS_ERR_NO_RESOURCE);
          ++i) {
-        uct_worker_progress(uworker_);
+        progress_transports();
     }
     if (!ep->batch.empty()) {
         ucs_error("tm_proto: %zu bytes of batched messages to worker %u not sent before the "
@@ -707,7 +749,7 @@ void Worker::send_batch_before_close(Endpoint *ep) {
     while ((i++ < kCloseFlushTries) && (ep->failure == UCS_OK) &&
            (((status = uct_ep_flush(ep->uct_ep, 0, nullptr)) == UCS_INPROGRESS) ||
             (status == UCS_ERR_NO_RESOURCE))) {
-        uct_worker_progress(uworker_);
+        progress_transports();
     }
 }
 
@@ -742,6 +784,28 @@ void Worker::ep_destroy(Endpoint *ep) {
         }
     });
     peers_.remove(ep);
+}
+
+/* The ifaces after the first (tcp beside tm_sm): a tcp poll is a system
+ * call, several times the cost of a tm_sm poll, so an idle one is polled
+ * every kSecondaryIdle only, and on every call again for kSecondaryLinger
+ * after it last had events. */
+unsigned Worker::poll_secondary() {
+    if (!secondary_busy_ &&
+        (((++secondary_calls_ & 15) != 0) || (Clock::now() < secondary_next_))) {
+        return 0;
+    }
+    unsigned n = 0;
+    for (size_t k = 1; k < ifaces_.size(); ++k) {
+        n += uct_iface_progress(ifaces_[k]->iface);
+    }
+    const Clock::time_point now = Clock::now();
+    if (n > 0) {
+        secondary_quiet_ = now + kSecondaryLinger;
+    }
+    secondary_busy_ = now < secondary_quiet_;
+    secondary_next_ = now + kSecondaryIdle;
+    return n;
 }
 
 unsigned Worker::progress_rest(unsigned n) {

@@ -70,7 +70,8 @@ class Worker : public Owner {
 
     ucs_status_t open();
     unsigned     progress();
-    ucs_status_t address(void *buffer, size_t *length) const;
+    /* The full form, or the compact one (compact_address.h). */
+    ucs_status_t address(void *buffer, size_t *length, bool compact = false) const;
     size_t       min_multi_recv() const { return config().min_multi_recv; }
     void         set_min_multi_recv(size_t bytes) { set_config_min_multi_recv(bytes); }
     void         stats(uct_tm_proto_stats_t *out) const;
@@ -198,6 +199,16 @@ class Worker : public Owner {
     ucs_status_t cancel_send(Request &r);
     ucs_status_t cancel_recv(Request &r);
 
+    unsigned poll_secondary();
+    using Clock = std::chrono::steady_clock;
+    static constexpr std::chrono::microseconds kSecondaryIdle{50};
+    static constexpr std::chrono::microseconds kSecondaryLinger{1000};
+    bool                                       has_secondary_   = false; /* more than one iface */
+    bool                                       secondary_busy_  = true;
+    uint32_t                                   secondary_calls_ = 0;
+    Clock::time_point                          secondary_next_{};
+    Clock::time_point                          secondary_quiet_{};
+
     /* the keepalive: progress() looks at the clock every kKeepaliveEvery calls */
     static constexpr uint32_t             kKeepaliveEvery = 4096;
     uint32_t                              progress_calls_ = 0;
@@ -223,7 +234,10 @@ class Worker : public Owner {
 
 /* Inline into the C entry point: a caller polls it in its wait loop. */
 [[gnu::always_inline]] inline unsigned Worker::progress() {
-    const unsigned n    = uct_worker_progress(uworker_);
+    unsigned n = uct_worker_progress(uworker_);
+    if (ucs_unlikely(has_secondary_)) {
+        n += poll_secondary();
+    }
     const bool     tick = (++progress_calls_ % kKeepaliveEvery) == 0; /* busy or not */
     if (ucs_likely(busy_.empty() && completions_.empty() && later_.empty() && !tick)) {
         return n;

@@ -133,6 +133,12 @@ unsigned     uct_tm_proto_worker_progress(uct_tm_proto_worker_h worker);
  * buffer, out: bytes needed (UCS_ERR_BUFFER_TOO_SMALL if it did not fit). */
 ucs_status_t uct_tm_proto_worker_address(uct_tm_proto_worker_h worker, void *buffer,
                                          size_t *length);
+/* The same address in a compact form, which uct_tm_proto_ep_create() takes
+ * too: for names of bounded size (libfabric's FI_NAME_MAX, 64 bytes; tm_sm's
+ * is 30-40 bytes here). UCS_ERR_UNSUPPORTED if a transport's address does
+ * not fit the form (over 255 bytes). */
+ucs_status_t uct_tm_proto_worker_address_compact(uct_tm_proto_worker_h worker, void *buffer,
+                                                 size_t *length);
 uint32_t     uct_tm_proto_worker_id(uct_tm_proto_worker_h worker);
 /* FI_OPT_MIN_MULTI_RECV after creation (fi_setopt comes after fi_endpoint):
  * from the next message a multi-receive takes on, posted ones included, it
