@@ -64,9 +64,8 @@ int open_domain(fid_fabric *fabric_fid, fi_info *info, fid_domain **domain, void
         (info->domain_attr == nullptr) || (info->domain_attr->name == nullptr)) {
         return -FI_EINVAL;
     }
-    const std::vector<std::string> &tls  = transports();
-    const std::string               name = info->domain_attr->name;
-    if (std::find(tls.begin(), tls.end(), name) == tls.end()) {
+    const std::string name = info->domain_attr->name;
+    if (!offered(name)) {
         return -FI_ENODATA; /* not a transport of this provider */
     }
     if ((info->domain_attr->threading != FI_THREAD_UNSPEC) &&

@@ -346,13 +346,14 @@ int Endpoint::getname(void *addr, size_t *addrlen) {
     if (addrlen == nullptr) {
         return -FI_EINVAL;
     }
-    Name   name{};
-    size_t length = sizeof(name.address);
-    if (uct_tm_proto_worker_address(worker_, name.address, &length) != UCS_OK) {
-        return -FI_EOTHER; /* the worker address does not fit a name (kAddrLen) */
+    Name               name{};
+    size_t             length = sizeof(name.address);
+    const ucs_status_t status = uct_tm_proto_worker_address_compact(worker_, name.address, &length);
+    if (status != UCS_OK) {
+        return -FI_EOTHER; /* getinfo lists only transports whose address fits */
     }
     name.magic        = kNameMagic;
-    name.length       = static_cast<uint16_t>(length);
+    name.length       = static_cast<uint8_t>(length);
     const size_t room = *addrlen;
     *addrlen          = kAddrLen;
     if ((addr == nullptr) || (room < kAddrLen)) {

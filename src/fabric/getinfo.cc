@@ -5,7 +5,11 @@
  */
 #include "getinfo.h"
 
+#include <ucs/debug/log_def.h>
+
+#include <array>
 #include <cstdlib>
+#include <mutex>
 #include <cstring>
 #include <strings.h>
 
@@ -16,8 +20,64 @@ namespace {
 
 /* Transports that connect an endpoint to a peer's iface: an RDM endpoint
  * reaches a peer from its address alone. tm_rc needs endpoint-to-endpoint
- * wireup, which an AV insert cannot do (docs/fabric.md). */
-const char *const kCandidates[] = {"tm_sm", "posix", "tcp"};
+ * wireup, which an AV insert cannot do (docs/fabric.md). "tm_sm,tm_dc" and
+ * "tm_sm,tcp" are one domain over both: tm_sm to the processes of this host,
+ * the other to the rest (what MPI libraries ask for: FI_LOCAL_COMM and
+ * FI_REMOTE_COMM). */
+struct Candidate {
+    const char *tl;
+    bool        remote; /* reaches other hosts */
+};
+const Candidate kCandidates[] = {{"tm_sm", false}, {"tm_sm,tm_dc", true}, {"tm_sm,tcp", true},
+                                 {"posix", false}, {"tm_dc", true},       {"tcp", true}};
+
+bool reaches_remote(const std::string &tl) {
+    for (const Candidate &c : kCandidates) {
+        if (tl == c.tl) {
+            return c.remote;
+        }
+    }
+    return false;
+}
+
+/* The combined domain listed: FI_TM_REMOTE's choice if it opens, else the
+ * first that opens (empty if none). */
+const std::string &combined_domain() {
+    static const std::string chosen = [] {
+        char *remote = nullptr;
+        if ((fi_param_get_str(&provider(), "remote", &remote) != FI_SUCCESS) ||
+            (remote == nullptr) || (*remote == '\0')) {
+            remote = nullptr; /* unset or empty: the first that opens */
+        }
+        for (const Candidate &c : kCandidates) {
+            const std::string tl = c.tl;
+            if ((tl.rfind("tm_sm,", 0) == 0) && ((remote == nullptr) || (tl.substr(6) == remote)) &&
+                offered(tl)) {
+                return tl;
+            }
+        }
+        if (remote != nullptr) {
+            ucs_warn("tm fabric: FI_TM_REMOTE=%s: no domain tm_sm,%s opens here", remote, remote);
+        }
+        return std::string();
+    }();
+    return chosen;
+}
+
+/* Listed unless hints name another: tm_sm, and the first of the combined
+ * domains that opens here (tm_dc where the NIC has it, else tcp). The rest
+ * only when named: they are the same reach by other means, not other
+ * devices, and MPI libraries spread their ranks over a provider's entries
+ * as over NICs (ranks over tm_dc and over tcp could not reach each other). */
+bool listed(const fi_info *hints, const std::string &tl) {
+    if (hints && hints->domain_attr && hints->domain_attr->name) {
+        return true; /* matches() compares the name */
+    }
+    if (tl == "tm_sm") {
+        return true;
+    }
+    return tl == combined_domain();
+}
 
 bool opens(const char *tl) {
     uct_tm_proto_worker_params_t params{};
@@ -27,14 +87,20 @@ bool opens(const char *tl) {
     if (uct_tm_proto_worker_create(&params, &worker) != UCS_OK) {
         return false;
     }
+    uint8_t            name[sizeof(Name::address)];
+    size_t             length = sizeof(name);
+    const ucs_status_t status = uct_tm_proto_worker_address_compact(worker, name, &length);
     uct_tm_proto_worker_destroy(worker);
-    return true;
+    if (status != UCS_OK) {
+        ucs_warn("tm fabric: %s not offered: its worker address takes %zu bytes, a name holds %zu",
+                 tl, length, sizeof(name));
+    }
+    return status == UCS_OK;
 }
 
-/* Every domain is offered for processes of this host only: tm_sm and posix
- * reach no further, and tcp between hosts has not run under the provider
- * yet (docs/fabric.md). */
-uint64_t caps_of(const std::string &) { return kCaps & ~FI_REMOTE_COMM; }
+uint64_t caps_of(const std::string &tl) {
+    return reaches_remote(tl) ? kCaps : (kCaps & ~FI_REMOTE_COMM);
+}
 
 bool subset(uint64_t asked, uint64_t offered) { return (asked & ~offered) == 0; }
 
@@ -91,7 +157,7 @@ bool matches(const fi_info *hints, const std::string &tl) {
 }
 
 void fill_tx_rx(fi_info *info, const fi_info *hints) {
-    const uint64_t caps        = info->caps;
+    const uint64_t caps = info->caps;
     /* domain caps (FI_LOCAL_COMM, FI_REMOTE_COMM) belong to info and domain only */
     info->tx_attr->caps        = caps & (FI_MSG | FI_TAGGED | FI_SEND);
     info->tx_attr->op_flags    = (hints && hints->tx_attr) ? hints->tx_attr->op_flags : 0;
@@ -100,13 +166,13 @@ void fill_tx_rx(fi_info *info, const fi_info *hints) {
     info->tx_attr->inject_size = kInjectSize;
     info->tx_attr->size        = kQueueSize;
     info->tx_attr->iov_limit   = kIovLimit;
-    info->rx_attr->caps = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE |
+    info->rx_attr->caps      = caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE |
                                   FI_MULTI_RECV);
-    info->rx_attr->op_flags    = (hints && hints->rx_attr) ? hints->rx_attr->op_flags : 0;
-    info->rx_attr->msg_order   = kMsgOrder;
-    info->rx_attr->comp_order  = FI_ORDER_NONE;
-    info->rx_attr->size        = kQueueSize;
-    info->rx_attr->iov_limit   = kIovLimit;
+    info->rx_attr->op_flags  = (hints && hints->rx_attr) ? hints->rx_attr->op_flags : 0;
+    info->rx_attr->msg_order = kMsgOrder;
+    info->rx_attr->comp_order = FI_ORDER_NONE;
+    info->rx_attr->size       = kQueueSize;
+    info->rx_attr->iov_limit  = kIovLimit;
 }
 
 void fill_ep_domain(fi_info *info, const fi_info *hints, const std::string &tl) {
@@ -184,17 +250,19 @@ fi_info *make_info(const fi_info *hints, const std::string &tl) {
 
 }  // namespace
 
-const std::vector<std::string> &transports() {
-    static const std::vector<std::string> list = [] {
-        std::vector<std::string> found;
-        for (const char *tl : kCandidates) {
-            if (opens(tl)) {
-                found.emplace_back(tl);
-            }
+/* Each candidate is tried once, when first asked for: a worker over tm_dc
+ * takes long to open under emulation, and hints usually name one domain. */
+bool offered(const std::string &tl) {
+    constexpr size_t                          kCount = sizeof(kCandidates) / sizeof(kCandidates[0]);
+    static std::array<std::once_flag, kCount> once;
+    static std::array<bool, kCount>           opened;
+    for (size_t i = 0; i < kCount; ++i) {
+        if (tl == kCandidates[i].tl) {
+            std::call_once(once[i], [i] { opened[i] = opens(kCandidates[i].tl); });
+            return opened[i];
         }
-        return found;
-    }();
-    return list;
+    }
+    return false;
 }
 
 /* node and service name no address this provider could resolve (names
@@ -209,8 +277,9 @@ int getinfo(uint32_t version, const char *, const char *, uint64_t, const fi_inf
         return -FI_ENODATA;
     }
     fi_info *tail = nullptr;
-    for (const std::string &tl : transports()) {
-        if (!matches(hints, tl)) {
+    for (const Candidate &c : kCandidates) {
+        const std::string tl = c.tl;
+        if (!matches(hints, tl) || !listed(hints, tl) || !offered(tl)) {
             continue;
         }
         fi_info *one = make_info(hints, tl);

@@ -10,8 +10,9 @@
 namespace uct_tm {
 namespace fabric {
 
-/* The transports a domain can stand for on this host (probed once). */
-const std::vector<std::string> &transports();
+/* Whether the domain `tl` (a transport, or "tm_sm,<remote>") opens on this
+ * host with a name that fits (probed once). */
+bool offered(const std::string &tl);
 
 int getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
             const fi_info *hints, fi_info **info);

@@ -69,11 +69,17 @@ int fi_error(ucs_status_t status) {
 }
 
 bool name_valid(const Name &name) {
-    return (name.magic == kNameMagic) && (name.length > 0) &&
-           (name.length <= sizeof(name.address)) && (name.reserved == 0);
+    return (name.magic == kNameMagic) && (name.length > 0) && (name.length <= sizeof(name.address));
 }
 
 }  // namespace fabric
 }  // namespace uct_tm
 
-extern "C" FI_EXT_INI { return &uct_tm::fabric::provider(); }
+extern "C" FI_EXT_INI {
+    fi_provider *p = &uct_tm::fabric::provider();
+    fi_param_define(p, "remote", FI_PARAM_STRING,
+                    "The transport of the listed combined domain to other hosts: tm_dc or "
+                    "tcp (default: tm_dc where it opens, else tcp). Either domain can also "
+                    "be named in hints (\"tm_sm,tm_dc\", \"tm_sm,tcp\").");
+    return p;
+}

@@ -42,10 +42,12 @@ constexpr uint64_t kPrimaryCaps = FI_TAGGED | FI_MSG | FI_SEND | FI_RECV | FI_DI
 constexpr uint64_t kCaps        = kPrimaryCaps | FI_SOURCE | FI_MULTI_RECV | FI_LOCAL_COMM |
                            FI_REMOTE_COMM;
 
-/* A provider-specific address format: the layer's worker address behind a
- * small header, in a fixed-size name so that fi_av_insert can take arrays. */
+/* A provider-specific address format: the layer's compact worker address
+ * behind a small header, in a fixed-size name so that fi_av_insert can take
+ * arrays, and of FI_NAME_MAX bytes: MPI libraries (Open MPI's mtl ofi)
+ * keep names in buffers of that size. */
 constexpr uint32_t kAddrFormat = FI_PROV_SPECIFIC | 0x746d;
-constexpr size_t   kAddrLen    = 256;
+constexpr size_t   kAddrLen    = FI_NAME_MAX;
 constexpr size_t   kInjectSize = 4096;
 constexpr size_t   kIovLimit   = UCT_TM_PROTO_IOV_MAX;
 constexpr size_t   kMaxMsgSize = size_t{1} << 30;
@@ -111,13 +113,12 @@ int fi_error(ucs_status_t status);
 
 /* The name a worker address travels in (fi_getname, fi_av_insert). */
 struct Name {
-    uint32_t magic;
-    uint16_t length; /* bytes of the worker address */
-    uint16_t reserved;
-    uint8_t  address[kAddrLen - 8];
+    uint16_t magic;
+    uint8_t  length; /* bytes of the compact worker address; 0: "any" */
+    uint8_t  address[kAddrLen - 3];
 };
 static_assert(sizeof(Name) == kAddrLen, "the name is kAddrLen bytes");
-constexpr uint32_t kNameMagic = 0x69666d74; /* "tmfi" */
+constexpr uint16_t kNameMagic = 0x6d74; /* "tm" */
 
 /* True if `name` holds a well-formed address. */
 bool name_valid(const Name &name);

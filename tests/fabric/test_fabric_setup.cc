@@ -49,11 +49,61 @@ TEST(FabricInfo, ListsRdmTaggedAndMsgDomains) {
         EXPECT_EQ(64u, i->tx_attr->iov_limit);
     }
     EXPECT_EQ(1u, domains.count("tm_sm"));
+    /* posix and tcp alone only when named (FabricInfo.OneDomainForMpiHints) */
+    EXPECT_EQ(0u, domains.count("posix"));
+    EXPECT_EQ(0u, domains.count("tcp"));
     fi_info *dup = fi_dupinfo(info);
     ASSERT_NE(nullptr, dup);
     EXPECT_STREQ(info->domain_attr->name, dup->domain_attr->name);
     fi_freeinfo(dup);
     fi_freeinfo(info);
+}
+
+/* Open MPI's mtl ofi asks for FI_LOCAL_COMM and FI_REMOTE_COMM and spreads
+ * its ranks over the entries it gets as over NICs: it gets one, "tm_sm,tcp"
+ * (tm_sm on this host, tcp to others). posix and tcp come when named. */
+TEST(FabricInfo, OneDomainForMpiHints) {
+    fi_info *tcp = tm_info("tcp");
+    if (tcp == nullptr) {
+        GTEST_SKIP() << "UCX's tcp does not open here";
+    }
+    EXPECT_EQ(FI_REMOTE_COMM, tcp->caps & FI_REMOTE_COMM);
+    fi_freeinfo(tcp);
+    fi_info *posix = tm_info("posix");
+    ASSERT_NE(nullptr, posix);
+    EXPECT_EQ(0u, posix->caps & FI_REMOTE_COMM);
+    fi_freeinfo(posix);
+    fi_info *mpi = tm_info(nullptr, FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV);
+    ASSERT_NE(nullptr, mpi);
+    EXPECT_STREQ("tm_sm,tcp", mpi->domain_attr->name);
+    EXPECT_EQ(nullptr, mpi->next);
+    EXPECT_EQ(FI_LOCAL_COMM | FI_REMOTE_COMM,
+              mpi->domain_attr->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM));
+    fi_freeinfo(mpi);
+}
+
+/* Names fit FI_NAME_MAX, the buffer MPI libraries give fi_getname. */
+TEST(FabricInfo, NamesFitNameMax) {
+    for (const char *domain : {"tm_sm", "posix", "tcp", "tm_sm,tcp"}) {
+        fi_info *info = tm_info(domain);
+        if (info == nullptr) {
+            continue;
+        }
+        fi_freeinfo(info);
+        Fabric f;
+        ASSERT_EQ(0, f.open(domain));
+        Ep e;
+        ASSERT_EQ(0, e.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_MAP)) << domain;
+        char   name[FI_NAME_MAX];
+        size_t len = sizeof(name);
+        EXPECT_EQ(0, fi_getname(&e.ep->fid, name, &len)) << domain;
+        EXPECT_EQ(size_t{FI_NAME_MAX}, len) << domain;
+        len = FI_NAME_MAX - 1;
+        EXPECT_EQ(-FI_ETOOSMALL, fi_getname(&e.ep->fid, name, &len)) << domain;
+        EXPECT_EQ(size_t{FI_NAME_MAX}, len) << domain;
+        e.close();
+        f.close();
+    }
 }
 
 TEST(FabricInfo, HonoursHints) {
@@ -465,7 +515,7 @@ TEST(FabricInfo, SourceAddressAndAttributeCaps) {
     fi_info *info = tm_info();
     ASSERT_NE(nullptr, info);
     ASSERT_NE(nullptr, info->src_addr);
-    EXPECT_EQ(256u, info->src_addrlen);
+    EXPECT_EQ(size_t{FI_NAME_MAX}, info->src_addrlen);
     EXPECT_EQ(0u, info->tx_attr->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_RECV));
     EXPECT_EQ(0u, info->rx_attr->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SEND));
     EXPECT_TRUE(info->rx_attr->caps & FI_MULTI_RECV);
