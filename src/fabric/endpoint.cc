@@ -257,10 +257,8 @@ int Endpoint::bind_cntr(Cntr *cntr, uint64_t flags) {
 }
 
 void progress_each(const std::vector<Endpoint *> &eps) {
-    for (size_t i = 0; i < eps.size(); ++i) {
-        if (std::find(eps.begin(), eps.begin() + i, eps[i]) == eps.begin() + i) {
-            eps[i]->progress();
-        }
+    for (Endpoint *ep : eps) { /* attach() keeps each once */
+        ep->progress();
     }
 }
 

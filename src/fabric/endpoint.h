@@ -128,8 +128,8 @@ class Endpoint {
 
 int open_endpoint(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
 
-/* Progresses each endpoint once (one bound for both directions appears
- * twice): what reading a CQ or a counter does. */
+/* Progresses each endpoint (Bindings keep each once): what reading a CQ or
+ * a counter does. */
 void progress_each(const std::vector<Endpoint *> &eps);
 
 /* For the trampolines of tagged.cc and msg.cc: the op flags of the calls

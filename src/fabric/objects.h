@@ -28,7 +28,13 @@ class Endpoint;
  * is bound cannot close (close_bound). */
 class Bindings {
   public:
-    void attach(Endpoint *ep) { endpoints_.push_back(ep); }
+    /* Once per endpoint, though it binds both directions: progress walks
+     * the list on every read. */
+    void attach(Endpoint *ep) {
+        if (std::find(endpoints_.begin(), endpoints_.end(), ep) == endpoints_.end()) {
+            endpoints_.push_back(ep);
+        }
+    }
     void detach(Endpoint *ep) {
         endpoints_.erase(std::remove(endpoints_.begin(), endpoints_.end(), ep), endpoints_.end());
     }
