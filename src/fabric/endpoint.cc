@@ -390,6 +390,7 @@ void Endpoint::disconnect(fi_addr_t addr) {
     unreachable_.erase(addr);
     if ((addr < peers_.size()) && (peers_[addr] != nullptr)) {
         sources_.erase(peers_[addr]);
+        last_source_ = {};
         uct_tm_proto_ep_destroy(peers_[addr]);
         peers_[addr] = nullptr;
     }
@@ -408,23 +409,27 @@ ssize_t Endpoint::no_peer(fi_addr_t addr) const {
     return (unreachable_.count(addr) != 0) ? -FI_EHOSTUNREACH : -FI_EINVAL;
 }
 
+/* The last answer is kept: a receiver mostly hears the peer it heard last. */
 fi_addr_t Endpoint::source_of(uct_tm_proto_ep_h ep) const {
-    const auto it = sources_.find(ep);
-    return (it != sources_.end()) ? it->second : FI_ADDR_NOTAVAIL;
+    if ((ep != last_source_.ep) || (ep == nullptr)) {
+        const auto it = sources_.find(ep);
+        last_source_  = {ep, (it != sources_.end()) ? it->second : FI_ADDR_NOTAVAIL};
+    }
+    return last_source_.addr;
 }
 
 /* The earliest operation posted with `context`. The layer completes it
  * with UCS_ERR_CANCELED if the cancel won, normally if it lost. */
 ssize_t Endpoint::cancel(void *context) {
-    for (Op &op : ops_) {
-        if ((op.context == context) && (op.req != 0)) {
-            const ucs_status_t status = uct_tm_proto_request_cancel(worker_, op.req);
-            return ((status == UCS_OK) || (status == UCS_ERR_BUSY) || (status == UCS_ERR_NO_ELEM))
-                       ? 0
-                       : fi_error(status);
-        }
+    const Op *op = ops_.earliest(
+        [&](const Op &o) { return (o.context == context) && (o.req != 0); });
+    if (op == nullptr) {
+        return -FI_ENOENT;
     }
-    return -FI_ENOENT;
+    const ucs_status_t status = uct_tm_proto_request_cancel(worker_, op->req);
+    return ((status == UCS_OK) || (status == UCS_ERR_BUSY) || (status == UCS_ERR_NO_ELEM))
+               ? 0
+               : fi_error(status);
 }
 
 int open_endpoint(fid_domain *domain_fid, fi_info *info, fid_ep **ep, void *context) {

@@ -7,8 +7,8 @@
 
 #include "iov.h"
 #include "objects.h"
+#include "op_pool.h"
 
-#include <list>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -17,19 +17,6 @@ namespace uct_tm {
 namespace fabric {
 
 class Endpoint;
-
-/* An operation the layer has not completed yet. */
-struct Op {
-    Endpoint *ep;
-    void     *context;
-    uint64_t  flags;  /* the completion's flags: FI_SEND / FI_RECV, FI_TAGGED / FI_MSG */
-    void     *buf;    /* receives: the (first) buffer */
-    size_t    len;    /* the operation's length (the sum of a vector's) */
-    bool      report; /* write a completion on success */
-    uct_tm_proto_request_t  req;
-    std::list<Op>::iterator self;
-    bool                    multi = false; /* FI_MULTI_RECV: a completion per message */
-};
 
 /* One data call, tagged or not, normalized: what tagged.cc and msg.cc hand
  * to the endpoint. */
@@ -45,6 +32,13 @@ struct Xfer {
     uint64_t     flags; /* FI_* operation flags */
     bool         tagged;
     bool         quiet; /* fi_inject & co: no completion (errors still reported) */
+
+    uint64_t kind() const { return tagged ? FI_TAGGED : FI_MSG; }
+    /* One buffer, no MR: what the common posts carry. */
+    bool one_plain_buffer() const {
+        return (count == 1) && (iov != nullptr) && (desc == nullptr) &&
+               ((iov[0].iov_base != nullptr) || (iov[0].iov_len == 0));
+    }
 };
 
 class Endpoint {
@@ -73,6 +67,11 @@ class Endpoint {
     int  connect(fi_addr_t addr, const Name &name);
     void disconnect(fi_addr_t addr);
 
+    /* What the trampolines call: the common single-buffer post inline (the
+     * calls Open MPI's mtl ofi makes per message), the rest through
+     * send() / recv(), which check everything and report what is wrong. */
+    ssize_t post_send(const Xfer &x);
+    ssize_t post_recv(const Xfer &x);
     ssize_t send(const Xfer &x);
     ssize_t recv(const Xfer &x);
 
@@ -87,17 +86,20 @@ class Endpoint {
     int               bind_cq(Cq *cq, uint64_t flags);
     int               bind_av(Av *av);
     int               bind_cntr(Cntr *cntr, uint64_t flags);
-    ssize_t           check_send(const Xfer &x) const;
+    ssize_t           check_send(const Xfer &x, uct_tm_proto_ep_h *ep) const;
     ssize_t           check_recv(const Xfer &x, uct_tm_proto_ep_h *source) const;
+    ssize_t           check_recv_flags(const Xfer &x) const;
     ssize_t           peek(const Xfer &x, uct_tm_proto_ep_h source);
     ssize_t           claimed(const Xfer &x);
     Op               &new_op(const Xfer &x, uint64_t flags, size_t len, bool report);
     void              use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t *params);
     ssize_t           started(Op &op, ucs_status_t status, uct_tm_proto_request_t req);
     void              complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info);
+    void              release(Op &op, uct_tm_proto_request_t req);
     void              complete_part(Op &op, const uct_tm_proto_info_t &info);
     void              complete_multi(Op &op, const uct_tm_proto_info_t &info);
     void              finish(Op &op, Completion &c, const uct_tm_proto_info_t &info, size_t room);
+    static void       set_status(Completion *c, const uct_tm_proto_info_t &info, size_t room);
     void              report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *c) const;
     fi_addr_t         source_of(uct_tm_proto_ep_h ep) const;
     uct_tm_proto_ep_h peer(fi_addr_t addr) const;
@@ -121,10 +123,65 @@ class Endpoint {
     bool                                             enabled_      = false;
     std::vector<uct_tm_proto_ep_h>                   peers_; /* by fi_addr_t */
     std::unordered_map<uct_tm_proto_ep_h, fi_addr_t> sources_;
+    struct SourceCache {
+        uct_tm_proto_ep_h ep   = nullptr;
+        fi_addr_t         addr = FI_ADDR_NOTAVAIL;
+    };
+    mutable SourceCache                              last_source_;
     std::unordered_set<fi_addr_t>                    unreachable_; /* AV entries with no peer */
-    std::list<Op>                                    ops_;
+    OpPool                                           ops_;
     std::vector<Mr *>                                mrs_;
 };
+
+inline ssize_t Endpoint::post_send(const Xfer &x) {
+    constexpr uint64_t kPlain = FI_INJECT | FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT_COMPLETE;
+    uct_tm_proto_ep_h  ep     = peer(x.addr);
+    if (!enabled_ || !x.one_plain_buffer() || ((x.flags & ~kPlain) != 0) ||
+        ((caps_ & x.kind()) == 0) || (ep == nullptr) || (x.iov[0].iov_len > kInjectSize)) {
+        return send(x);
+    }
+    const bool report = !x.quiet && (!tx_selective_ || (x.flags & FI_COMPLETION));
+    Op        &op     = ops_.take(this, x.context, FI_SEND | x.kind(), x.iov[0].iov_len, report);
+    uct_tm_proto_op_params_t params{};
+    params.flags = (x.tagged ? 0u : unsigned{UCT_TM_PROTO_OP_UNTAGGED}) |
+                   ((x.flags & FI_INJECT) ? unsigned{UCT_TM_PROTO_SEND_INJECT} : 0u) |
+                   ((x.flags & FI_REMOTE_CQ_DATA) ? unsigned{UCT_TM_PROTO_SEND_REMOTE_DATA} : 0u);
+    params.data                = x.data;
+    params.cb                  = on_complete;
+    params.arg                 = &op;
+    uct_tm_proto_request_t req = 0;
+    const ucs_status_t status  = uct_tm_proto_send(ep, x.iov[0].iov_base, x.iov[0].iov_len, x.tag,
+                                                   &params, &req);
+    if ((status == UCS_OK) && !report && (tx_cntr_ == nullptr)) {
+        ops_.release(op); /* fi_inject's every send: nothing to report */
+        return 0;
+    }
+    return started(op, status, req);
+}
+
+inline ssize_t Endpoint::post_recv(const Xfer &x) {
+    const bool        directed = (caps_ & FI_DIRECTED_RECV) && (x.addr != FI_ADDR_UNSPEC);
+    uct_tm_proto_ep_h source   = directed ? peer(x.addr) : nullptr;
+    if (!enabled_ || !x.one_plain_buffer() || ((x.flags & ~FI_COMPLETION) != 0) ||
+        ((caps_ & x.kind()) == 0) || (directed && (source == nullptr))) {
+        return recv(x);
+    }
+    const bool report = !rx_selective_ || (x.flags & FI_COMPLETION);
+    Op        &op     = ops_.take(this, x.context, FI_RECV | x.kind(), x.iov[0].iov_len, report);
+    op.buf            = x.iov[0].iov_base;
+    uct_tm_proto_op_params_t params{};
+    params.flags               = x.tagged ? 0u : unsigned{UCT_TM_PROTO_OP_UNTAGGED};
+    params.cb                  = on_complete;
+    params.arg                 = &op;
+    uct_tm_proto_request_t req = 0;
+    const ucs_status_t status = uct_tm_proto_recv(worker_, op.buf, op.len, x.tag, ~x.ignore, source,
+                                                  &params, &req);
+    if (status == UCS_INPROGRESS) {
+        op.req = req;
+        return 0;
+    }
+    return started(op, status, req);
+}
 
 int open_endpoint(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);
 

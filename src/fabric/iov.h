@@ -11,7 +11,7 @@ namespace uct_tm {
 namespace fabric {
 
 struct Vector {
-    std::array<uct_tm_proto_iov_t, kIovLimit> iov{};
+    std::array<uct_tm_proto_iov_t, kIovLimit> iov; /* [0, count) set: not zeroed per call */
     size_t                                    count = 0;
     size_t                                    total = 0;
 

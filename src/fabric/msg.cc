@@ -1,4 +1,4 @@
-/* fi_msg(3), untagged: typed trampolines into Endpoint::send / recv. */
+/* fi_msg(3), untagged: typed trampolines into Endpoint::post_send / post_recv. */
 #include "endpoint.h"
 
 namespace uct_tm {
@@ -13,7 +13,8 @@ ssize_t send_common(fid_ep *f, const iovec *iov, size_t count, void *desc, fi_ad
         return -FI_EINVAL;
     }
     return guarded([&] {
-        return ep->send(Xfer{iov, count, dest, 0, 0, data, context, desc, flags, false, quiet});
+        return ep->post_send(
+            Xfer{iov, count, dest, 0, 0, data, context, desc, flags, false, quiet});
     });
 }
 
@@ -24,7 +25,7 @@ ssize_t recv_common(fid_ep *f, const iovec *iov, size_t count, void *desc, fi_ad
         return -FI_EINVAL;
     }
     return guarded([&] {
-        return ep->recv(Xfer{iov, count, src, 0, 0, 0, context, desc, flags, false, false});
+        return ep->post_recv(Xfer{iov, count, src, 0, 0, 0, context, desc, flags, false, false});
     });
 }
 

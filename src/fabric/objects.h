@@ -7,6 +7,7 @@
 #define UCT_TM_FABRIC_OBJECTS_H_
 
 #include "provider.h"
+#include "ring.h"
 
 #include <rdma/fi_eq.h>
 
@@ -151,7 +152,9 @@ class Cq : public Bindings {
     fid_cq *fid() { return &h_.fid; }
     Domain &domain() { return domain_; }
 
-    void    push(const Completion &completion) { queue_.push_back(completion); }
+    void push(const Completion &completion) { queue_.push_back(completion); }
+    /* A new entry for the caller to fill, every field (it is not reset). */
+    Completion &emplace() { return queue_.emplace_back(); }
     ssize_t read(void *buf, size_t count, fi_addr_t *sources);
     ssize_t read_error(fi_cq_err_entry *buf, uint64_t flags);
     /* fi_cq_sread: reads (progressing) until an entry, the timeout (ms,
@@ -165,10 +168,10 @@ class Cq : public Bindings {
 
     Handle<fid_cq, Cq>      h_;
     Domain                 &domain_;
-    fi_cq_format            format_;
+    size_t                  entry_size_; /* the format's (fi_cq_open) */
     bool                    waitable_; /* FI_WAIT_UNSPEC or FI_WAIT_YIELD: sread polls */
     std::atomic<bool>       signaled_{false};
-    std::deque<Completion>  queue_;
+    Ring<Completion>        queue_;
 };
 
 int open_cq(fid_domain *domain, fi_cq_attr *attr, fid_cq **cq, void *context);

@@ -1,4 +1,4 @@
-/* fi_tagged(3): typed trampolines into Endpoint::send / recv. */
+/* fi_tagged(3): typed trampolines into Endpoint::post_send / post_recv. */
 #include "endpoint.h"
 
 namespace uct_tm {
@@ -13,7 +13,8 @@ ssize_t tsend_common(fid_ep *f, const iovec *iov, size_t count, void *desc, fi_a
         return -FI_EINVAL;
     }
     return guarded([&] {
-        return ep->send(Xfer{iov, count, dest, tag, 0, data, context, desc, flags, true, quiet});
+        return ep->post_send(
+            Xfer{iov, count, dest, tag, 0, data, context, desc, flags, true, quiet});
     });
 }
 
@@ -24,7 +25,8 @@ ssize_t trecv_common(fid_ep *f, const iovec *iov, size_t count, void *desc, fi_a
         return -FI_EINVAL;
     }
     return guarded([&] {
-        return ep->recv(Xfer{iov, count, src, tag, ignore, 0, context, desc, flags, true, false});
+        return ep->post_recv(
+            Xfer{iov, count, src, tag, ignore, 0, context, desc, flags, true, false});
     });
 }
 

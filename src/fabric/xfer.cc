@@ -34,26 +34,26 @@ unsigned send_flags(uint64_t flags, bool tagged) {
     return f;
 }
 
-uint64_t kind(const Xfer &x) { return x.tagged ? FI_TAGGED : FI_MSG; }
-
 }  // namespace
 
-ssize_t Endpoint::check_send(const Xfer &x) const {
+ssize_t Endpoint::check_send(const Xfer &x, uct_tm_proto_ep_h *ep) const {
     if (!enabled_) {
         return -FI_EOPBADSTATE;
     }
     if ((x.flags & ~kTxOpFlags) != 0) {
         return -FI_EBADFLAGS;
     }
-    if ((caps_ & kind(x)) == 0) {
+    if ((caps_ & x.kind()) == 0) {
         return -FI_EOPNOTSUPP;
     }
-    return (peer(x.addr) == nullptr) ? no_peer(x.addr) : 0;
+    *ep = peer(x.addr);
+    return (*ep == nullptr) ? no_peer(x.addr) : 0;
 }
 
 ssize_t Endpoint::send(const Xfer &x) {
-    Vector        v;
-    const ssize_t ret = check_send(x);
+    Vector            v;
+    uct_tm_proto_ep_h ep  = nullptr;
+    const ssize_t     ret = check_send(x, &ep);
     if (ret != 0) {
         return ret;
     }
@@ -65,24 +65,47 @@ ssize_t Endpoint::send(const Xfer &x) {
         return -FI_EMSGSIZE;
     }
     const bool               report = !x.quiet && (!tx_selective_ || (x.flags & FI_COMPLETION));
-    Op                      &op     = new_op(x, FI_SEND | kind(x), v.total, report);
+    Op                      &op     = new_op(x, FI_SEND | x.kind(), v.total, report);
     uct_tm_proto_op_params_t params{};
     params.flags = send_flags(x.flags, x.tagged);
     params.data  = x.data;
     params.cb    = on_complete;
     params.arg   = &op;
-    use_desc(x, v, &params);
+    if (x.desc != nullptr) {
+        use_desc(x, v, &params);
+    }
     uct_tm_proto_request_t req    = 0;
-    uct_tm_proto_ep_h      ep     = peer(x.addr);
     const ucs_status_t     status = (v.count == 1)
                                         ? uct_tm_proto_send(ep, v.iov[0].buffer, v.iov[0].length, x.tag,
                                                             &params, &req)
                                         : uct_tm_proto_sendv(ep, v.iov.data(), v.count, x.tag, &params,
                                                              &req);
+    if ((status == UCS_OK) && !report && (tx_cntr_ == nullptr)) {
+        ops_.release(op); /* fi_inject's every send: nothing to report */
+        return 0;
+    }
     return started(op, status, req);
 }
 
 ssize_t Endpoint::check_recv(const Xfer &x, uct_tm_proto_ep_h *source) const {
+    /* the common post (no multi-receive, probe or discard) skips to the peer */
+    if (!enabled_ || ((x.flags & ~FI_COMPLETION) != 0) || ((caps_ & x.kind()) == 0)) {
+        const ssize_t ret = check_recv_flags(x);
+        if (ret != 0) {
+            return ret;
+        }
+    }
+    *source = nullptr;
+    if ((caps_ & FI_DIRECTED_RECV) && (x.addr != FI_ADDR_UNSPEC)) {
+        *source = peer(x.addr);
+        if (*source == nullptr) {
+            return no_peer(x.addr);
+        }
+    }
+    return 0;
+}
+
+ssize_t Endpoint::check_recv_flags(const Xfer &x) const {
     if (!enabled_) {
         return -FI_EOPBADSTATE;
     }
@@ -94,18 +117,11 @@ ssize_t Endpoint::check_recv(const Xfer &x, uct_tm_proto_ep_h *source) const {
                                       (x.iov == nullptr) || (x.iov[0].iov_len == 0))) {
         return (caps_ & FI_MULTI_RECV) ? -FI_EINVAL : -FI_EOPNOTSUPP; /* one non-empty buffer */
     }
-    if ((caps_ & kind(x)) == 0) {
+    if ((caps_ & x.kind()) == 0) {
         return -FI_EOPNOTSUPP;
     }
     if ((x.flags & FI_DISCARD) && !(x.flags & (FI_PEEK | FI_CLAIM))) {
         return -FI_EINVAL; /* discard what? */
-    }
-    *source = nullptr;
-    if ((caps_ & FI_DIRECTED_RECV) && (x.addr != FI_ADDR_UNSPEC)) {
-        *source = peer(x.addr);
-        if (*source == nullptr) {
-            return no_peer(x.addr);
-        }
     }
     return 0;
 }
@@ -128,7 +144,7 @@ ssize_t Endpoint::recv(const Xfer &x) {
         return vret;
     }
     const bool report = !rx_selective_ || (x.flags & FI_COMPLETION);
-    Op        &op     = new_op(x, FI_RECV | kind(x), v.total, report);
+    Op        &op     = new_op(x, FI_RECV | x.kind(), v.total, report);
     op.buf            = (v.count > 0) ? v.iov[0].buffer : nullptr;
     op.multi          = (x.flags & FI_MULTI_RECV) != 0;
     uct_tm_proto_op_params_t params{};
@@ -136,7 +152,9 @@ ssize_t Endpoint::recv(const Xfer &x) {
                    bit(op.multi, UCT_TM_PROTO_RECV_MULTI);
     params.cb    = on_complete;
     params.arg   = &op;
-    use_desc(x, v, &params);
+    if (x.desc != nullptr) {
+        use_desc(x, v, &params);
+    }
     uct_tm_proto_request_t req    = 0;
     const ucs_status_t     status = (v.count == 1)
                                         ? uct_tm_proto_recv(worker_, op.buf, v.total, x.tag, ~x.ignore,
@@ -227,7 +245,9 @@ ssize_t Endpoint::claimed(const Xfer &x) {
     uct_tm_proto_op_params_t params{};
     params.cb  = on_complete;
     params.arg = &op;
-    use_desc(x, v, &params);
+    if (x.desc != nullptr) {
+        use_desc(x, v, &params);
+    }
     uct_tm_proto_request_t req    = 0;
     const ucs_status_t     status = (v.count == 1)
                                         ? uct_tm_proto_recv_claimed(worker_, msg, op.buf, v.total,
@@ -254,10 +274,7 @@ void Endpoint::use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t
 }
 
 Op &Endpoint::new_op(const Xfer &x, uint64_t flags, size_t len, bool report) {
-    ops_.push_back(Op{this, x.context, flags, nullptr, len, report, 0, {}});
-    Op &op  = ops_.back();
-    op.self = std::prev(ops_.end());
-    return op;
+    return ops_.take(this, x.context, flags, len, report);
 }
 
 /* The layer's answer to a post: in flight, done at once, or refused
@@ -273,7 +290,7 @@ ssize_t Endpoint::started(Op &op, ucs_status_t status, uct_tm_proto_request_t re
         complete(op, 0, info);
         return 0;
     }
-    ops_.erase(op.self);
+    ops_.release(op);
     return fi_error(status);
 }
 
@@ -289,16 +306,21 @@ void Endpoint::report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *
 }
 
 /* The status into the entry: truncation with the bytes that did not fit
- * in `room` in olen. Successes go to the CQ if the op asked for a
- * completion, errors always; a bound counter counts both. */
-void Endpoint::finish(Op &op, Completion &c, const uct_tm_proto_info_t &info, size_t room) {
+ * in `room` in olen. */
+void Endpoint::set_status(Completion *c, const uct_tm_proto_info_t &info, size_t room) {
     if (info.status == UCS_ERR_MESSAGE_TRUNCATED) {
-        c.err  = FI_ETRUNC;
-        c.olen = (info.length > room) ? (info.length - room) : 0;
+        c->err  = FI_ETRUNC;
+        c->olen = (info.length > room) ? (info.length - room) : 0;
     } else if (info.status != UCS_OK) {
-        c.err = -fi_error(info.status);
+        c->err = -fi_error(info.status);
     }
-    c.prov_errno = info.status;
+    c->prov_errno = info.status;
+}
+
+/* Successes go to the CQ if the op asked for a completion, errors always;
+ * a bound counter counts both. */
+void Endpoint::finish(Op &op, Completion &c, const uct_tm_proto_info_t &info, size_t room) {
+    set_status(&c, info, room);
     Cq   *cq     = (op.flags & FI_SEND) ? tx_cq_ : rx_cq_;
     Cntr *cntr   = (op.flags & FI_SEND) ? tx_cntr_ : rx_cntr_;
     if ((c.err != 0) || op.report) {
@@ -339,25 +361,52 @@ void Endpoint::complete_multi(Op &op, const uct_tm_proto_info_t &info) {
 }
 
 void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info) {
+    if (!op.report && !op.multi && (info.status == UCS_OK) &&
+        (((op.flags & FI_SEND) ? tx_cntr_ : rx_cntr_) == nullptr)) {
+        release(op, req); /* nothing to report: fi_inject's every send */
+        return;
+    }
     if (op.multi && !(info.flags & UCT_TM_PROTO_INFO_MULTI_RECV)) {
         complete_part(op, info);
         return;
     }
     if (op.multi) {
         complete_multi(op, info);
-    } else {
-        Completion c;
+        release(op, req);
+        return;
+    }
+    const bool send  = (op.flags & FI_SEND) != 0;
+    const bool error = info.status != UCS_OK;
+    if (error || op.report) { /* written in the CQ's ring, every field once */
+        Completion &c      = (send ? tx_cq_ : rx_cq_)->emplace();
         c.entry.op_context = op.context;
         c.entry.flags      = op.flags;
-        if (op.flags & FI_RECV) {
+        c.entry.len        = 0;
+        c.entry.buf        = nullptr;
+        c.entry.data       = 0;
+        c.entry.tag        = 0;
+        c.source           = FI_ADDR_NOTAVAIL;
+        c.err              = 0;
+        c.olen             = 0;
+        c.prov_errno       = UCS_OK;
+        if (!send) {
             report_recv(op, info, &c);
         }
-        finish(op, c, info, op.len);
+        if (error) {
+            set_status(&c, info, op.len);
+        }
     }
+    if (Cntr *cntr = send ? tx_cntr_ : rx_cntr_) {
+        cntr->completed(error);
+    }
+    release(op, req);
+}
+
+void Endpoint::release(Op &op, uct_tm_proto_request_t req) {
     if (req != 0) {
         uct_tm_proto_request_release(worker_, req); /* the layer is done with it */
     }
-    ops_.erase(op.self);
+    ops_.release(op);
 }
 
 void Endpoint::on_complete(void *arg, uct_tm_proto_request_t req, const uct_tm_proto_info_t *info) {

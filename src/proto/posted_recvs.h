@@ -81,7 +81,7 @@ class PostedRecvs {
             }
             if (!r->has_source || (r->src_filter == source)) {
                 if (!r->multi) {
-                    untagged_.erase(it);
+                    take(untagged_, it);
                 }
                 return r;
             }
@@ -109,6 +109,16 @@ class PostedRecvs {
     }
 
   private:
+    /* Mostly the first entry: pop_front costs a few instructions where the
+     * general deque::erase costs a hundred. */
+    static void take(std::deque<uint64_t> &q, std::deque<uint64_t>::iterator it) {
+        if (it == q.begin()) {
+            q.pop_front();
+        } else {
+            q.erase(it);
+        }
+    }
+
     /* The earliest tier-2 receive that matches, taken out; or null. */
     Request *match_tier2(uint64_t tag, uint32_t source) {
         for (auto it = tier2_.begin(); it != tier2_.end(); ++it) {
@@ -118,7 +128,7 @@ class PostedRecvs {
             }
             if (match::tag_matches(tag, r->tag, r->mask) &&
                 (!r->has_source || (r->src_filter == source))) {
-                tier2_.erase(it);
+                take(tier2_, it);
                 forget_tier2();
                 return r;
             }

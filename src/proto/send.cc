@@ -452,11 +452,14 @@ ssize_t Sender::send_single_iov(Endpoint *ep, uint64_t tag, bool has_data, uint6
  * bcopy, as tag_eager() picks) is counted sent before the transport call, and
  * what a refusal needs waits in the send side (eager_now_) (docs/perf.md,
  * "Code shape of the hot paths"). */
-ucs_status_t Sender::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
-                                    const uct_tm_proto_op_params_t *params, uint64_t *req) {
+template <bool kData>
+[[gnu::always_inline]] inline ucs_status_t
+Sender::eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag, uint64_t rdata,
+                  const uct_tm_proto_op_params_t *params, uint64_t *req) {
     Owner *w = ep->worker;
     if (ucs_likely(ep->tag_path)) {
-        const uint64_t imm        = uint64_t{w->id()} << 32; /* no remote data here */
+        const uint64_t imm = (uint64_t{source_word(w->id(), kData)} << 32) |
+                             static_cast<uint32_t>(rdata);
         w->tx().eager_iov_.buffer = const_cast<void *>(buffer);
         w->tx().eager_iov_.length = length;
         w->tx().eager_now_        = {ep, tag, params, req};
@@ -479,7 +482,21 @@ ucs_status_t Sender::send_eager_now(Endpoint *ep, const void *buffer, size_t len
         }
         return w->tx().eager_now_refused(status);
     }
-    return w->tx().send_eager_now_other(ep, buffer, length, tag, params, req);
+    return w->tx().send_eager_now_other(ep, buffer, length, tag, kData, rdata, params, req);
+}
+
+ucs_status_t Sender::send_eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                                    const uct_tm_proto_op_params_t *params, uint64_t *req) {
+    return eager_now<false>(ep, buffer, length, tag, 0, params, req); /* no remote data */
+}
+
+ucs_status_t Sender::send_eager_now_data(Endpoint *ep, const void *buffer, size_t length,
+                                         uint64_t tag, const uct_tm_proto_op_params_t *params,
+                                         uint64_t *req) {
+    if (params->flags & UCT_TM_PROTO_SEND_REMOTE_DATA) {
+        return eager_now<true>(ep, buffer, length, tag, params->data, params, req);
+    }
+    return eager_now<false>(ep, buffer, length, tag, 0, params, req);
 }
 
 /* The tagged message above did not complete in the call. */
@@ -502,9 +519,9 @@ ucs_status_t Sender::eager_now_refused(ucs_status_t status) {
 
 /* Every other message send_eager_now() takes (AM). */
 ucs_status_t Sender::send_eager_now_other(Endpoint *ep, const void *buffer, size_t length,
-                                          uint64_t tag, const uct_tm_proto_op_params_t *params,
-                                          uint64_t *req) {
-    const ssize_t n = send_single(ep, tag, false, 0, buffer, length); /* no remote data here */
+                                          uint64_t tag, bool has_data, uint64_t rdata,
+                                          const uct_tm_proto_op_params_t *params, uint64_t *req) {
+    const ssize_t n = send_single(ep, tag, has_data, rdata, buffer, length);
     if (n >= 0) {
         ep->credits -= length;
         ++w_.stats().eager_sends;

@@ -157,14 +157,27 @@ class Sender {
         bool untagged() const { return flags & UCT_TM_PROTO_OP_UNTAGGED; }
     };
 
+    static constexpr unsigned kEagerNowDataFlags = UCT_TM_PROTO_SEND_INJECT |
+                                                   UCT_TM_PROTO_SEND_REMOTE_DATA;
+
     /* static: the C entry forwards to it directly (docs/perf.md,
      * "Code shape of the hot paths") */
     static ucs_status_t            send_eager_now(Endpoint *ep, const void *buffer, size_t length,
                                                   uint64_t tag, const uct_tm_proto_op_params_t *params,
                                                   uint64_t *req);
+    /* The same for a send whose flags are INJECT and REMOTE_DATA (narrow
+     * data) at most: fi_tinjectdata's every message. */
+    [[gnu::noinline]] static ucs_status_t
+    send_eager_now_data(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                        const uct_tm_proto_op_params_t *params, uint64_t *req);
+    template <bool kData>
+    static ucs_status_t eager_now(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
+                                  uint64_t rdata, const uct_tm_proto_op_params_t *params,
+                                  uint64_t *req);
     [[gnu::noinline]] ucs_status_t eager_now_refused(ucs_status_t status);
     [[gnu::noinline]] ucs_status_t send_eager_now_other(Endpoint *ep, const void *buffer,
-                                                        size_t length, uint64_t tag,
+                                                        size_t length, uint64_t tag, bool has_data,
+                                                        uint64_t                        rdata,
                                                         const uct_tm_proto_op_params_t *params,
                                                         uint64_t                       *req);
     bool     send_args_valid(const Endpoint *ep, const void *buffer, size_t length,
@@ -220,12 +233,20 @@ class Sender {
                                                         uint64_t                       *req) {
     /* a message that leaves at once makes no request, with USER_REQUEST too */
     if ((length < ep->eager_now_limit) && (length <= ep->credits) &&
-        ((buffer != nullptr) || (length == 0)) && ep->sends.empty() &&
-        (((params == nullptr) || (params->flags == 0))
-             ? (req != nullptr)
-             : ((params->flags == UCT_TM_PROTO_OP_USER_REQUEST) &&
-                user_memory_valid(params)))) { /* req may be NULL then */
-        return send_eager_now(ep, buffer, length, tag, params, req);
+        ((buffer != nullptr) || (length == 0)) && ep->sends.empty()) {
+        if ((params == nullptr) || (params->flags == 0)) {
+            if (req != nullptr) {
+                return send_eager_now(ep, buffer, length, tag, params, req);
+            }
+        } else if (params->flags == UCT_TM_PROTO_OP_USER_REQUEST) {
+            if (user_memory_valid(params)) { /* req may be NULL then */
+                return send_eager_now(ep, buffer, length, tag, params, req);
+            }
+        } else if (((params->flags & ~kEagerNowDataFlags) == 0) && (req != nullptr) &&
+                   (!(params->flags & UCT_TM_PROTO_SEND_REMOTE_DATA) ||
+                    data_is_narrow(params->data))) {
+            return send_eager_now_data(ep, buffer, length, tag, params, req);
+        }
     }
     return send_other(ep, buffer, length, tag, params, req);
 }

@@ -288,6 +288,77 @@ TEST_P(FabricPair, CancelledReceiveCompletesWithEcanceled) {
     EXPECT_EQ(-FI_ENOENT, fi_cancel(&b_.ep->fid, &rctx_)); /* gone */
 }
 
+/* Hundreds of operations in flight and of entries waiting in a CQ, twice
+ * (the second round reuses the first's slots and wraps the queue): each
+ * completes once, in order, with its own context. */
+TEST_P(FabricPair, DeepBacklogCompletesEachOnceInOrder) {
+    constexpr size_t      kDepth = 300;
+    std::vector<int>      rctx(kDepth), sctx(kDepth);
+    std::vector<char>     bufs(kDepth * 8);
+    std::vector<uint64_t> words(kDepth); /* a send's buffer is in use until it completes */
+    for (uint64_t round = 0; round < 2; ++round) {
+        const uint64_t base = 0x7700 + round * kDepth;
+        for (size_t i = 0; i < kDepth; ++i) {
+            ASSERT_EQ(0, fi_trecv(b_.ep, &bufs[i * 8], 8, nullptr, ba_, base + i, 0, &rctx[i]));
+        }
+        for (size_t i = 0; i < kDepth; ++i) {
+            words[i] = base + i;
+            ASSERT_EQ(0, fi_tsenddata(a_.ep, &words[i], sizeof(uint64_t), nullptr, i, ab_, base + i,
+                                      &sctx[i]));
+        }
+        for (size_t i = 0; i < kDepth; ++i) { /* all waiting in a's CQ, in sending order */
+            const fi_cq_tagged_entry e = next(a_, b_);
+            ASSERT_EQ(&sctx[i], e.op_context) << "send " << i;
+        }
+        for (size_t i = 0; i < kDepth; ++i) {
+            const fi_cq_tagged_entry e = next(b_, a_);
+            ASSERT_EQ(&rctx[i], e.op_context) << "receive " << i;
+            if (has(FI_CQ_FORMAT_DATA)) {
+                EXPECT_EQ(i, e.data);
+            }
+            if (has(FI_CQ_FORMAT_TAGGED)) {
+                EXPECT_EQ(base + i, e.tag);
+            }
+            uint64_t word = 0;
+            memcpy(&word, &bufs[i * 8], sizeof(word));
+            EXPECT_EQ(base + i, word);
+        }
+        EXPECT_FALSE(any_completion({a_.cq, b_.cq}, 0.05)) << "an operation completed twice";
+    }
+}
+
+/* fi_cancel(3) names an operation by its context; of several posted with
+ * the same one, the earliest goes. */
+TEST_P(FabricPair, CancelTakesTheEarliestPostedWithTheContext) {
+    /* Two receives completed in posting order first: their slots are reused
+     * last-freed first, so the earlier post below does not get the lower one. */
+    std::vector<char> warm(16, 0);
+    for (uint64_t tag : {10, 11}) {
+        ASSERT_EQ(0, fi_trecv(b_.ep, warm.data(), warm.size(), nullptr, FI_ADDR_UNSPEC, tag, 0,
+                              &rctx_));
+    }
+    for (uint64_t tag : {10, 11}) {
+        ASSERT_EQ(0, fi_tsend(a_.ep, warm.data(), warm.size(), nullptr, ab_, tag, &sctx_));
+        check_send(&sctx_, FI_SEND | FI_TAGGED);
+        check_recv(&rctx_, warm, warm, FI_RECV | FI_TAGGED, tag);
+    }
+    std::vector<char> first(16, 0), second(16, 0);
+    ASSERT_EQ(0,
+              fi_trecv(b_.ep, first.data(), first.size(), nullptr, FI_ADDR_UNSPEC, 1, 0, &rctx_));
+    ASSERT_EQ(0,
+              fi_trecv(b_.ep, second.data(), second.size(), nullptr, FI_ADDR_UNSPEC, 2, 0, &rctx_));
+    ASSERT_EQ(0, fi_cancel(&b_.ep->fid, &rctx_));
+    fi_cq_tagged_entry e;
+    ASSERT_EQ(-FI_EAVAIL, wait_cq(b_.cq, &e, nullptr, {a_.cq}));
+    const fi_cq_err_entry err = read_err(b_.cq);
+    EXPECT_EQ(FI_ECANCELED, err.err);
+    EXPECT_EQ(first.data(), err.buf) << "the later receive was cancelled";
+    const std::vector<char> msg = pattern(16, 9);
+    ASSERT_EQ(0, fi_tsend(a_.ep, msg.data(), msg.size(), nullptr, ab_, 2, &sctx_));
+    check_recv(&rctx_, second, msg, FI_RECV | FI_TAGGED, 2);
+    check_send(&sctx_, FI_SEND | FI_TAGGED);
+}
+
 INSTANTIATE_TEST_SUITE_P(formats, FabricPair,
                          ::testing::Combine(::testing::Values(FI_CQ_FORMAT_CONTEXT,
                                                               FI_CQ_FORMAT_MSG, FI_CQ_FORMAT_DATA,

@@ -9,6 +9,7 @@
  */
 #include "proto_fixture.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -83,6 +84,51 @@ TEST_P(RemoteDataTest, EveryProtocolExpectedAndUnexpected) {
 /* Messages of one sender with and without remote data, narrow and wide, of
  * every size, match in sending order: wide data over a tag list takes the
  * rendezvous request, which must not overtake nor be overtaken. */
+/* fi_tinjectdata's sends: INJECT | REMOTE_DATA. A small one with narrow
+ * data leaves in the call (UCS_OK, no request), directed receive or not;
+ * wide data or a larger message takes the general path. Either way the
+ * buffer is the caller's again at return and the data arrives. */
+TEST_P(RemoteDataTest, InjectWithDataLeavesAtOnce) {
+    transfer(8, 0x8ff, 1, nullptr); /* a transport that connects lazily (tcp) is connected */
+    uint32_t seed = 0;
+    for (size_t len : {size_t{0}, size_t{8}, size_t{2000}}) {
+        for (const auto &data : kData) {
+            for (bool directed : {false, true}) {
+                SCOPED_TRACE(testing::Message()
+                             << len << " B, data " << (data ? *data : 0) << (data ? "" : " (none)")
+                             << (directed ? ", directed" : ""));
+                auto                     msg = pattern(len, ++seed);
+                const auto               ref = msg;
+                std::vector<char>        buf(len + 8, 'x');
+                const uint64_t           tag    = 0x900 + seed;
+                uct_tm_proto_request_t   r      = post(buf.data(), len, tag, kAll,
+                                                directed ? p_.ba : nullptr);
+                uct_tm_proto_op_params_t params = {};
+                params.flags                    = UCT_TM_PROTO_SEND_INJECT |
+                               (data ? UCT_TM_PROTO_SEND_REMOTE_DATA : 0);
+                params.data              = data.value_or(0);
+                uct_tm_proto_request_t s = 0;
+                const ucs_status_t st = uct_tm_proto_send(p_.ab, msg.data(), len, tag, &params, &s);
+                const bool         narrow = !data || ((*data >> 32) == 0);
+                if ((len <= 8) && narrow) {
+                    EXPECT_EQ(UCS_OK, st) << "a small inject with narrow data leaves in the call";
+                }
+                ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << ucs_status_string(st);
+                std::fill(msg.begin(), msg.end(), 'z'); /* INJECT: the buffer is ours again */
+                uct_tm_proto_info_t info;
+                ASSERT_EQ(UCS_OK, wait_request(p_, p_.b, r, &info));
+                if (st == UCS_INPROGRESS) {
+                    ASSERT_EQ(UCS_OK, wait_request(p_, p_.a, s));
+                }
+                expect_data(info, data, "receive");
+                EXPECT_EQ(info.length, len);
+                EXPECT_TRUE(same_bytes(buf.data(), ref.data(), len));
+                EXPECT_EQ(buf[len], 'x');
+            }
+        }
+    }
+}
+
 TEST_P(RemoteDataTest, MixedDataKeepsSendingOrder) {
     constexpr uint32_t kCount = 60;
     std::vector<std::vector<char>>       payloads;
