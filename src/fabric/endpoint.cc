@@ -382,6 +382,7 @@ int Endpoint::connect(fi_addr_t addr, const Name &name) {
     }
     peers_[addr] = ep;
     sources_[ep] = addr;
+    last_source_ = {}; /* it may hold this handle's earlier "not found" */
     return 0;
 }
 
@@ -411,7 +412,7 @@ ssize_t Endpoint::no_peer(fi_addr_t addr) const {
 
 /* The last answer is kept: a receiver mostly hears the peer it heard last. */
 fi_addr_t Endpoint::source_of(uct_tm_proto_ep_h ep) const {
-    if ((ep != last_source_.ep) || (ep == nullptr)) {
+    if (ep != last_source_.ep) {
         const auto it = sources_.find(ep);
         last_source_  = {ep, (it != sources_.end()) ? it->second : FI_ADDR_NOTAVAIL};
     }

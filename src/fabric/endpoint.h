@@ -41,6 +41,26 @@ struct Xfer {
     }
 };
 
+/* `flag` (a layer enum) if `on`. */
+inline unsigned bit(bool on, unsigned flag) { return on ? flag : 0u; }
+
+/* The layer's send flags for libfabric's op flags. */
+inline unsigned send_flags(uint64_t flags, bool tagged) {
+    unsigned f = bit(!tagged, UCT_TM_PROTO_OP_UNTAGGED);
+    f |= bit(flags & FI_INJECT, UCT_TM_PROTO_SEND_INJECT);
+    f |= bit(flags & FI_REMOTE_CQ_DATA, UCT_TM_PROTO_SEND_REMOTE_DATA);
+    f |= bit(flags & FI_FENCE, UCT_TM_PROTO_SEND_FENCE);
+    f |= bit(flags & FI_MORE, UCT_TM_PROTO_SEND_MORE);
+    /* the strongest level asked for; FI_INJECT_COMPLETE is the default (one
+     * test for the common send, which asks for none) */
+    if (flags & (FI_MATCH_COMPLETE | FI_DELIVERY_COMPLETE | FI_TRANSMIT_COMPLETE)) {
+        f |= (flags & FI_MATCH_COMPLETE)      ? unsigned{UCT_TM_PROTO_SEND_SYNC}
+             : (flags & FI_DELIVERY_COMPLETE) ? unsigned{UCT_TM_PROTO_SEND_DELIVERY_COMPLETE}
+                                              : unsigned{UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE};
+    }
+    return f;
+}
+
 class Endpoint {
   public:
     static constexpr size_t kClass = FI_CLASS_EP;
@@ -143,9 +163,7 @@ inline ssize_t Endpoint::post_send(const Xfer &x) {
     const bool report = !x.quiet && (!tx_selective_ || (x.flags & FI_COMPLETION));
     Op        &op     = ops_.take(this, x.context, FI_SEND | x.kind(), x.iov[0].iov_len, report);
     uct_tm_proto_op_params_t params{};
-    params.flags = (x.tagged ? 0u : unsigned{UCT_TM_PROTO_OP_UNTAGGED}) |
-                   ((x.flags & FI_INJECT) ? unsigned{UCT_TM_PROTO_SEND_INJECT} : 0u) |
-                   ((x.flags & FI_REMOTE_CQ_DATA) ? unsigned{UCT_TM_PROTO_SEND_REMOTE_DATA} : 0u);
+    params.flags                   = send_flags(x.flags, x.tagged);
     params.data                = x.data;
     params.cb                  = on_complete;
     params.arg                 = &op;
@@ -170,7 +188,7 @@ inline ssize_t Endpoint::post_recv(const Xfer &x) {
     Op        &op     = ops_.take(this, x.context, FI_RECV | x.kind(), x.iov[0].iov_len, report);
     op.buf            = x.iov[0].iov_base;
     uct_tm_proto_op_params_t params{};
-    params.flags               = x.tagged ? 0u : unsigned{UCT_TM_PROTO_OP_UNTAGGED};
+    params.flags                  = bit(!x.tagged, UCT_TM_PROTO_OP_UNTAGGED);
     params.cb                  = on_complete;
     params.arg                 = &op;
     uct_tm_proto_request_t req = 0;

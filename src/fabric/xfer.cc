@@ -12,29 +12,6 @@
 namespace uct_tm {
 namespace fabric {
 
-namespace {
-
-/* `flag` (a layer enum) if `on`. */
-unsigned bit(bool on, unsigned flag) { return on ? flag : 0u; }
-
-unsigned send_flags(uint64_t flags, bool tagged) {
-    unsigned f = bit(!tagged, UCT_TM_PROTO_OP_UNTAGGED);
-    f |= bit(flags & FI_INJECT, UCT_TM_PROTO_SEND_INJECT);
-    f |= bit(flags & FI_REMOTE_CQ_DATA, UCT_TM_PROTO_SEND_REMOTE_DATA);
-    f |= bit(flags & FI_FENCE, UCT_TM_PROTO_SEND_FENCE);
-    f |= bit(flags & FI_MORE, UCT_TM_PROTO_SEND_MORE);
-    /* the strongest level asked for; FI_INJECT_COMPLETE is the default */
-    if (flags & FI_MATCH_COMPLETE) {
-        f |= UCT_TM_PROTO_SEND_SYNC;
-    } else if (flags & FI_DELIVERY_COMPLETE) {
-        f |= UCT_TM_PROTO_SEND_DELIVERY_COMPLETE;
-    } else if (flags & FI_TRANSMIT_COMPLETE) {
-        f |= UCT_TM_PROTO_SEND_TRANSMIT_COMPLETE;
-    }
-    return f;
-}
-
-}  // namespace
 
 ssize_t Endpoint::check_send(const Xfer &x, uct_tm_proto_ep_h *ep) const {
     if (!enabled_) {
@@ -80,10 +57,6 @@ ssize_t Endpoint::send(const Xfer &x) {
                                                             &params, &req)
                                         : uct_tm_proto_sendv(ep, v.iov.data(), v.count, x.tag, &params,
                                                              &req);
-    if ((status == UCS_OK) && !report && (tx_cntr_ == nullptr)) {
-        ops_.release(op); /* fi_inject's every send: nothing to report */
-        return 0;
-    }
     return started(op, status, req);
 }
 
@@ -361,11 +334,6 @@ void Endpoint::complete_multi(Op &op, const uct_tm_proto_info_t &info) {
 }
 
 void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info) {
-    if (!op.report && !op.multi && (info.status == UCS_OK) &&
-        (((op.flags & FI_SEND) ? tx_cntr_ : rx_cntr_) == nullptr)) {
-        release(op, req); /* nothing to report: fi_inject's every send */
-        return;
-    }
     if (op.multi && !(info.flags & UCT_TM_PROTO_INFO_MULTI_RECV)) {
         complete_part(op, info);
         return;
