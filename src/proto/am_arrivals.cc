@@ -125,6 +125,7 @@ void Worker::am_arrived(const void *data, size_t length, const Iface *iface) {
         }
         handle_batch(p, length, iface);
         return;
+    case Kind::kHello: handle_hello(p, length, iface); return;
     case Kind::kPutReq: {
         PutHeader ph;
         if (!read_header(p, length, &ph)) {

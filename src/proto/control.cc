@@ -44,13 +44,34 @@ void ControlChannel::send_to(uint32_t source, const CtrlHeader &hdr) {
         send(ep, h);
         return;
     }
-    if ((parked_.size() < kParkedMax) && (alloc_status([&] {
-                                              parked_.push_back(Parked{source, h});
-                                          }) == UCS_OK)) {
-        return; /* until we create an endpoint to `source` */
+    if (!park(source, h)) {
+        TM_PROTO_DROPPED_BY(w_, "no endpoint to worker %u for a reply: create one (docs/proto.md)",
+                            source);
     }
-    TM_PROTO_DROPPED_BY(w_, "no endpoint to worker %u for a reply: create one (docs/proto.md)",
-                        source);
+}
+
+bool ControlChannel::park(uint32_t source, const CtrlHeader &h) {
+    /* until we create an endpoint to `source` (or its kHello has us create one) */
+    return (parked_.size() < kParkedMax) && (alloc_status([&] {
+                                                 parked_.push_back(Parked{source, h});
+                                             }) == UCS_OK);
+}
+
+void ControlChannel::park_credit(uint32_t source, uint64_t bytes) {
+    for (Parked &p : parked_) {
+        if ((p.peer == source) && (p.hdr.kind == Kind::kCredit)) {
+            p.hdr.value += bytes;
+            return;
+        }
+    }
+    CtrlHeader h = {};
+    h.kind       = Kind::kCredit;
+    h.source     = w_.id();
+    h.value      = bytes;
+    if (!park(source, h)) {
+        TM_PROTO_DROPPED_BY(w_, "no endpoint to worker %u to return %llu bytes of credit to",
+                            source, static_cast<unsigned long long>(bytes));
+    }
 }
 
 void ControlChannel::unpark(Endpoint *ep) {

@@ -39,9 +39,11 @@ class ControlChannel {
     void handle(const CtrlHeader &hdr);
 
     /* Inline (every eager arrival): counts the bytes `ep` (our endpoint to
-     * the sender, or null) gets back; sends them once past the flush mark. */
-    void return_credit(Endpoint *ep, uint64_t bytes) {
+     * the sender, or null: then they wait for one) gets back; sends them
+     * once past the flush mark. */
+    void return_credit(uint32_t source, Endpoint *ep, uint64_t bytes) {
         if (ep == nullptr) {
+            park_credit(source, bytes);
             return;
         }
         ep->owed += bytes;
@@ -60,6 +62,11 @@ class ControlChannel {
 
   private:
     void flush_credit(Endpoint *ep);
+    /* Credit for a worker we hold no endpoint to: added to the credit
+     * parked for it (kept, not lost: the sender's window would shrink). */
+    [[gnu::noinline]] void park_credit(uint32_t source, uint64_t bytes);
+    /* Parks `h` for worker `source`; false when kParkedMax are parked. */
+    bool park(uint32_t source, const CtrlHeader &h);
     /* The sender withdraws its rendezvous request `sreq`. */
     void withdraw_rts(uint32_t source, uint64_t sreq);
     /* A reply about one of our send requests (CTS, ACK, CANCEL_ACK). */

@@ -37,7 +37,7 @@ inline void accept_message(Request &r, const MsgHeader &h, Endpoint *from) {
     r.info.data   = h.data;
     r.info.flags  = info_flags(h.flags);
     r.info.source = h.source;
-    r.info.ep     = reinterpret_cast<uct_tm_proto_ep_h>(from);
+    r.info.ep     = user_handle(from);
     r.expect      = std::min<uint64_t>(h.length, r.capacity);
     r.received    = 0;
     r.offset      = 0;

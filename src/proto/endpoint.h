@@ -67,6 +67,12 @@ class Endpoint {
     std::vector<char> batch;
     size_t   eager_now_saved = 0;
     bool     busy        = false; /* in the worker's list of endpoints with queued work */
+    /* our HelloHeader was refused with NO_RESOURCE: progress sends it first */
+    bool hello_due = false;
+    /* the worker created it to reply to a peer that sent first (its
+     * kHello); the application holds no handle to it until its own
+     * ep_create() to that peer adopts it */
+    bool implicit = false;
     /* send requests that left `sends` (some completed since: pruned when a
      * FENCE send looks, which starts when none is left live) */
     std::deque<uint64_t>   started;
@@ -103,5 +109,17 @@ class CreditHold {
 }  // namespace uct_tm
 
 struct uct_tm_proto_ep : uct_tm::proto::Endpoint {};
+
+namespace uct_tm {
+namespace proto {
+
+/* The handle the application knows endpoint `ep` (or null) by: none for
+ * an implicit one (info.ep NULL, as for a sender we hold no endpoint to). */
+inline uct_tm_proto_ep *user_handle(Endpoint *ep) {
+    return ((ep != nullptr) && !ep->implicit) ? static_cast<uct_tm_proto_ep *>(ep) : nullptr;
+}
+
+}  // namespace proto
+}  // namespace uct_tm
 
 #endif

@@ -46,8 +46,8 @@ namespace proto {
 /* Work for progress: a TRANSMIT_COMPLETE send awaiting a flush, a held
  * message to report (buffered receives). */
 struct Later {
-    enum class Kind : uint8_t { kFlush, kBuffered } kind;
-    uint64_t handle; /* a send request, or a claimed message */
+    enum class Kind : uint8_t { kFlush, kBuffered, kHello } kind;
+    uint64_t handle; /* a send request, or a claimed message (kHello: none) */
 };
 
 class Owner {
@@ -148,7 +148,7 @@ inline void ControlChannel::message_consumed(uint32_t source, uint64_t length, b
     if (sync) {
         send_ack(source, sreq);
     }
-    return_credit(w_.peers().of(source), length);
+    return_credit(source, w_.peers().of(source), length);
 }
 
 }  // namespace proto

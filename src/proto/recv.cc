@@ -108,7 +108,8 @@ void Receiver::track_fragments(const MsgHeader &h, size_t first_len, uint64_t re
         if (h.flags & kFlagSync) {
             w_.control().send_ack(h.source, h.sreq);
         }
-        w_.control().return_credit(ep, h.length); /* message_consumed(), the endpoint known */
+        w_.control().return_credit(h.source, ep,
+                                   h.length); /* message_consumed(), the endpoint known */
         w_.completions().publish_now(r);
         return;
     }
@@ -287,7 +288,7 @@ void Receiver::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
                    (u.untagged ? UCT_TM_PROTO_INFO_UNTAGGED : 0);
     info->source = u.source;
     info->buffer = nullptr;
-    info->ep     = reinterpret_cast<uct_tm_proto_ep_h>(w_.peers().of(u.source));
+    info->ep     = user_handle(w_.peers().of(u.source));
 }
 
 /* Inlined into recv_general(): tier 0 while software holds no receive (and

@@ -31,7 +31,7 @@ namespace {
     info.data   = static_cast<uint32_t>(imm);
     info.source = imm_source(imm);
     info.flags  = imm_has_data(imm) ? UCT_TM_PROTO_INFO_REMOTE_DATA : 0;
-    info.ep     = reinterpret_cast<uct_tm_proto_ep_h>(ep);
+    info.ep     = user_handle(ep);
 }
 
 /* A tag list's rendezvous header: our MsgHeader of kind kRts. */
@@ -85,7 +85,7 @@ void Worker::tag_consumed(OffloadContext *o) {
     Endpoint *const ep = peers_.of(imm_source(imm));
     describe_arrival(r.info, stag, imm, length, ep);
     completions_.complete(r, status);
-    control_.return_credit(ep, length);
+    control_.return_credit(imm_source(imm), ep, length);
 }
 
 /* The common arrival of an offloaded eager receive, when nothing in it can
@@ -190,7 +190,7 @@ void Worker::tag_completed(DirectRecv *d, uint64_t stag, uint64_t imm, size_t le
         describe_arrival(info, stag, imm, length, ep);
         guarded(
             "returning credit", [&]() __attribute__((always_inline)) {
-                control_.return_credit(ep, length);
+                control_.return_credit(imm_source(imm), ep, length);
             });
     }
     info.status = status;

@@ -42,7 +42,8 @@ enum class Kind : uint8_t {
     kPutDone,    /* CtrlHeader: the sender's write for receive `req` is done */
     kDeliverReq, /* CtrlHeader: answer kAck to `req` (after everything sent before it) */
     kBatch,      /* BatchHeader, then (BatchEntry + payload)...: eager messages sent with MORE */
-    kLast = kBatch
+    kHello,      /* HelloHeader + the sender's compact worker address: reply over it */
+    kLast = kHello
 };
 
 enum MsgFlags : uint8_t {
@@ -164,17 +165,31 @@ struct BatchEntry {
 };
 static_assert(sizeof(BatchEntry) == 24, "BatchEntry is part of the wire format");
 
+/* The first message of an endpoint over a transport that connects to
+ * ifaces: the sender's worker address, so that a receiver that holds no
+ * endpoint to it can create one for its replies (CTS, ACK, credit). */
+struct HelloHeader {
+    Kind     kind;
+    uint8_t  reserved[3];
+    uint32_t source;
+    uint32_t target; /* the worker the sender's endpoint goes to */
+    uint32_t length; /* address bytes that follow */
+};
+static_assert(sizeof(HelloHeader) == 16, "HelloHeader is part of the wire format");
+inline constexpr size_t kMaxHelloAddress = 1024;
+
 /* Every header carries the sending worker's id at this offset (MsgHeader,
- * FragHeader, DataHeader, PutHeader, CtrlHeader, BatchHeader): one check binds any
+ * FragHeader, DataHeader, PutHeader, CtrlHeader, BatchHeader, HelloHeader): one check binds any
  * message to the endpoint its claimed source was wired up with. */
 inline constexpr size_t kSourceOffset = 4;
 
 static_assert((offsetof(MsgHeader, source) == kSourceOffset) &&
-                      (offsetof(FragHeader, source) == kSourceOffset) &&
-                      (offsetof(DataHeader, source) == kSourceOffset) &&
-                      (offsetof(PutHeader, source) == kSourceOffset) &&
-                      (offsetof(CtrlHeader, source) == kSourceOffset) &&
-                      (offsetof(BatchHeader, source) == kSourceOffset),
+                  (offsetof(FragHeader, source) == kSourceOffset) &&
+                  (offsetof(DataHeader, source) == kSourceOffset) &&
+                  (offsetof(PutHeader, source) == kSourceOffset) &&
+                  (offsetof(CtrlHeader, source) == kSourceOffset) &&
+                  (offsetof(BatchHeader, source) == kSourceOffset) &&
+                  (offsetof(HelloHeader, source) == kSourceOffset),
               "every AM header has the source at kSourceOffset");
 
 /* Version 2: DataHeader carries the source. Version 3: 64-bit remote data

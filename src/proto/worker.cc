@@ -527,13 +527,18 @@ ucs_status_t Worker::address(void *buffer, size_t *length, bool compact) const {
 }
 
 ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep_p) {
+    return create_endpoint(address, length, ep_p, nullptr);
+}
+
+ucs_status_t Worker::create_endpoint(const void *address, size_t length, Endpoint **ep_p,
+                                     const Hello *implicit) {
     if ((address != nullptr) && is_compact_address(address, length)) {
         std::vector<char> full;
         if (!expand_address(static_cast<const uint8_t *>(address), length, &full)) {
             ucs_error("tm_proto: malformed compact worker address");
             return UCS_ERR_INVALID_PARAM;
         }
-        return ep_create(full.data(), full.size(), ep_p);
+        return create_endpoint(full.data(), full.size(), ep_p, implicit);
     }
     if ((address == nullptr) || (ep_p == nullptr) || (length < sizeof(AddressHeader))) {
         return UCS_ERR_INVALID_PARAM;
@@ -562,14 +567,27 @@ ucs_status_t Worker::ep_create(const void *address, size_t length, Endpoint **ep
     if (chosen == nullptr) {
         return UCS_ERR_UNREACHABLE;
     }
-    return new_endpoint(chosen, *remote, h, ep_p);
+    if (implicit != nullptr) {
+        /* only an endpoint to the worker that sent it, over the iface it came by */
+        if ((h.id != implicit->source) || (chosen != implicit->iface) || chosen->to_ep) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+    } else if (Endpoint *adopted = adopt(h.id, chosen)) {
+        *ep_p = adopted;
+        return UCS_OK;
+    }
+    const ucs_status_t status = new_endpoint(chosen, *remote, h, ep_p, implicit != nullptr);
+    if ((status == UCS_OK) && (implicit == nullptr) && (h.id != config_.id)) {
+        send_hello(*ep_p); /* connected to the peer's iface: it may reply over ours */
+    }
+    return status;
 }
 
 /* Our endpoint over `i` to the peer whose address header is `h`, to its
  * iface `remote`; UCS_INPROGRESS until ep_connect() when the transport
  * connects endpoint to endpoint. */
 ucs_status_t Worker::new_endpoint(Iface *i, const PeerIface &remote, const AddressHeader &h,
-                                  Endpoint **ep_p) {
+                                  Endpoint **ep_p, bool implicit) {
     uct_ep_params_t ep_params = {};
     ep_params.field_mask      = UCT_EP_PARAM_FIELD_IFACE;
     ep_params.iface           = i->iface;
@@ -599,6 +617,7 @@ ucs_status_t Worker::new_endpoint(Iface *i, const PeerIface &remote, const Addre
     ep->peer_window = h.window;
     ep->credits     = h.window;
     ep->tag_path    = i->tag_send && (h.flags & kAddrOffload);
+    ep->implicit    = implicit;
     set_send_limits(*ep, *i, config_.rndv_thresh);
     const bool connected = ep->connected;
     *ep_p                = peers_.add(std::move(ep));
@@ -860,7 +879,7 @@ void Worker::ep_failed(uct_ep_h uep, ucs_status_t status) {
      * fails that write. */
     end_sends(ep, ep->failure, true);
     end_arrivals(ep, ep->failure);
-    if (config_.err_handler != nullptr) {
+    if ((config_.err_handler != nullptr) && !ep->implicit) { /* a handle the application knows */
         config_.err_handler(config_.err_handler_arg, static_cast<uct_tm_proto_ep_h>(ep), ep->failure);
     }
 }
@@ -884,6 +903,10 @@ unsigned Worker::progress_later() {
     later_work_.swap(later_);
     unsigned n = 0;
     for (const Later &l : later_work_) {
+        if (l.kind == Later::Kind::kHello) {
+            accept_hellos();
+            continue;
+        }
         if (l.kind == Later::Kind::kBuffered) {
             rx_.report_buffered(l.handle);
             ++n;
@@ -907,6 +930,10 @@ unsigned Worker::progress_queues() {
     unsigned n = 0;
     for (size_t i = 0; i < busy_.size();) {
         Endpoint *ep = busy_[i];
+        if (ep->hello_due && (hello_now(ep) == UCS_ERR_NO_RESOURCE)) {
+            ++i; /* the hello first: it lets the peer reply to what follows */
+            continue;
+        }
         while (!ep->ctrl.empty()) {
             const ssize_t s = tx_.am_send(ep, &ep->ctrl.front(), sizeof(CtrlHeader), nullptr, 0);
             if (s == UCS_ERR_NO_RESOURCE) {
@@ -938,7 +965,7 @@ unsigned Worker::progress_queues() {
             ep->sends.pop_front();
             ++n;
         }
-        if (ep->ctrl.empty() && ep->sends.empty() && ep->batch.empty()) {
+        if (ep->ctrl.empty() && ep->sends.empty() && ep->batch.empty() && !ep->hello_due) {
             ep->busy = false;
             busy_[i] = busy_.back();
             busy_.pop_back();

@@ -63,6 +63,14 @@ void set_tag_callbacks(uct_iface_params_t *params, Iface *iface);
 /* One iface entry of a peer's worker address (worker.cc). */
 struct PeerIface;
 
+/* A peer's kHello: the worker address it sent over `iface`, for an
+ * endpoint to reply over (reply_endpoints.cc). */
+struct Hello {
+    uint32_t          source;
+    const Iface      *iface;
+    std::vector<char> address;
+};
+
 class Worker : public Owner {
   public:
     explicit Worker(const Config &config);
@@ -162,8 +170,12 @@ class Worker : public Owner {
     /* --- worker.cc: ifaces, endpoints, progress --- */
     ucs_status_t open_iface(const std::string &tl, const std::string &dev);
     void         set_rndv_get(Iface &i, const uct_md_attr_t &md_attr);
+    /* ep_create(); `implicit`: for the replies to the worker that sent this
+     * address in its kHello over that iface (then nothing else is accepted) */
+    ucs_status_t create_endpoint(const void *address, size_t length, Endpoint **ep_p,
+                                 const Hello *implicit);
     ucs_status_t new_endpoint(Iface *i, const PeerIface &remote, const AddressHeader &h,
-                              Endpoint **ep_p);
+                              Endpoint **ep_p, bool implicit);
     /* progress() found queued work, or it is time for the keepalive */
     [[gnu::noinline]] unsigned progress_rest(unsigned n);
     unsigned                   progress_queues();
@@ -186,6 +198,18 @@ class Worker : public Owner {
     void handle_batch(const char *p, size_t length, const Iface *iface);
     void handle_fragment(const FragHeader &hdr, const char *payload, size_t len);
     void handle_data(const DataHeader &hdr, const char *payload, size_t len);
+
+    /* --- reply_endpoints.cc --- */
+    void send_hello(Endpoint *ep);
+    /* One try: UCS_ERR_NO_RESOURCE leaves it due (progress tries again). */
+    ucs_status_t hello_now(Endpoint *ep);
+    void         handle_hello(const char *p, size_t length, const Iface *iface);
+    void         accept_hellos();
+    /* ep_create() to worker `id` over `chosen`: our implicit endpoint to it,
+     * now the application's, if it is over `chosen` (else it is destroyed). */
+    Endpoint          *adopt(uint32_t id, const Iface *chosen);
+    std::vector<char>  hello_address_; /* our compact (else full) address, once built */
+    std::vector<Hello> hellos_;        /* received, endpoints not yet created */
 
     /* --- tag_arrivals.cc --- */
     /* The request an offloaded context names if it still holds that receive, else null. */

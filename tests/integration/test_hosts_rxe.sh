@@ -16,7 +16,8 @@
 #     UCP wires it up from worker addresses), receives offloaded to it;
 #   - Open MPI: mpirun starting ranks on both hosts through its rsh launcher
 #     with contrib/rxe_host.sh as the agent, mpi_tag_test passing with tm_sm
-#     inside each host and tm_dc between them;
+#     inside each host and tm_dc between them, through UCP (pml ucx) and
+#     through the libfabric provider (mtl ofi; tm_dc, and tcp, between);
 #   - failures: host2's link taken down in the middle of a stream, and the
 #     receiver killed on host2 (tm_perftest, tm_proto_perf): the sender
 #     reports the lost peer (exit 2) within the bound its settings give, the
@@ -196,6 +197,34 @@ if command -v mpirun >/dev/null && [[ -x ./mpi_tag_test ]]; then
     pass "Open MPI: 4 ranks on two hosts, tm_sm inside each, tm_dc between ($dc_msgs tagged messages)"
 else
     echo "not run: mpirun or mpi_tag_test missing"
+fi
+
+# The libfabric provider under Open MPI's mtl ofi. Open MPI adds the other
+# host's ranks only when it first sends to them, so a rank receives from
+# senders it holds no address of: the layer answers those over the endpoint
+# their hello lets it create (docs/proto.md, Endpoints).
+echo "== Open MPI over the libfabric provider tm across the hosts"
+fabric=$builddir/src/fabric/.libs
+if command -v mpirun >/dev/null && [[ -x ./mpi_tag_test && -e $fabric/libtm-fi.so ]]; then
+    for remote in tm_dc tcp; do
+        out=$(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
+              mpirun -np 4 --host 10.9.0.1:2,10.9.0.2:2 --mca plm_rsh_agent "$H" \
+              --mca oob_tcp_if_include eth0 --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tm \
+              --mca btl self --mca osc '^ucx' -x LD_PRELOAD=$plugin ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH} \
+              -x FI_PROVIDER_PATH="$fabric" -x FI_TM_REMOTE=$remote -x UCX_TM_DC_PRINT_STATS=y \
+              ./mpi_tag_test 2>&1)
+        rc=$?
+        grep -v "^tm_dc \|^\[" <<<"$out" | tail -3
+        [[ $rc -eq 0 ]] && grep -q "^mpi_tag_test: PASS (4 ranks" <<<"$out" ||
+            fail "mpi_tag_test over mtl ofi and tm (tm_sm,$remote) across the hosts"
+        if [[ $remote == tm_dc ]]; then
+            connects=$(sed -n "s/^tm_dc .*: connects \([0-9]*\) .*/\1/p" <<<"$out" | awk '{ n += $1 } END { print n + 0 }')
+            [[ $connects -gt 0 ]] || fail "no tm_dc connection between the hosts under mtl ofi"
+        fi
+        pass "Open MPI mtl ofi + tm: 4 ranks on two hosts, tm_sm inside each, $remote between"
+    done
+else
+    echo "not run: mpirun, mpi_tag_test or the provider missing"
 fi
 
 # ---- failures ----------------------------------------------------------------------------

@@ -284,50 +284,5 @@ TEST_P(CompletionTest, LevelsKeepSendingOrder) {
 INSTANTIATE_TEST_SUITE_P(transports, CompletionTest, ::testing::ValuesIn(proto_transports()),
                          transport_name);
 
-/* A reply to a worker the receiver has no endpoint to yet (its message came
- * first: names exchanged out of band, the receiver progressed before it
- * created its endpoint) waits for that endpoint instead of being dropped:
- * the DELIVERY_COMPLETE send completes once it exists. */
-TEST(ParkedReplies, DeliveryAckWaitsForTheReceiversEndpoint) {
-    uct_tm_proto_worker_params_t params = {};
-    params.field_mask                   = UCT_TM_PROTO_WORKER_FIELD_TRANSPORTS;
-    params.transports                   = "posix";
-    Pair p;
-    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_create(&params, &p.a));
-    ASSERT_EQ(UCS_OK, uct_tm_proto_worker_create(&params, &p.b));
-    auto address = [](uct_tm_proto_worker_h w) {
-        size_t len = 0;
-        uct_tm_proto_worker_address(w, nullptr, &len);
-        std::vector<char> addr(len);
-        EXPECT_EQ(UCS_OK, uct_tm_proto_worker_address(w, addr.data(), &len));
-        return addr;
-    };
-    const auto to_b = address(p.b);
-    ASSERT_EQ(UCS_OK, uct_tm_proto_ep_create(p.a, to_b.data(), to_b.size(), &p.ab));
-    char                     in[8] = {}, out[8] = "parked";
-    CallCount                rc, sc;
-    uct_tm_proto_op_params_t rp = {};
-    rp.cb                       = CallCount::cb;
-    rp.arg                      = &rc;
-    uct_tm_proto_request_t rreq = 0, sreq = 0;
-    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(p.b, in, sizeof(in), 5, kAll, nullptr, &rp, &rreq));
-    uct_tm_proto_op_params_t sp = {};
-    sp.flags                    = UCT_TM_PROTO_SEND_DELIVERY_COMPLETE;
-    sp.cb                       = CallCount::cb;
-    sp.arg                      = &sc;
-    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_send(p.ab, out, sizeof(out), 5, &sp, &sreq));
-    ASSERT_TRUE(wait_for(p, [&] { return rc.n == 1; }));
-    EXPECT_STREQ("parked", in);
-    spin(p, 1000);
-    EXPECT_EQ(0, sc.n) << "no endpoint to a at b: the acknowledgement waits";
-    const auto to_a = address(p.a);
-    ASSERT_EQ(UCS_OK, uct_tm_proto_ep_create(p.b, to_a.data(), to_a.size(), &p.ba));
-    ASSERT_TRUE(wait_for(p, [&] { return sc.n == 1; }));
-    EXPECT_EQ(UCS_OK, sc.status);
-    uct_tm_proto_request_release(p.a, sreq);
-    uct_tm_proto_request_release(p.b, rreq);
-    destroy_pair(&p);
-}
-
 }  // namespace
 }  // namespace uct_tm_test

@@ -41,7 +41,7 @@ TEST(ProtoWire, MalformedMessagesAreDropped) {
         }
         if (!msg.empty()) {
             /* a valid kind most of the time, so the field checks are reached */
-            msg[0] = static_cast<char>(1 + rng() % 13);
+            msg[0] = static_cast<char>(1 + rng() % static_cast<int>(uct_tm::proto::Kind::kLast));
         }
         if ((i % 3 == 0) && (msg.size() >= 24)) {
             /* request handles that look plausible: small index, small generation */
