@@ -3,6 +3,7 @@
 # against the provider "tm" of a uct-tm build (docs/fabric.md).
 #
 #   contrib/fabtests.sh BUILD_DIR [TEST...]
+#   contrib/fabtests.sh BUILD_DIR --prefix   (builds them; prints where)
 #
 # BUILD_DIR is a configured and built uct-tm tree (its src/fabric/.libs holds
 # libtm-fi.so). A TEST is a fabtests program with its options, one shell
@@ -77,6 +78,10 @@ if [ ! -x "$prefix/bin/fi_rdm_tagged_pingpong" ]; then
         ./configure --quiet --prefix="$prefix" --with-libfabric="$libfabric" &&
         nice -n 19 make --quiet -j2 && make --quiet install) >"$cache/build-$tag.log" 2>&1 ||
         { echo "fabtests build failed: $cache/build-$tag.log" >&2; exit 1; }
+fi
+if [ "${tests[0]}" = --prefix ]; then
+    echo "$prefix"
+    exit 0
 fi
 
 # Waits (up to 10 s) until something listens on TCP port $1 or process $2
