@@ -371,9 +371,10 @@ int Endpoint::connect(fi_addr_t addr, const Name &name) {
     }
     uct_tm_proto_ep_h  ep     = nullptr;
     const ucs_status_t status = uct_tm_proto_ep_create(worker_, name.address, name.length, &ep);
-    if (status == UCS_ERR_UNREACHABLE) {
+    if ((status == UCS_ERR_UNREACHABLE) || (status == UCS_ERR_SHMEM_SEGMENT)) {
         /* the entry stays: RDM names are inserted without the peer's
-         * consent, and one may be gone by then (its messages still count) */
+         * consent, and one may be gone by then (its messages still count;
+         * a shared-memory peer that is gone left no segment to attach) */
         unreachable_.insert(addr);
         return 0;
     }

@@ -22,6 +22,11 @@ double now() {
 
 }  // namespace
 
+const char *test_domain() {
+    const char *domain = getenv("TEST_FABRIC_DOMAIN");
+    return ((domain != nullptr) && (*domain != '\0')) ? domain : "tm_sm";
+}
+
 fi_info *tm_hints(const char *domain, uint64_t caps) {
     fi_info *hints                    = fi_allocinfo();
     hints->caps                       = caps;

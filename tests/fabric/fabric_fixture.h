@@ -23,10 +23,14 @@ namespace fabric_test {
 inline constexpr double   kWaitSeconds = 20;
 inline constexpr uint64_t kCaps        = FI_TAGGED | FI_MSG | FI_SOURCE | FI_DIRECTED_RECV;
 
+/* The domain the tests run over unless they name one: TEST_FABRIC_DOMAIN
+ * (tests/ib/test_rxe.sh: tm_dc in the Soft-RoCE guest), else tm_sm. */
+const char *test_domain();
+
 /* Hints for the provider "tm" (caller frees with fi_freeinfo). */
-fi_info *tm_hints(const char *domain = "tm_sm", uint64_t caps = kCaps);
+fi_info *tm_hints(const char *domain = test_domain(), uint64_t caps = kCaps);
 /* fi_getinfo with those hints; nullptr if none matched. */
-fi_info *tm_info(const char *domain = "tm_sm", uint64_t caps = kCaps);
+fi_info *tm_info(const char *domain = test_domain(), uint64_t caps = kCaps);
 
 /* The fabric and domain the endpoints of a test share. */
 struct Fabric {
@@ -35,7 +39,7 @@ struct Fabric {
     fid_domain *domain = nullptr;
 
     /* 0 or a libfabric error. */
-    int  open(const char *domain_name = "tm_sm", uint64_t caps = kCaps);
+    int  open(const char *domain_name = test_domain(), uint64_t caps = kCaps);
     void close();
 };
 

@@ -276,11 +276,15 @@ TEST_F(FabricTrio, MoreKeepsSendingOrder) {
                              ? fi_trecv(b_.ep, b.data(), 16, nullptr, FI_ADDR_UNSPEC, 3, 0, nullptr)
                              : fi_recv(b_.ep, b.data(), 16, nullptr, FI_ADDR_UNSPEC, nullptr));
         }
+        /* in use until each send completes (a transport may queue them) */
+        std::vector<std::vector<char>> msgs;
         for (unsigned i = 0; i < 4; ++i) {
-            const std::vector<char> msg = pattern(16, i);
-            iovec                   iov = {const_cast<char *>(msg.data()), 16};
-            fi_msg_tagged           tm  = tmsg(&iov, 1, ab_, 3, 0, nullptr);
-            fi_msg                  m{};
+            msgs.push_back(pattern(16, i));
+        }
+        for (unsigned i = 0; i < 4; ++i) {
+            iovec         iov = {msgs[i].data(), 16};
+            fi_msg_tagged tm  = tmsg(&iov, 1, ab_, 3, 0, nullptr);
+            fi_msg        m{};
             m.msg_iov            = &iov;
             m.iov_count          = 1;
             m.addr               = ab_;
@@ -310,8 +314,12 @@ TEST_F(FabricTrio, RegisteredBuffersCarryTheirDesc) {
     int sctx = 0;
     ASSERT_EQ(0, fi_tsend(a_.ep, sbuf.data(), size, fi_mr_desc(smr), ab_, 1, &sctx));
     EXPECT_FALSE(any_completion({a_.cq, b_.cq}, 0.05));
-    /* the rendezvous holds the mapping: the region stays until it completes */
-    EXPECT_EQ(-FI_EBUSY, fi_close(&smr->fid));
+    /* a rendezvous the receiver reads holds the mapping: the region stays
+     * until it completes (tcp and posix push the data: nothing held) */
+    const std::string domain = test_domain();
+    if ((domain.find("tcp") == std::string::npos) && (domain.find("posix") == std::string::npos)) {
+        EXPECT_EQ(-FI_EBUSY, fi_close(&smr->fid));
+    }
     ASSERT_EQ(0, fi_trecv(b_.ep, rbuf.data(), size, fi_mr_desc(rmr), FI_ADDR_UNSPEC, 1, 0, &ctx_));
     fi_cq_tagged_entry e{};
     ASSERT_EQ(1, next_b(&e));

@@ -20,6 +20,9 @@
 #      included; the counters must show evictions);
 #   with the model, its counters must show hardware matches and no anomaly
 #   or violation.
+#   3. tests/fabric/test_fabric (the libfabric provider through libfabric's
+#      API) over the provider's domain tm_dc, in software matching and with
+#      the model in fixed order.
 # Once, in software matching: the same suites with offload off ("tm_rc+sw":
 # data over AM on RC), test_proto_alloc over it, and tm_proto_perf between two
 # processes over tm_rc and over tm_dc, every byte checked.
@@ -37,7 +40,7 @@ seed=${RXE_MODEL_SEED:-$(( (RANDOM << 15 | RANDOM) + 1 ))}
 cd "$builddir/tests/proto" || exit 1
 # shellcheck disable=SC2016 # the script below is expanded by the guest's shell
 exec "$top_srcdir/contrib/rxe_qemu.sh" /bin/sh -c '
-perf=$1; seed=$2
+perf=$1; seed=$2; fab=$3
 # runs gtest program $1 over transports $2 (UCT_TM_PROTO_TEST_TRANSPORTS), $3 names the mode
 run() {
     prog=$1; tls=$2; what=$3; shift 3
@@ -68,6 +71,31 @@ run() {
     esac
     echo "PASS: $prog over $tls, $what"
 }
+# the suites of the libfabric provider (tests/fabric) over its domain tm_dc, $1 names the mode
+fabric() {
+    [ -x ../fabric/test_fabric ] && [ -e "$fab/libtm-fi.so" ] ||
+        { echo "not run: test_fabric over tm_dc (the provider is not built)"; return 0; }
+    echo "== test_fabric over tm_dc: $1"
+    (cd ../fabric && TEST_FABRIC_DOMAIN=tm_dc FI_PROVIDER_PATH=$fab UCX_TM_DC_PRINT_STATS=y \
+        timeout 900 ./test_fabric --gtest_color=no --gtest_filter="$fabric_tests") > /tmp/fabric.log 2>&1
+    rc=$?
+    grep -E "^\[ +(FAILED|PASSED|SKIPPED) +\]|Failure|tests from .* ran" /tmp/fabric.log
+    [ $rc -eq 0 ] || { tail -60 /tmp/fabric.log; echo "FAIL: test_fabric over tm_dc, $1"; exit 1; }
+    case $1 in
+    *model*)
+        if grep "tag matching model" /tmp/fabric.log | grep -Eq "anomalies [1-9]|violations [1-9]"; then
+            echo "FAIL: the tag list driver saw anomalies or the model violations"; exit 1
+        fi
+        hw=$(sed -n "s/.*tag matching model.* hw_matches \([0-9]*\).*/\1/p" /tmp/fabric.log |
+             awk "{ n += \$1 } END { print n + 0 }")
+        echo "the model matched $hw messages"
+        [ "$hw" -gt 0 ] || { echo "FAIL: the model matched nothing under the provider"; exit 1; } ;;
+    esac
+    echo "PASS: test_fabric over tm_dc, $1"
+}
+# every call, completion format and error path; one CQ format and AV type
+# of the data suite (the host runs all eight)
+fabric_tests="formats/FabricPair.*/7:FabricErrors.*:FabricMultiRecv.*:FabricTrio.*:FabricCntr.*:FabricAv.*"
 # the suites parameterized on the transport (ProtoWire.* runs its own, on the host)
 api="--gtest_filter=transports/*:peer_failure/*"
 # the stress with buffered receives in software matching only (the guest is slow)
@@ -84,6 +112,7 @@ mode() {
      fi) || exit 1
 }
 mode "software matching"
+fabric "software matching"
 for tl in tm_rc tm_dc; do
     run test_proto_stress $tl "software matching, buffered receives" "--gtest_filter=*Buffered*"
 done
@@ -103,6 +132,7 @@ timeout 300 $perf -x tm_dc -t tag_bw -s 8,64k -n 200 -w 16 --check -u || { echo 
 echo "PASS: tm_proto_perf over tm_dc"
 export UCX_TM_RC_TM_MODEL=y UCX_TM_DC_TM_MODEL=y
 mode "tag matching model, fixed order"
+fabric "tag matching model, fixed order"
 export UCX_TM_RC_TM_MODEL_SEED=$seed UCX_TM_DC_TM_MODEL_SEED=$seed
 mode "tag matching model, random order, TM_MODEL_SEED=$seed"
-' test_rxe_proto "$builddir/src/tools/tm_proto_perf" "$seed"
+' test_rxe_proto "$builddir/src/tools/tm_proto_perf" "$seed" "$builddir/src/fabric/.libs"
