@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds libfabric's fabtests once into a cache and runs a few of them
-# against the provider "tm" of a uct-tm build (docs/fabric.md).
+# against the provider "tm" of a uct-tm build (docs/libfabric.md).
 #
 #   contrib/fabtests.sh BUILD_DIR [TEST...]
 #   contrib/fabtests.sh BUILD_DIR --prefix   (builds them; prints where)
@@ -48,7 +48,7 @@ declare -A excluded=(
     # its no_hints5 and src_dest1 cases want fi_getinfo("localhost", "9228")
     # to fill in a destination address: the provider resolves no node names
     # (a worker's address exists once its endpoint does; names go out of band)
-    [fi_getinfo_test]="no node-name resolution (docs/fabric.md, Limits)"
+    [fi_getinfo_test]="no node-name resolution (docs/libfabric.md, Limits)"
 )
 src=${LIBFABRIC_SRC:-https://github.com/ofiwg/libfabric.git}
 tag=${FABTESTS_TAG:-v1.17.0}

@@ -20,7 +20,7 @@ namespace {
 
 /* Transports that connect an endpoint to a peer's iface: an RDM endpoint
  * reaches a peer from its address alone. tm_rc needs endpoint-to-endpoint
- * wireup, which an AV insert cannot do (docs/fabric.md). "tm_sm,tm_dc" and
+ * wireup, which an AV insert cannot do (docs/libfabric.md). "tm_sm,tm_dc" and
  * "tm_sm,tcp" are one domain over both: tm_sm to the processes of this host,
  * the other to the rest (what MPI libraries ask for: FI_LOCAL_COMM and
  * FI_REMOTE_COMM). */

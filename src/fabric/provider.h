@@ -1,6 +1,6 @@
 /*
  * The libfabric provider "tm" (libtm-fi.so) over the protocol layer
- * (src/proto/api/uct_tm_proto.h); docs/fabric.md.
+ * (src/proto/api/uct_tm_proto.h); docs/libfabric.md.
  *
  * Every fid object is a C++ object that holds its libfabric struct in a
  * Handle (the struct first, then a pointer back), so a trampoline gets from
