@@ -20,35 +20,22 @@ set -euo pipefail
 src_dir=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:?usage: contrib/bench_fabtests.sh BUILD_DIR}" && pwd)
 prefix=$("$src_dir/contrib/fabtests.sh" "$build" --prefix)
+logs=$(dirname "$prefix") # where fabtests.sh keeps each run's output
 rounds=${ROUNDS:-5}
 small=${ITERS_SMALL:-200000}
 large=${ITERS_LARGE:-2000}
 domain=${FI_TM_DOMAIN:-tm_sm}
-export FI_PROVIDER_PATH=$build/src/fabric/.libs
+export FI_TM_DOMAIN=$domain
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Runs fabtests program $2 (options $3...) for provider $1 as server and
-# client; prints the client's MB/s for its one size.
+# Runs fabtests line $2 ("program options...") for provider $1 through
+# contrib/fabtests.sh (server and client here); prints the client's MB/s for
+# its one size.
 run() {
-    local prov=$1 prog=$2 port=$((20000 + RANDOM % 20000)) server
-    shift 2
-    local args=("$@" -p "$prov" -E="$port") # fabtests drop -E's first character
-    [ "$prov" = tm ] && args+=(-d "$domain")
-    FI_PROVIDER=$prov timeout -k 5 120 "$prefix/bin/$prog" "${args[@]}" >"$tmp/server" 2>&1 &
-    server=$!
-    # the server listens on the port for the client's address
-    for _ in $(seq 100); do
-        ss -ltn 2>/dev/null | grep -q ":$port " && break
-        sleep 0.05
-    done
-    # shm names its region after the source port: the client's must differ
-    local client=("${args[@]}")
-    [ "$prov" = shm ] && client+=(-B $((port + 1)))
-    FI_PROVIDER=$prov timeout -k 5 120 "$prefix/bin/$prog" "${client[@]}" 127.0.0.1 >"$tmp/client" 2>&1 ||
-        { cat "$tmp/client" "$tmp/server" >&2; return 1; }
-    wait "$server" || { cat "$tmp/server" >&2; return 1; }
-    awk '$1 ~ /^[0-9]/ { mbps = $5 } END { print mbps }' "$tmp/client"
+    FABTESTS_PROVIDER=$1 "$src_dir/contrib/fabtests.sh" "$build" "$2" >"$tmp/out" 2>&1 ||
+        { cat "$tmp/out" >&2; return 1; }
+    awk '$1 ~ /^[0-9]/ { mbps = $5 } END { print mbps }' "$logs/$(tr ' ' '_' <<<"$2").client.log"
 }
 
 echo "fabtests $(basename "$prefix"), tm over $domain, libfabric $(pkg-config --modversion libfabric 2>/dev/null || echo '?')"
@@ -58,9 +45,9 @@ for r in $(seq "$rounds"); do
     for bench in lat rate bw; do
         for prov in tm shm; do
             case $bench in
-            lat) v=$(run $prov fi_rdm_tagged_pingpong -S 8 -I "$small") ;;
-            rate) v=$(run $prov fi_rdm_tagged_bw -S 8 -I "$small") ;;
-            bw) v=$(run $prov fi_rdm_tagged_bw -S 1048576 -I "$large") ;;
+            lat) v=$(run $prov "fi_rdm_tagged_pingpong -S 8 -I $small") ;;
+            rate) v=$(run $prov "fi_rdm_tagged_bw -S 8 -I $small") ;;
+            bw) v=$(run $prov "fi_rdm_tagged_bw -S 1048576 -I $large") ;;
             esac
             eval "${bench}_$prov=$v"
         done

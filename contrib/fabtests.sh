@@ -18,6 +18,8 @@
 #                    as Debian 12's libfabric)
 #   FABTESTS_CACHE   where the build goes (default ~/.cache/uct-tm/fabtests)
 #   FI_TM_DOMAIN     the domain (transport) to run over (default tm_sm)
+#   FABTESTS_PROVIDER another provider to run instead (e.g. shm, for
+#                    contrib/bench_fabtests.sh): no domain then
 #   FABTESTS_TIMEOUT seconds each side may run (default 120)
 #   FABTESTS_LIBFABRIC the libfabric prefix to build fabtests against
 #                    (default: BUILD_DIR's --with-libfabric=PREFIX, else the
@@ -53,7 +55,13 @@ declare -A excluded=(
 src=${LIBFABRIC_SRC:-https://github.com/ofiwg/libfabric.git}
 tag=${FABTESTS_TAG:-v1.17.0}
 cache=${FABTESTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/uct-tm/fabtests}
+prov=${FABTESTS_PROVIDER:-tm}
 domain=${FI_TM_DOMAIN:-tm_sm}
+where=(-p "$prov" -d "$domain")
+if [ "$prov" != tm ]; then
+    domain=$prov
+    where=(-p "$prov")
+fi
 provdir=$(cd "$build/src/fabric/.libs" && pwd)
 [ -f "$provdir/libtm-fi.so" ] || { echo "no libtm-fi.so in $provdir" >&2; exit 1; }
 
@@ -98,7 +106,7 @@ wait_listen() {
     done
 }
 
-export FI_PROVIDER_PATH=$provdir FI_PROVIDER=tm
+export FI_PROVIDER_PATH=$provdir FI_PROVIDER=$prov
 status=0
 passed=0
 skipped=0
@@ -113,7 +121,7 @@ for line in "${tests[@]}"; do
     log=$cache/$(tr ' ' '_' <<<"$line")
     if [[ $t == *_test ]]; then
         # unit tests take no address options and need no peer
-        if timeout -k 5 "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${cmd[@]:1}" -p tm -d "$domain" \
+        if timeout -k 5 "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${cmd[@]:1}" "${where[@]}" \
             ${FABTESTS_ARGS:-} >"$log.log" 2>&1; then
             echo "PASS: $line ($domain)"
             passed=$((passed + 1))
@@ -126,11 +134,14 @@ for line in "${tests[@]}"; do
     fi
     port=$((20000 + RANDOM % 20000))
     # fabtests drop the first character of -E's argument (the "=")
-    common=("${cmd[@]:1}" -p tm -d "$domain" -E="$port" ${FABTESTS_ARGS:-})
+    common=("${cmd[@]:1}" "${where[@]}" -E="$port" ${FABTESTS_ARGS:-})
+    # shm names its region after the source port: the client's must differ
+    client=("${common[@]}")
+    [ "$prov" = shm ] && client+=(-B $((port + 1)))
     timeout -k 5 "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${common[@]}" >"$log.server.log" 2>&1 &
     server=$!
     wait_listen "$port" "$server"
-    if timeout -k 5 "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${common[@]}" 127.0.0.1 >"$log.client.log" 2>&1 &&
+    if timeout -k 5 "${FABTESTS_TIMEOUT:-120}" "$prefix/bin/$t" "${client[@]}" 127.0.0.1 >"$log.client.log" 2>&1 &&
         wait "$server"; then
         echo "PASS: $line ($domain)"
         passed=$((passed + 1))

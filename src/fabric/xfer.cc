@@ -12,7 +12,6 @@
 namespace uct_tm {
 namespace fabric {
 
-
 ssize_t Endpoint::check_send(const Xfer &x, uct_tm_proto_ep_h *ep) const {
     if (!enabled_) {
         return -FI_EOPBADSTATE;

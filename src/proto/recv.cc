@@ -108,8 +108,8 @@ void Receiver::track_fragments(const MsgHeader &h, size_t first_len, uint64_t re
         if (h.flags & kFlagSync) {
             w_.control().send_ack(h.source, h.sreq);
         }
-        w_.control().return_credit(h.source, ep,
-                                   h.length); /* message_consumed(), the endpoint known */
+        /* message_consumed(), the endpoint known */
+        w_.control().return_credit(h.source, ep, h.length);
         w_.completions().publish_now(r);
         return;
     }

@@ -89,9 +89,10 @@ void Worker::handle_hello(const char *p, size_t length, const Iface *iface) {
         TM_PROTO_DROPPED("dropped worker %u's hello: %zu others wait", h.source, hellos_.size());
         return;
     }
+    /* the progress step first: a hello kept without one would wait for the next */
     const ucs_status_t status = alloc_status([&] {
-        hellos_.push_back(Hello{h.source, iface, std::vector<char>(p + sizeof(h), p + length)});
         later(Later::Kind::kHello, 0);
+        hellos_.push_back(Hello{h.source, iface, std::vector<char>(p + sizeof(h), p + length)});
     });
     if (status != UCS_OK) {
         ucs_error("tm_proto: no memory for worker %u's hello", h.source);
