@@ -258,6 +258,9 @@ void Worker::handle_fragment(const FragHeader &f, const char *payload, size_t le
     if (last) {
         const Partial done = part;
         rx_.erase_partial(f.source, f.msg_id);
+        if (done.deliver) {
+            control_.send_ack(done.source, done.sreq);
+        }
         if (done.unex == UINT32_MAX) {
             control_.message_consumed(done.source, done.length, done.sync, done.sreq);
         }

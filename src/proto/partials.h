@@ -28,6 +28,7 @@ struct Partial {
     uint64_t arrived = 0;
     uint64_t sreq    = 0;
     bool     sync    = false;
+    bool     deliver = false;   /* kFlagDeliver: kAck once the last fragment is in */
     Account *charged = nullptr; /* the sender account it counts against as open */
 };
 

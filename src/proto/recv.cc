@@ -73,6 +73,7 @@ void Receiver::track_fragments(const MsgHeader &h, size_t first_len, uint64_t re
     part.arrived = first_len;
     part.sreq    = h.sreq;
     part.sync    = (h.flags & kFlagSync) != 0;
+    part.deliver = (h.flags & kFlagDeliver) != 0;
     part.charged = &acct;
     /* a message id the sender used again (a new endpoint of its) replaces
      * the old message, which can no longer finish */
@@ -105,7 +106,7 @@ void Receiver::track_fragments(const MsgHeader &h, size_t first_len, uint64_t re
     r.offset = len;
     if (h.kind == Kind::kEager) {
         w_.completions().finish_recv(r);
-        if (h.flags & kFlagSync) {
+        if (h.flags & (kFlagSync | kFlagDeliver)) {
             w_.control().send_ack(h.source, h.sreq);
         }
         /* message_consumed(), the endpoint known */
@@ -156,6 +157,8 @@ void Receiver::message_unexpected(const MsgHeader &h, const char *payload, size_
     }
     if (h.kind == Kind::kFirst) {
         track_fragments(h, len, 0, idx, acct);
+    } else if (h.flags & kFlagDeliver) {
+        w_.control().send_ack(h.source, h.sreq); /* buffered: delivered */
     }
 }
 

@@ -366,7 +366,7 @@ ucs_status_t Sender::start_send(Request &r) {
     }
     const ucs_status_t status = send_eager(r);
     if (status == UCS_OK) {
-        if (r.wire_flags & kFlagSync) {
+        if (r.wire_flags & (kFlagSync | kFlagDeliver)) {
             r.set_state(SendState::kEagerSent);
         } else {
             handed_over(r);
@@ -597,6 +597,12 @@ Sender::plan_send(Endpoint *ep, const void *buffer, size_t length, uint64_t tag,
     p.tag       = p.untagged() ? 0 : tag;
     p.tag_send  = ep->tag_path && !p.untagged();
     p.rndv      = needs_rndv(ep, length, p.tag_send, p.sync(), p.rdata);
+    if (p.deliver && !p.tag_send && !p.rndv) {
+        /* the receiver acknowledges the message itself, before it reports
+         * it: a receiver that exits at once has answered (a kDeliverReq
+         * sent after the data could find it gone) */
+        p.wire_flags |= kFlagDeliver;
+    }
     p.batchable = (p.flags & UCT_TM_PROTO_SEND_MORE) && !p.tag_send && !p.rndv && !p.sync() &&
                   !p.deliver && !p.transmit && !p.fence() && ep->sends.empty() &&
                   (sizeof(BatchHeader) + sizeof(BatchEntry) + length <= ep->iface->max_bcopy);

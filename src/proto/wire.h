@@ -50,10 +50,14 @@ enum MsgFlags : uint8_t {
     kFlagSync = 1, /* the sender waits for kAck */
     kFlagGet  = 2, /* kRts: a RndvGet and the packed rkey follow; the receiver reads the data */
     kFlagData = 4, /* `data` is remote data (UCT_TM_PROTO_SEND_REMOTE_DATA) */
-    kFlagUntagged = 8, /* untagged (UCT_TM_PROTO_OP_UNTAGGED): `tag` is 0, untagged receives take it */
+    kFlagUntagged =
+        8, /* untagged (UCT_TM_PROTO_OP_UNTAGGED): `tag` is 0, untagged receives take it */
     /* kRts without kFlagGet: the sender cannot be read (a vector) but can
      * write: a receive with one buffer may ask for all of it with kPutReq */
-    kFlagPut = 16
+    kFlagPut = 16,
+    /* kEager, kFirst (DELIVERY_COMPLETE over AM): the receiver sends kAck once
+     * the whole message is in (matched or buffered), before it reports it */
+    kFlagDeliver = 32
 };
 
 /* Eager, first fragment and rendezvous request. */
@@ -195,8 +199,9 @@ static_assert((offsetof(MsgHeader, source) == kSourceOffset) &&
 /* Version 2: DataHeader carries the source. Version 3: 64-bit remote data
  * (MsgHeader 48 bytes), worker ids below 2^31. Version 4: untagged messages
  * (kFlagUntagged, kAmShortUntaggedId), which a version 3 peer would take
- * for tagged ones. */
-inline constexpr uint16_t kAddressVersion = 4;
+ * for tagged ones. Version 5: kFlagDeliver, which a version 4 receiver
+ * would not acknowledge. */
+inline constexpr uint16_t kAddressVersion = 5;
 
 /* Worker address: AddressHeader, then per iface: uint8 tl name length, the
  * name, uint16 device address length, it, uint16 iface address length, it. */

@@ -744,22 +744,36 @@ void Worker::end_arrivals(const Endpoint *ep, ucs_status_t status) {
     }
 }
 
-/* MORE messages have completed: they leave before their endpoint closes, as
- * far as the transport takes them within a bounded wait. */
+/* Sends the control messages the transport refused, then the batch; false
+ * while either still waits for room. */
+bool Worker::send_queued_now(Endpoint *ep) {
+    while (!ep->ctrl.empty()) {
+        if (tx_.am_send(ep, &ep->ctrl.front(), sizeof(CtrlHeader), nullptr, 0) ==
+            UCS_ERR_NO_RESOURCE) {
+            return false;
+        }
+        ep->ctrl.pop_front();
+    }
+    return tx_.flush_batch(ep) != UCS_ERR_NO_RESOURCE;
+}
+
+/* MORE messages have completed, and a kAck may tell a sender its message
+ * was delivered: they leave before their endpoint closes, as far as the
+ * transport takes them within a bounded wait. */
 void Worker::send_batch_before_close(Endpoint *ep) {
-    if (ep->batch.empty()) {
+    if (ep->batch.empty() && ep->ctrl.empty()) {
         return;
     }
     int i = 0;
-    for (; (i < kCloseFlushTries) && (ep->failure == UCS_OK) &&
-           (tx_.flush_batch(ep) == UCS_ERR_NO_RESOURCE);
-         ++i) {
+    for (; (i < kCloseFlushTries) && (ep->failure == UCS_OK) && !send_queued_now(ep); ++i) {
         progress_transports();
     }
-    if (!ep->batch.empty()) {
-        ucs_error("tm_proto: %zu bytes of batched messages to worker %u not sent before the "
-                  "endpoint closed", ep->batch.size(), ep->peer_id);
+    if (!ep->batch.empty() || !ep->ctrl.empty()) {
+        ucs_error("tm_proto: %zu bytes of batched messages and %zu control messages to worker "
+                  "%u not sent before the endpoint closed",
+                  ep->batch.size(), ep->ctrl.size(), ep->peer_id);
         ep->batch.clear();
+        ep->ctrl.clear();
         return;
     }
     /* handed over is not yet sent: a transport may drop what its endpoint
@@ -934,16 +948,10 @@ unsigned Worker::progress_queues() {
             ++i; /* the hello first: it lets the peer reply to what follows */
             continue;
         }
-        while (!ep->ctrl.empty()) {
-            const ssize_t s = tx_.am_send(ep, &ep->ctrl.front(), sizeof(CtrlHeader), nullptr, 0);
-            if (s == UCS_ERR_NO_RESOURCE) {
-                break;
-            }
-            ep->ctrl.pop_front();
-            ++n;
-        }
-        /* MORE messages go before the sends queued after them */
-        const bool batch_waits = (tx_.flush_batch(ep) == UCS_ERR_NO_RESOURCE);
+        /* control messages, then MORE messages, before the sends queued after them */
+        const size_t ctrl_before = ep->ctrl.size();
+        const bool   batch_waits = !send_queued_now(ep);
+        n += static_cast<unsigned>(ctrl_before - ep->ctrl.size());
         while (!batch_waits && !ep->sends.empty()) {
             Request *r = reqs_.lookup(ep->sends.front());
             if ((r == nullptr) || r->done) {

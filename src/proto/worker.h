@@ -187,6 +187,7 @@ class Worker : public Owner {
     void         end_sends(Endpoint *ep, ucs_status_t status, bool keep_writes);
     /* Completes with the peer's `status` every receive waiting for data from it. */
     void                 end_arrivals(const Endpoint *ep, ucs_status_t status);
+    bool                 send_queued_now(Endpoint *ep);
     void         send_batch_before_close(Endpoint *ep);
     static constexpr int kCloseFlushTries = 100000;
 

@@ -71,6 +71,54 @@ TEST_P(CompletionTest, EagerCompletesWithoutAReceive) {
     }
 }
 
+/* DELIVERY over active messages (untagged: every transport sends those as
+ * AM): the receiver acknowledges a message before it reports it, expected
+ * or not, whole or in fragments. So once the receive has completed, the
+ * receiver may stop progressing (exit) and the send still completes. */
+TEST_P(CompletionTest, DeliveryAcknowledgedBeforeTheReceiverReports) {
+    constexpr unsigned kFlags = UCT_TM_PROTO_SEND_DELIVERY_COMPLETE | UCT_TM_PROTO_OP_UNTAGGED;
+    for (bool expected : {true, false}) {
+        for (size_t len : kEager) {
+            SCOPED_TRACE(testing::Message()
+                         << len << " B, " << (expected ? "expected" : "unexpected"));
+            const auto               msg = pattern(len, static_cast<uint32_t>(len) + expected);
+            std::vector<char>        buf(len + 1, 'x');
+            uct_tm_proto_op_params_t rp = {};
+            rp.flags                    = UCT_TM_PROTO_OP_UNTAGGED;
+            uct_tm_proto_request_t r = 0, s = 0;
+            if (expected) {
+                ASSERT_EQ(UCS_INPROGRESS,
+                          uct_tm_proto_recv(p_.b, buf.data(), len, 0, 0, nullptr, &rp, &r));
+            }
+            ASSERT_EQ(UCS_INPROGRESS, send(msg.data(), len, 0, kFlags, std::nullopt, &s));
+            if (!expected) {
+                for (int i = 0; i < 2000; ++i) { /* the sender pushes its fragments */
+                    uct_tm_proto_worker_progress(p_.a);
+                }
+                ASSERT_EQ(UCS_INPROGRESS,
+                          uct_tm_proto_recv(p_.b, buf.data(), len, 0, 0, nullptr, &rp, &r));
+            }
+            /* the receiver progresses until its receive completes, no further */
+            ucs_status_t rs = UCS_INPROGRESS;
+            for (int i = 0; (i < 2000000) && (rs == UCS_INPROGRESS); ++i) {
+                uct_tm_proto_worker_progress(p_.b);
+                uct_tm_proto_worker_progress(p_.a); /* the sender pushes fragments */
+                rs = uct_tm_proto_request_test(p_.b, r, nullptr);
+            }
+            ASSERT_EQ(UCS_OK, rs);
+            uct_tm_proto_request_release(p_.b, r);
+            EXPECT_TRUE(same_bytes(buf.data(), msg.data(), len));
+            ucs_status_t ss = UCS_INPROGRESS;
+            for (int i = 0; (i < 200000) && (ss == UCS_INPROGRESS); ++i) {
+                uct_tm_proto_worker_progress(p_.a);
+                ss = uct_tm_proto_request_test(p_.a, s, nullptr);
+            }
+            ASSERT_EQ(UCS_OK, ss) << "the send waits on a receiver that reported the message";
+            uct_tm_proto_request_release(p_.a, s);
+        }
+    }
+}
+
 /* A rendezvous with DELIVERY completes only once its data reached the
  * receive; expected messages and sync ones complete too. */
 TEST_P(CompletionTest, DeliveryWaitsForRendezvousData) {
