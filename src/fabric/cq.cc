@@ -101,6 +101,13 @@ Cq::Cq(Domain &domain, fi_cq_format format, bool waitable, void *context)
 
 void Cq::progress() { progress_each(endpoints_); }
 
+/* Doubles the ring (throws std::bad_alloc, nothing changed). */
+void Cq::make_room() {
+    const size_t before = queue_.capacity();
+    queue_.reserve(std::max<size_t>(2 * before, 64));
+    free_ += queue_.capacity() - before;
+}
+
 /* The formats are prefixes of one another (fi_cq(3)): write the prefix,
  * a copy of constant size per format (inline moves, not a memcpy call). */
 void Cq::write(const Completion &c, void *slot) const {
@@ -124,7 +131,7 @@ ssize_t Cq::read(void *buf, size_t count, fi_addr_t *sources) {
         if (sources != nullptr) {
             sources[n] = queue_.front().source;
         }
-        queue_.pop_front();
+        pop();
         ++n;
     }
     if ((n > 0) || ((count == 0) && !queue_.empty() && (queue_.front().err == 0))) {
@@ -177,7 +184,7 @@ ssize_t Cq::read_error(fi_cq_err_entry *buf, uint64_t flags) {
     } else {
         buf->err_data = nullptr;
     }
-    queue_.pop_front();
+    pop();
     return 1;
 }
 

@@ -402,21 +402,14 @@ void Endpoint::unmapped(Mr *mr) {
     mrs_.erase(std::remove(mrs_.begin(), mrs_.end(), mr), mrs_.end());
 }
 
-uct_tm_proto_ep_h Endpoint::peer(fi_addr_t addr) const {
-    return (addr < peers_.size()) ? peers_[addr] : nullptr;
-}
-
 /* What an operation to or from `addr` gets when there is no peer there. */
 ssize_t Endpoint::no_peer(fi_addr_t addr) const {
     return (unreachable_.count(addr) != 0) ? -FI_EHOSTUNREACH : -FI_EINVAL;
 }
 
-/* The last answer is kept: a receiver mostly hears the peer it heard last. */
-fi_addr_t Endpoint::source_of(uct_tm_proto_ep_h ep) const {
-    if (ep != last_source_.ep) {
-        const auto it = sources_.find(ep);
-        last_source_  = {ep, (it != sources_.end()) ? it->second : FI_ADDR_NOTAVAIL};
-    }
+fi_addr_t Endpoint::look_up_source(uct_tm_proto_ep_h ep) const {
+    const auto it = sources_.find(ep);
+    last_source_  = {ep, (it != sources_.end()) ? it->second : FI_ADDR_NOTAVAIL};
     return last_source_.addr;
 }
 

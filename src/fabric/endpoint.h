@@ -112,6 +112,8 @@ class Endpoint {
     ssize_t           peek(const Xfer &x, uct_tm_proto_ep_h source);
     ssize_t           claimed(const Xfer &x);
     Op               &new_op(const Xfer &x, uint64_t flags, size_t len, bool report);
+    Op               &take_op(void *context, uint64_t flags, size_t len, bool report);
+    Cq               *cq_of(const Op &op) const { return (op.flags & FI_SEND) ? tx_cq_ : rx_cq_; }
     void              use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t *params);
     ssize_t           started(Op &op, ucs_status_t status, uct_tm_proto_request_t req);
     void              complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info);
@@ -121,11 +123,19 @@ class Endpoint {
     void              finish(Op &op, Completion &c, const uct_tm_proto_info_t &info, size_t room);
     static void       set_status(Completion *c, const uct_tm_proto_info_t &info, size_t room);
     void              report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *c) const;
-    fi_addr_t         source_of(uct_tm_proto_ep_h ep) const;
+    /* The last answer is kept: a receiver mostly hears the peer it heard last. */
+    fi_addr_t source_of(uct_tm_proto_ep_h ep) const {
+        return (ep == last_source_.ep) ? last_source_.addr : look_up_source(ep);
+    }
+    fi_addr_t         look_up_source(uct_tm_proto_ep_h ep) const;
     uct_tm_proto_ep_h peer(fi_addr_t addr) const;
     ssize_t           no_peer(fi_addr_t addr) const;
 
     static void on_complete(void *arg, uct_tm_proto_request_t req, const uct_tm_proto_info_t *info);
+    template <bool kTagged>
+    static void on_quiet_error(void *arg, uct_tm_proto_request_t req,
+                               const uct_tm_proto_info_t *info);
+    void        quiet_failed(uint64_t kind, const uct_tm_proto_info_t &info);
 
     Handle<fid_ep, Endpoint>                         h_;
     Domain                                          &domain_;
@@ -161,19 +171,25 @@ inline ssize_t Endpoint::post_send(const Xfer &x) {
         return send(x);
     }
     const bool report = !x.quiet && (!tx_selective_ || (x.flags & FI_COMPLETION));
-    Op        &op     = ops_.take(this, x.context, FI_SEND | x.kind(), x.iov[0].iov_len, report);
-    uct_tm_proto_op_params_t params{};
-    params.flags                   = send_flags(x.flags, x.tagged);
-    params.data                = x.data;
+    uct_tm_proto_op_params_t params;
+    params.flags = send_flags(x.flags, x.tagged);
+    params.data  = x.data;
+    if (x.quiet && (tx_cntr_ == nullptr)) {
+        /* fi_inject & co, no counter: no op to keep (no context to cancel
+         * or report); the layer calls back only with an error */
+        params.flags |= UCT_TM_PROTO_OP_NO_COMPLETION;
+        params.cb                 = x.tagged ? on_quiet_error<true> : on_quiet_error<false>;
+        params.arg                = this;
+        const ucs_status_t status = uct_tm_proto_send(ep, x.iov[0].iov_base, x.iov[0].iov_len,
+                                                      x.tag, &params, nullptr);
+        return ((status == UCS_OK) || (status == UCS_INPROGRESS)) ? 0 : fi_error(status);
+    }
+    Op &op                     = take_op(x.context, FI_SEND | x.kind(), x.iov[0].iov_len, report);
     params.cb                  = on_complete;
     params.arg                 = &op;
     uct_tm_proto_request_t req = 0;
     const ucs_status_t status  = uct_tm_proto_send(ep, x.iov[0].iov_base, x.iov[0].iov_len, x.tag,
                                                    &params, &req);
-    if ((status == UCS_OK) && !report && (tx_cntr_ == nullptr)) {
-        ops_.release(op); /* fi_inject's every send: nothing to report */
-        return 0;
-    }
     return started(op, status, req);
 }
 
@@ -185,9 +201,9 @@ inline ssize_t Endpoint::post_recv(const Xfer &x) {
         return recv(x);
     }
     const bool report = !rx_selective_ || (x.flags & FI_COMPLETION);
-    Op        &op     = ops_.take(this, x.context, FI_RECV | x.kind(), x.iov[0].iov_len, report);
+    Op        &op     = take_op(x.context, FI_RECV | x.kind(), x.iov[0].iov_len, report);
     op.buf            = x.iov[0].iov_base;
-    uct_tm_proto_op_params_t params{};
+    uct_tm_proto_op_params_t params;
     params.flags                  = bit(!x.tagged, UCT_TM_PROTO_OP_UNTAGGED);
     params.cb                  = on_complete;
     params.arg                 = &op;
@@ -199,6 +215,28 @@ inline ssize_t Endpoint::post_recv(const Xfer &x) {
         return 0;
     }
     return started(op, status, req);
+}
+
+/* An op, with room held in its CQ for its entry; throws std::bad_alloc
+ * (nothing taken). */
+inline Op &Endpoint::take_op(void *context, uint64_t flags, size_t len, bool report) {
+    Cq *cq = (flags & FI_SEND) ? tx_cq_ : rx_cq_;
+    cq->hold_room();
+    try {
+        return ops_.take(this, context, flags, len, report);
+    } catch (...) {
+        cq->drop_room();
+        throw;
+    }
+}
+
+inline uct_tm_proto_ep_h Endpoint::peer(fi_addr_t addr) const {
+    return (addr < peers_.size()) ? peers_[addr] : nullptr;
+}
+
+template <bool kTagged>
+void Endpoint::on_quiet_error(void *arg, uct_tm_proto_request_t, const uct_tm_proto_info_t *info) {
+    static_cast<Endpoint *>(arg)->quiet_failed(kTagged ? FI_TAGGED : FI_MSG, *info);
 }
 
 int open_endpoint(fid_domain *domain, fi_info *info, fid_ep **ep, void *context);

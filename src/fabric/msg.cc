@@ -1,4 +1,5 @@
-/* fi_msg(3), untagged: typed trampolines into Endpoint::post_send / post_recv. */
+/* fi_msg(3), untagged: typed trampolines into Endpoint::post_send / post_recv
+ * (the single-buffer calls flattened, as in tagged.cc). */
 #include "endpoint.h"
 
 namespace uct_tm {
@@ -29,7 +30,8 @@ ssize_t recv_common(fid_ep *f, const iovec *iov, size_t count, void *desc, fi_ad
     });
 }
 
-ssize_t recv(fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, void *context) {
+[[gnu::flatten]] ssize_t recv(fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
+                              void *context) {
     const iovec v = one(buf, len);
     return recv_common(ep, &v, 1, desc, src, context, rx_op_flags(ep));
 }
@@ -47,7 +49,8 @@ ssize_t recvmsg(fid_ep *ep, const fi_msg *msg, uint64_t flags) {
                        msg->addr, msg->context, flags);
 }
 
-ssize_t send(fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest, void *context) {
+[[gnu::flatten]] ssize_t send(fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
+                              void *context) {
     const iovec v = one(buf, len);
     return send_common(ep, &v, 1, desc, dest, 0, context, tx_op_flags(ep), false);
 }
@@ -64,19 +67,20 @@ ssize_t sendmsg(fid_ep *ep, const fi_msg *msg, uint64_t flags) {
                        msg->addr, msg->data, msg->context, flags, false);
 }
 
-ssize_t inject(fid_ep *ep, const void *buf, size_t len, fi_addr_t dest) {
+[[gnu::flatten]] ssize_t inject(fid_ep *ep, const void *buf, size_t len, fi_addr_t dest) {
     const iovec v = one(buf, len);
     return send_common(ep, &v, 1, nullptr, dest, 0, nullptr, FI_INJECT, true);
 }
 
-ssize_t senddata(fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
-                 void *context) {
+[[gnu::flatten]] ssize_t senddata(fid_ep *ep, const void *buf, size_t len, void *desc,
+                                  uint64_t data, fi_addr_t dest, void *context) {
     const iovec v = one(buf, len);
     return send_common(ep, &v, 1, desc, dest, data, context, tx_op_flags(ep) | FI_REMOTE_CQ_DATA,
                        false);
 }
 
-ssize_t injectdata(fid_ep *ep, const void *buf, size_t len, uint64_t data, fi_addr_t dest) {
+[[gnu::flatten]] ssize_t injectdata(fid_ep *ep, const void *buf, size_t len, uint64_t data,
+                                    fi_addr_t dest) {
     const iovec v = one(buf, len);
     return send_common(ep, &v, 1, nullptr, dest, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA,
                        true);

@@ -152,9 +152,24 @@ class Cq : public Bindings {
     fid_cq *fid() { return &h_.fid; }
     Domain &domain() { return domain_; }
 
-    void push(const Completion &completion) { queue_.push_back(completion); }
-    /* A new entry for the caller to fill, every field (it is not reset). */
-    Completion &emplace() { return queue_.emplace_back(); }
+    /* Entries are written from the layer's callbacks, where a failed
+     * allocation could not be reported: an operation holds room for its
+     * entry from its post on (throws std::bad_alloc there, nothing held). */
+    void hold_room() {
+        if (free_ == 0) {
+            make_room();
+        }
+        --free_;
+    }
+    void drop_room() { ++free_; }
+    /* The entry of an operation that held room, for the caller to fill,
+     * every field (it is not reset): no allocation. */
+    Completion &emplace_held() { return queue_.emplace_back(); }
+    /* An entry no operation held room for; throws std::bad_alloc. */
+    void push(const Completion &completion) {
+        hold_room();
+        queue_.push_back(completion);
+    }
     ssize_t read(void *buf, size_t count, fi_addr_t *sources);
     ssize_t read_error(fi_cq_err_entry *buf, uint64_t flags);
     /* fi_cq_sread: reads (progressing) until an entry, the timeout (ms,
@@ -171,7 +186,14 @@ class Cq : public Bindings {
     size_t                  entry_size_; /* the format's (fi_cq_open) */
     bool                    waitable_; /* FI_WAIT_UNSPEC or FI_WAIT_YIELD: sread polls */
     std::atomic<bool>       signaled_{false};
+    [[gnu::noinline]] void  make_room();
+    void                    pop() {
+                           queue_.pop_front();
+                           ++free_;
+    }
+
     Ring<Completion>        queue_;
+    size_t                  free_ = 0; /* slots neither filled nor held by an operation */
 };
 
 int open_cq(fid_domain *domain, fi_cq_attr *attr, fid_cq **cq, void *context);

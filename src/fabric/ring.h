@@ -18,11 +18,18 @@ template <typename T> class Ring {
   public:
     bool   empty() const { return head_ == tail_; }
     size_t size() const { return static_cast<size_t>(tail_ - head_); }
+    size_t capacity() const { return capacity_; }
     T     &front() { return slots_[head_ & mask_]; }
     void   pop_front() { ++head_; }
 
     /* Throws std::bad_alloc (the ring unchanged) if it must grow and cannot. */
     void push_back(const T &value) { emplace_back() = value; }
+    /* Room for `n` elements in all (throws std::bad_alloc, unchanged). */
+    void reserve(size_t n) {
+        while (capacity_ < n) {
+            grow();
+        }
+    }
     /* A new last element for the caller to fill: it holds whatever the
      * slot held before (a popped element, or a value-initialized one). */
     T &emplace_back() {
@@ -35,7 +42,7 @@ template <typename T> class Ring {
   private:
     static constexpr size_t kFirstCapacity = 64;
 
-    void grow() {
+    [[gnu::noinline]] void grow() { /* cold: keeps emplace_back() small */
         const size_t capacity = (capacity_ == 0) ? kFirstCapacity : (2 * capacity_);
         auto         slots    = std::make_unique<T[]>(capacity);
         const size_t n        = size();

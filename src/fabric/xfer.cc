@@ -6,8 +6,11 @@
 #include "endpoint.h"
 #include "iov.h"
 
+#include <ucs/debug/log_def.h>
+
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace uct_tm {
 namespace fabric {
@@ -246,7 +249,7 @@ void Endpoint::use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t
 }
 
 Op &Endpoint::new_op(const Xfer &x, uint64_t flags, size_t len, bool report) {
-    return ops_.take(this, x.context, flags, len, report);
+    return take_op(x.context, flags, len, report);
 }
 
 /* The layer's answer to a post: in flight, done at once, or refused
@@ -262,19 +265,20 @@ ssize_t Endpoint::started(Op &op, ucs_status_t status, uct_tm_proto_request_t re
         complete(op, 0, info);
         return 0;
     }
+    cq_of(op)->drop_room();
     ops_.release(op);
     return fi_error(status);
 }
 
+/* Every field a receive's entry takes from the message, each written once. */
 void Endpoint::report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *c) const {
-    c->entry.len = std::min(info.length, op.len);
-    c->entry.buf = op.buf;
-    c->entry.tag = (op.flags & FI_TAGGED) ? info.tag : 0;
-    if (info.flags & UCT_TM_PROTO_INFO_REMOTE_DATA) {
-        c->entry.flags |= FI_REMOTE_CQ_DATA;
-        c->entry.data = info.data;
-    }
-    c->source = source_of(info.ep);
+    const bool data = (info.flags & UCT_TM_PROTO_INFO_REMOTE_DATA) != 0;
+    c->entry.flags  = op.flags | (data ? FI_REMOTE_CQ_DATA : 0);
+    c->entry.len    = std::min(info.length, op.len);
+    c->entry.buf    = op.buf;
+    c->entry.data   = data ? info.data : 0;
+    c->entry.tag    = (op.flags & FI_TAGGED) ? info.tag : 0;
+    c->source       = source_of(info.ep);
 }
 
 /* The status into the entry: truncation with the bytes that did not fit
@@ -310,7 +314,6 @@ void Endpoint::complete_part(Op &op, const uct_tm_proto_info_t &info) {
     const size_t room = op.len - static_cast<size_t>(at - static_cast<const uint8_t *>(op.buf));
     Completion   c;
     c.entry.op_context = op.context;
-    c.entry.flags      = op.flags;
     report_recv(op, info, &c);
     c.entry.buf = info.buffer;
     c.entry.len = std::min(info.length, room);
@@ -329,7 +332,7 @@ void Endpoint::complete_multi(Op &op, const uct_tm_proto_info_t &info) {
         c.err        = -fi_error(info.status);
         c.prov_errno = info.status;
     }
-    rx_cq_->push(c);
+    rx_cq_->emplace_held() = c; /* the room its post held */
 }
 
 void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info) {
@@ -345,23 +348,26 @@ void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_i
     const bool send  = (op.flags & FI_SEND) != 0;
     const bool error = info.status != UCS_OK;
     if (error || op.report) { /* written in the CQ's ring, every field once */
-        Completion &c      = (send ? tx_cq_ : rx_cq_)->emplace();
+        Completion &c      = (send ? tx_cq_ : rx_cq_)->emplace_held();
         c.entry.op_context = op.context;
-        c.entry.flags      = op.flags;
-        c.entry.len        = 0;
-        c.entry.buf        = nullptr;
-        c.entry.data       = 0;
-        c.entry.tag        = 0;
-        c.source           = FI_ADDR_NOTAVAIL;
         c.err              = 0;
         c.olen             = 0;
         c.prov_errno       = UCS_OK;
-        if (!send) {
+        if (send) {
+            c.entry.flags = op.flags;
+            c.entry.len   = 0;
+            c.entry.buf   = nullptr;
+            c.entry.data  = 0;
+            c.entry.tag   = 0;
+            c.source      = FI_ADDR_NOTAVAIL;
+        } else {
             report_recv(op, info, &c);
         }
         if (error) {
             set_status(&c, info, op.len);
         }
+    } else {
+        (send ? tx_cq_ : rx_cq_)->drop_room();
     }
     if (Cntr *cntr = send ? tx_cntr_ : rx_cntr_) {
         cntr->completed(error);
@@ -376,9 +382,29 @@ void Endpoint::release(Op &op, uct_tm_proto_request_t req) {
     ops_.release(op);
 }
 
+/* A send without op (fi_inject, no counter) failed after its post: an
+ * error entry without context, as it had none. */
+void Endpoint::quiet_failed(uint64_t kind, const uct_tm_proto_info_t &info) {
+    Completion c;
+    c.entry.flags = FI_SEND | kind;
+    set_status(&c, info, 0);
+    try {
+        tx_cq_->push(c);
+    } catch (const std::bad_alloc &) {
+        ucs_error("tm fabric: out of memory: an inject's error entry lost");
+    }
+}
+
+/* Inside the layer's progress: nothing may unwind into it. A completion
+ * without held room (a multi-receive's part, an inject's error) is lost
+ * only if memory ran out, and said so. */
 void Endpoint::on_complete(void *arg, uct_tm_proto_request_t req, const uct_tm_proto_info_t *info) {
     Op *op = static_cast<Op *>(arg);
-    op->ep->complete(*op, req, *info);
+    try {
+        op->ep->complete(*op, req, *info);
+    } catch (const std::bad_alloc &) {
+        ucs_error("tm fabric: out of memory: a completion entry lost");
+    }
 }
 
 }  // namespace fabric

@@ -75,7 +75,7 @@ template <typename Entry, unsigned kChunkShift = 7> class SlotPool {
     void release(uint32_t index) { release(index, (*this)[index]); }
 
   private:
-    void grow() {
+    [[gnu::noinline]] void grow() { /* cold: keeps callers small */
         if (issued_ == kNoIndex) {
             throw std::bad_alloc();
         }

@@ -157,8 +157,10 @@ class Sender {
         bool untagged() const { return flags & UCT_TM_PROTO_OP_UNTAGGED; }
     };
 
+    /* NO_COMPLETION too: a message that leaves at once has nothing to report */
     static constexpr unsigned kEagerNowDataFlags = UCT_TM_PROTO_SEND_INJECT |
-                                                   UCT_TM_PROTO_SEND_REMOTE_DATA;
+                                                   UCT_TM_PROTO_SEND_REMOTE_DATA |
+                                                   UCT_TM_PROTO_OP_NO_COMPLETION;
 
     /* static: the C entry forwards to it directly (docs/perf.md,
      * "Code shape of the hot paths") */
@@ -242,7 +244,8 @@ class Sender {
             if (user_memory_valid(params)) { /* req may be NULL then */
                 return send_eager_now(ep, buffer, length, tag, params, req);
             }
-        } else if (((params->flags & ~kEagerNowDataFlags) == 0) && (req != nullptr) &&
+        } else if (((params->flags & ~kEagerNowDataFlags) == 0) &&
+                   ((req != nullptr) || (params->flags & UCT_TM_PROTO_OP_NO_COMPLETION)) &&
                    (!(params->flags & UCT_TM_PROTO_SEND_REMOTE_DATA) ||
                     data_is_narrow(params->data))) {
             return send_eager_now_data(ep, buffer, length, tag, params, req);

@@ -5,11 +5,13 @@
  * transport on every call: the tcp side of "tm_sm,tcp" is found idle. */
 #include "fabric_fixture.h"
 
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -96,6 +98,31 @@ template <typename F> int child_status(F &&side) {
     return WEXITSTATUS(status);
 }
 
+/* Whether the provider offers `domain` on this host. */
+bool offered(const char *domain) {
+    fi_info *info = tm_info(domain);
+    fi_freeinfo(info);
+    return info != nullptr;
+}
+
+/* Forks a child that runs side(its socket) and exits with exit_child(); the
+ * parent's end of the socket pair goes to *sock. -1 if either call failed. */
+template <typename F> pid_t fork_peer(int *sock, F &&side) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        return -1;
+    }
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        alarm(120);
+        exit_child(side(sv[1]));
+    }
+    close(sv[1]);
+    *sock = sv[0];
+    return pid;
+}
+
 /* The domains of the two sides. */
 struct DomainPair {
     const char *first;
@@ -108,24 +135,16 @@ class FabricFork : public ::testing::TestWithParam<DomainPair> {};
 
 TEST_P(FabricFork, PingPongEverySizeBothKinds) {
     for (const char *domain : {GetParam().first, GetParam().second}) {
-        fi_info *info = tm_info(domain);
-        if (info == nullptr) {
+        if (!offered(domain)) {
             GTEST_SKIP() << domain << " is not offered on this host";
         }
-        fi_freeinfo(info);
     }
-    int sv[2];
-    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
-    const pid_t pid = fork();
+    int         sock = -1;
+    const pid_t pid  = fork_peer(&sock,
+                                 [this](int s) { return run_side(GetParam().second, s, false); });
     ASSERT_GE(pid, 0);
-    if (pid == 0) {
-        close(sv[0]);
-        alarm(60);
-        exit_child(run_side(GetParam().second, sv[1], false));
-    }
-    close(sv[1]);
-    EXPECT_EQ(0, run_side(GetParam().first, sv[0], true));
-    close(sv[0]);
+    EXPECT_EQ(0, run_side(GetParam().first, sock, true));
+    close(sock);
     int status = 0;
     ASSERT_EQ(pid, waitpid(pid, &status, 0));
     ASSERT_TRUE(WIFEXITED(status)) << "child status " << status;
@@ -141,6 +160,87 @@ TEST(FabricForkChild, GtestFailureReachesParent) {
                   return 0;
               }));
 }
+
+/* The peer of FabricPeerDeath: an endpoint that hands over its name, says
+ * it is ready and then neither receives nor progresses until it is killed. */
+int run_silent_peer(const char *domain, int sock) {
+    Fabric            f;
+    Ep                e;
+    std::vector<char> theirs;
+    char              ready = 1;
+    if ((f.open(domain) != 0) || (e.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE) != 0) ||
+        !exchange(sock, e.name(), &theirs) || (write(sock, &ready, 1) != 1)) {
+        return 1;
+    }
+    pause();
+    return 0;
+}
+
+class FabricPeerDeath : public ::testing::TestWithParam<const char *> {};
+
+/* A peer killed while sends wait on it: a rendezvous send (its receiver
+ * never took the data) and fi_tinject's queued behind the credits it never
+ * returned end as error completions -- the send's with its context, the
+ * injects' without (they had none) -- within the keepalive's time, never a
+ * hang; nothing completes as a success. */
+TEST_P(FabricPeerDeath, SendsWaitingOnItEndInErrors) {
+    constexpr size_t kInjects = 512; /* 2 MiB of 4 KiB injects: past any credit window */
+    if (!offered(GetParam())) {
+        GTEST_SKIP() << GetParam() << " is not offered on this host";
+    }
+    int         sock = -1;
+    const pid_t pid  = fork_peer(&sock, [this](int s) { return run_silent_peer(GetParam(), s); });
+    ASSERT_GE(pid, 0);
+    Fabric f;
+    Ep     e;
+    ASSERT_EQ(0, f.open(GetParam()));
+    ASSERT_EQ(0, e.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
+    std::vector<char> theirs;
+    char              ready = 0;
+    ASSERT_TRUE(exchange(sock, e.name(), &theirs));
+    ASSERT_EQ(1, read(sock, &ready, 1));
+    const fi_addr_t peer = e.insert(theirs);
+    ASSERT_NE(FI_ADDR_NOTAVAIL, peer);
+
+    const std::vector<char> big = pattern(1 << 20, 1), small = pattern(4096, 2);
+    int                     ctx = 0;
+    ASSERT_EQ(0, fi_tsend(e.ep, big.data(), big.size(), nullptr, peer, 1, &ctx));
+    for (size_t i = 0; i < kInjects; ++i) {
+        ASSERT_EQ(0, fi_tinject(e.ep, small.data(), small.size(), peer, 2)) << i;
+    }
+    kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    close(sock);
+
+    size_t     send_errors = 0, inject_errors = 0, successes = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (((send_errors == 0) || (inject_errors == 0)) &&
+           (std::chrono::steady_clock::now() < deadline)) {
+        fi_cq_tagged_entry c{};
+        const ssize_t      ret = fi_cq_read(e.cq, &c, 1);
+        successes += (ret == 1);
+        if (ret == -FI_EAVAIL) {
+            const fi_cq_err_entry err = read_err(e.cq);
+            EXPECT_NE(0, err.err);
+            EXPECT_EQ(uint64_t{FI_SEND | FI_TAGGED}, err.flags & (FI_SEND | FI_TAGGED));
+            send_errors += (err.op_context == &ctx);
+            inject_errors += (err.op_context == nullptr);
+        }
+    }
+    EXPECT_EQ(1u, send_errors) << "the rendezvous send still waits on the dead peer";
+    EXPECT_LT(0u, inject_errors) << "no queued inject reported its failure";
+    EXPECT_EQ(0u, successes);
+    e.close();
+    f.close();
+}
+
+INSTANTIATE_TEST_SUITE_P(domains, FabricPeerDeath, ::testing::Values("tm_sm", "tm_sm,tcp"),
+                         [](const ::testing::TestParamInfo<const char *> &p) {
+                             std::string name = p.param;
+                             std::replace(name.begin(), name.end(), ',', '_');
+                             return name;
+                         });
 
 /* "tm_sm,tcp" to "tcp": the combined domain reaches a tcp-only peer over its second transport. */
 INSTANTIATE_TEST_SUITE_P(domains, FabricFork,
