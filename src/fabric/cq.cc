@@ -101,11 +101,17 @@ Cq::Cq(Domain &domain, fi_cq_format format, bool waitable, void *context)
 
 void Cq::progress() { progress_each(endpoints_); }
 
-/* Doubles the ring (throws std::bad_alloc, nothing changed). */
+/* Doubles the ring (throws std::bad_alloc, nothing changed); out of line:
+ * hold_room() stays small where it is inlined. */
 void Cq::make_room() {
     const size_t before = queue_.capacity();
     queue_.reserve(std::max<size_t>(2 * before, 64));
     free_ += queue_.capacity() - before;
+}
+
+void Cq::pop() {
+    queue_.pop_front();
+    ++free_;
 }
 
 /* The formats are prefixes of one another (fi_cq(3)): write the prefix,

@@ -180,20 +180,16 @@ class Cq : public Bindings {
   private:
     void progress();
     void write(const Completion &c, void *slot) const;
+    void make_room();
+    void pop();
 
-    Handle<fid_cq, Cq>      h_;
-    Domain                 &domain_;
-    size_t                  entry_size_; /* the format's (fi_cq_open) */
-    bool                    waitable_; /* FI_WAIT_UNSPEC or FI_WAIT_YIELD: sread polls */
-    std::atomic<bool>       signaled_{false};
-    [[gnu::noinline]] void  make_room();
-    void                    pop() {
-                           queue_.pop_front();
-                           ++free_;
-    }
-
-    Ring<Completion>        queue_;
-    size_t                  free_ = 0; /* slots neither filled nor held by an operation */
+    Handle<fid_cq, Cq> h_;
+    Domain            &domain_;
+    size_t             entry_size_; /* the format's (fi_cq_open) */
+    bool               waitable_;   /* FI_WAIT_UNSPEC or FI_WAIT_YIELD: sread polls */
+    std::atomic<bool>  signaled_{false};
+    Ring<Completion>   queue_;
+    size_t             free_ = 0; /* slots neither filled nor held by an operation */
 };
 
 int open_cq(fid_domain *domain, fi_cq_attr *attr, fid_cq **cq, void *context);
