@@ -30,8 +30,8 @@ bool exchange(int sock, const std::vector<char> &mine, std::vector<char> *theirs
 /* One side; the number of failed checks (0: all good). */
 int run_side(const char *domain, int sock, bool first) {
     constexpr useconds_t kPauseUs = 2000; /* the layer's kSecondaryLinger is 1 ms */
-    Fabric f;
-    Ep     e;
+    Fabric               f;
+    Ep                   e;
     if ((f.open(domain) != 0) || (e.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE) != 0)) {
         return 100;
     }
@@ -140,8 +140,7 @@ TEST_P(FabricFork, PingPongEverySizeBothKinds) {
         }
     }
     int         sock = -1;
-    const pid_t pid  = fork_peer(&sock,
-                                 [this](int s) { return run_side(GetParam().second, s, false); });
+    const pid_t pid = fork_peer(&sock, [](int s) { return run_side(GetParam().second, s, false); });
     ASSERT_GE(pid, 0);
     EXPECT_EQ(0, run_side(GetParam().first, sock, true));
     close(sock);
@@ -189,7 +188,7 @@ TEST_P(FabricPeerDeath, SendsWaitingOnItEndInErrors) {
         GTEST_SKIP() << GetParam() << " is not offered on this host";
     }
     int         sock = -1;
-    const pid_t pid  = fork_peer(&sock, [this](int s) { return run_silent_peer(GetParam(), s); });
+    const pid_t pid  = fork_peer(&sock, [](int s) { return run_silent_peer(GetParam(), s); });
     ASSERT_GE(pid, 0);
     Fabric f;
     Ep     e;
