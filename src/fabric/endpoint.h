@@ -113,7 +113,8 @@ class Endpoint {
     ssize_t           claimed(const Xfer &x);
     Op               &new_op(const Xfer &x, uint64_t flags, size_t len, bool report);
     Op               &take_op(void *context, uint64_t flags, size_t len, bool report);
-    Cq               *cq_of(const Op &op) const { return (op.flags & FI_SEND) ? tx_cq_ : rx_cq_; }
+    /* The CQ of an operation with these completion flags (FI_SEND or FI_RECV). */
+    Cq               *cq_for(uint64_t flags) const { return (flags & FI_SEND) ? tx_cq_ : rx_cq_; }
     void              use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t *params);
     ssize_t           started(Op &op, ucs_status_t status, uct_tm_proto_request_t req);
     void              complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info);
@@ -220,7 +221,7 @@ inline ssize_t Endpoint::post_recv(const Xfer &x) {
 /* An op, with room held in its CQ for its entry; throws std::bad_alloc
  * (nothing taken). */
 inline Op &Endpoint::take_op(void *context, uint64_t flags, size_t len, bool report) {
-    Cq *cq = (flags & FI_SEND) ? tx_cq_ : rx_cq_;
+    Cq *cq = cq_for(flags);
     cq->hold_room();
     try {
         return ops_.take(this, context, flags, len, report);

@@ -265,7 +265,7 @@ ssize_t Endpoint::started(Op &op, ucs_status_t status, uct_tm_proto_request_t re
         complete(op, 0, info);
         return 0;
     }
-    cq_of(op)->drop_room();
+    cq_for(op.flags)->drop_room();
     ops_.release(op);
     return fi_error(status);
 }
@@ -297,7 +297,7 @@ void Endpoint::set_status(Completion *c, const uct_tm_proto_info_t &info, size_t
  * a bound counter counts both. */
 void Endpoint::finish(Op &op, Completion &c, const uct_tm_proto_info_t &info, size_t room) {
     set_status(&c, info, room);
-    Cq   *cq     = (op.flags & FI_SEND) ? tx_cq_ : rx_cq_;
+    Cq   *cq     = cq_for(op.flags);
     Cntr *cntr   = (op.flags & FI_SEND) ? tx_cntr_ : rx_cntr_;
     if ((c.err != 0) || op.report) {
         cq->push(c);
@@ -348,7 +348,7 @@ void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_i
     const bool send  = (op.flags & FI_SEND) != 0;
     const bool error = info.status != UCS_OK;
     if (error || op.report) { /* written in the CQ's ring, every field once */
-        Completion &c      = (send ? tx_cq_ : rx_cq_)->emplace_held();
+        Completion &c      = cq_for(op.flags)->emplace_held();
         c.entry.op_context = op.context;
         c.err              = 0;
         c.olen             = 0;
@@ -367,7 +367,7 @@ void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_i
             set_status(&c, info, op.len);
         }
     } else {
-        (send ? tx_cq_ : rx_cq_)->drop_room();
+        cq_for(op.flags)->drop_room();
     }
     if (Cntr *cntr = send ? tx_cntr_ : rx_cntr_) {
         cntr->completed(error);
