@@ -72,8 +72,10 @@ ucs_config_field_t sm_config_table[] = {
      "is busy the receiver simply takes every piece.",
      offsetof(SmConfig, rndv_split), UCS_CONFIG_TYPE_BOOL},
 
-    {"RNDV_SPLIT_MIN", "64k",
-     "Smallest rendezvous message whose copy is split between sender and receiver.",
+    {"RNDV_SPLIT_MIN", "256k",
+     "Smallest rendezvous message whose copy is split between sender and receiver. Each\n"
+     "piece costs a system call (about 2 us on virtual machines): smaller messages are\n"
+     "faster in one read (docs/perf.md).",
      offsetof(SmConfig, rndv_split_min), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"SPLIT_TIMEOUT", "1s",
