@@ -113,8 +113,9 @@ class Endpoint {
     ssize_t           claimed(const Xfer &x);
     Op               &new_op(const Xfer &x, uint64_t flags, size_t len, bool report);
     Op               &take_op(void *context, uint64_t flags, size_t len, bool report);
-    /* The CQ of an operation with these completion flags (FI_SEND or FI_RECV). */
+    /* The CQ and counter of an operation with these completion flags (FI_SEND or FI_RECV). */
     Cq               *cq_for(uint64_t flags) const { return (flags & FI_SEND) ? tx_cq_ : rx_cq_; }
+    Cntr *cntr_for(uint64_t flags) const { return (flags & FI_SEND) ? tx_cntr_ : rx_cntr_; }
     void              use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t *params);
     ssize_t           started(Op &op, ucs_status_t status, uct_tm_proto_request_t req);
     void              complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info);

@@ -298,7 +298,7 @@ void Endpoint::set_status(Completion *c, const uct_tm_proto_info_t &info, size_t
 void Endpoint::finish(Op &op, Completion &c, const uct_tm_proto_info_t &info, size_t room) {
     set_status(&c, info, room);
     Cq   *cq     = cq_for(op.flags);
-    Cntr *cntr   = (op.flags & FI_SEND) ? tx_cntr_ : rx_cntr_;
+    Cntr *cntr   = cntr_for(op.flags);
     if ((c.err != 0) || op.report) {
         cq->push(c);
     }
@@ -369,7 +369,7 @@ void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_i
     } else {
         cq_for(op.flags)->drop_room();
     }
-    if (Cntr *cntr = send ? tx_cntr_ : rx_cntr_) {
+    if (Cntr *cntr = cntr_for(op.flags)) {
         cntr->completed(error);
     }
     release(op, req);
