@@ -230,6 +230,15 @@ void ShmSegment::prefault(size_t length) const {
     }
 }
 
+void ShmSegment::touch(size_t length) const {
+    const auto  *bytes = static_cast<const volatile char *>(address_);
+    const size_t page  = page_size();
+    length             = std::min(length, size_);
+    for (size_t offset = 0; (bytes != nullptr) && (offset < length); offset += page) {
+        (void)bytes[offset];
+    }
+}
+
 ucs_status_t ShmSegment::attach(const ShmId &id, size_t min_size, ShmSegment *out) {
     if (id.size < min_size) {
         return UCS_ERR_INVALID_PARAM;

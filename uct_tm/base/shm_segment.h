@@ -137,6 +137,12 @@ class ShmSegment {
      * hint: failures are ignored), so the first message through each page
      * does not take a page fault. */
     void prefault(size_t length) const;
+    /* Reads one byte of each page of the first `length` bytes. A hypervisor
+     * that maps a guest's pages into a process on first access (shadow
+     * paging) traps there even after prefault(): 6-7 us a page on host E of
+     * docs/perf.md. Reading takes the traps at once (the entries it maps are
+     * writable); on other hosts it reads pages already mapped. */
+    void touch(size_t length) const;
 
   private:
     void guard_unsealed();

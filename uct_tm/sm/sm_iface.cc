@@ -926,6 +926,7 @@ void SmIface::receive_am(const Message &m) {
  * gathered in held_ and handed up whole, as am_cb takes one buffer. */
 void SmIface::receive_am_fragment(const Message &m, uint8_t id) {
     if (m.flags & kFlagFirst) {
+        touch_descriptors();
         if (ucs_unlikely(assembly_.active)) {
             abort_assembly(UCS_ERR_CONNECTION_RESET);
         }
@@ -947,6 +948,9 @@ void SmIface::receive_am_fragment(const Message &m, uint8_t id) {
 void SmIface::receive_eager(const Message &m) {
     const bool more = (m.flags & kFlagMore) != 0;
     if (m.flags & kFlagFirst) {
+        if (more) {
+            touch_descriptors();
+        }
         if (ucs_unlikely(assembly_.active)) {
             abort_assembly(UCS_ERR_CONNECTION_RESET);
         }

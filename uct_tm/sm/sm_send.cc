@@ -132,6 +132,9 @@ ucs_status_t SmIface::publish_fragments(SmEp *ep, uint64_t seq, size_t claimed,
                                         const Fragments &f, const Gather &gather_at) {
     FifoWriter  &fifo = ep->peer->fifo();
     const size_t seg  = ep->peer->geometry().seg_size;
+    if (f.nfrags > 1) {
+        ep->peer->touch_descriptors();
+    }
     /* a corrupt segment fails the whole message before any of it is visible */
     ucs_status_t status = UCS_OK;
     for (size_t i = 0; i < std::min(claimed, f.nfrags); ++i) {
