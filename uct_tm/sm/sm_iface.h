@@ -304,13 +304,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     void rotate_desc(ElemHeader *e);
     void receive_am(const Message &m);
     void receive_am_fragment(const Message &m, uint8_t id);
-    /* The receiving side of RemotePeer::touch_descriptors(), on our segment. */
-    void touch_descriptors() {
-        if (ucs_unlikely(!descriptors_touched_)) {
-            descriptors_touched_ = true;
-            segment_.touch(prefault_length(geometry_));
-        }
-    }
+    void touch_descriptors() { descriptor_touch_.before_fragments(segment_, geometry_); }
     void receive_eager(const Message &m);
     /* The first fragment of a message no posted receive matched: eager_cb. */
     void receive_unexpected_eager(const Message &m);
@@ -367,7 +361,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
      * So the poll loop checks one flag where has_background_work() reads
      * seven containers, and eager sends, which queue nothing, leave it. */
     bool         maybe_background_ = true;
-    bool         descriptors_touched_ = false; /* touch_descriptors() */
+    DescriptorTouch descriptor_touch_;
     struct MayQueueWork {
         SmIface *iface;
         ~MayQueueWork() { iface->maybe_background_ = true; }

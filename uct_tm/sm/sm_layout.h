@@ -21,6 +21,8 @@
 
 #include "base/shm_segment.h"
 
+#include <ucs/sys/compiler_def.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -64,6 +66,25 @@ inline uint64_t prefault_length(const Geometry &g) {
     const uint64_t     end  = g.descs_offset + uint64_t{g.num_descs} * g.desc_stride;
     return (end < kMax) ? end : kMax;
 }
+
+/* Reads a segment's FIFO and descriptors once (ShmSegment::touch), before
+ * the first message of several fragments through it, on either side: such
+ * a message reaches the spare descriptors that single-descriptor messages
+ * leave untouched, and on some hypervisors each page's first access traps
+ * (docs/tm_sm.md), once here instead of in each of the first few hundred
+ * messages. */
+class DescriptorTouch {
+  public:
+    void before_fragments(const ShmSegment &segment, const Geometry &geometry) {
+        if (ucs_unlikely(!done_)) {
+            done_ = true;
+            segment.touch(prefault_length(geometry));
+        }
+    }
+
+  private:
+    bool done_ = false;
+};
 
 struct SegmentHeader {
     uint64_t magic;

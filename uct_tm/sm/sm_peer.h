@@ -115,16 +115,7 @@ class RemotePeer {
         return (index < geometry_.rndv_slots) ? &rndv_slots_[index] : nullptr;
     }
 
-    /* Before the first message of several fragments: its writes reach the
-     * spare descriptors that single-descriptor messages leave untouched
-     * (ShmSegment::touch: a trap per page on some hypervisors, taken here
-     * once instead of in each of the first few hundred messages). */
-    void touch_descriptors() {
-        if (ucs_unlikely(!descriptors_touched_)) {
-            descriptors_touched_ = true;
-            segment_.touch(prefault_length(geometry_));
-        }
-    }
+    void touch_descriptors() { descriptor_touch_.before_fragments(segment_, geometry_); }
 
     /* Bookkeeping owned by the iface. */
     uint32_t                refs = 0;      /* endpoints + peer-table entries using it */
@@ -138,7 +129,7 @@ class RemotePeer {
 
     IfaceAddress   address_{};
     ShmSegment     segment_;
-    bool           descriptors_touched_ = false;
+    DescriptorTouch descriptor_touch_;
     SegmentHeader *header_     = nullptr;
     Geometry       geometry_{};
     FifoWriter     fifo_;
