@@ -2,6 +2,7 @@
 
 #include "base/mem_registry.h"
 #include "base/range.h"
+#include "base/self_pid.h"
 #include "common/alloc_status.h"
 
 #include <ucs/debug/log_def.h>
@@ -154,7 +155,7 @@ ucs_status_t md_mkey_pack(abi::MdHeader *, uct_mem_h memh, void *rkey_buffer) {
     packed.magic   = kRkeyMagic;
     packed.address = reinterpret_cast<uintptr_t>(h.address);
     packed.length  = h.length;
-    packed.pid     = getpid();
+    packed.pid     = self_pid();
     if (h.shm.valid()) {
         packed.flags      = kRkeyHasShm;
         packed.shm        = h.shm.id();

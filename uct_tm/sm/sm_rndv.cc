@@ -27,6 +27,7 @@
 #include "base/clock.h"
 #include "base/process_watch.h"
 #include "base/range.h"
+#include "base/self_pid.h"
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
@@ -575,7 +576,7 @@ void SmRendezvous::pull_matched(const MatchedRts &rts) {
 }
 
 size_t SmRendezvous::split_piece(size_t want, size_t count, pid_t pid) const {
-    if (!split_enabled_ || (want < split_min_) || (pid == getpid()) || (count > kRndvMaxIov)) {
+    if (!split_enabled_ || (want < split_min_) || (pid == self_pid()) || (count > kRndvMaxIov)) {
         return 0;
     }
     const size_t piece = std::min<size_t>(std::max<size_t>(want / 2, 32 << 10), 256 << 10) & ~size_t{4095};
@@ -588,7 +589,7 @@ void SmRendezvous::start_split(SplitCopy *split, const struct iovec *local, size
     RndvSlot      *slot   = split->slot;
     const uint32_t pieces = static_cast<uint32_t>((want + piece - 1) / piece);
     slot->piece_size   = static_cast<uint32_t>(piece);
-    slot->receiver_pid = getpid();
+    slot->receiver_pid    = self_pid();
     slot->iovcnt       = static_cast<uint32_t>(count);
     slot->length       = want;
     for (size_t i = 0; i < count; ++i) {
@@ -807,7 +808,7 @@ bool SmRendezvous::cma_allowed(RemotePeer *peer, uint64_t address) {
         return false;
     }
     if (peer->cma() == RemotePeer::Cma::kUnknown) {
-        if ((peer->pid() == getpid()) || (address == 0)) {
+        if ((peer->pid() == self_pid()) || (address == 0)) {
             return true; /* nothing to probe with yet */
         }
         /* One byte tells whether the kernel lets us at this process. */
@@ -880,7 +881,7 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
             return UCS_OK;
         }
     }
-    if ((key->pid != getpid()) && !cma_allowed(ep->peer, remote_addr)) {
+    if ((key->pid != self_pid()) && !cma_allowed(ep->peer, remote_addr)) {
         return pull_get(op);
     }
     RndvSlot *slot = nullptr;
