@@ -29,6 +29,10 @@ namespace {
 
 std::atomic<uint32_t> iface_serials{0};
 
+/* A bandwidth (B/s) whose per-byte time is nil next to any copy: for bytes
+ * an estimate counts elsewhere. */
+constexpr double kBytesUncounted = 1e12;
+
 /* Host identity shared by peers that can reach each other: same boot, same
  * PID namespace (CMA and /proc/<pid>/fd name processes by PID). */
 uint64_t host_id() {
@@ -309,6 +313,16 @@ ucs_status_t SmIface::query(uct_iface_attr_t *attr) const {
 void SmIface::estimate(abi::EpOperation op, abi::PerfEstimate *perf) {
     switch (op) {
     case abi::EpOperation::kEagerZcopy:
+        /* UCP's v2 engine prices an offloaded eager send as this transfer
+         * plus a "remote copy" at its own memcpy estimate (7 GB/s), one after
+         * the other. tm_sm's transfer is that copy: the receiver copies each
+         * descriptor into the posted buffer while the sender fills the next,
+         * so the bytes are counted once, there; the transfer's own part is
+         * per message (the overhead). Priced as one extra copy, eager lost to
+         * UCP's rendezvous from 9,301 B although it is 1.7-2.7x faster at
+         * 16-32 KiB (ucx_perftest tag_lat over UCX 1.22.0, host E). */
+        perf->bandwidth = {kBytesUncounted, 0};
+        [[fallthrough]];
     case abi::EpOperation::kAmZcopy:
         /* A zero-copy send is a gather copy into the FIFO element or a
          * descriptor plus a completion: ~20 ns over a short one at 8 B and
@@ -320,8 +334,9 @@ void SmIface::estimate(abi::EpOperation op, abi::PerfEstimate *perf) {
     case abi::EpOperation::kGetZcopy:
     case abi::EpOperation::kPutZcopy:
         /* One process_vm_readv/writev: a system call pinning the peer's
-         * pages, then one core's copy rate. */
-        perf->send_pre_overhead = 1e-6;
+         * pages (3.0-3.5 us up to 32 KiB on host E, a paravirtualized guest
+         * where any system call costs ~1 us), then one core's copy rate. */
+        perf->send_pre_overhead = 3e-6;
         break;
     case abi::EpOperation::kRndvZcopy:
         /* A tag rendezvous: the RTS, CMA calls and the FIN (~2.5 us over an
