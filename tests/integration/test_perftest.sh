@@ -145,7 +145,7 @@ proto_at() {
                                 if (v ~ /M$/) return v * 2^20; if (v ~ /G$/) return v * 2^30; return v + 0 }
             /tagged message by/ { keep = ($0 ~ tables); next }
             keep && match($0, /^\| *[0-9][0-9KMG]*(\.\.[0-9a-zKMG]*)? *\|/) {
-                n = split($0, f, "|"); range = f[2]; gsub(/ /, "", range); desc = f[3]
+                split($0, f, "|"); range = f[2]; gsub(/ /, "", range); desc = f[3]
                 gsub(/^ +| +$/, "", desc); split(range, r, "\\.\\.")
                 lo = bytes(r[1]); hi = (r[2] == "") ? lo : bytes(r[2])
                 if (x >= lo && x <= hi) print desc }' | sort -u)

@@ -318,9 +318,9 @@ void SmIface::estimate(abi::EpOperation op, abi::PerfEstimate *perf) {
          * the other. tm_sm's transfer is that copy: the receiver copies each
          * descriptor into the posted buffer while the sender fills the next,
          * so the bytes are counted once, there; the transfer's own part is
-         * per message (the overhead). Priced as one extra copy, eager lost to
-         * UCP's rendezvous from 9,301 B although it is 1.7-2.7x faster at
-         * 16-32 KiB (ucx_perftest tag_lat over UCX 1.22.0, host E). */
+         * per message (the overhead). Counted twice, UCP would prefer its
+         * rendezvous from ~9 KiB, where eager is 1.7-2.7x faster (16-32 KiB,
+         * docs/using-with-ucx.md). */
         perf->bandwidth = {kBytesUncounted, 0};
         [[fallthrough]];
     case abi::EpOperation::kAmZcopy:

@@ -588,10 +588,10 @@ void SmRendezvous::start_split(SplitCopy *split, const struct iovec *local, size
                                uint64_t address, size_t want, size_t piece) {
     RndvSlot      *slot   = split->slot;
     const uint32_t pieces = static_cast<uint32_t>((want + piece - 1) / piece);
-    slot->piece_size   = static_cast<uint32_t>(piece);
+    slot->piece_size      = static_cast<uint32_t>(piece);
     slot->receiver_pid    = self_pid();
-    slot->iovcnt       = static_cast<uint32_t>(count);
-    slot->length       = want;
+    slot->iovcnt          = static_cast<uint32_t>(count);
+    slot->length          = want;
     for (size_t i = 0; i < count; ++i) {
         slot->iov[i] = RemoteIov{reinterpret_cast<uintptr_t>(local[i].iov_base), local[i].iov_len};
     }
