@@ -173,9 +173,9 @@ v1_choice() {
     echo "ok: $name: eager below $want B, then rendezvous ($(grep -m1 ' tag_send:' <<<"$out" | sed 's/^# *//'))"
 }
 if [ $v2_default = no ]; then
-    # tm_sm's fragmented eager path up to EAGER_MAX (64 KiB) is faster than a rendezvous;
+    # tm_sm's fragmented eager path up to EAGER_MAX (256 KiB) is faster than a rendezvous;
     # v1 puts the threshold no higher than max_bcopy, hence BCOPY_MAX (auto: EAGER_MAX here)
-    v1_choice "UCX $release v1 thresholds" 65536
+    v1_choice "UCX $release v1 thresholds" 262144
     v1_choice "UCX $release v1 thresholds with BCOPY_MAX=SEG_SIZE" 8192 UCX_TM_SM_BCOPY_MAX=8k
 fi
 iters=200
@@ -193,6 +193,9 @@ if [ $v2_default = yes ]; then
     for size in 16384 32768 49152; do
         proto_at "UCX $release v2 protocols" $size "eager offloaded zero-copy" 'send\*( |\(fast)'
     done
+    # fast-completion sends (Open MPI's MPI_Send) price no receiver copy: eager to EAGER_MAX
+    proto_at "UCX $release v2 protocols" 131072 "eager offloaded zero-copy" 'send\*\(fast'
+    proto_at "UCX $release v2 protocols" 300000 "rendezvous tag offload" 'send\*\(fast'
 else
     # Before 1.16 the v2 engine has no tag-offload rendezvous: above tm_sm's eager sizes it may
     # take UCP's multi-fragment eager over active messages (1.15 does).

@@ -468,8 +468,10 @@ class TagMultiProc : public ::testing::TestWithParam<std::string> {
 
 /* ---- several senders, one receiver ------------------------------------------------------------ */
 
+/* A small FIFO, so that senders find it full; the senders' alike, as tm_sm
+ * asks (their eager limit follows from it, and both sides plan by it). */
 TEST_P(TagMultiProc, SeveralSendersRandomTrafficExactlyOnce) {
-    several_senders({{"FIFO_SIZE", "32"}}, {}, test_seed() ^ 0x100);
+    several_senders({{"FIFO_SIZE", "32"}}, {{"FIFO_SIZE", "32"}}, test_seed() ^ 0x100);
 }
 
 /* The same with cross-memory attach off: rendezvous data and get_zcopy go
@@ -478,7 +480,8 @@ TEST_P(TagMultiProc, SeveralSendersPipelinedWithoutCma) {
     if (GetParam() != "tm_sm") {
         GTEST_SKIP() << "tm_sm setting";
     }
-    several_senders({{"FIFO_SIZE", "32"}, {"CMA", "n"}}, {{"CMA", "n"}}, test_seed() ^ 0x101);
+    several_senders({{"FIFO_SIZE", "32"}, {"CMA", "n"}}, {{"FIFO_SIZE", "32"}, {"CMA", "n"}},
+                    test_seed() ^ 0x101);
 }
 
 void TagMultiProc::several_senders(const Settings &rx_settings, const Settings &tx_settings,

@@ -36,9 +36,9 @@ ucs_config_field_t sm_config_table[] = {
      "receiver's cache (docs/perf.md).",
      offsetof(SmConfig, spare_descs), UCS_CONFIG_TYPE_UINT},
 
-    {"EAGER_MAX", "64k",
-     "Largest tag_eager_zcopy message; larger ones are split into SEG_SIZE fragments that\n"
-     "occupy consecutive FIFO elements.",
+    {"EAGER_MAX", "256k",
+     "Largest tag_eager_zcopy message, at most SEG_SIZE x FIFO_SIZE / 2; those above SEG_SIZE\n"
+     "are split into SEG_SIZE fragments that occupy consecutive FIFO elements.",
      offsetof(SmConfig, eager_max), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"BCOPY_MAX", "auto",
