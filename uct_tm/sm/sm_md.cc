@@ -3,13 +3,14 @@
 #include "base/mem_registry.h"
 #include "base/range.h"
 #include "base/self_pid.h"
+#include "base/spin_lock.h"
 #include "common/alloc_status.h"
 
 #include <ucs/debug/log_def.h>
 
 #include <climits>
-#include <mutex>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <utility>
 #include <unistd.h>
@@ -23,14 +24,15 @@ struct TmMd {
 
     /* Live registrations and allocations, for md_range_registered(), and
      * the arenas of the allocations. An MD may be shared by several workers:
-     * guarded. The arenas are declared first so that they outlive every
-     * handle's block. */
-    std::mutex             lock;
+     * guarded (a spinlock: registration is on UCP's receive path; only an
+     * allocation, which may map a new arena, holds it long). The arenas are
+     * declared first so that they outlive every handle's block. */
+    SpinLock               lock;
     ShmArenas              arenas{true};
     MemRegistry<MemHandle> registry;
 
     MemHandle *add(void *address, size_t length) {
-        std::lock_guard<std::mutex> guard(lock);
+        std::lock_guard<SpinLock> guard(lock);
         MemHandle *h = registry.add(address, length);
         if (h != nullptr) {
             h->magic = MemHandle::kMemHandleMagic;
@@ -39,7 +41,7 @@ struct TmMd {
     }
     /* A new allocation of at least `length` bytes, registered. */
     ucs_status_t allocate(size_t length, MemHandle **out) {
-        std::lock_guard<std::mutex> guard(lock);
+        std::lock_guard<SpinLock> guard(lock);
         ShmBlock     block;
         ucs_status_t status = arenas.allocate(length, &block);
         if (status != UCS_OK) {
@@ -55,7 +57,7 @@ struct TmMd {
         return UCS_OK;
     }
     void remove(MemHandle *h) {
-        std::lock_guard<std::mutex> guard(lock);
+        std::lock_guard<SpinLock> guard(lock);
         h->magic = 0; /* a second dereg of it is refused */
         if (h->shm.valid()) {
             h->shm.reset(); /* out of line: not for every registration */
@@ -63,7 +65,7 @@ struct TmMd {
         registry.remove(h);
     }
     bool covers(uint64_t address, size_t length) {
-        std::lock_guard<std::mutex> guard(lock);
+        std::lock_guard<SpinLock> guard(lock);
         return registry.covers(address, length);
     }
 };
