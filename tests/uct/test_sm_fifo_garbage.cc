@@ -214,6 +214,7 @@ TEST_F(SmFifoGarbage, MalformedHeadersAreDropped) {
         {"pull request too short", Kind::kPullReq, kFlagFirst, 8, 0},
         {"pull request with junk", Kind::kPullReq, kFlagFirst, 48, 0},
         {"pull nack with a junk token", Kind::kPullNack, kFlagFirst, 0, 5},
+        {"get invitation with a junk token", Kind::kGetRtr, kFlagFirst, 0, 0},
     };
     std::vector<std::string> am_log;
     ASSERT_EQ(rx_->set_am_log(1, &am_log), UCS_OK);
@@ -236,6 +237,68 @@ TEST_F(SmFifoGarbage, MalformedHeadersAreDropped) {
         EXPECT_TRUE(am_log.empty());
         expect_alive(++seed);
     }
+}
+
+/* A get invitation (kGetRtr) names a slot of the inviter's segment, which
+ * describes the inviter's buffers, and a source in ours: we write pieces
+ * only from ranges we registered, only into the inviter's own process. */
+TEST_F(SmFifoGarbage, GetInvitationWritesOnlyRegisteredMemory) {
+    std::string tx_addr(tx_->attr.iface_addr_len, '\0');
+    ASSERT_EQ(uct_iface_get_address(tx_->iface, reinterpret_cast<uct_iface_addr_t *>(&tx_addr[0])),
+              UCS_OK);
+    RawSegment tx_view; /* the inviter's segment, as it writes it */
+    ASSERT_TRUE(tx_view.attach(tx_addr.data())) << tx_view.error();
+    const uint32_t    index   = tx_view.geometry().rndv_slots - 1; /* no send of tx_ uses it */
+    RndvSlot         &slot    = tx_view.rndv_slots()[index];
+    const uint32_t    gen     = slot.word.load() >> 4;
+    constexpr size_t  kLength = 64 << 10, kPiece = 16 << 10;
+    std::vector<char> source(kLength);
+    fill_pattern(source.data(), kLength, 7);
+    auto invite = [&](std::vector<char> &dest, pid_t reader) {
+        const uint16_t epoch = SplitClaim::unpack(slot.claim.load()).epoch + 1;
+        slot.piece_size      = kPiece;
+        slot.receiver_pid    = reader;
+        slot.iovcnt          = 1;
+        slot.length          = kLength;
+        slot.iov[0]          = RemoteIov{reinterpret_cast<uintptr_t>(dest.data()), kLength};
+        slot.sender_done.store(SplitDone{0, epoch, UCS_OK}.pack());
+        slot.claim.store(SplitClaim{0, kLength / kPiece, epoch}.pack());
+        slot.word.store(rndv_word(gen, kRndvReading));
+        write([&](ElemHeader *e, char *, char *) {
+            e->kind   = Kind::kGetRtr;
+            e->flags  = kFlagFirst;
+            e->peer   = static_cast<uint16_t>(tx_slot_);
+            e->length = 0;
+            e->aux    = 0;
+            e->tag    = reinterpret_cast<uintptr_t>(source.data());
+            e->imm    = (uint64_t{gen} << 32) | index;
+        });
+        drain();
+        return SplitDone::unpack(slot.sender_done.load()).pieces;
+    };
+    auto untouched = [](const std::vector<char> &v) {
+        return std::all_of(v.begin(), v.end(), [](char c) { return c == 'x'; });
+    };
+    std::vector<char> dest(kLength, 'x');
+    EXPECT_EQ(invite(dest, getpid()), 0u) << "wrote memory it never registered";
+    EXPECT_TRUE(untouched(dest));
+
+    uct_mem_h memh;
+    ASSERT_EQ(uct_md_mem_reg(env_->md(), source.data(), kLength, UCT_MD_MEM_ACCESS_ALL, &memh),
+              UCS_OK);
+    const pid_t gone = fork(); /* a process that is not the inviter (and no longer runs) */
+    if (gone == 0) {
+        _exit(0);
+    }
+    ASSERT_GT(gone, 0);
+    waitpid(gone, nullptr, 0);
+    EXPECT_EQ(invite(dest, gone), 0u) << "took pieces for a process that is not the inviter";
+    EXPECT_TRUE(untouched(dest));
+    EXPECT_EQ(invite(dest, getpid()), kLength / kPiece); /* the control: registered, it writes */
+    EXPECT_EQ(pattern_mismatch(dest.data(), kLength, 7), SIZE_MAX);
+    EXPECT_EQ(uct_md_mem_dereg(env_->md(), memh), UCS_OK);
+    slot.word.store(rndv_word(gen, kRndvFree));
+    expect_alive(41);
 }
 
 /* An inline tagged message claiming more bytes than its element holds, for

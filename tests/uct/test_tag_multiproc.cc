@@ -1212,6 +1212,142 @@ TEST_P(TagMultiProc, ForgedRkeysNamingOtherProcesses) {
     uct_ep_destroy(ep);
 }
 
+/* ---- split get_zcopy of registered memory ---------------------------------------------------- */
+
+/* The owner of a registered buffer, in a child: sends {address, length,
+ * packed rkey}, serves (progresses, or not: `progress`) until "bye", then
+ * closes its iface with PRINT_STATS and sends how many get invitations it
+ * wrote pieces of. With `claimed` > length it packs a key claiming more
+ * than it registered (the rest is its memory too, never registered). */
+int split_get_owner_main(int sock, const std::string &tl, size_t length, size_t claimed,
+                         uint64_t seed, bool progress) {
+    std::vector<char> buffer(claimed);
+    fill_pattern(buffer.data(), claimed, seed);
+    auto          q = std::make_unique<ChildNode>(tl, Settings{{"PRINT_STATS", "y"}});
+    uct_md_attr_t md_attr;
+    uct_mem_h     memh;
+    if ((q->node.status != UCS_OK) || (uct_md_query(q->env.md(), &md_attr) != UCS_OK) ||
+        (uct_md_mem_reg(q->env.md(), buffer.data(), length, UCT_MD_MEM_ACCESS_ALL, &memh) !=
+         UCS_OK)) {
+        return 2;
+    }
+    std::string packed(md_attr.rkey_packed_size, '\0');
+    if ((uct_md_mkey_pack(q->env.md(), memh, &packed[0]) != UCS_OK) ||
+        (packed.size() != sizeof(uct_tm::sm::PackedRkey))) {
+        return 2;
+    }
+    uct_tm::sm::PackedRkey key;
+    memcpy(&key, packed.data(), sizeof(key));
+    key.length = claimed; /* as a forger would widen it */
+    packed.assign(reinterpret_cast<const char *>(&key), sizeof(key));
+    write_msg(sock, q->node.address());
+    write_msg(sock, packed);
+    /* Progress without yielding: a getter reads the whole buffer in well
+     * under a millisecond. */
+    const std::function<void()> serve = [&q] {
+        for (int i = 0; i < 10000; ++i) {
+            uct_worker_progress(q->env.worker());
+        }
+    };
+    std::string bye;
+    if (!read_msg(sock, &bye, progress ? serve : std::function<void()>(idle), 60)) {
+        return 3;
+    }
+    uct_md_mem_dereg(q->env.md(), memh);
+    char      stats[] = "/tmp/uct-tm-split-get-XXXXXX";
+    const int fd      = mkstemp(stats);
+    if (fd < 0) {
+        return 4;
+    }
+    unlink(stats);
+    fflush(stderr);
+    const int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    q.reset(); /* prints the counters */
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    std::string   text(4096, '\0');
+    const ssize_t n = pread(fd, &text[0], text.size(), 0);
+    close(fd);
+    text.resize((n > 0) ? size_t(n) : 0);
+    unsigned long served = 0;
+    const size_t  at     = text.find(" gets of ours split with their reader");
+    if (at != std::string::npos) {
+        const size_t from = text.rfind("; ", at);
+        served            = strtoul(text.c_str() + from + 2, nullptr, 10);
+    }
+    write_msg(sock, std::to_string(served) + " (" + text + ")");
+    return 0;
+}
+
+/* A get_zcopy of memory the owner registered (UCP's own rendezvous reads
+ * the sender's buffer so): the data arrives whole, whether the owner writes
+ * its pieces (it progresses: it served the invitation), does not progress
+ * (the getter reads every piece itself, without waiting), or is asked for
+ * more than it registered (it refuses to write any). */
+TEST_P(TagMultiProc, SplitGetOfRegisteredMemory) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's split copy";
+    }
+    struct Case {
+        const char *name;
+        size_t      length, claimed;
+        bool        progress;
+        bool        served;
+    };
+    constexpr size_t kLength = (3u << 20) + 4567; /* from RNDV_SPLIT_MIN, pieces and a tail */
+    for (const Case &k :
+         {Case{"owner progresses", kLength, kLength, true, true},
+          Case{"owner does not progress", kLength, kLength, false, false},
+          Case{"key wider than the registration", kLength, 2 * kLength, true, false}}) {
+        SCOPED_TRACE(k.name);
+        const std::string tl   = GetParam();
+        const uint64_t    seed = test_seed() ^ k.claimed ^ k.progress;
+        children_.clear();
+        Child                &c = add_child([=](int sock) {
+            return split_get_owner_main(sock, tl, k.length, k.claimed, seed, k.progress);
+        });
+        std::unique_ptr<Node> node;
+        uct_ep_h              ep = nullptr;
+        open_connected(c, &node, &ep, false);
+        std::string packed;
+        ASSERT_TRUE(read_msg(c.sock, &packed, idle));
+        ASSERT_EQ(packed.size(), sizeof(uct_tm::sm::PackedRkey));
+        uct_tm::sm::PackedRkey key;
+        memcpy(&key, packed.data(), sizeof(key));
+        uct_rkey_bundle_t rkey;
+        ASSERT_EQ(uct_rkey_unpack(env_->component(), packed.data(), &rkey), UCS_OK);
+
+        /* Several: the first invitation also has the owner map our segment,
+         * which may take longer than our whole copy. */
+        for (int get = 0; get < 4; ++get) {
+            GuardedBuffer dest(k.claimed);
+            Completion    done;
+            uct_iov_t     iov    = {dest.data(), k.claimed, nullptr, 0, 1};
+            ucs_status_t  status = UCS_ERR_NO_RESOURCE;
+            ASSERT_TRUE(wait([&] {
+                status = uct_ep_get_zcopy(ep, &iov, 1, key.address, rkey.rkey, &done.comp);
+                return status != UCS_ERR_NO_RESOURCE;
+            }));
+            ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS))
+                << ucs_status_string(status);
+            if (status == UCS_INPROGRESS) {
+                ASSERT_TRUE(wait([&] { return done.calls == 1; }, 30));
+                EXPECT_EQ(done.status, UCS_OK) << ucs_status_string(done.status);
+            }
+            EXPECT_EQ(pattern_mismatch(dest.data(), k.claimed, seed), SIZE_MAX) << "get " << get;
+            EXPECT_TRUE(dest.guards_intact());
+        }
+        uct_rkey_release(env_->component(), &rkey);
+        ASSERT_TRUE(write_msg(c.sock, "bye"));
+        std::string served;
+        ASSERT_TRUE(read_msg(c.sock, &served, idle, 60));
+        EXPECT_EQ(std::stoul(served) > 0, k.served) << served << " invitations served";
+        EXPECT_EQ(reap(c), 0);
+        uct_ep_destroy(ep);
+    }
+}
+
 /* ---- mismatched geometries ------------------------------------------------------------------ */
 
 /* What one process tells another of its receive geometry. */

@@ -138,7 +138,7 @@ ucs_status_t SmIface::create_segment(uct_md_h md, const SmConfig &config) {
     for (uint32_t d = geometry_.fifo_elems; d < geometry_.num_descs; ++d) {
         spare_descs_.push(d);
     }
-    status = rndv_.init(config, rndv_slots_, geometry_.rndv_slots);
+    status = rndv_.init(config, md, rndv_slots_, geometry_.rndv_slots);
     if (status == UCS_OK) {
         status = staging_.init(md, geometry_, seg);
     }
@@ -183,7 +183,8 @@ void SmIface::print_counters(FILE *stream) const {
     fprintf(stream,
             "tm_sm iface %u (pid %d): %lu messages received; tag list: %lu posted, %lu matched, "
             "%lu cancelled, %lu refused; %lu unexpected; rendezvous received: %lu direct, %lu cma, "
-            "%lu split, %lu pipelined; %lu gets split with their sender; %lu dropped; "
+            "%lu split, %lu pipelined; %lu gets split with their sender; %lu gets of ours split "
+            "with their reader; %lu dropped; "
             "%lu eager messages sent with streaming stores (auto turned them on %lu times); "
             "%lu bcopy sends waited for FIFO room\n",
             iface_serial_, static_cast<int>(getpid()), (unsigned long)counters_.received,
@@ -191,7 +192,7 @@ void SmIface::print_counters(FILE *stream) const {
             (unsigned long)t.refused, (unsigned long)counters_.unexpected,
             (unsigned long)rndv_.counters().direct, (unsigned long)rndv_.counters().cma,
             (unsigned long)rndv_.counters().split, (unsigned long)rndv_.counters().pipelined,
-            (unsigned long)rndv_.counters().get_split,
+            (unsigned long)rndv_.counters().get_split, (unsigned long)rndv_.counters().get_served,
             (unsigned long)dropped_, (unsigned long)copy_mode_.streamed(),
             (unsigned long)copy_mode_.switches(), (unsigned long)counters_.backlogged);
 }
@@ -520,6 +521,7 @@ void SmIface::dispatch_general(ElemHeader *e) {
     case Kind::kRndvRtr:
         rndv_.receive_rtr(m);
         break;
+    case Kind::kGetRtr: rndv_.receive_get_rtr(m); break;
     case Kind::kPullReq:
         staging_.receive_request(m);
         break;

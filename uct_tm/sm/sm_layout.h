@@ -117,6 +117,9 @@ enum class Kind : uint8_t {
     kRndvRtr,  /* receiver invites the sender to write pieces of a rendezvous */
     kPullReq,  /* "copy this range of your memory into my staging chunks": PullRequest */
     kPullNack, /* owner refuses or abandons a pull: imm = pull token, aux = status */
+    /* a getter invites the key's owner to write pieces of a get_zcopy: imm =
+     * the token of the getter's slot describing it, tag = the source address */
+    kGetRtr,
     kLast
 };
 

@@ -130,7 +130,9 @@ bool release_slot(RndvSlot *slot, uint32_t gen, uint32_t state) {
 
 }  // namespace
 
-ucs_status_t SmRendezvous::init(const SmConfig &config, RndvSlot *slots, uint32_t count) {
+ucs_status_t SmRendezvous::init(const SmConfig &config, uct_md_h md, RndvSlot *slots,
+                                uint32_t count) {
+    md_             = md;
     split_enabled_  = config.rndv_split;
     split_min_      = config.rndv_split_min;
     shm_direct_max_ = config.shm_direct_max;
@@ -545,7 +547,8 @@ void SmRendezvous::copy_matched(MatchedRts &rts) {
     ++counters_.split;
     SplitCopy split{rts.recv, rts.sender,  rts.slot, info.op_token, info.proof,
                     rts.tag,  info.length, 0,        UCS_OK};
-    start_split(&split, rts.local, rts.count, info.address, rts.want, piece);
+    start_split(&split, rts.local, rts.count, info.address, rts.want, piece,
+                ControlMsg{Kind::kRndvRtr, 0, split.token, split.proof});
     if (!keep_split(&split)) {
         finish_split(split, split.status);
     }
@@ -585,7 +588,8 @@ size_t SmRendezvous::split_piece(size_t want, size_t count, pid_t pid) const {
 }
 
 void SmRendezvous::start_split(SplitCopy *split, const struct iovec *local, size_t count,
-                               uint64_t address, size_t want, size_t piece) {
+                               uint64_t address, size_t want, size_t piece,
+                               const ControlMsg &invite) {
     RndvSlot      *slot   = split->slot;
     const uint32_t pieces = static_cast<uint32_t>((want + piece - 1) / piece);
     slot->piece_size      = static_cast<uint32_t>(piece);
@@ -602,7 +606,7 @@ void SmRendezvous::start_split(SplitCopy *split, const struct iovec *local, size
     split->epoch = epoch;
     slot->sender_done.store(SplitDone{0, epoch, UCS_OK}.pack(), std::memory_order_relaxed);
     slot->claim.store(SplitClaim{0, pieces, epoch}.pack(), std::memory_order_release);
-    iface_.send_control(split->sender, ControlMsg{Kind::kRndvRtr, 0, split->token, split->proof});
+    iface_.send_control(split->sender, invite);
 
     const struct iovec theirs = {reinterpret_cast<void *>(address), want};
     uint32_t           mine   = 0;
@@ -706,7 +710,9 @@ void SmRendezvous::finish_split(SplitCopy split, ucs_status_t status) {
     if (split.recv == nullptr) {
         /* A get: the sender's buffer stays published until its owner
          * withdraws it (UCP cancels the send once told the data arrived). */
-        if (!release_slot(split.slot, token_gen(split.token), kRndvPosted)) {
+        if (split.own_slot != SplitCopy::kNoOwnSlot) {
+            release_own_slot(split.own_slot);
+        } else if (!release_slot(split.slot, token_gen(split.token), kRndvPosted)) {
             status = UCS_ERR_CANCELED;
         }
         if (split.ep != nullptr) {
@@ -771,28 +777,10 @@ void SmRendezvous::receive_rtr(const Message &m) {
     if (slot->word.load(std::memory_order_acquire) != rndv_word(op.gen, kRndvReading)) {
         return;
     }
-    /* The receiver wrote these into our segment: check before use. */
-    const uint32_t piece  = slot->piece_size;
-    const uint32_t iovcnt = slot->iovcnt;
-    const uint64_t length = slot->length;
-    if ((slot->receiver_pid != peer->pid()) || (iovcnt == 0) || (iovcnt > kRndvMaxIov) ||
-        (length > op.length) || (piece < 4096) || (piece > (64u << 20))) {
-        iface_.drop(m, "inconsistent rendezvous invitation");
-        return;
-    }
     struct iovec theirs[kRndvMaxIov];
-    uint64_t     total = 0;
-    for (uint32_t i = 0; i < iovcnt; ++i) {
-        const RemoteIov iov = slot->iov[i]; /* read once: the receiver may rewrite it */
-        uint64_t        end;
-        if (!add_within(iov.address, iov.length, &end) || !add_within(total, iov.length, &total)) {
-            iface_.drop(m, "rendezvous invitation with wrapping buffers");
-            return;
-        }
-        theirs[i] = {reinterpret_cast<void *>(iov.address), iov.length};
-    }
-    if (total < length) {
-        iface_.drop(m, "rendezvous invitation with short buffers");
+    uint32_t     iovcnt, piece;
+    uint64_t     length;
+    if (!read_invitation(m, *slot, *peer, op.length, theirs, &iovcnt, &length, &piece)) {
         return;
     }
     const struct iovec ours    = {reinterpret_cast<void *>(op.address), length};
@@ -801,6 +789,69 @@ void SmRendezvous::receive_rtr(const Message &m) {
                                              iovcnt, length, piece, rndv_word(op.gen, kRndvReading),
                                              epoch, &claimed);
     report_split_pieces(&slot->sender_done, epoch, claimed, status);
+}
+
+/* A get_zcopy of memory we registered, invited from the getter's own slot
+ * (in its segment, so every field is the getter's word): we write the
+ * pieces it leaves from the front, as for a rendezvous RTR. Only ranges of
+ * our registrations, the memory UCP handed out keys for. */
+void SmRendezvous::receive_get_rtr(const Message &m) {
+    RemotePeer *getter = iface_.peer_of(m.peer);
+    RndvSlot   *slot   = (getter != nullptr) ? getter->rndv_slot(token_index(m.imm)) : nullptr;
+    if (slot == nullptr) {
+        iface_.drop(m, "get invitation naming no slot");
+        return;
+    }
+    const uint16_t epoch   = SplitClaim::unpack(slot->claim.load(std::memory_order_acquire)).epoch;
+    const uint32_t reading = rndv_word(token_gen(m.imm), kRndvReading);
+    if (slot->word.load(std::memory_order_acquire) != reading) {
+        return; /* the getter finished (it took every piece) or gave up */
+    }
+    struct iovec theirs[kRndvMaxIov];
+    uint32_t     iovcnt, piece;
+    uint64_t     length, end;
+    if (!read_invitation(m, *slot, *getter, UINT64_MAX, theirs, &iovcnt, &length, &piece)) {
+        return;
+    }
+    if (!add_within(m.tag, length, &end) || !md_range_registered(md_, m.tag, length)) {
+        iface_.drop(m, "get invitation for memory this process did not register");
+        return;
+    }
+    ++counters_.get_served;
+    const struct iovec ours    = {reinterpret_cast<void *>(m.tag), length};
+    uint32_t           claimed = 0;
+    const ucs_status_t status  = copy_pieces(slot, false, getter->pid(), true, &ours, 1, theirs,
+                                             iovcnt, length, piece, reading, epoch, &claimed);
+    report_split_pieces(&slot->sender_done, epoch, claimed, status);
+}
+
+bool SmRendezvous::read_invitation(const Message &m, const RndvSlot &slot, const RemotePeer &reader,
+                                   uint64_t max_length, struct iovec *theirs, uint32_t *iovcnt,
+                                   uint64_t *length, uint32_t *piece) {
+    /* The reader wrote these into shared memory: read each once, then check. */
+    *piece  = slot.piece_size;
+    *iovcnt = slot.iovcnt;
+    *length = slot.length;
+    if ((slot.receiver_pid != reader.pid()) || (*iovcnt == 0) || (*iovcnt > kRndvMaxIov) ||
+        (*length == 0) || (*length > max_length) || (*piece < 4096) || (*piece > (64u << 20))) {
+        iface_.drop(m, "inconsistent rendezvous invitation");
+        return false;
+    }
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < *iovcnt; ++i) {
+        const RemoteIov iov = slot.iov[i]; /* read once: the reader may rewrite it */
+        uint64_t        end;
+        if (!add_within(iov.address, iov.length, &end) || !add_within(total, iov.length, &total)) {
+            iface_.drop(m, "rendezvous invitation with wrapping buffers");
+            return false;
+        }
+        theirs[i] = {reinterpret_cast<void *>(iov.address), iov.length};
+    }
+    if (total < *length) {
+        iface_.drop(m, "rendezvous invitation with short buffers");
+        return false;
+    }
+    return true;
 }
 
 bool SmRendezvous::cma_allowed(RemotePeer *peer, uint64_t address) {
@@ -902,6 +953,14 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
             return split_get(ep, slot, *key, op.local, op.count, op.total, piece, comp);
         }
     }
+    if ((slot == nullptr) && !write && !free_ops_.empty()) {
+        /* UCP's own rendezvous reads the sender's registered buffer: the
+         * same, its sender invited through a slot of ours. */
+        const size_t piece = split_piece(op.total, op.count, key->pid);
+        if (piece != 0) {
+            return split_plain_get(op, piece);
+        }
+    }
     status = cma_copy(key->pid, op.local, op.count, remote_addr, op.total, write);
     if ((slot != nullptr) && !release_slot(slot, gen, kRndvPosted)) {
         return UCS_ERR_CANCELED; /* the sender withdrew it while we copied */
@@ -978,7 +1037,8 @@ ucs_status_t SmRendezvous::split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &
     ++counters_.get_split;
     const uint64_t token = key.rndv_token;
     SplitCopy split{nullptr, ep->peer, slot, token, key.rndv_proof, 0, length, 0, UCS_OK, ep, comp};
-    start_split(&split, local, count, key.address, length, piece);
+    start_split(&split, local, count, key.address, length, piece,
+                ControlMsg{Kind::kRndvRtr, 0, token, key.rndv_proof});
     if (keep_split(&split)) {
         ++ep->gets_outstanding;
         return UCS_INPROGRESS;
@@ -987,6 +1047,36 @@ ucs_status_t SmRendezvous::split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &
         return UCS_ERR_CANCELED;
     }
     return split_status(split, split.status);
+}
+
+/* The slot comes from our free sends (no send of ours names it while the
+ * get holds it); READING while the owner may write, the next generation
+ * after, so that a late invitation finds nothing. */
+ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece) {
+    const uint32_t index = free_ops_.back();
+    free_ops_.pop_back();
+    RndvSlot      *slot  = &slots_[index];
+    const uint64_t token = make_token(index, ops_[index].gen);
+    slot->mode.store(kRndvModeCma, std::memory_order_relaxed);
+    slot->word.store(rndv_word(ops_[index].gen, kRndvReading), std::memory_order_release);
+    ++counters_.get_split;
+    SplitCopy split{nullptr, op.ep->peer, slot, token, 0, 0, op.total, 0, UCS_OK, op.ep, op.comp};
+    split.own_slot = index;
+    start_split(&split, op.local, op.count, op.remote_addr, op.total, piece,
+                ControlMsg{Kind::kGetRtr, 0, token, op.remote_addr});
+    if (keep_split(&split)) {
+        ++op.ep->gets_outstanding;
+        return UCS_INPROGRESS;
+    }
+    release_own_slot(index);
+    return split_status(split, split.status);
+}
+
+void SmRendezvous::release_own_slot(uint32_t index) {
+    RndvOp &op = ops_[index];
+    op.gen     = (op.gen + 1) & kGenMask;
+    slots_[index].word.store(rndv_word(op.gen, kRndvFree), std::memory_order_release);
+    free_ops_.push_back(index);
 }
 
 }  // namespace sm

@@ -62,6 +62,11 @@ struct SplitCopy {
     uct_completion_t *comp = nullptr;
     uint64_t          deadline = 0; /* for the sender's pieces (SPLIT_TIMEOUT) */
     uint16_t          epoch    = 0; /* of this attempt in the slot (SplitClaim) */
+    /* A get of plain registered memory describes itself in a slot of ours,
+     * borrowed from the free sends: its index; kNoOwnSlot otherwise. */
+    uint32_t own_slot = kNoOwnSlot;
+
+    static constexpr uint32_t kNoOwnSlot = UINT32_MAX;
 };
 
 class SmRendezvous {
@@ -72,13 +77,14 @@ class SmRendezvous {
         uint64_t cma       = 0; /* one CMA read */
         uint64_t split     = 0; /* split CMA copy */
         uint64_t pipelined = 0; /* through staging chunks */
-        uint64_t get_split = 0; /* get_zcopy of a rendezvous send, split with its sender */
+        uint64_t get_split  = 0; /* get_zcopy split with the key's owner */
+        uint64_t get_served = 0; /* get_zcopy invitations we wrote pieces of */
     };
 
     SmRendezvous(SmIfaceLink iface, SmStagingCopies &staging)
         : iface_(iface), staging_(staging) {}
     /* Our rendezvous slots are `slots` [0, count) of our segment. */
-    ucs_status_t init(const SmConfig &config, RndvSlot *slots, uint32_t count);
+    ucs_status_t init(const SmConfig &config, uct_md_h md, RndvSlot *slots, uint32_t count);
 
     /* ---- sender ---- */
     ucs_status_ptr_t send(SmEp *ep, uct_tag_t tag, const void *header, unsigned header_length,
@@ -94,6 +100,8 @@ class SmRendezvous {
     void             receive_fin(const Message &m);
     /* The sender's half of a split copy: write pieces from the front. */
     void             receive_rtr(const Message &m);
+    /* The owner's half of a split get_zcopy of our memory: the same. */
+    void receive_get_rtr(const Message &m);
     /* Periodic: finishes sends their receivers refused (UNREACHABLE). */
     void             check() {
         if (active_ > 0) {
@@ -181,17 +189,27 @@ class SmRendezvous {
     /* Piece size if copying `want` bytes into `count` local iovecs from
      * process `pid` is worth splitting with it, else 0. */
     size_t       split_piece(size_t want, size_t count, pid_t pid) const;
-    /* Describes our buffers in `split->slot` (locked READING), invites the
-     * sender with an RTR and copies pieces from the back; fills the split's
+    /* Describes our buffers in `split->slot` (locked READING), sends the
+     * other side `invite` and copies pieces from the back; fills the split's
      * sender_pieces and status. */
-    void         start_split(SplitCopy *split, const struct iovec *local, size_t count,
-                             uint64_t address, size_t want, size_t piece);
+    void start_split(SplitCopy *split, const struct iovec *local, size_t count, uint64_t address,
+                     size_t want, size_t piece, const ControlMsg &invite);
+    /* The pieces of the other side come from the front, written by it; and
+     * the fields it reads for them, checked (false: dropped as malformed). */
+    bool read_invitation(const Message &m, const RndvSlot &slot, const RemotePeer &reader,
+                         uint64_t max_length, struct iovec *theirs, uint32_t *iovcnt,
+                         uint64_t *length, uint32_t *piece);
     /* Queues the split for progress while the sender's pieces are in flight
      * (true); false if it can finish now (its status may become an error). */
     bool         keep_split(SplitCopy *split);
     ucs_status_t split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &key,
                            const struct iovec *local, size_t count, size_t length, size_t piece,
                            uct_completion_t *comp);
+    struct OneSided;
+    /* A get of memory the owner registered, split with it through a slot
+     * of ours (kGetRtr). */
+    ucs_status_t split_plain_get(const OneSided &op, size_t piece);
+    void         release_own_slot(uint32_t index);
     /* What the sender reported in the split's slot (its epoch unchecked). */
     static SplitDone sender_report(const SplitCopy &split);
     static bool  split_done(const SplitCopy &split);
@@ -230,6 +248,7 @@ class SmRendezvous {
 
     SmIfaceLink      iface_;
     SmStagingCopies &staging_;
+    uct_md_h         md_ = nullptr; /* whose registrations a get invitation may read */
     TokenProof       proof_; /* of our sends' tokens */
 
     /* settings */
