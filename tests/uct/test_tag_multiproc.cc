@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdarg>
 #include <cstring>
 #include <deque>
@@ -1319,8 +1320,14 @@ TEST_P(TagMultiProc, SplitGetOfRegisteredMemory) {
         ASSERT_EQ(uct_rkey_unpack(env_->component(), packed.data(), &rkey), UCS_OK);
 
         /* Several: the first invitation also has the owner map our segment,
-         * which may take longer than our whole copy. */
-        for (int get = 0; get < 4; ++get) {
+         * which may take longer than our whole copy. A progressing owner
+         * answers an invitation only if it runs while we still copy, which
+         * a loaded host may not let it do for a while: gets for a second. */
+        const auto start = std::chrono::steady_clock::now();
+        for (int get = 0;
+             (get < 4) ||
+             (k.served && (std::chrono::steady_clock::now() - start < std::chrono::seconds(1)));
+             ++get) {
             GuardedBuffer dest(k.claimed);
             Completion    done;
             uct_iov_t     iov    = {dest.data(), k.claimed, nullptr, 0, 1};
