@@ -710,9 +710,7 @@ void SmRendezvous::finish_split(SplitCopy split, ucs_status_t status) {
     if (split.recv == nullptr) {
         /* A get: the sender's buffer stays published until its owner
          * withdraws it (UCP cancels the send once told the data arrived). */
-        if (split.own_slot != SplitCopy::kNoOwnSlot) {
-            release_own_slot(split.own_slot);
-        } else if (!release_slot(split.slot, token_gen(split.token), kRndvPosted)) {
+        if (!release_get_slot(split)) {
             status = UCS_ERR_CANCELED;
         }
         if (split.ep != nullptr) {
@@ -780,15 +778,10 @@ void SmRendezvous::receive_rtr(const Message &m) {
     struct iovec theirs[kRndvMaxIov];
     uint32_t     iovcnt, piece;
     uint64_t     length;
-    if (!read_invitation(m, *slot, *peer, op.length, theirs, &iovcnt, &length, &piece)) {
-        return;
+    if (read_invitation(m, *slot, *peer, op.length, theirs, &iovcnt, &length, &piece)) {
+        write_pieces(slot, peer, op.address, theirs, iovcnt, length, piece,
+                     rndv_word(op.gen, kRndvReading), epoch);
     }
-    const struct iovec ours    = {reinterpret_cast<void *>(op.address), length};
-    uint32_t           claimed = 0;
-    const ucs_status_t status  = copy_pieces(slot, false, peer->pid(), true, &ours, 1, theirs,
-                                             iovcnt, length, piece, rndv_word(op.gen, kRndvReading),
-                                             epoch, &claimed);
-    report_split_pieces(&slot->sender_done, epoch, claimed, status);
 }
 
 /* A get_zcopy of memory we registered, invited from the getter's own slot
@@ -817,12 +810,26 @@ void SmRendezvous::receive_get_rtr(const Message &m) {
         iface_.drop(m, "get invitation for memory this process did not register");
         return;
     }
-    ++counters_.get_served;
-    const struct iovec ours    = {reinterpret_cast<void *>(m.tag), length};
+    if (write_pieces(slot, getter, m.tag, theirs, iovcnt, length, piece, reading, epoch)) {
+        ++counters_.get_served;
+    }
+}
+
+/* Pieces are claimed before they are copied, so a reader we cannot write
+ * into (CMA denied this way round, or off here) gets none of them: it then
+ * reads them all itself instead of failing on ours. */
+bool SmRendezvous::write_pieces(RndvSlot *slot, RemotePeer *reader, uint64_t source,
+                                const struct iovec *theirs, uint32_t iovcnt, uint64_t length,
+                                uint32_t piece, uint32_t reading, uint16_t epoch) {
+    if (!cma_allowed(reader, reinterpret_cast<uintptr_t>(theirs[0].iov_base))) {
+        return false;
+    }
+    const struct iovec ours    = {reinterpret_cast<void *>(source), length};
     uint32_t           claimed = 0;
-    const ucs_status_t status  = copy_pieces(slot, false, getter->pid(), true, &ours, 1, theirs,
+    const ucs_status_t status  = copy_pieces(slot, false, reader->pid(), true, &ours, 1, theirs,
                                              iovcnt, length, piece, reading, epoch, &claimed);
     report_split_pieces(&slot->sender_done, epoch, claimed, status);
+    return true;
 }
 
 bool SmRendezvous::read_invitation(const Message &m, const RndvSlot &slot, const RemotePeer &reader,
@@ -1034,24 +1041,14 @@ ucs_status_t SmRendezvous::pull_get(const OneSided &op) {
 ucs_status_t SmRendezvous::split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &key,
                                      const struct iovec *local, size_t count, size_t length,
                                      size_t piece, uct_completion_t *comp) {
-    ++counters_.get_split;
     const uint64_t token = key.rndv_token;
     SplitCopy split{nullptr, ep->peer, slot, token, key.rndv_proof, 0, length, 0, UCS_OK, ep, comp};
-    start_split(&split, local, count, key.address, length, piece,
-                ControlMsg{Kind::kRndvRtr, 0, token, key.rndv_proof});
-    if (keep_split(&split)) {
-        ++ep->gets_outstanding;
-        return UCS_INPROGRESS;
-    }
-    if (!release_slot(slot, token_gen(token), kRndvPosted)) {
-        return UCS_ERR_CANCELED;
-    }
-    return split_status(split, split.status);
+    return start_get_split(split, local, count, key.address, piece,
+                           ControlMsg{Kind::kRndvRtr, 0, token, key.rndv_proof});
 }
 
 /* The slot comes from our free sends (no send of ours names it while the
- * get holds it); READING while the owner may write, the next generation
- * after, so that a late invitation finds nothing. */
+ * get holds it), READING while the owner may write (release_get_slot). */
 ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece) {
     const uint32_t index = free_ops_.back();
     free_ops_.pop_back();
@@ -1059,24 +1056,38 @@ ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece) {
     const uint64_t token = make_token(index, ops_[index].gen);
     slot->mode.store(kRndvModeCma, std::memory_order_relaxed);
     slot->word.store(rndv_word(ops_[index].gen, kRndvReading), std::memory_order_release);
-    ++counters_.get_split;
     SplitCopy split{nullptr, op.ep->peer, slot, token, 0, 0, op.total, 0, UCS_OK, op.ep, op.comp};
-    split.own_slot = index;
-    start_split(&split, op.local, op.count, op.remote_addr, op.total, piece,
-                ControlMsg{Kind::kGetRtr, 0, token, op.remote_addr});
-    if (keep_split(&split)) {
-        ++op.ep->gets_outstanding;
-        return UCS_INPROGRESS;
-    }
-    release_own_slot(index);
-    return split_status(split, split.status);
+    return start_get_split(split, op.local, op.count, op.remote_addr, piece,
+                           ControlMsg{Kind::kGetRtr, 0, token, op.remote_addr});
 }
 
-void SmRendezvous::release_own_slot(uint32_t index) {
-    RndvOp &op = ops_[index];
-    op.gen     = (op.gen + 1) & kGenMask;
+ucs_status_t SmRendezvous::start_get_split(SplitCopy split, const struct iovec *local, size_t count,
+                                           uint64_t address, size_t piece,
+                                           const ControlMsg &invite) {
+    ++counters_.get_split;
+    start_split(&split, local, count, address, split.length, piece, invite);
+    if (keep_split(&split)) {
+        ++split.ep->gets_outstanding;
+        return UCS_INPROGRESS;
+    }
+    return release_get_slot(split) ? split_status(split, split.status) : UCS_ERR_CANCELED;
+}
+
+/* A slot of ours (a get of registered memory borrowed it) goes back to the
+ * free sends in its next generation, so that a late invitation finds
+ * nothing; the sender's goes back to POSTED (false: it withdrew it). */
+bool SmRendezvous::release_get_slot(const SplitCopy &split) {
+    const uintptr_t at    = reinterpret_cast<uintptr_t>(split.slot);
+    const uintptr_t first = reinterpret_cast<uintptr_t>(slots_);
+    if ((at < first) || (at >= first + ops_.size() * sizeof(RndvSlot))) {
+        return release_slot(split.slot, token_gen(split.token), kRndvPosted);
+    }
+    const uint32_t index = static_cast<uint32_t>((at - first) / sizeof(RndvSlot));
+    RndvOp        &op    = ops_[index];
+    op.gen               = (op.gen + 1) & kGenMask;
     slots_[index].word.store(rndv_word(op.gen, kRndvFree), std::memory_order_release);
     free_ops_.push_back(index);
+    return true;
 }
 
 }  // namespace sm

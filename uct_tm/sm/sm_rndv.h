@@ -62,11 +62,6 @@ struct SplitCopy {
     uct_completion_t *comp = nullptr;
     uint64_t          deadline = 0; /* for the sender's pieces (SPLIT_TIMEOUT) */
     uint16_t          epoch    = 0; /* of this attempt in the slot (SplitClaim) */
-    /* A get of plain registered memory describes itself in a slot of ours,
-     * borrowed from the free sends: its index; kNoOwnSlot otherwise. */
-    uint32_t own_slot = kNoOwnSlot;
-
-    static constexpr uint32_t kNoOwnSlot = UINT32_MAX;
 };
 
 class SmRendezvous {
@@ -194,8 +189,9 @@ class SmRendezvous {
      * sender_pieces and status. */
     void start_split(SplitCopy *split, const struct iovec *local, size_t count, uint64_t address,
                      size_t want, size_t piece, const ControlMsg &invite);
-    /* The pieces of the other side come from the front, written by it; and
-     * the fields it reads for them, checked (false: dropped as malformed). */
+    /* The reader's half of a split as it described it in `slot` (its
+     * buffers, length, piece size), each field read once and checked;
+     * false: dropped as malformed. */
     bool read_invitation(const Message &m, const RndvSlot &slot, const RemotePeer &reader,
                          uint64_t max_length, struct iovec *theirs, uint32_t *iovcnt,
                          uint64_t *length, uint32_t *piece);
@@ -205,11 +201,20 @@ class SmRendezvous {
     ucs_status_t split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &key,
                            const struct iovec *local, size_t count, size_t length, size_t piece,
                            uct_completion_t *comp);
+    /* Our half of an invitation: pieces from the front of `source` (ours)
+     * into `theirs`, claimed in attempt `epoch` while the slot's word is
+     * `reading`; false if CMA does not reach the reader (nothing claimed). */
+    bool write_pieces(RndvSlot *slot, RemotePeer *reader, uint64_t source,
+                      const struct iovec *theirs, uint32_t iovcnt, uint64_t length, uint32_t piece,
+                      uint32_t reading, uint16_t epoch);
     struct OneSided;
     /* A get of memory the owner registered, split with it through a slot
      * of ours (kGetRtr). */
     ucs_status_t split_plain_get(const OneSided &op, size_t piece);
-    void         release_own_slot(uint32_t index);
+    /* What both kinds of split get share once their slot is READING. */
+    ucs_status_t start_get_split(SplitCopy split, const struct iovec *local, size_t count,
+                                 uint64_t address, size_t piece, const ControlMsg &invite);
+    bool         release_get_slot(const SplitCopy &split);
     /* What the sender reported in the split's slot (its epoch unchecked). */
     static SplitDone sender_report(const SplitCopy &split);
     static bool  split_done(const SplitCopy &split);
