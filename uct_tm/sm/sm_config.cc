@@ -72,10 +72,12 @@ ucs_config_field_t sm_config_table[] = {
      "is busy the receiver simply takes every piece.",
      offsetof(SmConfig, rndv_split), UCS_CONFIG_TYPE_BOOL},
 
-    {"RNDV_SPLIT_MIN", "256k",
+    {"RNDV_SPLIT_MIN", "auto",
      "Smallest rendezvous message whose copy is split between sender and receiver. Each\n"
-     "piece costs a system call (about 2 us on virtual machines): smaller messages are\n"
-     "faster in one read (docs/perf.md).",
+     "piece costs a system call (1-2 us on virtual machines): smaller messages are faster\n"
+     "in one read. auto: from 64 KiB to 1 MiB, the smallest power of two whose half takes\n"
+     "1.5 times as long to copy as one call costs, timed once per process (256 KiB where\n"
+     "CMA cannot be timed).",
      offsetof(SmConfig, rndv_split_min), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"SPLIT_TIMEOUT", "1s",

@@ -9,6 +9,7 @@
 
 #include "sm_fifo.h"
 #include "sm_layout.h"
+#include "sm_split_help.h"
 
 #include "base/process_watch.h"
 
@@ -123,6 +124,7 @@ class RemotePeer {
     uint64_t                last_control = 0; /* FIFO sequence of our last control message + 1 */
     std::vector<SmEp *>     eps;           /* endpoints to this peer */
     bool                    geometry_warned = false; /* said a message cannot fit its geometry */
+    SplitHelp               split_help; /* whether it writes pieces of our split copies */
 
   private:
     RemotePeer() = default;

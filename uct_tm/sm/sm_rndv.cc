@@ -18,6 +18,7 @@
 
 #include "sm_iface.h"
 #include "sm_md.h"
+#include "sm_split_min.h"
 #include "sm_staging.h"
 
 #include "common/alloc_status.h"
@@ -28,6 +29,7 @@
 #include "base/process_watch.h"
 #include "base/range.h"
 #include "base/self_pid.h"
+#include <ucs/sys/string.h>
 #include <ucs/debug/log_def.h>
 
 #include <algorithm>
@@ -128,13 +130,21 @@ bool release_slot(RndvSlot *slot, uint32_t gen, uint32_t state) {
     return slot_move(slot, gen, kRndvReading, state, std::memory_order_acq_rel);
 }
 
+/* RNDV_SPLIT_MIN; auto times CMA only where a copy can be split. */
+size_t choose_split_min(const SmConfig &config) {
+    if (config.rndv_split_min != UCS_MEMUNITS_AUTO) {
+        return config.rndv_split_min;
+    }
+    return (config.rndv_split && config.cma) ? SplitMin::for_this_host() : SplitMin::kFallback;
+}
+
 }  // namespace
 
 ucs_status_t SmRendezvous::init(const SmConfig &config, uct_md_h md, RndvSlot *slots,
                                 uint32_t count) {
     md_             = md;
     split_enabled_  = config.rndv_split;
-    split_min_      = config.rndv_split_min;
+    split_min_      = choose_split_min(config);
     shm_direct_max_ = config.shm_direct_max;
     split_timeout_  = seconds_to_ns(config.split_timeout);
     cma_enabled_    = config.cma;
@@ -538,7 +548,7 @@ void SmRendezvous::copy_matched(MatchedRts &rts) {
         return;
     }
     const pid_t  pid   = rts.sender->pid();
-    const size_t piece = split_piece(rts.want, rts.count, pid);
+    const size_t piece = split_piece(rts.want, rts.count, pid, rts.sender);
     if (piece == 0) {
         ++counters_.cma;
         finish_matched(rts, cma_copy(pid, rts.local, rts.count, info.address, rts.want, false));
@@ -578,13 +588,17 @@ void SmRendezvous::pull_matched(const MatchedRts &rts) {
     }
 }
 
-size_t SmRendezvous::split_piece(size_t want, size_t count, pid_t pid) const {
-    if (!split_enabled_ || (want < split_min_) || (pid == self_pid()) || (count > kRndvMaxIov)) {
+size_t SmRendezvous::split_piece(size_t want, size_t count, pid_t pid, RemotePeer *peer) {
+    if (!split_enabled_ || (want < split_min_) || (pid == self_pid()) || (pid != peer->pid()) ||
+        (count > kRndvMaxIov)) {
         return 0;
     }
     const size_t piece = std::min<size_t>(std::max<size_t>(want / 2, 32 << 10), 256 << 10) & ~size_t{4095};
     const size_t pieces = (want + piece - 1) / piece;
-    return ((pieces < 2) || (pieces > kMaxSplitPieces)) ? 0 : piece;
+    if ((pieces < 2) || (pieces > kMaxSplitPieces)) {
+        return 0;
+    }
+    return peer->split_help.want_split() ? piece : 0;
 }
 
 void SmRendezvous::start_split(SplitCopy *split, const struct iovec *local, size_t count,
@@ -614,6 +628,9 @@ void SmRendezvous::start_split(SplitCopy *split, const struct iovec *local, size
                                 want, piece, 0, epoch, &mine);
     ucs_assertv(mine <= pieces, "split copy: took %u of %u pieces", mine, pieces);
     split->sender_pieces = pieces - mine;
+    counters_.pieces += pieces;
+    counters_.pieces_theirs += split->sender_pieces;
+    split->sender->split_help.split_claimed(split->sender_pieces);
     /* Nothing is left to claim: a conforming sender is inside its last piece. */
     split->deadline = deadline_after(monotonic_ns(), split_timeout_);
 }
@@ -955,7 +972,7 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
     if ((slot != nullptr) && !write && (remote_addr == key->address)) {
         /* UCP reads an unexpected rendezvous send whole: share the copy with
          * its sender as a matched receive does. */
-        const size_t piece = split_piece(op.total, op.count, key->pid);
+        const size_t piece = split_piece(op.total, op.count, key->pid, ep->peer);
         if (piece != 0) {
             return split_get(ep, slot, *key, op.local, op.count, op.total, piece, comp);
         }
@@ -963,7 +980,7 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
     if ((slot == nullptr) && !write && !free_ops_.empty()) {
         /* UCP's own rendezvous reads the sender's registered buffer: the
          * same, its sender invited through a slot of ours. */
-        const size_t piece = split_piece(op.total, op.count, key->pid);
+        const size_t piece = split_piece(op.total, op.count, key->pid, ep->peer);
         if (piece != 0) {
             return split_plain_get(op, piece);
         }

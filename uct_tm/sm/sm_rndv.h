@@ -74,6 +74,8 @@ class SmRendezvous {
         uint64_t pipelined = 0; /* through staging chunks */
         uint64_t get_split  = 0; /* get_zcopy split with the key's owner */
         uint64_t get_served = 0; /* get_zcopy invitations we wrote pieces of */
+        uint64_t pieces        = 0; /* of our split copies (receives and gets) */
+        uint64_t pieces_theirs = 0; /* of those, the ones the other side wrote */
     };
 
     SmRendezvous(SmIfaceLink iface, SmStagingCopies &staging)
@@ -182,8 +184,9 @@ class SmRendezvous {
                                     size_t piece, uint32_t reading, uint16_t epoch,
                                     uint32_t *claimed);
     /* Piece size if copying `want` bytes into `count` local iovecs from
-     * process `pid` is worth splitting with it, else 0. */
-    size_t       split_piece(size_t want, size_t count, pid_t pid) const;
+     * process `pid` is worth splitting with it, else 0: only with the peer
+     * we would invite (its process holds the memory) and while it helps. */
+    size_t split_piece(size_t want, size_t count, pid_t pid, RemotePeer *peer);
     /* Describes our buffers in `split->slot` (locked READING), sends the
      * other side `invite` and copies pieces from the back; fills the split's
      * sender_pieces and status. */
