@@ -548,7 +548,7 @@ void SmRendezvous::copy_matched(MatchedRts &rts) {
         return;
     }
     const pid_t  pid   = rts.sender->pid();
-    const size_t piece = split_piece(rts.want, rts.count, pid, rts.sender);
+    const size_t piece = split_piece(rts.want, rts.count, rts.sender);
     if (piece == 0) {
         ++counters_.cma;
         finish_matched(rts, cma_copy(pid, rts.local, rts.count, info.address, rts.want, false));
@@ -588,8 +588,8 @@ void SmRendezvous::pull_matched(const MatchedRts &rts) {
     }
 }
 
-size_t SmRendezvous::split_piece(size_t want, size_t count, pid_t pid, RemotePeer *peer) {
-    if (!split_enabled_ || (want < split_min_) || (pid == self_pid()) || (pid != peer->pid()) ||
+size_t SmRendezvous::split_piece(size_t want, size_t count, RemotePeer *peer) {
+    if (!split_enabled_ || (want < split_min_) || (peer->pid() == self_pid()) ||
         (count > kRndvMaxIov)) {
         return 0;
     }
@@ -959,9 +959,12 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
     if ((key->pid != self_pid()) && !cma_allowed(ep->peer, remote_addr)) {
         return pull_get(op);
     }
-    RndvSlot *slot = nullptr;
-    uint32_t  gen  = 0;
-    if (key->has_rndv) {
+    /* A rendezvous slot or a split names the endpoint's peer: only for
+     * its own memory (the key of another process is read, not shared). */
+    const bool peers_key = key->pid == ep->peer->pid();
+    RndvSlot  *slot      = nullptr;
+    uint32_t   gen       = 0;
+    if (key->has_rndv && peers_key) {
         slot = ep->peer->rndv_slot(token_index(key->rndv_token));
         gen  = token_gen(key->rndv_token);
         if ((slot == nullptr) ||
@@ -972,15 +975,15 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
     if ((slot != nullptr) && !write && (remote_addr == key->address)) {
         /* UCP reads an unexpected rendezvous send whole: share the copy with
          * its sender as a matched receive does. */
-        const size_t piece = split_piece(op.total, op.count, key->pid, ep->peer);
+        const size_t piece = split_piece(op.total, op.count, ep->peer);
         if (piece != 0) {
             return split_get(ep, slot, *key, op.local, op.count, op.total, piece, comp);
         }
     }
-    if ((slot == nullptr) && !write && !free_ops_.empty()) {
+    if ((slot == nullptr) && peers_key && !write && !free_ops_.empty()) {
         /* UCP's own rendezvous reads the sender's registered buffer: the
          * same, its sender invited through a slot of ours. */
-        const size_t piece = split_piece(op.total, op.count, key->pid, ep->peer);
+        const size_t piece = split_piece(op.total, op.count, ep->peer);
         if (piece != 0) {
             return split_plain_get(op, piece);
         }

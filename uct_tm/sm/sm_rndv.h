@@ -183,10 +183,9 @@ class SmRendezvous {
                                     const struct iovec *theirs, size_t ntheirs, size_t length,
                                     size_t piece, uint32_t reading, uint16_t epoch,
                                     uint32_t *claimed);
-    /* Piece size if copying `want` bytes into `count` local iovecs from
-     * process `pid` is worth splitting with it, else 0: only with the peer
-     * we would invite (its process holds the memory) and while it helps. */
-    size_t split_piece(size_t want, size_t count, pid_t pid, RemotePeer *peer);
+    /* Piece size if copying `want` bytes of `peer`'s memory into `count`
+     * local iovecs is worth splitting with it (while it helps), else 0. */
+    size_t split_piece(size_t want, size_t count, RemotePeer *peer);
     /* Describes our buffers in `split->slot` (locked READING), sends the
      * other side `invite` and copies pieces from the back; fills the split's
      * sender_pieces and status. */
