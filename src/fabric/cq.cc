@@ -19,12 +19,12 @@ Cq *cq_of(fid_cq *f) { return object_of<Cq>(f); }
 
 ssize_t cq_read(fid_cq *f, void *buf, size_t count) {
     Cq *cq = cq_of(f);
-    return (cq == nullptr) ? -FI_EINVAL : guarded([&] { return cq->read(buf, count, nullptr); });
+    return (cq == nullptr) ? -FI_EINVAL : cq->read(buf, count, nullptr);
 }
 
 ssize_t cq_readfrom(fid_cq *f, void *buf, size_t count, fi_addr_t *src_addr) {
     Cq *cq = cq_of(f);
-    return (cq == nullptr) ? -FI_EINVAL : guarded([&] { return cq->read(buf, count, src_addr); });
+    return (cq == nullptr) ? -FI_EINVAL : cq->read(buf, count, src_addr);
 }
 
 ssize_t cq_readerr(fid_cq *f, fi_cq_err_entry *buf, uint64_t flags) {
@@ -34,17 +34,15 @@ ssize_t cq_readerr(fid_cq *f, fi_cq_err_entry *buf, uint64_t flags) {
 
 ssize_t cq_sread(fid_cq *f, void *buf, size_t count, const void *cond, int timeout) {
     Cq *cq = cq_of(f);
-    return ((cq == nullptr) || (cond != nullptr))
-               ? -FI_EINVAL
-               : guarded([&] { return cq->wait_read(buf, count, nullptr, timeout); });
+    return ((cq == nullptr) || (cond != nullptr)) ? -FI_EINVAL
+                                                  : cq->wait_read(buf, count, nullptr, timeout);
 }
 
 ssize_t cq_sreadfrom(fid_cq *f, void *buf, size_t count, fi_addr_t *src_addr, const void *cond,
                      int timeout) {
     Cq *cq = cq_of(f);
-    return ((cq == nullptr) || (cond != nullptr))
-               ? -FI_EINVAL
-               : guarded([&] { return cq->wait_read(buf, count, src_addr, timeout); });
+    return ((cq == nullptr) || (cond != nullptr)) ? -FI_EINVAL
+                                                  : cq->wait_read(buf, count, src_addr, timeout);
 }
 
 int cq_signal(fid_cq *f) {
@@ -101,12 +99,17 @@ Cq::Cq(Domain &domain, fi_cq_format format, bool waitable, void *context)
 
 void Cq::progress() { progress_each(endpoints_); }
 
-/* Doubles the ring (throws std::bad_alloc, nothing changed); out of line:
- * hold_room() stays small where it is inlined. */
-void Cq::make_room() {
+/* Doubles the ring (false if memory ran out, nothing changed); out of
+ * line: hold_room() stays small where it is inlined. */
+bool Cq::make_room() noexcept {
     const size_t before = queue_.capacity();
-    queue_.reserve(std::max<size_t>(2 * before, 64));
+    try {
+        queue_.reserve(std::max<size_t>(2 * before, 64));
+    } catch (const std::bad_alloc &) {
+        return false;
+    }
     free_ += queue_.capacity() - before;
+    return true;
 }
 
 void Cq::pop() {
@@ -116,7 +119,7 @@ void Cq::pop() {
 
 /* The formats are prefixes of one another (fi_cq(3)): write the prefix,
  * a copy of constant size per format (inline moves, not a memcpy call). */
-void Cq::write(const Completion &c, void *slot) const {
+inline void Cq::write(const Completion &c, void *slot) const {
     switch (entry_size_) {
     case sizeof(fi_cq_tagged_entry): memcpy(slot, &c.entry, sizeof(fi_cq_tagged_entry)); break;
     case sizeof(fi_cq_data_entry): memcpy(slot, &c.entry, sizeof(fi_cq_data_entry)); break;
@@ -125,11 +128,14 @@ void Cq::write(const Completion &c, void *slot) const {
     }
 }
 
-ssize_t Cq::read(void *buf, size_t count, fi_addr_t *sources) {
+ssize_t Cq::read(void *buf, size_t count, fi_addr_t *sources) noexcept {
     if ((buf == nullptr) && (count > 0)) {
         return -FI_EINVAL;
     }
     progress();
+    if (queue_.empty()) {
+        return -FI_EAGAIN;
+    }
     size_t n    = 0;
     auto  *slot = static_cast<uint8_t *>(buf);
     while ((n < count) && !queue_.empty() && (queue_.front().err == 0)) {
@@ -140,13 +146,13 @@ ssize_t Cq::read(void *buf, size_t count, fi_addr_t *sources) {
         pop();
         ++n;
     }
-    if ((n > 0) || ((count == 0) && !queue_.empty() && (queue_.front().err == 0))) {
+    if ((n > 0) || ((count == 0) && (queue_.front().err == 0))) {
         return static_cast<ssize_t>(n); /* count 0: 0 says entries wait */
     }
-    return (!queue_.empty() && (queue_.front().err != 0)) ? -FI_EAVAIL : -FI_EAGAIN;
+    return (queue_.front().err != 0) ? -FI_EAVAIL : -FI_EAGAIN;
 }
 
-ssize_t Cq::wait_read(void *buf, size_t count, fi_addr_t *sources, int timeout) {
+ssize_t Cq::wait_read(void *buf, size_t count, fi_addr_t *sources, int timeout) noexcept {
     if (!waitable_) {
         return -FI_ENOSYS; /* FI_WAIT_NONE: no blocking reads */
     }

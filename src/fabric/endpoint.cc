@@ -256,12 +256,6 @@ int Endpoint::bind_cntr(Cntr *cntr, uint64_t flags) {
     return 0;
 }
 
-void progress_each(const std::vector<Endpoint *> &eps) {
-    for (Endpoint *ep : eps) { /* attach() keeps each once */
-        ep->progress();
-    }
-}
-
 /* FI_GETOPSFLAG / FI_SETOPSFLAG: *flags names one direction (FI_TRANSMIT
  * or FI_RECV) and carries, or takes, the op flags of its calls without a
  * flags argument. */
@@ -336,7 +330,8 @@ int Endpoint::enable() {
             return ret;
         }
     }
-    enabled_ = true;
+    enabled_     = true;
+    ready_kinds_ = caps_ & (FI_TAGGED | FI_MSG);
     return 0;
 }
 

@@ -34,12 +34,10 @@ struct Xfer {
     bool         quiet; /* fi_inject & co: no completion (errors still reported) */
 
     uint64_t kind() const { return tagged ? FI_TAGGED : FI_MSG; }
-    /* One buffer, no MR: what the common posts carry. */
-    bool one_plain_buffer() const {
-        return (count == 1) && (iov != nullptr) && (desc == nullptr) &&
-               ((iov[0].iov_base != nullptr) || (iov[0].iov_len == 0));
-    }
 };
+
+/* A single buffer as a one-element vector. */
+inline iovec one(const void *buf, size_t len) { return iovec{const_cast<void *>(buf), len}; }
 
 /* `flag` (a layer enum) if `on`. */
 inline unsigned bit(bool on, unsigned flag) { return on ? flag : 0u; }
@@ -87,13 +85,24 @@ class Endpoint {
     int  connect(fi_addr_t addr, const Name &name);
     void disconnect(fi_addr_t addr);
 
-    /* What the trampolines call: the common single-buffer post inline (the
-     * calls Open MPI's mtl ofi makes per message), the rest through
-     * send() / recv(), which check everything and report what is wrong. */
-    ssize_t post_send(const Xfer &x);
-    ssize_t post_recv(const Xfer &x);
-    ssize_t send(const Xfer &x);
-    ssize_t recv(const Xfer &x);
+    /* The single-buffer calls (those Open MPI's mtl ofi makes per message)
+     * post inline when the endpoint's state and the arguments allow the
+     * plain post; anything else goes to send_any() / recv_any(), which check
+     * everything and say what is wrong. None throws. */
+    template <bool kTagged>
+    [[gnu::always_inline]] ssize_t recv_one(void *buf, size_t len, void *desc, fi_addr_t src,
+                                            uint64_t tag, uint64_t ignore, void *context,
+                                            uint64_t flags);
+    template <bool kTagged, bool kQuiet>
+    [[gnu::always_inline]] ssize_t send_one(const void *buf, size_t len, void *desc, fi_addr_t dest,
+                                            uint64_t tag, uint64_t data, void *context,
+                                            uint64_t flags);
+    ssize_t                        send_any(const Xfer &x) noexcept;
+    ssize_t send_op(uct_tm_proto_ep_h ep, const void *buf, size_t len, uint64_t tag,
+                    uct_tm_proto_op_params_t *params, void *context, uint64_t flags, bool report);
+    ssize_t send_counted(uct_tm_proto_ep_h ep, const void *buf, size_t len, uint64_t tag,
+                         uct_tm_proto_op_params_t *params, uint64_t flags);
+    ssize_t recv_any(const Xfer &x) noexcept;
 
     /* MRs mapped into this endpoint's worker (forgotten at close). */
     void mapped(Mr *mr) { mrs_.push_back(mr); }
@@ -106,13 +115,15 @@ class Endpoint {
     int               bind_cq(Cq *cq, uint64_t flags);
     int               bind_av(Av *av);
     int               bind_cntr(Cntr *cntr, uint64_t flags);
+    ssize_t           send(const Xfer &x);
+    ssize_t           recv(const Xfer &x);
     ssize_t           check_send(const Xfer &x, uct_tm_proto_ep_h *ep) const;
     ssize_t           check_recv(const Xfer &x, uct_tm_proto_ep_h *source) const;
     ssize_t           check_recv_flags(const Xfer &x) const;
     ssize_t           peek(const Xfer &x, uct_tm_proto_ep_h source);
     ssize_t           claimed(const Xfer &x);
     Op               &new_op(const Xfer &x, uint64_t flags, size_t len, bool report);
-    Op               &take_op(void *context, uint64_t flags, size_t len, bool report);
+    Op *take_op(void *context, uint64_t flags, void *buf, size_t len, bool report) noexcept;
     /* The CQ and counter of an operation with these completion flags (FI_SEND or FI_RECV). */
     Cq               *cq_for(uint64_t flags) const { return (flags & FI_SEND) ? tx_cq_ : rx_cq_; }
     Cntr *cntr_for(uint64_t flags) const { return (flags & FI_SEND) ? tx_cntr_ : rx_cntr_; }
@@ -122,6 +133,7 @@ class Endpoint {
     void              release(Op &op, uct_tm_proto_request_t req);
     void              complete_part(Op &op, const uct_tm_proto_info_t &info);
     void              complete_multi(Op &op, const uct_tm_proto_info_t &info);
+    void complete_any_multi(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info);
     void              finish(Op &op, Completion &c, const uct_tm_proto_info_t &info, size_t room);
     static void       set_status(Completion *c, const uct_tm_proto_info_t &info, size_t room);
     void              report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *c) const;
@@ -153,6 +165,7 @@ class Endpoint {
     Cntr                                            *rx_cntr_      = nullptr;
     Av                                              *av_           = nullptr;
     bool                                             enabled_      = false;
+    uint64_t ready_kinds_ = 0; /* enabled: the caps' FI_TAGGED and FI_MSG */
     std::vector<uct_tm_proto_ep_h>                   peers_; /* by fi_addr_t */
     std::unordered_map<uct_tm_proto_ep_h, fi_addr_t> sources_;
     struct SourceCache {
@@ -165,71 +178,94 @@ class Endpoint {
     std::vector<Mr *>                                mrs_;
 };
 
-inline ssize_t Endpoint::post_send(const Xfer &x) {
+template <bool kTagged, bool kQuiet>
+inline ssize_t Endpoint::send_one(const void *buf, size_t len, void *desc, fi_addr_t dest,
+                                  uint64_t tag, uint64_t data, void *context, uint64_t flags) {
+    constexpr uint64_t kKind  = kTagged ? FI_TAGGED : FI_MSG;
     constexpr uint64_t kPlain = FI_INJECT | FI_REMOTE_CQ_DATA | FI_COMPLETION | FI_INJECT_COMPLETE;
-    uct_tm_proto_ep_h  ep     = peer(x.addr);
-    if (!enabled_ || !x.one_plain_buffer() || ((x.flags & ~kPlain) != 0) ||
-        ((caps_ & x.kind()) == 0) || (ep == nullptr) || (x.iov[0].iov_len > kInjectSize)) {
-        return send(x);
+    uct_tm_proto_ep_h  ep     = peer(dest);
+    if (((ready_kinds_ & kKind) == 0) || ((flags & ~kPlain) != 0) || (desc != nullptr) ||
+        ((buf == nullptr) && (len != 0)) || (ep == nullptr) || (len > kInjectSize)) {
+        const iovec v = one(buf, len);
+        return send_any(Xfer{&v, 1, dest, tag, 0, data, context, desc, flags, kTagged, kQuiet});
     }
-    const bool report = !x.quiet && (!tx_selective_ || (x.flags & FI_COMPLETION));
     uct_tm_proto_op_params_t params;
-    params.flags = send_flags(x.flags, x.tagged);
-    params.data  = x.data;
-    if (x.quiet && (tx_cntr_ == nullptr)) {
-        /* fi_inject & co, no counter: no op to keep (no context to cancel
-         * or report); the layer calls back only with an error */
-        params.flags |= UCT_TM_PROTO_OP_NO_COMPLETION;
-        params.cb                 = x.tagged ? on_quiet_error<true> : on_quiet_error<false>;
-        params.arg                = this;
-        const ucs_status_t status = uct_tm_proto_send(ep, x.iov[0].iov_base, x.iov[0].iov_len,
-                                                      x.tag, &params, nullptr);
-        return ((status == UCS_OK) || (status == UCS_INPROGRESS)) ? 0 : fi_error(status);
+    params.flags = send_flags(flags, kTagged);
+    params.data  = data;
+    if (!kQuiet) {
+        const bool report = !tx_selective_ || (flags & FI_COMPLETION);
+        return send_op(ep, buf, len, tag, &params, context, FI_SEND | kKind, report);
     }
-    Op &op                     = take_op(x.context, FI_SEND | x.kind(), x.iov[0].iov_len, report);
-    params.cb                  = on_complete;
-    params.arg                 = &op;
-    uct_tm_proto_request_t req = 0;
-    const ucs_status_t status  = uct_tm_proto_send(ep, x.iov[0].iov_base, x.iov[0].iov_len, x.tag,
-                                                   &params, &req);
-    return started(op, status, req);
+    if (tx_cntr_ != nullptr) { /* a counted inject keeps an op (out of line: rare) */
+        return send_counted(ep, buf, len, tag, &params, FI_SEND | kKind);
+    }
+    /* fi_inject & co, no counter: no op to keep (no context to cancel or
+     * report); the layer calls back only with an error */
+    params.flags |= UCT_TM_PROTO_OP_NO_COMPLETION;
+    params.cb                 = on_quiet_error<kTagged>;
+    params.arg                = this;
+    const ucs_status_t status = uct_tm_proto_send(ep, buf, len, tag, &params, nullptr);
+    return ((status == UCS_OK) || (status == UCS_INPROGRESS)) ? 0 : fi_error(status);
 }
 
-inline ssize_t Endpoint::post_recv(const Xfer &x) {
-    const bool        directed = (caps_ & FI_DIRECTED_RECV) && (x.addr != FI_ADDR_UNSPEC);
-    uct_tm_proto_ep_h source   = directed ? peer(x.addr) : nullptr;
-    if (!enabled_ || !x.one_plain_buffer() || ((x.flags & ~FI_COMPLETION) != 0) ||
-        ((caps_ & x.kind()) == 0) || (directed && (source == nullptr))) {
-        return recv(x);
+/* A send that keeps an op until the layer completes it. */
+inline ssize_t Endpoint::send_op(uct_tm_proto_ep_h ep, const void *buf, size_t len, uint64_t tag,
+                                 uct_tm_proto_op_params_t *params, void *context, uint64_t flags,
+                                 bool report) {
+    Op *op = take_op(context, flags, nullptr, len, report);
+    if (op == nullptr) {
+        return -FI_ENOMEM;
     }
-    const bool report = !rx_selective_ || (x.flags & FI_COMPLETION);
-    Op        &op     = take_op(x.context, FI_RECV | x.kind(), x.iov[0].iov_len, report);
-    op.buf            = x.iov[0].iov_base;
-    uct_tm_proto_op_params_t params;
-    params.flags                  = bit(!x.tagged, UCT_TM_PROTO_OP_UNTAGGED);
-    params.cb                  = on_complete;
-    params.arg                 = &op;
+    params->cb                    = on_complete;
+    params->arg                   = op;
     uct_tm_proto_request_t req = 0;
-    const ucs_status_t status = uct_tm_proto_recv(worker_, op.buf, op.len, x.tag, ~x.ignore, source,
-                                                  &params, &req);
+    const ucs_status_t     status = uct_tm_proto_send(ep, buf, len, tag, params, &req);
+    return started(*op, status, req);
+}
+
+template <bool kTagged>
+inline ssize_t Endpoint::recv_one(void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
+                                  uint64_t ignore, void *context, uint64_t flags) {
+    constexpr uint64_t kKind    = kTagged ? FI_TAGGED : FI_MSG;
+    const bool         directed = (caps_ & FI_DIRECTED_RECV) && (src != FI_ADDR_UNSPEC);
+    uct_tm_proto_ep_h  source   = directed ? peer(src) : nullptr;
+    if (((ready_kinds_ & kKind) == 0) || ((flags & ~FI_COMPLETION) != 0) || (desc != nullptr) ||
+        ((buf == nullptr) && (len != 0)) || (directed && (source == nullptr))) {
+        const iovec v = one(buf, len);
+        return recv_any(Xfer{&v, 1, src, tag, ignore, 0, context, desc, flags, kTagged, false});
+    }
+    const bool report = !rx_selective_ || (flags & FI_COMPLETION);
+    Op        *op     = take_op(context, FI_RECV | kKind, buf, len, report);
+    if (op == nullptr) {
+        return -FI_ENOMEM;
+    }
+    uct_tm_proto_op_params_t params;
+    params.flags               = kTagged ? 0u : unsigned{UCT_TM_PROTO_OP_UNTAGGED};
+    params.cb                  = on_complete;
+    params.arg                 = op;
+    uct_tm_proto_request_t req = 0;
+    const ucs_status_t status  = uct_tm_proto_recv(worker_, buf, len, tag, ~ignore, source, &params,
+                                                   &req);
     if (status == UCS_INPROGRESS) {
-        op.req = req;
+        op->req = req;
         return 0;
     }
-    return started(op, status, req);
+    return started(*op, status, req);
 }
 
-/* An op, with room held in its CQ for its entry; throws std::bad_alloc
+/* An op, with room held in its CQ for its entry; null if memory ran out
  * (nothing taken). */
-inline Op &Endpoint::take_op(void *context, uint64_t flags, size_t len, bool report) {
+inline Op *Endpoint::take_op(void *context, uint64_t flags, void *buf, size_t len,
+                             bool report) noexcept {
     Cq *cq = cq_for(flags);
-    cq->hold_room();
-    try {
-        return ops_.take(this, context, flags, len, report);
-    } catch (...) {
-        cq->drop_room();
-        throw;
+    if (!cq->hold_room()) {
+        return nullptr;
     }
+    Op *op = ops_.take(this, context, flags, buf, len, report);
+    if (op == nullptr) {
+        cq->drop_room();
+    }
+    return op;
 }
 
 inline uct_tm_proto_ep_h Endpoint::peer(fi_addr_t addr) const {
@@ -245,20 +281,12 @@ int open_endpoint(fid_domain *domain, fi_info *info, fid_ep **ep, void *context)
 
 /* Progresses each endpoint (Bindings keep each once): what reading a CQ or
  * a counter does. */
-void progress_each(const std::vector<Endpoint *> &eps);
+inline void progress_each(const std::vector<Endpoint *> &eps) {
+    for (Endpoint *ep : eps) { /* attach() keeps each once */
+        ep->progress();
+    }
+}
 
-/* For the trampolines of tagged.cc and msg.cc: the op flags of the calls
- * without a flags argument (0 for a bad fid, which the call then refuses),
- * and a single buffer as a one-element vector. */
-inline uint64_t tx_op_flags(fid_ep *f) {
-    Endpoint *ep = object_of<Endpoint>(f);
-    return (ep != nullptr) ? ep->tx_op_flags() : 0;
-}
-inline uint64_t rx_op_flags(fid_ep *f) {
-    Endpoint *ep = object_of<Endpoint>(f);
-    return (ep != nullptr) ? ep->rx_op_flags() : 0;
-}
-inline iovec one(const void *buf, size_t len) { return iovec{const_cast<void *>(buf), len}; }
 /* A message's desc for the layer: its single element's (vectors take none). */
 inline void *first_desc(void *const *desc, size_t count) {
     return ((desc != nullptr) && (count == 1)) ? desc[0] : nullptr;

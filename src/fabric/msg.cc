@@ -1,5 +1,5 @@
-/* fi_msg(3), untagged: typed trampolines into Endpoint::post_send / post_recv
- * (the single-buffer calls flattened, as in tagged.cc). */
+/* fi_msg(3), untagged: typed trampolines into the endpoint, as in
+ * tagged.cc (the single-buffer calls to its inline plain post). */
 #include "endpoint.h"
 
 namespace uct_tm {
@@ -7,83 +7,73 @@ namespace fabric {
 
 namespace {
 
-ssize_t send_common(fid_ep *f, const iovec *iov, size_t count, void *desc, fi_addr_t dest,
-                    uint64_t data, void *context, uint64_t flags, bool quiet) {
+ssize_t recv(fid_ep *f, void *buf, size_t len, void *desc, fi_addr_t src, void *context) {
     Endpoint *ep = object_of<Endpoint>(f);
-    if (ep == nullptr) {
-        return -FI_EINVAL;
-    }
-    return guarded([&] {
-        return ep->post_send(
-            Xfer{iov, count, dest, 0, 0, data, context, desc, flags, false, quiet});
-    });
-}
-
-ssize_t recv_common(fid_ep *f, const iovec *iov, size_t count, void *desc, fi_addr_t src,
-                    void *context, uint64_t flags) {
-    Endpoint *ep = object_of<Endpoint>(f);
-    if (ep == nullptr) {
-        return -FI_EINVAL;
-    }
-    return guarded([&] {
-        return ep->post_recv(Xfer{iov, count, src, 0, 0, 0, context, desc, flags, false, false});
-    });
-}
-
-[[gnu::flatten]] ssize_t recv(fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
-                              void *context) {
-    const iovec v = one(buf, len);
-    return recv_common(ep, &v, 1, desc, src, context, rx_op_flags(ep));
+    return (ep == nullptr)
+               ? -FI_EINVAL
+               : ep->recv_one<false>(buf, len, desc, src, 0, 0, context, ep->rx_op_flags());
 }
 
 /* The vector calls take no desc: the layer stages or pushes vectors. */
-ssize_t recvv(fid_ep *ep, const iovec *iov, void **, size_t count, fi_addr_t src, void *context) {
-    return recv_common(ep, iov, count, nullptr, src, context, rx_op_flags(ep));
+ssize_t recvv(fid_ep *f, const iovec *iov, void **, size_t count, fi_addr_t src, void *context) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr) ? -FI_EINVAL
+                           : ep->recv_any(Xfer{iov, count, src, 0, 0, 0, context, nullptr,
+                                               ep->rx_op_flags(), false, false});
 }
 
-ssize_t recvmsg(fid_ep *ep, const fi_msg *msg, uint64_t flags) {
-    if (msg == nullptr) {
+ssize_t recvmsg(fid_ep *f, const fi_msg *msg, uint64_t flags) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    if ((ep == nullptr) || (msg == nullptr)) {
         return -FI_EINVAL;
     }
-    return recv_common(ep, msg->msg_iov, msg->iov_count, first_desc(msg->desc, msg->iov_count),
-                       msg->addr, msg->context, flags);
+    return ep->recv_any(Xfer{msg->msg_iov, msg->iov_count, msg->addr, 0, 0, 0, msg->context,
+                             first_desc(msg->desc, msg->iov_count), flags, false, false});
 }
 
-[[gnu::flatten]] ssize_t send(fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
-                              void *context) {
-    const iovec v = one(buf, len);
-    return send_common(ep, &v, 1, desc, dest, 0, context, tx_op_flags(ep), false);
+ssize_t send(fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t dest, void *context) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr)
+               ? -FI_EINVAL
+               : ep->send_one<false, false>(buf, len, desc, dest, 0, 0, context, ep->tx_op_flags());
 }
 
-ssize_t sendv(fid_ep *ep, const iovec *iov, void **, size_t count, fi_addr_t dest, void *context) {
-    return send_common(ep, iov, count, nullptr, dest, 0, context, tx_op_flags(ep), false);
+ssize_t sendv(fid_ep *f, const iovec *iov, void **, size_t count, fi_addr_t dest, void *context) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr) ? -FI_EINVAL
+                           : ep->send_any(Xfer{iov, count, dest, 0, 0, 0, context, nullptr,
+                                               ep->tx_op_flags(), false, false});
 }
 
-ssize_t sendmsg(fid_ep *ep, const fi_msg *msg, uint64_t flags) {
-    if (msg == nullptr) {
+ssize_t sendmsg(fid_ep *f, const fi_msg *msg, uint64_t flags) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    if ((ep == nullptr) || (msg == nullptr)) {
         return -FI_EINVAL;
     }
-    return send_common(ep, msg->msg_iov, msg->iov_count, first_desc(msg->desc, msg->iov_count),
-                       msg->addr, msg->data, msg->context, flags, false);
+    return ep->send_any(Xfer{msg->msg_iov, msg->iov_count, msg->addr, 0, 0, msg->data, msg->context,
+                             first_desc(msg->desc, msg->iov_count), flags, false, false});
 }
 
-[[gnu::flatten]] ssize_t inject(fid_ep *ep, const void *buf, size_t len, fi_addr_t dest) {
-    const iovec v = one(buf, len);
-    return send_common(ep, &v, 1, nullptr, dest, 0, nullptr, FI_INJECT, true);
+ssize_t inject(fid_ep *f, const void *buf, size_t len, fi_addr_t dest) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr)
+               ? -FI_EINVAL
+               : ep->send_one<false, true>(buf, len, nullptr, dest, 0, 0, nullptr, FI_INJECT);
 }
 
-[[gnu::flatten]] ssize_t senddata(fid_ep *ep, const void *buf, size_t len, void *desc,
-                                  uint64_t data, fi_addr_t dest, void *context) {
-    const iovec v = one(buf, len);
-    return send_common(ep, &v, 1, desc, dest, data, context, tx_op_flags(ep) | FI_REMOTE_CQ_DATA,
-                       false);
+ssize_t senddata(fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
+                 void *context) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr) ? -FI_EINVAL
+                           : ep->send_one<false, false>(buf, len, desc, dest, 0, data, context,
+                                                        ep->tx_op_flags() | FI_REMOTE_CQ_DATA);
 }
 
-[[gnu::flatten]] ssize_t injectdata(fid_ep *ep, const void *buf, size_t len, uint64_t data,
-                                    fi_addr_t dest) {
-    const iovec v = one(buf, len);
-    return send_common(ep, &v, 1, nullptr, dest, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA,
-                       true);
+ssize_t injectdata(fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr) ? -FI_EINVAL
+                           : ep->send_one<false, true>(buf, len, nullptr, dest, 0, data, nullptr,
+                                                       FI_INJECT | FI_REMOTE_CQ_DATA);
 }
 
 fi_ops_msg make_msg_ops() {

@@ -139,7 +139,7 @@ struct Completion {
     fi_cq_tagged_entry entry{};
     fi_addr_t          source     = FI_ADDR_NOTAVAIL;
     int                err        = 0; /* FI_E* (positive); 0: a success */
-    size_t             olen       = 0;
+    size_t             olen       = 0; /* olen and prov_errno: read with an error only */
     int                prov_errno = 0; /* the layer's ucs_status_t */
 };
 
@@ -154,33 +154,36 @@ class Cq : public Bindings {
 
     /* Entries are written from the layer's callbacks, where a failed
      * allocation could not be reported: an operation holds room for its
-     * entry from its post on (throws std::bad_alloc there, nothing held). */
-    void hold_room() {
-        if (free_ == 0) {
-            make_room();
+     * entry from its post on (false there if memory ran out, nothing held). */
+    bool hold_room() noexcept {
+        if ((free_ == 0) && !make_room()) {
+            return false;
         }
         --free_;
+        return true;
     }
     void drop_room() { ++free_; }
     /* The entry of an operation that held room, for the caller to fill,
      * every field (it is not reset): no allocation. */
-    Completion &emplace_held() { return queue_.emplace_back(); }
+    Completion &emplace_held() { return queue_.emplace_back_in_room(); }
     /* An entry no operation held room for; throws std::bad_alloc. */
     void push(const Completion &completion) {
-        hold_room();
+        if (!hold_room()) {
+            throw std::bad_alloc();
+        }
         queue_.push_back(completion);
     }
-    ssize_t read(void *buf, size_t count, fi_addr_t *sources);
+    ssize_t read(void *buf, size_t count, fi_addr_t *sources) noexcept;
     ssize_t read_error(fi_cq_err_entry *buf, uint64_t flags);
     /* fi_cq_sread: reads (progressing) until an entry, the timeout (ms,
      * negative: none) or fi_cq_signal. */
-    ssize_t wait_read(void *buf, size_t count, fi_addr_t *sources, int timeout);
+    ssize_t wait_read(void *buf, size_t count, fi_addr_t *sources, int timeout) noexcept;
     int     signal();
 
   private:
     void progress();
     void write(const Completion &c, void *slot) const;
-    void make_room();
+    bool make_room() noexcept;
     void pop();
 
     Handle<fid_cq, Cq> h_;

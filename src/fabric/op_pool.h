@@ -39,14 +39,18 @@ struct Op {
 
 class OpPool {
   public:
-    /* A live op, every field set; throws std::bad_alloc. */
-    Op &take(Endpoint *ep, void *context, uint64_t flags, size_t len, bool report) {
-        const auto s  = slots_.allocate_slot();
-        Op        &op = *s.entry; /* each field stored once: no temporary copied in */
+    /* A live op, every field set; null if the pool could not grow. */
+    Op *take(Endpoint *ep, void *context, uint64_t flags, void *buf, size_t len,
+             bool report) noexcept {
+        const auto s = slots_.try_allocate_slot();
+        if (s.entry == nullptr) {
+            return nullptr;
+        }
+        Op &op        = *s.entry; /* each field stored once: no temporary copied in */
         op.ep         = ep;
         op.context    = context;
         op.flags      = flags;
-        op.buf        = nullptr;
+        op.buf        = buf;
         op.len        = len;
         op.req        = 0;
         op.seq        = next_seq_++;
@@ -54,7 +58,7 @@ class OpPool {
         op.live       = true;
         op.report     = report;
         op.multi      = false;
-        return op;
+        return &op;
     }
 
     void release(Op &op) {

@@ -36,8 +36,11 @@ template <typename T> class Ring {
         if (size() == capacity_) {
             grow();
         }
-        return slots_[tail_++ & mask_];
+        return emplace_back_in_room();
     }
+    /* emplace_back() where the caller knows there is room (size() <
+     * capacity(): reserve() made it): no check, no allocation. */
+    T &emplace_back_in_room() { return slots_[tail_++ & mask_]; }
 
   private:
     static constexpr size_t kFirstCapacity = 64;

@@ -1,7 +1,6 @@
-/* fi_tagged(3): typed trampolines into Endpoint::post_send / post_recv.
- * The single-buffer calls are flattened: the post inlined with the call's
- * constant flags folded (about 80 instructions a message less,
- * contrib/bench_fabric.sh). */
+/* fi_tagged(3): typed trampolines into the endpoint. The single-buffer
+ * calls go to its inline plain post (recv_one / send_one), the vector and
+ * message calls to recv_any / send_any, which check everything. */
 #include "endpoint.h"
 
 namespace uct_tm {
@@ -9,89 +8,80 @@ namespace fabric {
 
 namespace {
 
-ssize_t tsend_common(fid_ep *f, const iovec *iov, size_t count, void *desc, fi_addr_t dest,
-                     uint64_t tag, uint64_t data, void *context, uint64_t flags, bool quiet) {
+ssize_t trecv(fid_ep *f, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
+              uint64_t ignore, void *context) {
     Endpoint *ep = object_of<Endpoint>(f);
-    if (ep == nullptr) {
-        return -FI_EINVAL;
-    }
-    return guarded([&] {
-        return ep->post_send(
-            Xfer{iov, count, dest, tag, 0, data, context, desc, flags, true, quiet});
-    });
-}
-
-ssize_t trecv_common(fid_ep *f, const iovec *iov, size_t count, void *desc, fi_addr_t src,
-                     uint64_t tag, uint64_t ignore, void *context, uint64_t flags) {
-    Endpoint *ep = object_of<Endpoint>(f);
-    if (ep == nullptr) {
-        return -FI_EINVAL;
-    }
-    return guarded([&] {
-        return ep->post_recv(
-            Xfer{iov, count, src, tag, ignore, 0, context, desc, flags, true, false});
-    });
-}
-
-[[gnu::flatten]] ssize_t trecv(fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
-                               uint64_t tag, uint64_t ignore, void *context) {
-    const iovec v = one(buf, len);
-    return trecv_common(ep, &v, 1, desc, src, tag, ignore, context,
-                        rx_op_flags(ep) & ~FI_MULTI_RECV);
+    return (ep == nullptr) ? -FI_EINVAL
+                           : ep->recv_one<true>(buf, len, desc, src, tag, ignore, context,
+                                                ep->rx_op_flags() & ~FI_MULTI_RECV);
 }
 
 /* The vector calls take no desc: the layer stages or pushes vectors. */
-ssize_t trecvv(fid_ep *ep, const iovec *iov, void **, size_t count, fi_addr_t src, uint64_t tag,
+ssize_t trecvv(fid_ep *f, const iovec *iov, void **, size_t count, fi_addr_t src, uint64_t tag,
                uint64_t ignore, void *context) {
-    return trecv_common(ep, iov, count, nullptr, src, tag, ignore, context,
-                        rx_op_flags(ep) & ~FI_MULTI_RECV);
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr) ? -FI_EINVAL
+                           : ep->recv_any(Xfer{iov, count, src, tag, ignore, 0, context, nullptr,
+                                               ep->rx_op_flags() & ~FI_MULTI_RECV, true, false});
 }
 
-ssize_t trecvmsg(fid_ep *ep, const fi_msg_tagged *msg, uint64_t flags) {
-    if (msg == nullptr) {
+ssize_t trecvmsg(fid_ep *f, const fi_msg_tagged *msg, uint64_t flags) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    if ((ep == nullptr) || (msg == nullptr)) {
         return -FI_EINVAL;
     }
-    return trecv_common(ep, msg->msg_iov, msg->iov_count, first_desc(msg->desc, msg->iov_count),
-                        msg->addr, msg->tag, msg->ignore, msg->context, flags);
+    return ep->recv_any(Xfer{msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->ignore, 0,
+                             msg->context, first_desc(msg->desc, msg->iov_count), flags, true,
+                             false});
 }
 
-[[gnu::flatten]] ssize_t tsend(fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
-                               uint64_t tag, void *context) {
-    const iovec v = one(buf, len);
-    return tsend_common(ep, &v, 1, desc, dest, tag, 0, context, tx_op_flags(ep), false);
+ssize_t tsend(fid_ep *f, const void *buf, size_t len, void *desc, fi_addr_t dest, uint64_t tag,
+              void *context) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr) ? -FI_EINVAL
+                           : ep->send_one<true, false>(buf, len, desc, dest, tag, 0, context,
+                                                       ep->tx_op_flags());
 }
 
-ssize_t tsendv(fid_ep *ep, const iovec *iov, void **, size_t count, fi_addr_t dest, uint64_t tag,
+ssize_t tsendv(fid_ep *f, const iovec *iov, void **, size_t count, fi_addr_t dest, uint64_t tag,
                void *context) {
-    return tsend_common(ep, iov, count, nullptr, dest, tag, 0, context, tx_op_flags(ep), false);
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr) ? -FI_EINVAL
+                           : ep->send_any(Xfer{iov, count, dest, tag, 0, 0, context, nullptr,
+                                               ep->tx_op_flags(), true, false});
 }
 
-ssize_t tsendmsg(fid_ep *ep, const fi_msg_tagged *msg, uint64_t flags) {
-    if (msg == nullptr) {
+ssize_t tsendmsg(fid_ep *f, const fi_msg_tagged *msg, uint64_t flags) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    if ((ep == nullptr) || (msg == nullptr)) {
         return -FI_EINVAL;
     }
-    return tsend_common(ep, msg->msg_iov, msg->iov_count, first_desc(msg->desc, msg->iov_count),
-                        msg->addr, msg->tag, msg->data, msg->context, flags, false);
+    return ep->send_any(Xfer{msg->msg_iov, msg->iov_count, msg->addr, msg->tag, 0, msg->data,
+                             msg->context, first_desc(msg->desc, msg->iov_count), flags, true,
+                             false});
 }
 
-[[gnu::flatten]] ssize_t tinject(fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
-                                 uint64_t tag) {
-    const iovec v = one(buf, len);
-    return tsend_common(ep, &v, 1, nullptr, dest, tag, 0, nullptr, FI_INJECT, true);
+ssize_t tinject(fid_ep *f, const void *buf, size_t len, fi_addr_t dest, uint64_t tag) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr)
+               ? -FI_EINVAL
+               : ep->send_one<true, true>(buf, len, nullptr, dest, tag, 0, nullptr, FI_INJECT);
 }
 
-[[gnu::flatten]] ssize_t tsenddata(fid_ep *ep, const void *buf, size_t len, void *desc,
-                                   uint64_t data, fi_addr_t dest, uint64_t tag, void *context) {
-    const iovec v = one(buf, len);
-    return tsend_common(ep, &v, 1, desc, dest, tag, data, context,
-                        tx_op_flags(ep) | FI_REMOTE_CQ_DATA, false);
+ssize_t tsenddata(fid_ep *f, const void *buf, size_t len, void *desc, uint64_t data, fi_addr_t dest,
+                  uint64_t tag, void *context) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr) ? -FI_EINVAL
+                           : ep->send_one<true, false>(buf, len, desc, dest, tag, data, context,
+                                                       ep->tx_op_flags() | FI_REMOTE_CQ_DATA);
 }
 
-[[gnu::flatten]] ssize_t tinjectdata(fid_ep *ep, const void *buf, size_t len, uint64_t data,
-                                     fi_addr_t dest, uint64_t tag) {
-    const iovec v = one(buf, len);
-    return tsend_common(ep, &v, 1, nullptr, dest, tag, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA,
-                        true);
+ssize_t tinjectdata(fid_ep *f, const void *buf, size_t len, uint64_t data, fi_addr_t dest,
+                    uint64_t tag) {
+    Endpoint *ep = object_of<Endpoint>(f);
+    return (ep == nullptr) ? -FI_EINVAL
+                           : ep->send_one<true, true>(buf, len, nullptr, dest, tag, data, nullptr,
+                                                      FI_INJECT | FI_REMOTE_CQ_DATA);
 }
 
 fi_ops_tagged make_tagged_ops() {

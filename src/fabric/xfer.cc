@@ -15,6 +15,20 @@
 namespace uct_tm {
 namespace fabric {
 
+ssize_t Endpoint::send_any(const Xfer &x) noexcept {
+    return guarded([&] { return send(x); });
+}
+
+/* An inject with a counter bound: no entry, but an op the counter counts. */
+ssize_t Endpoint::send_counted(uct_tm_proto_ep_h ep, const void *buf, size_t len, uint64_t tag,
+                               uct_tm_proto_op_params_t *params, uint64_t flags) {
+    return send_op(ep, buf, len, tag, params, nullptr, flags, false);
+}
+
+ssize_t Endpoint::recv_any(const Xfer &x) noexcept {
+    return guarded([&] { return recv(x); });
+}
+
 ssize_t Endpoint::check_send(const Xfer &x, uct_tm_proto_ep_h *ep) const {
     if (!enabled_) {
         return -FI_EOPBADSTATE;
@@ -249,7 +263,11 @@ void Endpoint::use_desc(const Xfer &x, const Vector &v, uct_tm_proto_op_params_t
 }
 
 Op &Endpoint::new_op(const Xfer &x, uint64_t flags, size_t len, bool report) {
-    return take_op(x.context, flags, len, report);
+    Op *op = take_op(x.context, flags, nullptr, len, report);
+    if (op == nullptr) {
+        throw std::bad_alloc();
+    }
+    return *op;
 }
 
 /* The layer's answer to a post: in flight, done at once, or refused
@@ -271,7 +289,7 @@ ssize_t Endpoint::started(Op &op, ucs_status_t status, uct_tm_proto_request_t re
 }
 
 /* Every field a receive's entry takes from the message, each written once. */
-void Endpoint::report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *c) const {
+inline void Endpoint::report_recv(Op &op, const uct_tm_proto_info_t &info, Completion *c) const {
     const bool data = (info.flags & UCT_TM_PROTO_INFO_REMOTE_DATA) != 0;
     c->entry.flags  = op.flags | (data ? FI_REMOTE_CQ_DATA : 0);
     c->entry.len    = std::min(info.length, op.len);
@@ -336,23 +354,18 @@ void Endpoint::complete_multi(Op &op, const uct_tm_proto_info_t &info) {
 }
 
 void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_info_t &info) {
-    if (op.multi && !(info.flags & UCT_TM_PROTO_INFO_MULTI_RECV)) {
-        complete_part(op, info);
-        return;
-    }
     if (op.multi) {
-        complete_multi(op, info);
-        release(op, req);
+        complete_any_multi(op, req, info);
         return;
     }
     const bool send  = (op.flags & FI_SEND) != 0;
     const bool error = info.status != UCS_OK;
+    Cq        *cq    = send ? tx_cq_ : rx_cq_;
+    Cntr      *cntr  = send ? tx_cntr_ : rx_cntr_;
     if (error || op.report) { /* written in the CQ's ring, every field once */
-        Completion &c      = cq_for(op.flags)->emplace_held();
+        Completion &c      = cq->emplace_held();
         c.entry.op_context = op.context;
-        c.err              = 0;
-        c.olen             = 0;
-        c.prov_errno       = UCS_OK;
+        c.err              = 0; /* olen and prov_errno are read only with an error */
         if (send) {
             c.entry.flags = op.flags;
             c.entry.len   = 0;
@@ -364,14 +377,26 @@ void Endpoint::complete(Op &op, uct_tm_proto_request_t req, const uct_tm_proto_i
             report_recv(op, info, &c);
         }
         if (error) {
+            c.olen = 0;
             set_status(&c, info, op.len);
         }
     } else {
-        cq_for(op.flags)->drop_room();
+        cq->drop_room();
     }
-    if (Cntr *cntr = cntr_for(op.flags)) {
+    if (cntr != nullptr) {
         cntr->completed(error);
     }
+    release(op, req);
+}
+
+/* A multi-receive's message (the op stays) or its release. */
+void Endpoint::complete_any_multi(Op &op, uct_tm_proto_request_t req,
+                                  const uct_tm_proto_info_t &info) {
+    if (!(info.flags & UCT_TM_PROTO_INFO_MULTI_RECV)) {
+        complete_part(op, info);
+        return;
+    }
+    complete_multi(op, info);
     release(op, req);
 }
 

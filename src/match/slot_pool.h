@@ -64,6 +64,17 @@ template <typename Entry, unsigned kChunkShift = 7> class SlotPool {
         return slot;
     }
     uint32_t allocate() { return allocate_slot().index; }
+    /* allocate_slot() that does not throw: entry is null (the pool
+     * unchanged) when a new chunk could not be allocated. */
+    Slot try_allocate_slot() noexcept {
+        if (free_head_ == kNoIndex) {
+            return allocate_fresh_nothrow();
+        }
+        Slot slot{free_head_, &(*this)[free_head_]};
+        free_head_ = slot.entry->free_link();
+        ++live_;
+        return slot;
+    }
 
     /* Returns a slot to the free list; `entry` is (*this)[index], which the
      * caller usually holds already. */
@@ -81,6 +92,14 @@ template <typename Entry, unsigned kChunkShift = 7> class SlotPool {
         }
         chunks_.reserve(chunks_.size() + 1);
         chunks_.push_back(std::make_unique<Entry[]>(kChunkSize));
+    }
+
+    [[gnu::noinline]] Slot allocate_fresh_nothrow() noexcept {
+        try {
+            return allocate_slot();
+        } catch (const std::bad_alloc &) {
+            return Slot{kNoIndex, nullptr};
+        }
     }
 
     std::vector<std::unique_ptr<Entry[]>> chunks_;
