@@ -74,7 +74,10 @@ class SmFifoGarbage : public ::testing::Test {
                            {{"PEER_CHECK_INTERVAL", "10ms"},
                             {"STALL_TIMEOUT", "50ms"},
                             {"STOPPED_TIMEOUT", "300ms"},
-                            {"SPLIT_TIMEOUT", "300ms"}}));
+                            {"SPLIT_TIMEOUT", "300ms"},
+                            /* the CMA and split copies these cases attack
+                             * (pipelined ones: the CMA=n cases) */
+                            {"RNDV_COPY", "cma"}}));
         ASSERT_EQ(rx_->status, UCS_OK);
         tx_.reset(new Node(*env_, "tm_sm"));
         ASSERT_EQ(tx_->status, UCS_OK);

@@ -8,6 +8,7 @@ namespace uct_tm {
 namespace sm {
 
 const char *sm_copy_names[] = {"auto", "cached", "stream", nullptr};
+const char *sm_rndv_copy_names[] = {"auto", "cma", "pipelined", nullptr};
 
 ucs_config_field_t sm_config_table[] = {
     {"", "", nullptr, offsetof(SmConfig, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
@@ -96,6 +97,17 @@ ucs_config_field_t sm_config_table[] = {
      "Use cross-memory attach (process_vm_readv/writev) for rendezvous and get/put. With n,\n"
      "or where the kernel forbids it, large messages are copied through staging chunks.",
      offsetof(SmConfig, cma), UCS_CONFIG_TYPE_BOOL},
+
+    {"RNDV_COPY", "auto",
+     "How a rendezvous send of 16 KiB and more reaches its receiver (a matched receive, or\n"
+     "a get_zcopy of the send's buffer) when CMA is allowed:\n"
+     " cma       - cross-memory attach: one read, or split with the sender (RNDV_SPLIT).\n"
+     " pipelined - the sender copies pieces into the receiver's staging chunks while the\n"
+     "             receiver copies them out.\n"
+     " auto      - pipelined, unless its recent copies of that size took 4 times CMA's time\n"
+     "             per byte (a sender that does not progress); the way not taken is tried\n"
+     "             every 64th copy.",
+     offsetof(SmConfig, rndv_copy), UCS_CONFIG_TYPE_ENUM(sm_rndv_copy_names)},
 
     {"STAGING_CHUNKS", "16",
      "Staging chunks in each interface's segment, for pipelined copies through shared memory\n"

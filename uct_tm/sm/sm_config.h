@@ -32,6 +32,7 @@ struct SmConfig {
     double           split_timeout;
     size_t           shm_direct_max;
     int              cma;
+    int              rndv_copy; /* CopyChoice::Setting */
     unsigned         staging_chunks;
     size_t           staging_chunk_size;
     unsigned         max_peers;
@@ -47,6 +48,7 @@ struct SmConfig {
 
 extern ucs_config_field_t sm_config_table[];
 extern const char        *sm_copy_names[]; /* for UCS_CONFIG_TYPE_ENUM, CopyMode::Setting order */
+extern const char        *sm_rndv_copy_names[]; /* CopyChoice::Setting order */
 
 }  // namespace sm
 }  // namespace uct_tm

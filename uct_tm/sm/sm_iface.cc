@@ -183,8 +183,9 @@ void SmIface::print_counters(FILE *stream) const {
     fprintf(stream,
             "tm_sm iface %u (pid %d): %lu messages received; tag list: %lu posted, %lu matched, "
             "%lu cancelled, %lu refused; %lu unexpected; rendezvous received: %lu direct, %lu cma, "
-            "%lu split, %lu pipelined; %lu gets split with their sender; %lu gets of ours split "
-            "with their reader; the other side wrote %lu of our splits' %lu pieces; %lu dropped; "
+            "%lu split, %lu pipelined; %lu gets split with their sender, %lu pipelined; %lu gets "
+            "of ours split with their reader; the other side wrote %lu of our splits' %lu pieces; "
+            "copies timed for RNDV_COPY: %lu by CMA, %lu pipelined; %lu dropped; "
             "%lu eager messages sent with streaming stores (auto turned them on %lu times); "
             "%lu bcopy sends waited for FIFO room\n",
             iface_serial_, static_cast<int>(getpid()), (unsigned long)counters_.received,
@@ -192,8 +193,12 @@ void SmIface::print_counters(FILE *stream) const {
             (unsigned long)t.refused, (unsigned long)counters_.unexpected,
             (unsigned long)rndv_.counters().direct, (unsigned long)rndv_.counters().cma,
             (unsigned long)rndv_.counters().split, (unsigned long)rndv_.counters().pipelined,
-            (unsigned long)rndv_.counters().get_split, (unsigned long)rndv_.counters().get_served,
+            (unsigned long)rndv_.counters().get_split,
+            (unsigned long)rndv_.counters().pipelined_gets,
+            (unsigned long)rndv_.counters().get_served,
             (unsigned long)rndv_.counters().pieces_theirs, (unsigned long)rndv_.counters().pieces,
+            (unsigned long)rndv_.copy_choice().chosen(CopyChoice::kCma),
+            (unsigned long)rndv_.copy_choice().chosen(CopyChoice::kPipelined),
             (unsigned long)dropped_, (unsigned long)copy_mode_.streamed(),
             (unsigned long)copy_mode_.switches(), (unsigned long)counters_.backlogged);
 }

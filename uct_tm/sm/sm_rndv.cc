@@ -148,6 +148,7 @@ ucs_status_t SmRendezvous::init(const SmConfig &config, uct_md_h md, RndvSlot *s
     shm_direct_max_ = config.shm_direct_max;
     split_timeout_  = seconds_to_ns(config.split_timeout);
     cma_enabled_    = config.cma;
+    copy_choice_    = CopyChoice(static_cast<CopyChoice::Setting>(config.rndv_copy));
     if (split_timeout_ == 0) {
         ucs_error("tm_sm: SPLIT_TIMEOUT must be positive (a split copy could never wait "
                   "for its sender's pieces)");
@@ -544,19 +545,28 @@ void SmRendezvous::copy_matched(MatchedRts &rts) {
         }
     }
     if (!cma) {
-        pull_matched(rts);
+        pull_matched(rts, 0);
+        return;
+    }
+    const uint64_t started = monotonic_ns();
+    if (copy_choice_.choose(rts.want) == CopyChoice::kPipelined) {
+        pull_matched(rts, started);
         return;
     }
     const pid_t  pid   = rts.sender->pid();
     const size_t piece = split_piece(rts.want, rts.count, rts.sender);
     if (piece == 0) {
         ++counters_.cma;
-        finish_matched(rts, cma_copy(pid, rts.local, rts.count, info.address, rts.want, false));
+        const ucs_status_t status = cma_copy(pid, rts.local, rts.count, info.address, rts.want,
+                                             false);
+        copied(CopyChoice::kCma, rts.want, started, status);
+        finish_matched(rts, status);
         return;
     }
     ++counters_.split;
     SplitCopy split{rts.recv, rts.sender,  rts.slot, info.op_token, info.proof,
                     rts.tag,  info.length, 0,        UCS_OK};
+    split.started = started;
     start_split(&split, rts.local, rts.count, info.address, rts.want, piece,
                 ControlMsg{Kind::kRndvRtr, 0, split.token, split.proof});
     if (!keep_split(&split)) {
@@ -564,8 +574,9 @@ void SmRendezvous::copy_matched(MatchedRts &rts) {
     }
 }
 
-/* No CMA to the sender: it copies the data through our staging chunks. */
-void SmRendezvous::pull_matched(const MatchedRts &rts) {
+/* The sender copies the data through our staging chunks (no CMA to it, or
+ * CopyChoice's pick: then timed from `started_ns`). */
+void SmRendezvous::pull_matched(const MatchedRts &rts, uint64_t started_ns) {
     rts.slot->mode.store(kRndvModePull, std::memory_order_release);
     ++counters_.pipelined;
     Pull pull;
@@ -580,6 +591,7 @@ void SmRendezvous::pull_matched(const MatchedRts &rts) {
     pull.slot       = rts.slot;
     pull.token      = rts.info.op_token;
     pull.rndv_proof = rts.info.proof;
+    pull.started    = started_ns;
     ++rts.sender->refs;
     const ucs_status_t status = staging_.start_pull(pull, rts.info.address, rts.info.op_token);
     if (status != UCS_OK) {
@@ -722,8 +734,16 @@ ucs_status_t SmRendezvous::split_status(const SplitCopy &split, ucs_status_t sta
     return (done.epoch == split.epoch) ? done.status : UCS_ERR_IO_ERROR;
 }
 
+void SmRendezvous::copied(CopyChoice::Way way, size_t bytes, uint64_t started_ns,
+                          ucs_status_t status) {
+    if ((started_ns != 0) && (status == UCS_OK)) {
+        copy_choice_.record(way, bytes, monotonic_ns() - started_ns);
+    }
+}
+
 void SmRendezvous::finish_split(SplitCopy split, ucs_status_t status) {
     status = split_status(split, status);
+    copied(CopyChoice::kCma, split.length, split.started, status);
     if (split.recv == nullptr) {
         /* A get: the sender's buffer stays published until its owner
          * withdraws it (UCP cancels the send once told the data arrived). */
@@ -957,11 +977,19 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
         }
     }
     if ((key->pid != self_pid()) && !cma_allowed(ep->peer, remote_addr)) {
-        return pull_get(op);
+        return pull_get(op, 0);
     }
     /* A rendezvous slot or a split names the endpoint's peer: only for
      * its own memory (the key of another process is read, not shared). */
-    const bool peers_key = key->pid == ep->peer->pid();
+    const bool     peers_key = key->pid == ep->peer->pid();
+    const uint64_t started   = monotonic_ns();
+    /* A rendezvous send's buffer only: its sender progresses until the
+     * send completes. Other registered memory is read one-sidedly (an RMA
+     * get needs no progress of its owner). */
+    if (!write && key->has_rndv && peers_key && (key->pid != self_pid()) &&
+        (copy_choice_.choose(op.total) == CopyChoice::kPipelined)) {
+        return pull_get(op, started);
+    }
     RndvSlot  *slot      = nullptr;
     uint32_t   gen       = 0;
     if (key->has_rndv && peers_key) {
@@ -977,7 +1005,7 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
          * its sender as a matched receive does. */
         const size_t piece = split_piece(op.total, op.count, ep->peer);
         if (piece != 0) {
-            return split_get(ep, slot, *key, op.local, op.count, op.total, piece, comp);
+            return split_get(ep, slot, *key, op.local, op.count, op.total, piece, comp, started);
         }
     }
     if ((slot == nullptr) && peers_key && !write && !free_ops_.empty()) {
@@ -985,10 +1013,13 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
          * same, its sender invited through a slot of ours. */
         const size_t piece = split_piece(op.total, op.count, ep->peer);
         if (piece != 0) {
-            return split_plain_get(op, piece);
+            return split_plain_get(op, piece, started);
         }
     }
     status = cma_copy(key->pid, op.local, op.count, remote_addr, op.total, write);
+    if (!write) {
+        copied(CopyChoice::kCma, op.total, started, status);
+    }
     if ((slot != nullptr) && !release_slot(slot, gen, kRndvPosted)) {
         return UCS_ERR_CANCELED; /* the sender withdrew it while we copied */
     }
@@ -1026,7 +1057,7 @@ ucs_status_t SmRendezvous::check_one_sided(const uct_iov_t *iov, size_t iovcnt, 
 
 /* No CMA to the key's owner: it copies the range for us through our
  * staging chunks (a get); a put has no such way. */
-ucs_status_t SmRendezvous::pull_get(const OneSided &op) {
+ucs_status_t SmRendezvous::pull_get(const OneSided &op, uint64_t started_ns) {
     SmEp *ep = op.ep;
     if (op.write) {
         ucs_error("tm_sm: put_zcopy to process %d needs cross-memory attach, which is not "
@@ -1046,6 +1077,8 @@ ucs_status_t SmRendezvous::pull_get(const OneSided &op) {
     pull.comp       = op.comp;
     pull.ep         = ep;
     pull.rndv_proof = op.key->rndv_proof;
+    pull.started    = started_ns;
+    ++counters_.pipelined_gets;
     ++ep->peer->refs;
     ++ep->gets_outstanding;
     const ucs_status_t status = staging_.start_pull(pull, op.remote_addr,
@@ -1060,16 +1093,17 @@ ucs_status_t SmRendezvous::pull_get(const OneSided &op) {
 
 ucs_status_t SmRendezvous::split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &key,
                                      const struct iovec *local, size_t count, size_t length,
-                                     size_t piece, uct_completion_t *comp) {
+                                     size_t piece, uct_completion_t *comp, uint64_t started_ns) {
     const uint64_t token = key.rndv_token;
     SplitCopy split{nullptr, ep->peer, slot, token, key.rndv_proof, 0, length, 0, UCS_OK, ep, comp};
+    split.started = started_ns;
     return start_get_split(split, local, count, key.address, piece,
                            ControlMsg{Kind::kRndvRtr, 0, token, key.rndv_proof});
 }
 
 /* The slot comes from our free sends (no send of ours names it while the
  * get holds it), READING while the owner may write (release_get_slot). */
-ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece) {
+ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece, uint64_t started_ns) {
     const uint32_t index = free_ops_.back();
     free_ops_.pop_back();
     RndvSlot      *slot  = &slots_[index];
@@ -1077,6 +1111,7 @@ ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece) {
     slot->mode.store(kRndvModeCma, std::memory_order_relaxed);
     slot->word.store(rndv_word(ops_[index].gen, kRndvReading), std::memory_order_release);
     SplitCopy split{nullptr, op.ep->peer, slot, token, 0, 0, op.total, 0, UCS_OK, op.ep, op.comp};
+    split.started = started_ns;
     return start_get_split(split, op.local, op.count, op.remote_addr, piece,
                            ControlMsg{Kind::kGetRtr, 0, token, op.remote_addr});
 }
@@ -1090,7 +1125,10 @@ ucs_status_t SmRendezvous::start_get_split(SplitCopy split, const struct iovec *
         ++split.ep->gets_outstanding;
         return UCS_INPROGRESS;
     }
-    return release_get_slot(split) ? split_status(split, split.status) : UCS_ERR_CANCELED;
+    const ucs_status_t status = release_get_slot(split) ? split_status(split, split.status)
+                                                        : UCS_ERR_CANCELED;
+    copied(CopyChoice::kCma, split.length, split.started, status);
+    return status;
 }
 
 /* A slot of ours (a get of registered memory borrowed it) goes back to the

@@ -12,6 +12,7 @@
 #define UCT_TM_SM_SM_RNDV_H_
 
 #include "base/token_proof.h"
+#include "sm_copy_choice.h"
 #include "sm_deferred_gets.h"
 #include "sm_layout.h"
 #include "sm_link.h"
@@ -62,6 +63,7 @@ struct SplitCopy {
     uct_completion_t *comp = nullptr;
     uint64_t          deadline = 0; /* for the sender's pieces (SPLIT_TIMEOUT) */
     uint16_t          epoch    = 0; /* of this attempt in the slot (SplitClaim) */
+    uint64_t          started  = 0; /* monotonic_ns() at its start, for CopyChoice */
 };
 
 class SmRendezvous {
@@ -73,6 +75,7 @@ class SmRendezvous {
         uint64_t split     = 0; /* split CMA copy */
         uint64_t pipelined = 0; /* through staging chunks */
         uint64_t get_split  = 0; /* get_zcopy split with the key's owner */
+        uint64_t pipelined_gets = 0; /* get_zcopy through staging chunks */
         uint64_t get_served = 0; /* get_zcopy invitations we wrote pieces of */
         uint64_t pieces        = 0; /* of our split copies (receives and gets) */
         uint64_t pieces_theirs = 0; /* of those, the ones the other side wrote */
@@ -134,6 +137,11 @@ class SmRendezvous {
     void finish_receive(RemotePeer *sender, RndvSlot *slot, uint64_t token, uint64_t proof,
                         TagEngine::Recv *recv, uct_tag_t tag, size_t length, ucs_status_t status);
 
+    /* A copy CopyChoice chose (`way`), started at `started_ns`, ended
+     * with `status`: its time counts for the next choices. */
+    void copied(CopyChoice::Way way, size_t bytes, uint64_t started_ns, ucs_status_t status);
+    const CopyChoice &copy_choice() const { return copy_choice_; }
+
     const Counters  &counters() const { return counters_; }
 
   private:
@@ -158,7 +166,7 @@ class SmRendezvous {
     void announce_unexpected(const Message &m, const RndvInfo &info, const RemotePeer *sender);
     /* Direct, CMA, split or pipelined: the copy of a matched RTS. */
     void copy_matched(MatchedRts &rts);
-    void pull_matched(const MatchedRts &rts);
+    void pull_matched(const MatchedRts &rts, uint64_t started_ns);
     void finish_matched(const MatchedRts &rts, ucs_status_t status);
     /* An RTS from a peer we cannot attach back to: refuse it in its slot. */
     void         reject(const Message &m, uint64_t token);
@@ -202,7 +210,7 @@ class SmRendezvous {
     bool         keep_split(SplitCopy *split);
     ucs_status_t split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &key,
                            const struct iovec *local, size_t count, size_t length, size_t piece,
-                           uct_completion_t *comp);
+                           uct_completion_t *comp, uint64_t started_ns);
     /* Our half of an invitation: pieces from the front of `source` (ours)
      * into `theirs`, claimed in attempt `epoch` while the slot's word is
      * `reading`; false if CMA does not reach the reader (nothing claimed). */
@@ -212,7 +220,7 @@ class SmRendezvous {
     struct OneSided;
     /* A get of memory the owner registered, split with it through a slot
      * of ours (kGetRtr). */
-    ucs_status_t split_plain_get(const OneSided &op, size_t piece);
+    ucs_status_t split_plain_get(const OneSided &op, size_t piece, uint64_t started_ns);
     /* What both kinds of split get share once their slot is READING. */
     ucs_status_t start_get_split(SplitCopy split, const struct iovec *local, size_t count,
                                  uint64_t address, size_t piece, const ControlMsg &invite);
@@ -241,7 +249,7 @@ class SmRendezvous {
     };
     /* Checks the iov list and the key against the endpoint; fills the rest of `op`. */
     static ucs_status_t check_one_sided(const uct_iov_t *iov, size_t iovcnt, OneSided *op);
-    ucs_status_t        pull_get(const OneSided &op);
+    ucs_status_t        pull_get(const OneSided &op, uint64_t started_ns);
     ucs_status_t zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
                            uct_rkey_t rkey, uct_completion_t *comp, bool write);
     ucs_status_t zcopy_deferred(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
@@ -265,6 +273,7 @@ class SmRendezvous {
     uint64_t split_timeout_  = 0; /* ns */
     bool   cma_enabled_    = true;
     bool   cma_warned_     = false;
+    CopyChoice copy_choice_;
 
     /* our sends: ops_[i] owns slots_[i] */
     RndvSlot             *slots_ = nullptr;

@@ -119,6 +119,14 @@ void SmStagingCopies::request(size_t index) {
         req.chunk[j] = pull.chunk[j];
     }
     pull.nchunks    = static_cast<uint16_t>(n);
+    if (pull.started != 0) {
+        /* Timed from here, and as one of `sharing` pulls copying at once
+         * (several in flight take turns with the owner and with us: each
+         * one's time is theirs too); a wait for chunks other pulls hold is
+         * queueing behind them, which CMA's copies would have done as well. */
+        pull.started = monotonic_ns();
+        pull.sharing = static_cast<uint32_t>(pulls_active_);
+    }
     req.pull_token  = (uint64_t{pull.gen} << 32) | index;
     req.pull_proof  = proof_.sign(req.pull_token);
     req.address     = pull.address;
@@ -143,6 +151,8 @@ void SmStagingCopies::finish(size_t index, ucs_status_t status) {
     ucs_assert(free_chunks_.size() <= nchunks_);
     pulls_[index].active = false;
     --pulls_active_;
+    rndv_.copied(CopyChoice::kPipelined, pull.length * std::max<uint32_t>(pull.sharing, 1),
+                 pull.started, status);
     if (pull.purpose == Pull::Purpose::kRndv) {
         rndv_.finish_receive(pull.owner, pull.slot, pull.token, pull.rndv_proof, pull.recv,
                              pull.tag, pull.msg_length, status);

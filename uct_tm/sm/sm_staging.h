@@ -56,6 +56,8 @@ struct Pull {
     /* kGet */
     uct_completion_t *comp = nullptr;
     SmEp             *ep   = nullptr;
+    uint64_t          started = 0; /* CopyChoice picked it: monotonic_ns() at its start */
+    uint32_t          sharing = 1; /* pulls active when its chunks came (this one included) */
 };
 
 /* The other side of a peer's Pull: we copy our memory into its chunks. */

@@ -1,0 +1,98 @@
+/*
+ * CopyChoice: which way a rendezvous send's data is copied to its receiver
+ * (a matched receive, or a get_zcopy of the send's buffer) -- pipelined
+ * through the receiver's staging chunks (the sender copies pieces in while
+ * the receiver copies them out) or by cross-memory attach (one
+ * process_vm_readv, or a split with the sender).
+ *
+ * Pipelined, OSU over 2 vCPUs whose modified lines crossed fast (host F,
+ * docs/perf.md): one-way latency 0.23-0.33x posix,cma from 256 KiB where
+ * CMA gave 0.46-0.58x; with slow crossings 0.73-0.96x against 0.61-0.82x
+ * at 64-256 KiB and even from 1 MiB. It copies only while the sender
+ * progresses, which a rendezvous sender does until its send completes;
+ * one that computes instead leaves it waiting, where CMA reads alone. So
+ * each way's recent time per byte is kept per size class, the pipelined
+ * copy taken unless it ran kSlowerBy times CMA's, and the way not taken
+ * tried every kProbeEvery-th transfer of its class.
+ */
+#ifndef UCT_TM_SM_SM_COPY_CHOICE_H_
+#define UCT_TM_SM_SM_COPY_CHOICE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace uct_tm {
+namespace sm {
+
+class CopyChoice {
+  public:
+    enum class Setting : int { kAuto = 0, kCma = 1, kPipelined = 2 }; /* UCX_TM_SM_RNDV_COPY */
+    enum Way : uint8_t { kCma = 0, kPipelined = 1 };
+
+    static constexpr uint32_t kProbeEvery = 64;
+    static constexpr uint64_t kSlowerBy   = 4;
+    static constexpr unsigned kClasses    = 8;        /* below 128 KiB, 128 KiB, ..., from 8 MiB */
+    static constexpr size_t   kMinBytes   = 16 << 10; /* below: CMA, one call, untimed */
+
+    explicit CopyChoice(Setting setting = Setting::kAuto) : setting_(setting) {}
+
+    /* The way for a transfer of `bytes` that CMA could make. */
+    Way choose(size_t bytes) {
+        if ((setting_ != Setting::kAuto) || (bytes < kMinBytes)) {
+            return (setting_ == Setting::kPipelined) ? kPipelined : kCma;
+        }
+        Class &c = classes_[size_class(bytes)];
+        ++c.transfers;
+        if ((c.cost[kCma] == 0) || (c.cost[kPipelined] == 0)) {
+            return (c.cost[kPipelined] == 0) ? kPipelined : kCma; /* each way once first */
+        }
+        return ((c.transfers % kProbeEvery) == 0) ? other(best(c)) : best(c);
+    }
+
+    /* A transfer that `choose` sent `way` took `ns` for `bytes` (success only). */
+    void record(Way way, size_t bytes, uint64_t ns) {
+        if ((setting_ != Setting::kAuto) || (bytes < kMinBytes)) {
+            return;
+        }
+        /* ns per KiB, at least 1 (0 means not measured yet). The way taken
+         * averages its copies; a probe's time replaces what the other way
+         * had, which is older than the probe. */
+        const uint64_t cost  = (ns << 10) / bytes + 1;
+        Class         &c     = classes_[size_class(bytes)];
+        const bool     taken = (c.cost[kCma] != 0) && (c.cost[kPipelined] != 0) && (best(c) == way);
+        c.cost[way]          = taken ? (3 * c.cost[way] + cost) / 4 : cost;
+        ++chosen_[way];
+    }
+
+    /* Transfers each way recorded (PRINT_STATS). */
+    uint64_t chosen(Way way) const { return chosen_[way]; }
+    /* ns per KiB kept for the class of `bytes`, 0 if not measured. */
+    uint64_t cost(Way way, size_t bytes) const { return classes_[size_class(bytes)].cost[way]; }
+
+    static unsigned size_class(size_t bytes) {
+        unsigned c = 0;
+        for (size_t b = bytes >> 16; (b > 1) && (c + 1 < kClasses); b >>= 1) {
+            ++c;
+        }
+        return c;
+    }
+
+  private:
+    struct Class {
+        uint64_t cost[2]   = {0, 0};
+        uint32_t transfers = 0;
+    };
+    static Way other(Way way) { return (way == kCma) ? kPipelined : kCma; }
+    static Way best(const Class &c) {
+        return (c.cost[kPipelined] <= kSlowerBy * c.cost[kCma]) ? kPipelined : kCma;
+    }
+
+    Setting  setting_;
+    Class    classes_[kClasses];
+    uint64_t chosen_[2] = {0, 0};
+};
+
+}  // namespace sm
+}  // namespace uct_tm
+
+#endif
