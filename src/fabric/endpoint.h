@@ -98,11 +98,7 @@ class Endpoint {
                                             uint64_t tag, uint64_t data, void *context,
                                             uint64_t flags);
     ssize_t                        send_any(const Xfer &x) noexcept;
-    ssize_t send_op(uct_tm_proto_ep_h ep, const void *buf, size_t len, uint64_t tag,
-                    uct_tm_proto_op_params_t *params, void *context, uint64_t flags, bool report);
-    ssize_t send_counted(uct_tm_proto_ep_h ep, const void *buf, size_t len, uint64_t tag,
-                         uct_tm_proto_op_params_t *params, uint64_t flags);
-    ssize_t recv_any(const Xfer &x) noexcept;
+    ssize_t                        recv_any(const Xfer &x) noexcept;
 
     /* MRs mapped into this endpoint's worker (forgotten at close). */
     void mapped(Mr *mr) { mrs_.push_back(mr); }
@@ -117,6 +113,11 @@ class Endpoint {
     int               bind_cntr(Cntr *cntr, uint64_t flags);
     ssize_t           send(const Xfer &x);
     ssize_t           recv(const Xfer &x);
+    /* A send that keeps an op; send_counted(): a counted inject's, out of line. */
+    ssize_t           send_op(uct_tm_proto_ep_h ep, const void *buf, size_t len, uint64_t tag,
+                              uct_tm_proto_op_params_t *params, void *context, uint64_t flags, bool report);
+    ssize_t           send_counted(uct_tm_proto_ep_h ep, const void *buf, size_t len, uint64_t tag,
+                                   uct_tm_proto_op_params_t *params, uint64_t flags);
     ssize_t           check_send(const Xfer &x, uct_tm_proto_ep_h *ep) const;
     ssize_t           check_recv(const Xfer &x, uct_tm_proto_ep_h *source) const;
     ssize_t           check_recv_flags(const Xfer &x) const;

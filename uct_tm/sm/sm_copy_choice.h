@@ -36,9 +36,12 @@ class CopyChoice {
 
     explicit CopyChoice(Setting setting = Setting::kAuto) : setting_(setting) {}
 
+    /* Whether a transfer of `bytes` is timed for the choice (record() keeps it). */
+    bool timed(size_t bytes) const { return (setting_ == Setting::kAuto) && (bytes >= kMinBytes); }
+
     /* The way for a transfer of `bytes` that CMA could make. */
     Way choose(size_t bytes) {
-        if ((setting_ != Setting::kAuto) || (bytes < kMinBytes)) {
+        if (!timed(bytes)) {
             return (setting_ == Setting::kPipelined) ? kPipelined : kCma;
         }
         Class &c = classes_[size_class(bytes)];
@@ -51,7 +54,7 @@ class CopyChoice {
 
     /* A transfer that `choose` sent `way` took `ns` for `bytes` (success only). */
     void record(Way way, size_t bytes, uint64_t ns) {
-        if ((setting_ != Setting::kAuto) || (bytes < kMinBytes)) {
+        if (!timed(bytes)) {
             return;
         }
         /* ns per KiB, at least 1 (0 means not measured yet). The way taken

@@ -548,7 +548,7 @@ void SmRendezvous::copy_matched(MatchedRts &rts) {
         pull_matched(rts, 0);
         return;
     }
-    const uint64_t started = monotonic_ns();
+    const uint64_t started = copy_choice_.timed(rts.want) ? monotonic_ns() : 0;
     if (copy_choice_.choose(rts.want) == CopyChoice::kPipelined) {
         pull_matched(rts, started);
         return;
@@ -981,13 +981,13 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
     }
     /* A rendezvous slot or a split names the endpoint's peer: only for
      * its own memory (the key of another process is read, not shared). */
-    const bool     peers_key = key->pid == ep->peer->pid();
-    const uint64_t started   = monotonic_ns();
+    const bool peers_key = key->pid == ep->peer->pid();
     /* A rendezvous send's buffer only: its sender progresses until the
      * send completes. Other registered memory is read one-sidedly (an RMA
-     * get needs no progress of its owner). */
-    if (!write && key->has_rndv && peers_key && (key->pid != self_pid()) &&
-        (copy_choice_.choose(op.total) == CopyChoice::kPipelined)) {
+     * get needs no progress of its owner), and untimed. */
+    const bool     choosing = !write && key->has_rndv && peers_key && (key->pid != self_pid());
+    const uint64_t started  = (choosing && copy_choice_.timed(op.total)) ? monotonic_ns() : 0;
+    if (choosing && (copy_choice_.choose(op.total) == CopyChoice::kPipelined)) {
         return pull_get(op, started);
     }
     RndvSlot  *slot      = nullptr;
@@ -1013,13 +1013,11 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
          * same, its sender invited through a slot of ours. */
         const size_t piece = split_piece(op.total, op.count, ep->peer);
         if (piece != 0) {
-            return split_plain_get(op, piece, started);
+            return split_plain_get(op, piece);
         }
     }
     status = cma_copy(key->pid, op.local, op.count, remote_addr, op.total, write);
-    if (!write) {
-        copied(CopyChoice::kCma, op.total, started, status);
-    }
+    copied(CopyChoice::kCma, op.total, started, status);
     if ((slot != nullptr) && !release_slot(slot, gen, kRndvPosted)) {
         return UCS_ERR_CANCELED; /* the sender withdrew it while we copied */
     }
@@ -1103,7 +1101,7 @@ ucs_status_t SmRendezvous::split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &
 
 /* The slot comes from our free sends (no send of ours names it while the
  * get holds it), READING while the owner may write (release_get_slot). */
-ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece, uint64_t started_ns) {
+ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece) {
     const uint32_t index = free_ops_.back();
     free_ops_.pop_back();
     RndvSlot      *slot  = &slots_[index];
@@ -1111,7 +1109,6 @@ ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece, uin
     slot->mode.store(kRndvModeCma, std::memory_order_relaxed);
     slot->word.store(rndv_word(ops_[index].gen, kRndvReading), std::memory_order_release);
     SplitCopy split{nullptr, op.ep->peer, slot, token, 0, 0, op.total, 0, UCS_OK, op.ep, op.comp};
-    split.started = started_ns;
     return start_get_split(split, op.local, op.count, op.remote_addr, piece,
                            ControlMsg{Kind::kGetRtr, 0, token, op.remote_addr});
 }

@@ -220,7 +220,7 @@ class SmRendezvous {
     struct OneSided;
     /* A get of memory the owner registered, split with it through a slot
      * of ours (kGetRtr). */
-    ucs_status_t split_plain_get(const OneSided &op, size_t piece, uint64_t started_ns);
+    ucs_status_t split_plain_get(const OneSided &op, size_t piece);
     /* What both kinds of split get share once their slot is READING. */
     ucs_status_t start_get_split(SplitCopy split, const struct iovec *local, size_t count,
                                  uint64_t address, size_t piece, const ControlMsg &invite);
