@@ -439,11 +439,40 @@ class TagMultiProc : public ::testing::TestWithParam<std::string> {
 
     /* Opens this process's iface (`node`), reads the child's address and
      * connects to it (`ep`); sends our address back if `reply`. */
-    void open_connected(Child &c, std::unique_ptr<Node> *node, uct_ep_h *ep, bool reply) {
+    /* A get_zcopy of `length` bytes at `address`, whole and with the owner's pattern. */
+    void get_whole(uct_ep_h ep, uint64_t address, uct_rkey_t rkey, size_t length, uint64_t seed) {
+        GuardedBuffer dest(length);
+        Completion    done;
+        uct_iov_t     iov    = {dest.data(), length, nullptr, 0, 1};
+        ucs_status_t  status = UCS_ERR_NO_RESOURCE;
+        ASSERT_TRUE(wait([&] {
+            status = uct_ep_get_zcopy(ep, &iov, 1, address, rkey, &done.comp);
+            return status != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS)) << ucs_status_string(status);
+        if (status == UCS_INPROGRESS) {
+            ASSERT_TRUE(wait([&] { return done.calls == 1; }, 30));
+            EXPECT_EQ(done.status, UCS_OK) << ucs_status_string(done.status);
+        }
+        EXPECT_EQ(pattern_mismatch(dest.data(), length, seed), SIZE_MAX);
+        EXPECT_TRUE(dest.guards_intact());
+    }
+
+    /* The key split_get_owner_main sends, unpacked. */
+    void read_owner_key(Child &c, uct_tm::sm::PackedRkey *key, uct_rkey_bundle_t *rkey) {
+        std::string packed;
+        ASSERT_TRUE(read_msg(c.sock, &packed, idle));
+        ASSERT_EQ(packed.size(), sizeof(uct_tm::sm::PackedRkey));
+        memcpy(key, packed.data(), sizeof(*key));
+        ASSERT_EQ(uct_rkey_unpack(env_->component(), packed.data(), rkey), UCS_OK);
+    }
+
+    void open_connected(Child &c, std::unique_ptr<Node> *node, uct_ep_h *ep, bool reply,
+                        Settings sm_settings = {}) {
         const std::string tl = GetParam();
         env_.reset(new UctEnv());
-        node->reset(new Node(*env_, tl, tl == "tm_sm" ? Settings{{"PEER_CHECK_INTERVAL", "10ms"}}
-                                                      : Settings{}));
+        sm_settings.push_back({"PEER_CHECK_INTERVAL", "10ms"});
+        node->reset(new Node(*env_, tl, tl == "tm_sm" ? sm_settings : Settings{}));
         ASSERT_EQ((*node)->status, UCS_OK);
         std::string addr;
         ASSERT_TRUE(read_msg(c.sock, &addr, idle));
@@ -1215,8 +1244,31 @@ TEST_P(TagMultiProc, ForgedRkeysNamingOtherProcesses) {
 
 /* ---- split get_zcopy of registered memory ---------------------------------------------------- */
 
+/* What closing a PRINT_STATS iface (`close`) printed on stderr. */
+std::string printed_stats(const std::function<void()> &close) {
+    char      stats[] = "/tmp/uct-tm-stats-XXXXXX";
+    const int fd      = mkstemp(stats);
+    if (fd < 0) {
+        return "";
+    }
+    unlink(stats);
+    fflush(stderr);
+    const int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    close();
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    ::close(saved);
+    std::string   text(4096, '\0');
+    const ssize_t n = pread(fd, &text[0], text.size(), 0);
+    ::close(fd);
+    text.resize((n > 0) ? size_t(n) : 0);
+    return text;
+}
+
 /* The owner of a registered buffer, in a child: sends {address, length,
- * packed rkey}, serves (progresses, or not: `progress`) until "bye", then
+ * packed rkey}, serves (progresses, or not: `progress`, until "serve"
+ * turns it on) until "bye", then
  * closes its iface with PRINT_STATS and sends how many get invitations it
  * wrote pieces of. With `claimed` > length it packs a key claiming more
  * than it registered (the rest is its memory too, never registered). */
@@ -1250,27 +1302,15 @@ int split_get_owner_main(int sock, const std::string &tl, size_t length, size_t 
             uct_worker_progress(q->env.worker());
         }
     };
-    std::string bye;
-    if (!read_msg(sock, &bye, progress ? serve : std::function<void()>(idle), 60)) {
-        return 3;
-    }
+    std::string command;
+    do {
+        if (!read_msg(sock, &command, progress ? serve : std::function<void()>(idle), 60)) {
+            return 3;
+        }
+        progress = progress || (command == "serve");
+    } while (command != "bye");
     uct_md_mem_dereg(q->env.md(), memh);
-    char      stats[] = "/tmp/uct-tm-split-get-XXXXXX";
-    const int fd      = mkstemp(stats);
-    if (fd < 0) {
-        return 4;
-    }
-    unlink(stats);
-    fflush(stderr);
-    const int saved = dup(STDERR_FILENO);
-    dup2(fd, STDERR_FILENO);
-    q.reset(); /* prints the counters */
-    fflush(stderr);
-    dup2(saved, STDERR_FILENO);
-    std::string   text(4096, '\0');
-    const ssize_t n = pread(fd, &text[0], text.size(), 0);
-    close(fd);
-    text.resize((n > 0) ? size_t(n) : 0);
+    const std::string text   = printed_stats([&q] { q.reset(); });
     unsigned long served = 0;
     const size_t  at     = text.find(" gets of ours split with their reader");
     if (at != std::string::npos) {
@@ -1310,14 +1350,11 @@ TEST_P(TagMultiProc, SplitGetOfRegisteredMemory) {
         });
         std::unique_ptr<Node> node;
         uct_ep_h              ep = nullptr;
-        open_connected(c, &node, &ep, false);
-        std::string packed;
-        ASSERT_TRUE(read_msg(c.sock, &packed, idle));
-        ASSERT_EQ(packed.size(), sizeof(uct_tm::sm::PackedRkey));
+        /* Split copies: CMA (RNDV_COPY=auto may pipeline them instead). */
+        open_connected(c, &node, &ep, false, Settings{{"RNDV_COPY", "cma"}});
         uct_tm::sm::PackedRkey key;
-        memcpy(&key, packed.data(), sizeof(key));
-        uct_rkey_bundle_t rkey;
-        ASSERT_EQ(uct_rkey_unpack(env_->component(), packed.data(), &rkey), UCS_OK);
+        uct_rkey_bundle_t      rkey;
+        ASSERT_NO_FATAL_FAILURE(read_owner_key(c, &key, &rkey));
 
         /* Several: the first invitation also has the owner map our segment,
          * which may take longer than our whole copy. A progressing owner
@@ -1328,22 +1365,8 @@ TEST_P(TagMultiProc, SplitGetOfRegisteredMemory) {
              (get < 4) ||
              (k.served && (std::chrono::steady_clock::now() - start < std::chrono::seconds(1)));
              ++get) {
-            GuardedBuffer dest(k.claimed);
-            Completion    done;
-            uct_iov_t     iov    = {dest.data(), k.claimed, nullptr, 0, 1};
-            ucs_status_t  status = UCS_ERR_NO_RESOURCE;
-            ASSERT_TRUE(wait([&] {
-                status = uct_ep_get_zcopy(ep, &iov, 1, key.address, rkey.rkey, &done.comp);
-                return status != UCS_ERR_NO_RESOURCE;
-            }));
-            ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS))
-                << ucs_status_string(status);
-            if (status == UCS_INPROGRESS) {
-                ASSERT_TRUE(wait([&] { return done.calls == 1; }, 30));
-                EXPECT_EQ(done.status, UCS_OK) << ucs_status_string(done.status);
-            }
-            EXPECT_EQ(pattern_mismatch(dest.data(), k.claimed, seed), SIZE_MAX) << "get " << get;
-            EXPECT_TRUE(dest.guards_intact());
+            SCOPED_TRACE("get " + std::to_string(get));
+            ASSERT_NO_FATAL_FAILURE(get_whole(ep, key.address, rkey.rkey, k.claimed, seed));
         }
         uct_rkey_release(env_->component(), &rkey);
         ASSERT_TRUE(write_msg(c.sock, "bye"));
@@ -1353,6 +1376,57 @@ TEST_P(TagMultiProc, SplitGetOfRegisteredMemory) {
         EXPECT_EQ(reap(c), 0);
         uct_ep_destroy(ep);
     }
+}
+
+/* A pipelined get_zcopy of registered memory whose owner does not progress
+ * (an RMA target, a sender computing): the getter revokes the piece it
+ * waits for and reads the rest by CMA. The owner, progressing later, finds
+ * the stale request's chunks revoked or reused by newer gets and writes
+ * none of them; while it progresses it fills the gets' chunks itself. */
+TEST_P(TagMultiProc, PipelinedGetTakenOverFromIdleOwner) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's pipelined copy";
+    }
+    constexpr size_t      kLength = (3u << 20) + 4567; /* 49 staging chunks and a tail */
+    const uint64_t        seed    = test_seed();
+    Child                &c       = add_child([=](int sock) {
+        return split_get_owner_main(sock, GetParam(), kLength, kLength, seed, false);
+    });
+    std::unique_ptr<Node> node;
+    uct_ep_h              ep = nullptr;
+    open_connected(c, &node, &ep, false,
+                   Settings{{"RNDV_COPY", "pipelined"}, {"PRINT_STATS", "y"}});
+    uct_tm::sm::PackedRkey key;
+    uct_rkey_bundle_t      rkey;
+    ASSERT_NO_FATAL_FAILURE(read_owner_key(c, &key, &rkey));
+    {
+        SCOPED_TRACE("owner idle");
+        ASSERT_NO_FATAL_FAILURE(get_whole(ep, key.address, rkey.rkey, kLength, seed));
+    }
+    ASSERT_TRUE(write_msg(c.sock, "serve"));
+    /* For a second: a loaded host may keep the owner away for a while. */
+    const auto start = std::chrono::steady_clock::now();
+    for (int get = 0; std::chrono::steady_clock::now() - start < std::chrono::seconds(1); ++get) {
+        SCOPED_TRACE("owner serving, get " + std::to_string(get));
+        ASSERT_NO_FATAL_FAILURE(get_whole(ep, key.address, rkey.rkey, kLength, seed));
+    }
+    uct_rkey_release(env_->component(), &rkey);
+    uct_ep_destroy(ep);
+    const std::string text      = printed_stats([&node] { node.reset(); });
+    unsigned long     pipelined = 0, taken_over = 0;
+    const size_t      at = text.find(" gets split with their sender, ");
+    ASSERT_NE(at, std::string::npos) << text;
+    ASSERT_EQ(sscanf(text.c_str() + at,
+                     " gets split with their sender, %lu pipelined (%lu finished", &pipelined,
+                     &taken_over),
+              2)
+        << text;
+    EXPECT_GE(taken_over, 1u) << "the get from the idle owner";
+    EXPECT_GT(pipelined, taken_over) << "no get filled by the serving owner";
+    ASSERT_TRUE(write_msg(c.sock, "bye"));
+    std::string served;
+    ASSERT_TRUE(read_msg(c.sock, &served, idle, 60));
+    EXPECT_EQ(reap(c), 0);
 }
 
 /* ---- mismatched geometries ------------------------------------------------------------------ */

@@ -180,27 +180,28 @@ ucs_status_t SmIface::init(uct_md_h md, uct_worker_h, const uct_iface_params_t *
 
 void SmIface::print_counters(FILE *stream) const {
     const TagEngine::Counters &t = tags_.counters();
-    fprintf(stream,
-            "tm_sm iface %u (pid %d): %lu messages received; tag list: %lu posted, %lu matched, "
-            "%lu cancelled, %lu refused; %lu unexpected; rendezvous received: %lu direct, %lu cma, "
-            "%lu split, %lu pipelined; %lu gets split with their sender, %lu pipelined; %lu gets "
-            "of ours split with their reader; the other side wrote %lu of our splits' %lu pieces; "
-            "copies timed for RNDV_COPY: %lu by CMA, %lu pipelined; %lu dropped; "
-            "%lu eager messages sent with streaming stores (auto turned them on %lu times); "
-            "%lu bcopy sends waited for FIFO room\n",
-            iface_serial_, static_cast<int>(getpid()), (unsigned long)counters_.received,
-            (unsigned long)t.posts, (unsigned long)t.matches, (unsigned long)t.cancels,
-            (unsigned long)t.refused, (unsigned long)counters_.unexpected,
-            (unsigned long)rndv_.counters().direct, (unsigned long)rndv_.counters().cma,
-            (unsigned long)rndv_.counters().split, (unsigned long)rndv_.counters().pipelined,
-            (unsigned long)rndv_.counters().get_split,
-            (unsigned long)rndv_.counters().pipelined_gets,
-            (unsigned long)rndv_.counters().get_served,
-            (unsigned long)rndv_.counters().pieces_theirs, (unsigned long)rndv_.counters().pieces,
-            (unsigned long)rndv_.copy_choice().chosen(CopyChoice::kCma),
-            (unsigned long)rndv_.copy_choice().chosen(CopyChoice::kPipelined),
-            (unsigned long)dropped_, (unsigned long)copy_mode_.streamed(),
-            (unsigned long)copy_mode_.switches(), (unsigned long)counters_.backlogged);
+    fprintf(
+        stream,
+        "tm_sm iface %u (pid %d): %lu messages received; tag list: %lu posted, %lu matched, "
+        "%lu cancelled, %lu refused; %lu unexpected; rendezvous received: %lu direct, %lu cma, "
+        "%lu split, %lu pipelined; %lu gets split with their sender, %lu pipelined (%lu finished "
+        "by CMA: their owner kept them waiting); %lu gets "
+        "of ours split with their reader; the other side wrote %lu of our splits' %lu pieces; "
+        "copies timed for RNDV_COPY: %lu by CMA, %lu pipelined; %lu dropped; "
+        "%lu eager messages sent with streaming stores (auto turned them on %lu times); "
+        "%lu bcopy sends waited for FIFO room\n",
+        iface_serial_, static_cast<int>(getpid()), (unsigned long)counters_.received,
+        (unsigned long)t.posts, (unsigned long)t.matches, (unsigned long)t.cancels,
+        (unsigned long)t.refused, (unsigned long)counters_.unexpected,
+        (unsigned long)rndv_.counters().direct, (unsigned long)rndv_.counters().cma,
+        (unsigned long)rndv_.counters().split, (unsigned long)rndv_.counters().pipelined,
+        (unsigned long)rndv_.counters().get_split, (unsigned long)rndv_.counters().pipelined_gets,
+        (unsigned long)staging_.taken_over(), (unsigned long)rndv_.counters().get_served,
+        (unsigned long)rndv_.counters().pieces_theirs, (unsigned long)rndv_.counters().pieces,
+        (unsigned long)rndv_.copy_choice().chosen(CopyChoice::kCma),
+        (unsigned long)rndv_.copy_choice().chosen(CopyChoice::kPipelined), (unsigned long)dropped_,
+        (unsigned long)copy_mode_.streamed(), (unsigned long)copy_mode_.switches(),
+        (unsigned long)counters_.backlogged);
 }
 
 SmIface::~SmIface() {

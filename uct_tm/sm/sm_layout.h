@@ -31,7 +31,7 @@ namespace uct_tm {
 namespace sm {
 
 inline constexpr uint64_t kSegmentMagic   = 0x6d735f6d745f7375ull; /* "us_tm_sm" */
-inline constexpr uint32_t kLayoutVersion  = 7;
+inline constexpr uint32_t kLayoutVersion  = 8;
 inline constexpr size_t   kCacheLine      = 64;
 inline constexpr uint64_t kStateReady     = 1ull << 63;
 inline constexpr uint64_t kStateSkipped   = 1ull << 62;
@@ -177,16 +177,25 @@ static_assert(sizeof(PullRequest) <= 2 * kCacheLine - sizeof(ElemHeader),
               "a pull request fits inline in the smallest FIFO element");
 
 /* One staging chunk's hand-over word, in the requester's segment:
- *   (generation << 40) | (piece << 1)      chunk free to receive `piece`
- *   (generation << 40) | (piece << 1) | 1  `piece` is in the chunk
- * The generation is the pull's, so a stale owner never matches. */
+ * (generation << 40) | (piece << 2) | mark. The owner of the data claims a
+ * free chunk (compare-and-swap to kWriting) before it writes the piece, so
+ * that a requester allowed to read the owner's memory itself may revoke the
+ * piece the owner has not claimed (kRevoked) and copy the rest alone. The
+ * generation is the pull's, so a stale owner never matches. */
+enum class StagingMark : uint64_t { kFree = 0, kWriting = 1, kReady = 2, kRevoked = 3 };
 struct alignas(kCacheLine) StagingState {
     std::atomic<uint64_t> word;
 };
-inline uint64_t staging_free(uint32_t gen, uint64_t piece) {
-    return (uint64_t{gen & 0xffffff} << 40) | (piece << 1);
+inline uint64_t staging_word(uint32_t gen, uint64_t piece, StagingMark mark) {
+    return (uint64_t{gen & 0xffffff} << 40) | (piece << 2) | static_cast<uint64_t>(mark);
 }
-inline uint64_t staging_ready(uint32_t gen, uint64_t piece) { return staging_free(gen, piece) | 1; }
+inline uint64_t staging_free(uint32_t gen, uint64_t piece) {
+    return staging_word(gen, piece, StagingMark::kFree);
+}
+inline uint64_t staging_ready(uint32_t gen, uint64_t piece) {
+    return staging_word(gen, piece, StagingMark::kReady);
+}
+inline uint32_t staging_gen(uint64_t word) { return static_cast<uint32_t>(word >> 40); }
 
 /* A sender's entry in the owner's peer table. */
 struct alignas(kCacheLine) PeerSlot {

@@ -125,6 +125,7 @@ class RemotePeer {
     std::vector<SmEp *>     eps;           /* endpoints to this peer */
     bool                    geometry_warned = false; /* said a message cannot fit its geometry */
     SplitHelp               split_help; /* whether it writes pieces of our split copies */
+    uint64_t                pushed_ns = 0; /* when it last filled a chunk of a takeover pull */
 
   private:
     RemotePeer() = default;

@@ -545,12 +545,12 @@ void SmRendezvous::copy_matched(MatchedRts &rts) {
         }
     }
     if (!cma) {
-        pull_matched(rts, 0);
+        pull_matched(rts, CopyTimer{});
         return;
     }
-    const uint64_t started = copy_choice_.timed(rts.want) ? monotonic_ns() : 0;
-    if (copy_choice_.choose(rts.want) == CopyChoice::kPipelined) {
-        pull_matched(rts, started);
+    const CopyTimer timer = start_timer(rts.want);
+    if (copy_choice_.choose(rts.want, timer.alone) == CopyChoice::kPipelined) {
+        pull_matched(rts, timer);
         return;
     }
     const pid_t  pid   = rts.sender->pid();
@@ -559,14 +559,14 @@ void SmRendezvous::copy_matched(MatchedRts &rts) {
         ++counters_.cma;
         const ucs_status_t status = cma_copy(pid, rts.local, rts.count, info.address, rts.want,
                                              false);
-        copied(CopyChoice::kCma, rts.want, started, status);
+        copied(CopyChoice::kCma, rts.want, timer, status);
         finish_matched(rts, status);
         return;
     }
     ++counters_.split;
     SplitCopy split{rts.recv, rts.sender,  rts.slot, info.op_token, info.proof,
                     rts.tag,  info.length, 0,        UCS_OK};
-    split.started = started;
+    split.timer = timer;
     start_split(&split, rts.local, rts.count, info.address, rts.want, piece,
                 ControlMsg{Kind::kRndvRtr, 0, split.token, split.proof});
     if (!keep_split(&split)) {
@@ -575,8 +575,8 @@ void SmRendezvous::copy_matched(MatchedRts &rts) {
 }
 
 /* The sender copies the data through our staging chunks (no CMA to it, or
- * CopyChoice's pick: then timed from `started_ns`). */
-void SmRendezvous::pull_matched(const MatchedRts &rts, uint64_t started_ns) {
+ * CopyChoice's pick: then timed by `timer`). */
+void SmRendezvous::pull_matched(const MatchedRts &rts, const CopyTimer &timer) {
     rts.slot->mode.store(kRndvModePull, std::memory_order_release);
     ++counters_.pipelined;
     Pull pull;
@@ -591,7 +591,7 @@ void SmRendezvous::pull_matched(const MatchedRts &rts, uint64_t started_ns) {
     pull.slot       = rts.slot;
     pull.token      = rts.info.op_token;
     pull.rndv_proof = rts.info.proof;
-    pull.started    = started_ns;
+    pull.timer      = timer;
     ++rts.sender->refs;
     const ucs_status_t status = staging_.start_pull(pull, rts.info.address, rts.info.op_token);
     if (status != UCS_OK) {
@@ -734,16 +734,22 @@ ucs_status_t SmRendezvous::split_status(const SplitCopy &split, ucs_status_t sta
     return (done.epoch == split.epoch) ? done.status : UCS_ERR_IO_ERROR;
 }
 
-void SmRendezvous::copied(CopyChoice::Way way, size_t bytes, uint64_t started_ns,
+void SmRendezvous::copied(CopyChoice::Way way, size_t bytes, const CopyTimer &timer,
                           ucs_status_t status) {
-    if ((started_ns != 0) && (status == UCS_OK)) {
-        copy_choice_.record(way, bytes, monotonic_ns() - started_ns);
+    if ((timer.started_ns != 0) && (status == UCS_OK)) {
+        copy_choice_.record(way, bytes, monotonic_ns() - timer.started_ns, timer.alone);
     }
+}
+
+CopyTimer SmRendezvous::start_timer(size_t bytes) const {
+    /* Alone: no other copy of ours runs (a CMA copy ends inside its call). */
+    return CopyTimer{copy_choice_.timed(bytes) ? monotonic_ns() : 0,
+                     splits_.empty() && staging_.pulls_idle()};
 }
 
 void SmRendezvous::finish_split(SplitCopy split, ucs_status_t status) {
     status = split_status(split, status);
-    copied(CopyChoice::kCma, split.length, split.started, status);
+    copied(CopyChoice::kCma, split.length, split.timer, status);
     if (split.recv == nullptr) {
         /* A get: the sender's buffer stays published until its owner
          * withdraws it (UCP cancels the send once told the data arrived). */
@@ -921,6 +927,16 @@ bool SmRendezvous::cma_allowed(RemotePeer *peer, uint64_t address) {
     return peer->cma() == RemotePeer::Cma::kAllowed;
 }
 
+ucs_status_t SmRendezvous::read_by_cma(pid_t pid, const struct iovec *dest, size_t ndest,
+                                       size_t offset, uint64_t remote, size_t length) {
+    struct iovec local[kRndvMaxIov];
+    ndest = std::min<size_t>(ndest, kRndvMaxIov);
+    std::copy(dest, dest + ndest, local);
+    struct iovec *at    = local;
+    const size_t  count = advance(at, ndest, offset);
+    return cma_copy(pid, at, count, remote, length, false);
+}
+
 /* ---- one-sided ------------------------------------------------------------------------- */
 
 ucs_status_t SmRendezvous::zcopy(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,
@@ -977,18 +993,19 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
         }
     }
     if ((key->pid != self_pid()) && !cma_allowed(ep->peer, remote_addr)) {
-        return pull_get(op, 0);
+        return pull_get(op, CopyTimer{});
     }
     /* A rendezvous slot or a split names the endpoint's peer: only for
      * its own memory (the key of another process is read, not shared). */
     const bool peers_key = key->pid == ep->peer->pid();
-    /* A rendezvous send's buffer only: its sender progresses until the
-     * send completes. Other registered memory is read one-sidedly (an RMA
-     * get needs no progress of its owner), and untimed. */
-    const bool     choosing = !write && key->has_rndv && peers_key && (key->pid != self_pid());
-    const uint64_t started  = (choosing && copy_choice_.timed(op.total)) ? monotonic_ns() : 0;
-    if (choosing && (copy_choice_.choose(op.total) == CopyChoice::kPipelined)) {
-        return pull_get(op, started);
+    /* A rendezvous send's buffer (its sender progresses until the send
+     * completes), or registered memory whose owner may never progress (an
+     * RMA target): its pipelined get is taken over by CMA if left waiting. */
+    const bool choosing = !write && peers_key && (key->pid != self_pid()) &&
+                          (op.count <= kRndvMaxIov);
+    const CopyTimer timer = choosing ? start_timer(op.total) : CopyTimer{};
+    if (choosing && (copy_choice_.choose(op.total, timer.alone) == CopyChoice::kPipelined)) {
+        return pull_get(op, timer);
     }
     RndvSlot  *slot      = nullptr;
     uint32_t   gen       = 0;
@@ -1005,7 +1022,7 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
          * its sender as a matched receive does. */
         const size_t piece = split_piece(op.total, op.count, ep->peer);
         if (piece != 0) {
-            return split_get(ep, slot, *key, op.local, op.count, op.total, piece, comp, started);
+            return split_get(ep, slot, *key, op.local, op.count, op.total, piece, comp, timer);
         }
     }
     if ((slot == nullptr) && peers_key && !write && !free_ops_.empty()) {
@@ -1013,11 +1030,11 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
          * same, its sender invited through a slot of ours. */
         const size_t piece = split_piece(op.total, op.count, ep->peer);
         if (piece != 0) {
-            return split_plain_get(op, piece);
+            return split_plain_get(op, piece, timer);
         }
     }
     status = cma_copy(key->pid, op.local, op.count, remote_addr, op.total, write);
-    copied(CopyChoice::kCma, op.total, started, status);
+    copied(CopyChoice::kCma, op.total, timer, status);
     if ((slot != nullptr) && !release_slot(slot, gen, kRndvPosted)) {
         return UCS_ERR_CANCELED; /* the sender withdrew it while we copied */
     }
@@ -1055,7 +1072,7 @@ ucs_status_t SmRendezvous::check_one_sided(const uct_iov_t *iov, size_t iovcnt, 
 
 /* No CMA to the key's owner: it copies the range for us through our
  * staging chunks (a get); a put has no such way. */
-ucs_status_t SmRendezvous::pull_get(const OneSided &op, uint64_t started_ns) {
+ucs_status_t SmRendezvous::pull_get(const OneSided &op, const CopyTimer &timer) {
     SmEp *ep = op.ep;
     if (op.write) {
         ucs_error("tm_sm: put_zcopy to process %d needs cross-memory attach, which is not "
@@ -1075,7 +1092,9 @@ ucs_status_t SmRendezvous::pull_get(const OneSided &op, uint64_t started_ns) {
     pull.comp       = op.comp;
     pull.ep         = ep;
     pull.rndv_proof = op.key->rndv_proof;
-    pull.started    = started_ns;
+    pull.timer      = timer;
+    pull.takeover   = !op.key->has_rndv && (op.key->pid != self_pid()) &&
+                    cma_allowed(ep->peer, op.remote_addr);
     ++counters_.pipelined_gets;
     ++ep->peer->refs;
     ++ep->gets_outstanding;
@@ -1091,17 +1110,18 @@ ucs_status_t SmRendezvous::pull_get(const OneSided &op, uint64_t started_ns) {
 
 ucs_status_t SmRendezvous::split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &key,
                                      const struct iovec *local, size_t count, size_t length,
-                                     size_t piece, uct_completion_t *comp, uint64_t started_ns) {
+                                     size_t piece, uct_completion_t *comp, const CopyTimer &timer) {
     const uint64_t token = key.rndv_token;
     SplitCopy split{nullptr, ep->peer, slot, token, key.rndv_proof, 0, length, 0, UCS_OK, ep, comp};
-    split.started = started_ns;
+    split.timer = timer;
     return start_get_split(split, local, count, key.address, piece,
                            ControlMsg{Kind::kRndvRtr, 0, token, key.rndv_proof});
 }
 
 /* The slot comes from our free sends (no send of ours names it while the
  * get holds it), READING while the owner may write (release_get_slot). */
-ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece) {
+ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece,
+                                           const CopyTimer &timer) {
     const uint32_t index = free_ops_.back();
     free_ops_.pop_back();
     RndvSlot      *slot  = &slots_[index];
@@ -1109,6 +1129,7 @@ ucs_status_t SmRendezvous::split_plain_get(const OneSided &op, size_t piece) {
     slot->mode.store(kRndvModeCma, std::memory_order_relaxed);
     slot->word.store(rndv_word(ops_[index].gen, kRndvReading), std::memory_order_release);
     SplitCopy split{nullptr, op.ep->peer, slot, token, 0, 0, op.total, 0, UCS_OK, op.ep, op.comp};
+    split.timer = timer;
     return start_get_split(split, op.local, op.count, op.remote_addr, piece,
                            ControlMsg{Kind::kGetRtr, 0, token, op.remote_addr});
 }
@@ -1124,7 +1145,7 @@ ucs_status_t SmRendezvous::start_get_split(SplitCopy split, const struct iovec *
     }
     const ucs_status_t status = release_get_slot(split) ? split_status(split, split.status)
                                                         : UCS_ERR_CANCELED;
-    copied(CopyChoice::kCma, split.length, split.started, status);
+    copied(CopyChoice::kCma, split.length, split.timer, status);
     return status;
 }
 

@@ -63,7 +63,7 @@ struct SplitCopy {
     uct_completion_t *comp = nullptr;
     uint64_t          deadline = 0; /* for the sender's pieces (SPLIT_TIMEOUT) */
     uint16_t          epoch    = 0; /* of this attempt in the slot (SplitClaim) */
-    uint64_t          started  = 0; /* monotonic_ns() at its start, for CopyChoice */
+    CopyTimer         timer    = {}; /* for CopyChoice */
 };
 
 class SmRendezvous {
@@ -137,10 +137,15 @@ class SmRendezvous {
     void finish_receive(RemotePeer *sender, RndvSlot *slot, uint64_t token, uint64_t proof,
                         TagEngine::Recv *recv, uct_tag_t tag, size_t length, ucs_status_t status);
 
-    /* A copy CopyChoice chose (`way`), started at `started_ns`, ended
+    /* A copy CopyChoice chose (`way`), timed by `timer`, ended
      * with `status`: its time counts for the next choices. */
-    void copied(CopyChoice::Way way, size_t bytes, uint64_t started_ns, ucs_status_t status);
+    void copied(CopyChoice::Way way, size_t bytes, const CopyTimer &timer, ucs_status_t status);
     const CopyChoice &copy_choice() const { return copy_choice_; }
+
+    /* Reads [remote, remote + length) of process `pid` into the iov list
+     * `dest` from byte `offset` on (a pipelined get taken over). */
+    ucs_status_t read_by_cma(pid_t pid, const struct iovec *dest, size_t ndest, size_t offset,
+                             uint64_t remote, size_t length);
 
     const Counters  &counters() const { return counters_; }
 
@@ -166,7 +171,7 @@ class SmRendezvous {
     void announce_unexpected(const Message &m, const RndvInfo &info, const RemotePeer *sender);
     /* Direct, CMA, split or pipelined: the copy of a matched RTS. */
     void copy_matched(MatchedRts &rts);
-    void pull_matched(const MatchedRts &rts, uint64_t started_ns);
+    void pull_matched(const MatchedRts &rts, const CopyTimer &timer);
     void finish_matched(const MatchedRts &rts, ucs_status_t status);
     /* An RTS from a peer we cannot attach back to: refuse it in its slot. */
     void         reject(const Message &m, uint64_t token);
@@ -210,7 +215,7 @@ class SmRendezvous {
     bool         keep_split(SplitCopy *split);
     ucs_status_t split_get(SmEp *ep, RndvSlot *slot, const RemoteKey &key,
                            const struct iovec *local, size_t count, size_t length, size_t piece,
-                           uct_completion_t *comp, uint64_t started_ns);
+                           uct_completion_t *comp, const CopyTimer &timer);
     /* Our half of an invitation: pieces from the front of `source` (ours)
      * into `theirs`, claimed in attempt `epoch` while the slot's word is
      * `reading`; false if CMA does not reach the reader (nothing claimed). */
@@ -220,7 +225,7 @@ class SmRendezvous {
     struct OneSided;
     /* A get of memory the owner registered, split with it through a slot
      * of ours (kGetRtr). */
-    ucs_status_t split_plain_get(const OneSided &op, size_t piece);
+    ucs_status_t split_plain_get(const OneSided &op, size_t piece, const CopyTimer &timer);
     /* What both kinds of split get share once their slot is READING. */
     ucs_status_t start_get_split(SplitCopy split, const struct iovec *local, size_t count,
                                  uint64_t address, size_t piece, const ControlMsg &invite);
@@ -249,7 +254,9 @@ class SmRendezvous {
     };
     /* Checks the iov list and the key against the endpoint; fills the rest of `op`. */
     static ucs_status_t check_one_sided(const uct_iov_t *iov, size_t iovcnt, OneSided *op);
-    ucs_status_t        pull_get(const OneSided &op, uint64_t started_ns);
+    ucs_status_t        pull_get(const OneSided &op, const CopyTimer &timer);
+    /* Starts timing a copy of `bytes` CopyChoice decides. */
+    CopyTimer    start_timer(size_t bytes) const;
     ucs_status_t zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
                            uct_rkey_t rkey, uct_completion_t *comp, bool write);
     ucs_status_t zcopy_deferred(SmEp *ep, const uct_iov_t *iov, size_t iovcnt,

@@ -119,12 +119,15 @@ void SmStagingCopies::request(size_t index) {
         req.chunk[j] = pull.chunk[j];
     }
     pull.nchunks    = static_cast<uint16_t>(n);
-    if (pull.started != 0) {
+    if (pull.takeover) {
+        pull.waiting_since = monotonic_ns();
+    }
+    if (pull.timer.started_ns != 0) {
         /* Timed from here, and as one of `sharing` pulls copying at once
          * (several in flight take turns with the owner and with us: each
          * one's time is theirs too); a wait for chunks other pulls hold is
          * queueing behind them, which CMA's copies would have done as well. */
-        pull.started = monotonic_ns();
+        pull.timer.started_ns = monotonic_ns();
         pull.sharing = static_cast<uint32_t>(pulls_active_);
     }
     req.pull_token  = (uint64_t{pull.gen} << 32) | index;
@@ -152,7 +155,7 @@ void SmStagingCopies::finish(size_t index, ucs_status_t status) {
     pulls_[index].active = false;
     --pulls_active_;
     rndv_.copied(CopyChoice::kPipelined, pull.length * std::max<uint32_t>(pull.sharing, 1),
-                 pull.started, status);
+                 pull.timer, status);
     if (pull.purpose == Pull::Purpose::kRndv) {
         rndv_.finish_receive(pull.owner, pull.slot, pull.token, pull.rndv_proof, pull.recv,
                              pull.tag, pull.msg_length, status);
@@ -272,6 +275,76 @@ void SmStagingCopies::forget_ep(SmEp *ep) {
     }
 }
 
+bool SmStagingCopies::copy_out(size_t index, unsigned *count) {
+    Pull &pull = pulls_[index];
+    while (pull.next < pull.pieces) {
+        const uint16_t c     = pull.chunk[pull.next % pull.nchunks];
+        StagingState  *state = own_state(c);
+        if (state->word.load(std::memory_order_acquire) != staging_ready(pull.gen, pull.next)) {
+            return false;
+        }
+        const size_t offset = size_t{pull.next} * chunk_size_;
+        scatter_into(pull.dest, pull.ndest, offset, own_chunk(c),
+                     std::min<size_t>(chunk_size_, pull.length - offset));
+        state->word.store(staging_free(pull.gen, pull.next + pull.nchunks),
+                          std::memory_order_release);
+        ++pull.next;
+        ++*count;
+        if (pull.takeover) {
+            pull.owner->pushed_ns = monotonic_ns();
+        }
+    }
+    return true;
+}
+
+bool SmStagingCopies::owner_idle(const Pull &pull) const {
+    /* An owner filling other pulls of ours first runs: ours waits its turn. */
+    const uint64_t since = std::max(pull.waiting_since, pull.owner->pushed_ns);
+    return monotonic_ns() - since > kTakeoverNs;
+}
+
+bool SmStagingCopies::take_over(size_t index) {
+    Pull          &pull   = pulls_[index];
+    const uint16_t c      = pull.chunk[pull.next % pull.nchunks];
+    uint64_t       expect = staging_free(pull.gen, pull.next);
+    if (!own_state(c)->word.compare_exchange_strong(
+            expect, staging_word(pull.gen, pull.next, StagingMark::kRevoked),
+            std::memory_order_acq_rel, std::memory_order_acquire)) {
+        return false;
+    }
+    /* The owner writes pieces in order: it wrote none past this one, and
+     * stops at the revoked word (or at another pull's, once we reuse it). */
+    const size_t offset = size_t{pull.next} * chunk_size_;
+    ++taken_over_;
+    finish(index, rndv_.read_by_cma(pull.owner->pid(), pull.dest, pull.ndest, offset,
+                                    pull.address + offset, pull.length - offset));
+    return true;
+}
+
+bool SmStagingCopies::push_pieces(Push &push, unsigned *count) {
+    const uint32_t gen = pull_gen(push.pull_token) & 0xffffff;
+    while (push.next < push.pieces) {
+        const uint16_t c      = push.chunk[push.next % push.nchunks];
+        StagingState  *state  = push.puller->staging_state(c);
+        uint64_t       expect = staging_free(gen, push.next);
+        if (!state->word.compare_exchange_strong(
+                expect, staging_word(gen, push.next, StagingMark::kWriting),
+                std::memory_order_acquire, std::memory_order_acquire)) {
+            /* The previous piece still in the chunk: wait. Revoked, or
+             * another pull's word: the puller no longer waits for us. */
+            return (staging_gen(expect) == gen) &&
+                   (expect != staging_word(gen, push.next, StagingMark::kRevoked));
+        }
+        const size_t offset = size_t{push.next} * push.piece;
+        memcpy(push.puller->staging_chunk(c), push.src + offset,
+               std::min<size_t>(push.piece, push.length - offset));
+        state->word.store(staging_ready(gen, push.next), std::memory_order_release);
+        ++push.next;
+        ++*count;
+    }
+    return true;
+}
+
 unsigned SmStagingCopies::progress() {
     unsigned count = 0;
     for (size_t i = 0; i < pulls_.size(); ++i) {
@@ -287,50 +360,23 @@ unsigned SmStagingCopies::progress() {
             request(i);
             continue;
         }
-        while (pull.next < pull.pieces) {
-            const uint16_t c     = pull.chunk[pull.next % pull.nchunks];
-            StagingState  *state = own_state(c);
-            if (state->word.load(std::memory_order_acquire) != staging_ready(pull.gen, pull.next)) {
-                break;
-            }
-            const size_t offset = size_t{pull.next} * chunk_size_;
-            scatter_into(pull.dest, pull.ndest, offset, own_chunk(c),
-                         std::min<size_t>(chunk_size_, pull.length - offset));
-            state->word.store(staging_free(pull.gen, pull.next + pull.nchunks),
-                              std::memory_order_release);
-            ++pull.next;
-            ++count;
-        }
-        ucs_assertv(pull.next <= pull.pieces, "pull %zu: piece %u of %u", i, pull.next, pull.pieces);
-        if (pull.next == pull.pieces) {
+        if (copy_out(i, &count)) {
+            ucs_assertv(pull.next == pull.pieces, "pull %zu: piece %u of %u", i, pull.next,
+                        pull.pieces);
             finish(i, UCS_OK);
+        } else if (pull.takeover && owner_idle(pull)) {
+            count += take_over(i) ? 1 : 0;
         }
     }
     for (size_t i = 0; i < pushes_.size();) {
-        Push          &push = pushes_[i];
-        const uint32_t gen  = pull_gen(push.pull_token) & 0xffffff;
-        while ((push.next < push.pieces) && !push.puller->dead()) {
-            const uint16_t c     = push.chunk[push.next % push.nchunks];
-            StagingState  *state = push.puller->staging_state(c);
-            if (state->word.load(std::memory_order_acquire) != staging_free(gen, push.next)) {
-                break;
-            }
-            const size_t offset = size_t{push.next} * push.piece;
-            memcpy(push.puller->staging_chunk(c), push.src + offset,
-                   std::min<size_t>(push.piece, push.length - offset));
-            state->word.store(staging_ready(gen, push.next), std::memory_order_release);
-            ++push.next;
-            ++count;
-        }
-        ucs_assertv(push.next <= push.pieces, "push %zu: piece %u of %u", i, push.next,
-                    push.pieces);
-        if ((push.next == push.pieces) || push.puller->dead()) {
-            RemotePeer *puller = push.puller;
-            pushes_.erase(pushes_.begin() + static_cast<ptrdiff_t>(i));
-            iface_.put_peer(puller);
-        } else {
+        Push &push = pushes_[i];
+        if (!push.puller->dead() && push_pieces(push, &count) && (push.next < push.pieces)) {
             ++i;
+            continue;
         }
+        RemotePeer *puller = push.puller;
+        pushes_.erase(pushes_.begin() + static_cast<ptrdiff_t>(i));
+        iface_.put_peer(puller);
     }
     return count;
 }

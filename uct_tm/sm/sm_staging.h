@@ -12,6 +12,7 @@
 #define UCT_TM_SM_SM_STAGING_H_
 
 #include "base/token_proof.h"
+#include "sm_copy_choice.h"
 #include "sm_layout.h"
 #include "sm_link.h"
 
@@ -56,8 +57,12 @@ struct Pull {
     /* kGet */
     uct_completion_t *comp = nullptr;
     SmEp             *ep   = nullptr;
-    uint64_t          started = 0; /* CopyChoice picked it: monotonic_ns() at its start */
+    CopyTimer         timer   = {}; /* CopyChoice picked it: timed from its chunks' arrival */
     uint32_t          sharing = 1; /* pulls active when its chunks came (this one included) */
+    /* CMA may read the owner's range (registered memory, not a send): an
+     * owner that leaves us waiting kTakeoverNs has the rest read by us. */
+    bool     takeover      = false;
+    uint64_t waiting_since = 0; /* monotonic_ns() of its request */
 };
 
 /* The other side of a peer's Pull: we copy our memory into its chunks. */
@@ -94,6 +99,13 @@ class SmStagingCopies {
     unsigned     progress();
     bool         busy() const { return (pulls_active_ > 0) || !pushes_.empty(); }
     bool         pulls_idle() const { return pulls_active_ == 0; }
+    /* Pulls whose rest we read ourselves: their owner kept us waiting. */
+    uint64_t taken_over() const { return taken_over_; }
+
+    /* A pipelined copy the owner keeps waiting this long (it computes, or
+     * runs no progress at all: an RMA target) is finished by CMA; an owner
+     * in progress hands a 64 KiB piece over within a few microseconds. */
+    static constexpr uint64_t kTakeoverNs = 50000;
     /* A rendezvous receive force-cancelled: its pull keeps draining the
      * owner's pieces (the owner and its FIN must not wait) into no buffer. */
     void         orphan_receive(const TagEngine::Recv *recv);
@@ -107,6 +119,18 @@ class SmStagingCopies {
      * finding no free chunk waits for one in progress(). */
     void          request(size_t index);
     void          finish(size_t index, ucs_status_t status);
+    /* Copies out the pieces of pull `index` its owner made ready; false
+     * when it waits for the owner. */
+    bool copy_out(size_t index, unsigned *count);
+    /* Whether pull.owner filled none of our takeover pulls' chunks for
+     * kTakeoverNs, nor this pull's since its request. */
+    bool owner_idle(const Pull &pull) const;
+    /* Revokes the piece pull `index` waits for and reads the rest by CMA;
+     * false if the owner claimed that piece meanwhile (it is running). */
+    bool take_over(size_t index);
+    /* Pushes piece after piece of `push` while its puller frees chunks;
+     * false when the pull is over without us (revoked, or its chunks reused). */
+    bool          push_pieces(Push &push, unsigned *count);
     StagingState *own_state(uint32_t i) const { return states_ + i; }
     char         *own_chunk(uint32_t i) const { return chunks_ + size_t{i} * chunk_size_; }
 
@@ -123,6 +147,7 @@ class SmStagingCopies {
     std::vector<uint16_t> free_chunks_; /* our staging chunks not lent to a pull */
     std::vector<Push>     pushes_;
     uint32_t              serial_ = 0;
+    uint64_t              taken_over_ = 0;
     TokenProof            proof_; /* of our pulls' tokens */
 };
 
