@@ -300,7 +300,8 @@ bool SmStagingCopies::copy_out(size_t index, unsigned *count) {
 bool SmStagingCopies::owner_idle(const Pull &pull) const {
     /* An owner filling other pulls of ours first runs: ours waits its turn. */
     const uint64_t since = std::max(pull.waiting_since, pull.owner->pushed_ns);
-    return monotonic_ns() - since > kTakeoverNs;
+    const uint64_t left  = pull.length - size_t{pull.next} * chunk_size_;
+    return monotonic_ns() - since > std::max(kTakeoverNs, left / kTakeoverBytesPerNs);
 }
 
 bool SmStagingCopies::take_over(size_t index) {

@@ -60,7 +60,7 @@ struct Pull {
     CopyTimer         timer   = {}; /* CopyChoice picked it: timed from its chunks' arrival */
     uint32_t          sharing = 1; /* pulls active when its chunks came (this one included) */
     /* CMA may read the owner's range (registered memory, not a send): an
-     * owner that leaves us waiting kTakeoverNs has the rest read by us. */
+     * owner that leaves us waiting (owner_idle) has the rest read by us. */
     bool     takeover      = false;
     uint64_t waiting_since = 0; /* monotonic_ns() of its request */
 };
@@ -104,8 +104,13 @@ class SmStagingCopies {
 
     /* A pipelined copy the owner keeps waiting this long (it computes, or
      * runs no progress at all: an RMA target) is finished by CMA; an owner
-     * in progress hands a 64 KiB piece over within a few microseconds. */
-    static constexpr uint64_t kTakeoverNs = 50000;
+     * in progress hands a 64 KiB piece over within a few microseconds. One
+     * busy reading a copy of its own by CMA (both ways at once: osu_bibw)
+     * stays away as long as that takes, so the wait grows with what is
+     * left at kTakeoverBytesPerNs (a CMA read's rate), lest each side's
+     * takeover make the other's. */
+    static constexpr uint64_t kTakeoverNs         = 50000;
+    static constexpr uint64_t kTakeoverBytesPerNs = 8;
     /* A rendezvous receive force-cancelled: its pull keeps draining the
      * owner's pieces (the owner and its FIN must not wait) into no buffer. */
     void         orphan_receive(const TagEngine::Recv *recv);
@@ -122,8 +127,8 @@ class SmStagingCopies {
     /* Copies out the pieces of pull `index` its owner made ready; false
      * when it waits for the owner. */
     bool copy_out(size_t index, unsigned *count);
-    /* Whether pull.owner filled none of our takeover pulls' chunks for
-     * kTakeoverNs, nor this pull's since its request. */
+    /* Whether pull.owner filled none of our takeover pulls' chunks, nor
+     * this pull's since its request, for the wait above. */
     bool owner_idle(const Pull &pull) const;
     /* Revokes the piece pull `index` waits for and reads the rest by CMA;
      * false if the owner claimed that piece meanwhile (it is running). */
