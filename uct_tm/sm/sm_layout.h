@@ -195,7 +195,8 @@ inline uint64_t staging_free(uint32_t gen, uint64_t piece) {
 inline uint64_t staging_ready(uint32_t gen, uint64_t piece) {
     return staging_word(gen, piece, StagingMark::kReady);
 }
-inline uint32_t staging_gen(uint64_t word) { return static_cast<uint32_t>(word >> 40); }
+inline uint32_t    staging_gen(uint64_t word) { return static_cast<uint32_t>(word >> 40); }
+inline StagingMark staging_mark(uint64_t word) { return static_cast<StagingMark>(word & 3); }
 
 /* A sender's entry in the owner's peer table. */
 struct alignas(kCacheLine) PeerSlot {

@@ -61,7 +61,10 @@ ucs_status_t SmStagingCopies::init(uct_md_h md, const Geometry &geometry, char *
         ucs_error("tm_sm: no random key for pull proofs: %m");
         return UCS_ERR_IO_ERROR;
     }
-    const ucs_status_t status = alloc_status([&] { free_chunks_.reserve(nchunks_); });
+    const ucs_status_t status = alloc_status([&] {
+        free_chunks_.reserve(nchunks_);
+        draining_.reserve(nchunks_);
+    });
     if (status != UCS_OK) {
         return status;
     }
@@ -149,9 +152,13 @@ void SmStagingCopies::finish(size_t index, ucs_status_t status) {
                 index, pulls_[index].active, pulls_active_);
     Pull pull = pulls_[index]; /* callbacks below may start new pulls */
     for (uint16_t j = 0; j < pull.nchunks; ++j) {
-        free_chunks_.push_back(pull.chunk[j]);
+        if (pull.next == pull.pieces) {
+            free_chunks_.push_back(pull.chunk[j]); /* the owner is through */
+        } else {
+            return_chunk(pull.chunk[j], pull.gen, pull.owner);
+        }
     }
-    ucs_assert(free_chunks_.size() <= nchunks_);
+    ucs_assert(free_chunks_.size() + draining_.size() <= nchunks_);
     pulls_[index].active = false;
     --pulls_active_;
     rndv_.copied(CopyChoice::kPipelined, pull.length * std::max<uint32_t>(pull.sharing, 1),
@@ -167,6 +174,38 @@ void SmStagingCopies::finish(size_t index, ucs_status_t status) {
     }
     iface_.put_peer(pull.owner);
     complete(pull.comp, status);
+}
+
+void SmStagingCopies::return_chunk(uint16_t chunk, uint32_t gen, RemotePeer *owner) {
+    /* Revoked: an owner yet to claim it finds it so and stops. */
+    const uint64_t word    = own_state(chunk)->word.exchange(staging_word(gen, 0,
+                                                                          StagingMark::kRevoked),
+                                                             std::memory_order_acq_rel);
+    const bool     writing = (staging_gen(word) == (gen & 0xffffff)) &&
+                         (staging_mark(word) == StagingMark::kWriting);
+    if (!writing || owner->dead()) {
+        free_chunks_.push_back(chunk);
+        return;
+    }
+    /* Its owner still copies in, and then marks the piece ready: reused
+     * now, that mark would overwrite the next pull's word. */
+    draining_.push_back(Draining{chunk, word, owner});
+    ++owner->refs;
+}
+
+void SmStagingCopies::drain_chunks() {
+    for (size_t i = 0; i < draining_.size();) {
+        const Draining d = draining_[i];
+        if ((own_state(d.chunk)->word.load(std::memory_order_acquire) == d.word) &&
+            !d.owner->dead()) {
+            ++i;
+            continue;
+        }
+        draining_[i] = draining_.back();
+        draining_.pop_back();
+        free_chunks_.push_back(d.chunk);
+        iface_.put_peer(d.owner);
+    }
 }
 
 void SmStagingCopies::receive_request(const Message &m) {
@@ -333,8 +372,7 @@ bool SmStagingCopies::push_pieces(Push &push, unsigned *count) {
                 std::memory_order_acquire, std::memory_order_acquire)) {
             /* The previous piece still in the chunk: wait. Revoked, or
              * another pull's word: the puller no longer waits for us. */
-            return (staging_gen(expect) == gen) &&
-                   (expect != staging_word(gen, push.next, StagingMark::kRevoked));
+            return (staging_gen(expect) == gen) && (staging_mark(expect) != StagingMark::kRevoked);
         }
         const size_t offset = size_t{push.next} * push.piece;
         memcpy(push.puller->staging_chunk(c), push.src + offset,
@@ -348,6 +386,9 @@ bool SmStagingCopies::push_pieces(Push &push, unsigned *count) {
 
 unsigned SmStagingCopies::progress() {
     unsigned count = 0;
+    if (ucs_unlikely(!draining_.empty())) {
+        drain_chunks();
+    }
     for (size_t i = 0; i < pulls_.size(); ++i) {
         Pull &pull = pulls_[i];
         if (!pull.active) {

@@ -124,6 +124,11 @@ class SmStagingCopies {
      * finding no free chunk waits for one in progress(). */
     void          request(size_t index);
     void          finish(size_t index, ucs_status_t status);
+    /* Gives back a chunk of pull `gen` that ended before its owner was
+     * through (cancelled, or taken over); one the owner is writing into
+     * waits in draining_ until it is done. */
+    void return_chunk(uint16_t chunk, uint32_t gen, RemotePeer *owner);
+    void drain_chunks();
     /* Copies out the pieces of pull `index` its owner made ready; false
      * when it waits for the owner. */
     bool copy_out(size_t index, unsigned *count);
@@ -150,6 +155,12 @@ class SmStagingCopies {
     std::vector<Pull>     pulls_;
     size_t                pulls_active_ = 0;
     std::vector<uint16_t> free_chunks_; /* our staging chunks not lent to a pull */
+    struct Draining {
+        uint16_t    chunk;
+        uint64_t    word; /* the owner's claim in it */
+        RemotePeer *owner;
+    };
+    std::vector<Draining> draining_; /* returned while their owner wrote into them */
     std::vector<Push>     pushes_;
     uint32_t              serial_ = 0;
     uint64_t              taken_over_ = 0;
