@@ -74,6 +74,14 @@ TEST(CopyChoice, CmaWhileThePipelinedCopyWaitsForItsOwner) {
     EXPECT_GE(pipelined_of(&choice, 100, kSize, 1, 1), 98u);
 }
 
+TEST(CopyChoice, TwoStalledCopiesDoNotTurnIt) {
+    CopyChoice choice;
+    pipelined_of(&choice, 2, kSize, 1, 1);
+    /* two pipelined copies stall 100x (11 ms where 0.1 is usual), then run as before */
+    EXPECT_EQ(2u, pipelined_of(&choice, 2, kSize, 1, 100));
+    EXPECT_EQ(10u, pipelined_of(&choice, 10, kSize, 1, 1));
+}
+
 TEST(CopyChoice, SizeClassesAreMeasuredApart) {
     CopyChoice choice;
     pipelined_of(&choice, 2, 64 << 10, 1, 1);

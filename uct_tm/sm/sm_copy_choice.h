@@ -13,8 +13,8 @@
  * one that computes instead leaves it waiting, where CMA reads alone. So
  * each way's recent time per byte is kept per size class, and the way not
  * taken tried every kProbeEvery-th transfer of its class. A copy chosen
- * while no other was in flight (a ping-pong's, a blocking receive's) takes
- * the faster way: on vCPUs placed far apart the pipelined copy ran 1.2-1.4x
+ * alone (none in flight, and a pause since the last: a ping-pong's, a
+ * blocking receive's) takes the faster way: on vCPUs placed far apart the pipelined copy ran 1.2-1.4x
  * CMA's. Copies in a window queue behind each other on the owner, so their
  * times do not measure throughput (a pure time rule picked CMA in osu_bw,
  * which the pipelined copy doubles): there it is kept unless it ran
@@ -23,6 +23,7 @@
 #ifndef UCT_TM_SM_SM_COPY_CHOICE_H_
 #define UCT_TM_SM_SM_COPY_CHOICE_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -30,7 +31,7 @@ namespace uct_tm {
 namespace sm {
 
 /* A transfer CopyChoice decides: when it started (0: untimed) and whether
- * it was chosen with no other copy in flight. */
+ * it was chosen alone: no other copy in flight, nor one just ended. */
 struct CopyTimer {
     uint64_t started_ns = 0;
     bool     alone      = false;
@@ -43,6 +44,7 @@ class CopyChoice {
 
     static constexpr uint32_t kProbeEvery = 64;
     static constexpr uint64_t kSlowerBy   = 4;
+    static constexpr uint64_t kMaxJump    = 4; /* one copy moves a way's cost at most 4x up */
     static constexpr unsigned kClasses    = 8;        /* below 128 KiB, 128 KiB, ..., from 8 MiB */
     static constexpr size_t   kMinBytes   = 16 << 10; /* below: CMA, one call, untimed */
 
@@ -73,12 +75,17 @@ class CopyChoice {
         }
         /* ns per KiB, at least 1 (0 means not measured yet). The way taken
          * averages its copies; a probe's time replaces what the other way
-         * had, which is older than the probe. */
-        const uint64_t cost  = (ns << 10) / bytes + 1;
+         * had, which is older than the probe. One copy that stalled (a
+         * descheduled peer: 11 ms where 0.1 is usual) moves the cost by
+         * kMaxJump at most: a sustained change turns the choice within a
+         * few copies. */
         Class         &c     = class_of(bytes, alone);
+        const uint64_t kept  = c.cost[way];
+        const uint64_t cost  = std::min((ns << 10) / bytes + 1,
+                                       (kept == 0) ? UINT64_MAX : kMaxJump * kept);
         const bool     taken = (c.cost[kCma] != 0) && (c.cost[kPipelined] != 0) &&
                            (best(c, alone) == way);
-        c.cost[way] = taken ? (3 * c.cost[way] + cost) / 4 : cost;
+        c.cost[way] = taken ? (3 * kept + cost) / 4 : cost;
         ++chosen_[way];
     }
 

@@ -737,14 +737,23 @@ ucs_status_t SmRendezvous::split_status(const SplitCopy &split, ucs_status_t sta
 void SmRendezvous::copied(CopyChoice::Way way, size_t bytes, const CopyTimer &timer,
                           ucs_status_t status) {
     if ((timer.started_ns != 0) && (status == UCS_OK)) {
-        copy_choice_.record(way, bytes, monotonic_ns() - timer.started_ns, timer.alone);
+        last_copy_end_ns_ = monotonic_ns();
+        last_copy_ns_     = last_copy_end_ns_ - timer.started_ns;
+        copy_choice_.record(way, bytes, last_copy_ns_, timer.alone);
     }
 }
 
 CopyTimer SmRendezvous::start_timer(size_t bytes) const {
-    /* Alone: no other copy of ours runs (a CMA copy ends inside its call). */
-    return CopyTimer{copy_choice_.timed(bytes) ? monotonic_ns() : 0,
-                     splits_.empty() && staging_.pulls_idle()};
+    if (!copy_choice_.timed(bytes)) {
+        return CopyTimer{};
+    }
+    /* Alone: no other copy of ours runs, and the last one ended a while
+     * ago (a ping-pong's reply came between). CMA copies end inside their
+     * call: in a window they follow each other with next to no gap. */
+    const uint64_t now   = monotonic_ns();
+    const bool     alone = splits_.empty() && staging_.pulls_idle() &&
+                       (now - last_copy_end_ns_ >= last_copy_ns_ / 2);
+    return CopyTimer{now, alone};
 }
 
 void SmRendezvous::finish_split(SplitCopy split, ucs_status_t status) {

@@ -281,6 +281,8 @@ class SmRendezvous {
     bool   cma_enabled_    = true;
     bool   cma_warned_     = false;
     CopyChoice copy_choice_;
+    uint64_t   last_copy_end_ns_ = 0; /* of the last timed copy, and how long it took */
+    uint64_t   last_copy_ns_     = 0;
 
     /* our sends: ops_[i] owns slots_[i] */
     RndvSlot             *slots_ = nullptr;
