@@ -437,18 +437,23 @@ class TagMultiProc : public ::testing::TestWithParam<std::string> {
         return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
 
-    /* Opens this process's iface (`node`), reads the child's address and
-     * connects to it (`ep`); sends our address back if `reply`. */
+    /* Issues a get_zcopy of `dest` from `address`, again while it finds no
+     * resources; its status in *status. */
+    void issue_get(uct_ep_h ep, GuardedBuffer &dest, uint64_t address, uct_rkey_t rkey,
+                   Completion *done, ucs_status_t *status) {
+        uct_iov_t iov = {dest.data(), dest.size(), nullptr, 0, 1};
+        ASSERT_TRUE(wait([&] {
+            *status = uct_ep_get_zcopy(ep, &iov, 1, address, rkey, &done->comp);
+            return *status != UCS_ERR_NO_RESOURCE;
+        }));
+    }
+
     /* A get_zcopy of `length` bytes at `address`, whole and with the owner's pattern. */
     void get_whole(uct_ep_h ep, uint64_t address, uct_rkey_t rkey, size_t length, uint64_t seed) {
         GuardedBuffer dest(length);
         Completion    done;
-        uct_iov_t     iov    = {dest.data(), length, nullptr, 0, 1};
         ucs_status_t  status = UCS_ERR_NO_RESOURCE;
-        ASSERT_TRUE(wait([&] {
-            status = uct_ep_get_zcopy(ep, &iov, 1, address, rkey, &done.comp);
-            return status != UCS_ERR_NO_RESOURCE;
-        }));
+        ASSERT_NO_FATAL_FAILURE(issue_get(ep, dest, address, rkey, &done, &status));
         ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS)) << ucs_status_string(status);
         if (status == UCS_INPROGRESS) {
             ASSERT_TRUE(wait([&] { return done.calls == 1; }, 30));
@@ -467,6 +472,9 @@ class TagMultiProc : public ::testing::TestWithParam<std::string> {
         ASSERT_EQ(uct_rkey_unpack(env_->component(), packed.data(), rkey), UCS_OK);
     }
 
+    /* Opens this process's iface (`node`, tm_sm with `sm_settings`), reads
+     * the child's address (into `peer_address` if given) and connects to it
+     * (`ep`); sends our address back if `reply`. */
     void open_connected(Child &c, std::unique_ptr<Node> *node, uct_ep_h *ep, bool reply,
                         Settings sm_settings = {}, std::string *peer_address = nullptr) {
         const std::string tl = GetParam();
@@ -1423,12 +1431,8 @@ TEST_P(TagMultiProc, PipelinedGetTakenOverFromIdleOwner) {
         ASSERT_EQ(node->connect(owner, &doomed), UCS_OK);
         GuardedBuffer dest(kLength);
         Completion    done;
-        uct_iov_t     iov    = {dest.data(), kLength, nullptr, 0, 1};
         ucs_status_t  status = UCS_ERR_NO_RESOURCE;
-        ASSERT_TRUE(wait([&] {
-            status = uct_ep_get_zcopy(doomed, &iov, 1, key.address, rkey.rkey, &done.comp);
-            return status != UCS_ERR_NO_RESOURCE;
-        }));
+        ASSERT_NO_FATAL_FAILURE(issue_get(doomed, dest, key.address, rkey.rkey, &done, &status));
         ASSERT_EQ(status, UCS_INPROGRESS);
         for (int i = 0; i < cancel * 4; ++i) { /* cancelled at some piece */
             progress();

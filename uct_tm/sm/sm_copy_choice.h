@@ -14,8 +14,8 @@
  * each way's recent time per byte is kept per size class, and the way not
  * taken tried every kProbeEvery-th transfer of its class. A copy chosen
  * alone (none in flight, and a pause since the last: a ping-pong's, a
- * blocking receive's) takes the faster way: on vCPUs placed far apart the pipelined copy ran 1.2-1.4x
- * CMA's. Copies in a window queue behind each other on the owner, so their
+ * blocking receive's) takes the faster way: on vCPUs placed far apart the
+ * pipelined copy ran 1.2-1.4x CMA's. Copies in a window queue behind each other on the owner, so their
  * times do not measure throughput (a pure time rule picked CMA in osu_bw,
  * which the pipelined copy doubles): there it is kept unless it ran
  * kSlowerBy times CMA's.

@@ -1002,7 +1002,7 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
         }
     }
     if ((key->pid != self_pid()) && !cma_allowed(ep->peer, remote_addr)) {
-        return pull_get(op, CopyTimer{});
+        return pull_get(op, CopyTimer{}, false);
     }
     /* A rendezvous slot or a split names the endpoint's peer: only for
      * its own memory (the key of another process is read, not shared). */
@@ -1014,7 +1014,7 @@ ucs_status_t SmRendezvous::zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovc
                           (op.count <= kRndvMaxIov);
     const CopyTimer timer = choosing ? start_timer(op.total) : CopyTimer{};
     if (choosing && (copy_choice_.choose(op.total, timer.alone) == CopyChoice::kPipelined)) {
-        return pull_get(op, timer);
+        return pull_get(op, timer, !key->has_rndv); /* CMA reaches the owner */
     }
     RndvSlot  *slot      = nullptr;
     uint32_t   gen       = 0;
@@ -1079,9 +1079,9 @@ ucs_status_t SmRendezvous::check_one_sided(const uct_iov_t *iov, size_t iovcnt, 
     return UCS_OK;
 }
 
-/* No CMA to the key's owner: it copies the range for us through our
- * staging chunks (a get); a put has no such way. */
-ucs_status_t SmRendezvous::pull_get(const OneSided &op, const CopyTimer &timer) {
+/* The key's owner copies the range for us through our staging chunks (a
+ * get; a put has no such way): no CMA to it, or CopyChoice's pick. */
+ucs_status_t SmRendezvous::pull_get(const OneSided &op, const CopyTimer &timer, bool takeover) {
     SmEp *ep = op.ep;
     if (op.write) {
         ucs_error("tm_sm: put_zcopy to process %d needs cross-memory attach, which is not "
@@ -1102,8 +1102,7 @@ ucs_status_t SmRendezvous::pull_get(const OneSided &op, const CopyTimer &timer) 
     pull.ep         = ep;
     pull.rndv_proof = op.key->rndv_proof;
     pull.timer      = timer;
-    pull.takeover   = !op.key->has_rndv && (op.key->pid != self_pid()) &&
-                    cma_allowed(ep->peer, op.remote_addr);
+    pull.takeover   = takeover;
     ++counters_.pipelined_gets;
     ++ep->peer->refs;
     ++ep->gets_outstanding;

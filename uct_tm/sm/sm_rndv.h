@@ -254,7 +254,8 @@ class SmRendezvous {
     };
     /* Checks the iov list and the key against the endpoint; fills the rest of `op`. */
     static ucs_status_t check_one_sided(const uct_iov_t *iov, size_t iovcnt, OneSided *op);
-    ucs_status_t        pull_get(const OneSided &op, const CopyTimer &timer);
+    /* `takeover`: CMA may finish it (registered memory, not a send). */
+    ucs_status_t pull_get(const OneSided &op, const CopyTimer &timer, bool takeover);
     /* Starts timing a copy of `bytes` CopyChoice decides. */
     CopyTimer    start_timer(size_t bytes) const;
     ucs_status_t zcopy_now(SmEp *ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,

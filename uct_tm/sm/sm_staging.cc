@@ -181,7 +181,7 @@ void SmStagingCopies::return_chunk(uint16_t chunk, uint32_t gen, RemotePeer *own
     const uint64_t word    = own_state(chunk)->word.exchange(staging_word(gen, 0,
                                                                           StagingMark::kRevoked),
                                                              std::memory_order_acq_rel);
-    const bool     writing = (staging_gen(word) == (gen & 0xffffff)) &&
+    const bool     writing = (staging_gen(word) == gen) &&
                          (staging_mark(word) == StagingMark::kWriting);
     if (!writing || owner->dead()) {
         free_chunks_.push_back(chunk);
