@@ -42,6 +42,8 @@
 #   SIZES        the sizes in the table and plots (default 1 2 4 ... 4194304; OSU runs all)
 #   UCX_PEER     UCX_TLS of the reference (default posix,cma,self: the same transports on
 #                every release; sm,self and shm,self work too, but from 1.22 pick sysv)
+#   TM_ENV       VAR=VALUE settings, space-separated, for the tm_sm side only (a setting's
+#                effect: one table with it, one without)
 #   OSU_TIMEOUT  seconds per benchmark run before it counts as a hang (default 300; QUICK 120)
 #   OSU_LAT_ITERS, OSU_MLAT_ITERS, OSU_BW_ITERS   OSU's options for osu_latency, osu_multi_lat
 #                and the bandwidth tests (default "-x 200 -i 3000", "-x 100 -i 1000",
@@ -199,6 +201,7 @@ impl_env() {
         echo "UCX_TLS=tm_sm,self"
         if at_least_1_22 "$release"; then echo "UCX_PLUGIN_PATH=$(dirname "$plugin")"
         else echo "LD_PRELOAD=$plugin"; fi
+        [[ -z ${TM_ENV:-} ]] || printf '%s\n' $TM_ENV
     fi
 }
 
@@ -278,7 +281,7 @@ setup_notes() {
     [[ $quick == 1 ]] && mode=", QUICK"
     echo "uct-tm $(git -C "$src" rev-parse -q --short HEAD 2>/dev/null || echo unknown)" \
         "($(git -C "$src" status --porcelain 2>/dev/null | grep -c . || true) files changed)," \
-        "$(date -u '+%F %H:%M UTC'), $(nproc) CPUs, $rounds rounds$mode"
+        "$(date -u '+%F %H:%M UTC'), $(nproc) CPUs, $rounds rounds$mode${TM_ENV:+, tm_sm with $TM_ENV}"
     echo "OSU $osu_src ($(sed -n 's/^AC_INIT(\[[^]]*\], *\[\([^]]*\)\].*/\1/p' \
         "$osu_src/configure.ac" 2>/dev/null | head -1)); osu_latency $lat_iters," \
         "osu_multi_lat $mlat_iters, bandwidth $bw_iters"

@@ -91,7 +91,8 @@ for r in $(seq 1 "$rounds"); do
         echo "$r,mpi_8B,$impl,$(mpi "$impl")" >>"$raw"
     done
     for order in oldest newest; do
-        LD_PRELOAD=$plugin UCX_TLS=tm_sm UCX_TM_SM_TAG_LIST_SIZE=131072 timeout 600 \
+        # RECV_MIN=0: tm_sm takes the 1 KiB receives (by default UCP keeps those)
+        LD_PRELOAD=$plugin UCX_TLS=tm_sm UCX_TM_SM_TAG_LIST_SIZE=131072 UCX_TM_SM_RECV_MIN=0 timeout 600 \
             "$depth_bin" -d 65536 -m 4096 -s 1024 -r "$depth_rounds" -o "$order" 2>/dev/null |
             awk -v r="$r" -v o="$order" '$1 == "round" {print r "," ($4 == 0 ? "shallow" : "deep") "_" o ",tm_sm," $6}' >>"$raw"
     done

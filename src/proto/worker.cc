@@ -124,6 +124,17 @@ std::string tl_device(uct_md_h md, const std::string &tl, const std::string &dev
     return device.empty() ? loopback : device;
 }
 
+/* tm_sm asks UCP to keep receives that fit one of its descriptors off its
+ * tag list (RECV_MIN, reported as min_recv): UCP's offloaded receive costs
+ * more than its own matching. The layer's receives cost it nothing more
+ * offloaded, and it matches in the transport: it asks for every receive.
+ * The setting's name carries the transport's prefix from UCX 1.17 on. */
+void take_every_receive(uct_iface_config_t *ic, const std::string &tl) {
+    if ((tl == "tm_sm") && (uct_config_modify(ic, "RECV_MIN", "0") == UCS_ERR_NO_ELEM)) {
+        uct_config_modify(ic, "TM_SM_RECV_MIN", "0");
+    }
+}
+
 /* Opens iface.tl on `device` of `md` into iface.iface. */
 ucs_status_t open_on(Iface &iface, uct_md_h md, const std::string &device, uct_worker_h uworker) {
     uct_iface_config_t *ic;
@@ -131,6 +142,7 @@ ucs_status_t open_on(Iface &iface, uct_md_h md, const std::string &device, uct_w
     if (status != UCS_OK) {
         return status;
     }
+    take_every_receive(ic, iface.tl);
     uct_iface_params_t params = {};
     params.field_mask         = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
                         UCT_IFACE_PARAM_FIELD_STATS_ROOT | UCT_IFACE_PARAM_FIELD_RX_HEADROOM;

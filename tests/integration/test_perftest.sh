@@ -42,10 +42,10 @@ run() {
     echo "server exit $?" >>"$tmp/server"
 }
 
-# check NAME MIN_POSTED [MIN_SPLIT]: asserts on the last run's output (MIN_SPLIT: split copies,
-# matched receives and get_zcopy together).
+# check NAME MIN_POSTED [MIN_SPLIT [MAX_POSTED]]: asserts on the last run's output (MIN_SPLIT:
+# split copies, matched receives and get_zcopy together).
 check() {
-    local name=$1 min_posted=$2 min_split=${3:-0} final stats received posted split_gets split_recvs
+    local name=$1 min_posted=$2 min_split=${3:-0} max_posted=${4:-} final stats received posted split_gets split_recvs
     final=$(grep '^Final:' "$tmp/client")
     # Final: iterations lat50 lat_avg lat_overall bw_avg bw_overall rate_avg rate_overall
     # The *_avg columns are of the last report interval, which a loaded machine can leave
@@ -75,6 +75,9 @@ check() {
     if [ "$posted" -lt "$min_posted" ]; then
         echo "FAIL: $name: $posted receives posted into tm_sm, expected at least $min_posted"; fail=1; return
     fi
+    if [ -n "$max_posted" ] && [ "$posted" -gt "$max_posted" ]; then
+        echo "FAIL: $name: $posted receives posted into tm_sm, expected at most $max_posted"; fail=1; return
+    fi
     # shared with the sender: split CMA copies, or pipelined ones (RNDV_COPY=auto)
     split_gets=$(sed -n 's/.*; \([0-9]*\) gets split with their sender, \([0-9]*\) pipelined.*/\1 \2/p' <<<"$stats" | awk '{s += $1 + $2} END {print s + 0}')
     split_recvs=$(sed -n 's/.* cma, \([0-9]*\) split, \([0-9]*\) pipelined.*/\1 \2/p' <<<"$stats" | awk '{s += $1 + $2} END {print s + 0}')
@@ -92,7 +95,7 @@ check() {
 # the registered buffer: no tm_sm rendezvous slot to split.
 if [ $v2_default = no ]; then split_1m=10; else split_1m=0; fi
 for tls in tm_sm tm_sm,self; do
-    for t in "tag_lat 8 2000 0" "tag_lat 4096 1000 500" "tag_lat 1048576 50 25" \
+    for t in "tag_lat 8 2000 0" "tag_lat 16384 1000 500" "tag_lat 1048576 50 25" \
              "tag_bw 8 5000 0" "tag_bw 65536 500 0" \
              "tag_bw 1048576 50 0 $split_1m UCX_TM_SM_RNDV_COPY=pipelined" \
              "tag_sync_lat 8 1000 0" "tag_sync_lat 16384 500 250"; do
@@ -102,6 +105,14 @@ for tls in tm_sm tm_sm,self; do
         check "UCX_TLS=$tls $1 $2 B${6:+ $6}" "$4" "${5:-0}"
     done
 done
+# UCP posts to tm_sm's tag list only receives of at least max(UCX_TM_THRESH, min_recv):
+# tm_sm reports SEG_SIZE + 1 (UCX_TM_SM_RECV_MIN=auto), so a 4 KiB receive stays in UCP's
+# queue (a message that fits one descriptor is copied once either way), unless RECV_MIN=0.
+iters=1000
+run tm_sm tag_lat 4096 1000
+check "tag_lat 4 KiB, RECV_MIN=auto: UCP keeps the receives" 0 0 0
+run tm_sm tag_lat 4096 1000 UCX_TM_SM_RECV_MIN=0
+check "tag_lat 4 KiB, RECV_MIN=0: UCP posts them to tm_sm" 500
 # UCP's software rendezvous over tag offload (UCX_TM_SW_RNDV=y): the receiver GETs from
 # rndv_cb into a receive it posted to tm_sm (docs/using-with-ucx.md, "Rendezvous paths"),
 # with UCP's default scheme and with the PUT scheme.

@@ -25,6 +25,9 @@ run() { # description, env...   (test_args: ucp_tag_test's arguments)
     [ "$rc" -eq 0 ] || { echo "FAIL: $what (exit $rc)"; fail=1; }
 }
 [ -x ./ucp_tag_test ] || cd "$here"
+# ucp_tag_test expects its receives from 2 KiB on posted to tm_sm: UCP posts from
+# max(UCX_TM_THRESH, min_recv), and tm_sm reports SEG_SIZE + 1 unless RECV_MIN=0.
+export UCX_TM_SM_RECV_MIN=0
 run "UCX_TLS=tm_sm" UCX_TLS=tm_sm
 run "UCX_TLS=tm_sm,self" UCX_TLS=tm_sm,self
 # Every setting that changes the path a message takes (docs/using-with-ucx.md, "What UCP
@@ -38,6 +41,8 @@ run "every receive posted, every message a rendezvous" UCX_TLS=tm_sm UCX_RNDV_TH
     UCX_TM_THRESH=0
 run "eager only" UCX_TLS=tm_sm UCX_RNDV_THRESH=inf
 test_args=--offload-off run "tag offload off" UCX_TLS=tm_sm UCX_TM_THRESH=inf
+# tm_sm's default: receives up to one descriptor (8 KiB) matched by UCP, larger ones by tm_sm
+test_args=--no-offload-check run "RECV_MIN=auto" UCX_TLS=tm_sm UCX_TM_SM_RECV_MIN=auto
 if ucx_release_at_least 1 16; then
     # UCP's first protocol engine, which users can still select
     run "UCX_PROTO_ENABLE=n" UCX_TLS=tm_sm UCX_PROTO_ENABLE=n

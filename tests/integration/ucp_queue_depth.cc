@@ -9,8 +9,8 @@
  * queue alternately:
  *
  *   the receiving worker posts DEPTH receives for tags that are never sent and STREAM
- *   receives for tags 0..STREAM-1 (SIZE bytes, at least UCX_TM_THRESH, so UCP posts every
- *   one into tm_sm's tag list): with -o newest (default) the stream receives are the newest
+ *   receives for tags 0..STREAM-1 (SIZE bytes, at least UCX_TM_THRESH and tm_sm's RECV_MIN,
+ *   so UCP posts every one into tm_sm's tag list): with -o newest (default) the stream receives are the newest
  *   (posted after the deep ones) and are matched newest first; with -o oldest they are
  *   posted first and matched in posting order;
  *   the sending worker sends them, and both workers are progressed until every receive

@@ -1545,6 +1545,9 @@ TEST_P(TagTest, SameBufferPostedTwice) {
  * UCS_ERR_MESSAGE_TRUNCATED and the sender's full length; nothing is written
  * past the buffers. Every path, single and multi-entry receive iovs. */
 TEST_P(TagTest, TruncationEveryPath) {
+    if (GetParam() == "tm_sm") {
+        reopen({{"RECV_MIN", "0"}}); /* every capacity: tm_sm takes them all (below) */
+    }
     Rng rng(test_seed() ^ 11);
     for (Path path : kAllPaths) {
         if (lacks(path)) {
@@ -1584,6 +1587,32 @@ TEST_P(TagTest, TruncationEveryPath) {
             }
         }
     }
+}
+
+/* tm_sm's min_recv is UCP's offload threshold (RECV_MIN, auto: SEG_SIZE + 1:
+ * a message that fits one descriptor is copied once either way), not a
+ * limit: a smaller receive posted all the same is matched and filled. */
+TEST_P(TagTest, SmRecvMinIsAThresholdNotALimit) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's RECV_MIN";
+    }
+    reopen({{"SEG_SIZE", "4k"}});
+    EXPECT_EQ(rx_->attr.cap.tag.recv.min_recv, 4097u);
+    reopen({{"RECV_MIN", "64k"}});
+    EXPECT_EQ(rx_->attr.cap.tag.recv.min_recv, 65536u);
+    if (lacks(Path::kBcopy)) {
+        GTEST_SKIP();
+    }
+    Send        s(Path::kBcopy, 0x51, 0x52, 0x53, 100, 1);
+    RecvCtx     r;
+    RecvBuffers b(100, 1);
+    ASSERT_EQ(post(r, s.tag, kFullMask, b), UCS_OK);
+    ASSERT_EQ(send(s), UCS_OK);
+    ASSERT_TRUE(wait([&] { return r.done(); }));
+    EXPECT_EQ(r.sequence(), "consumed,completed");
+    EXPECT_EQ(check_delivery(r, b, s, UCS_OK), "");
+    reopen({{"RECV_MIN", "0"}});
+    EXPECT_EQ(rx_->attr.cap.tag.recv.min_recv, 0u);
 }
 
 /* ---- ordering of callbacks under a mixed load ------------------------------------------------- */

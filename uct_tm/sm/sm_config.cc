@@ -50,6 +50,15 @@ ucs_config_field_t sm_config_table[] = {
      "SEG_SIZE from 1.16, whose protocols take eager zero-copy for larger messages.",
      offsetof(SmConfig, bcopy_max), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"RECV_MIN", "auto",
+     "The smallest receive tm_sm asks to have posted to its tag list, reported as\n"
+     "cap.tag.recv.min_recv: UCP posts a receive to the tag list only from\n"
+     "max(UCX_TM_THRESH, RECV_MIN) bytes. Smaller receives posted all the same are matched\n"
+     "alike. auto: SEG_SIZE + 1. A message that fits one descriptor is copied once either way,\n"
+     "and UCP's work for an offloaded receive (registering the buffer, the consumed and\n"
+     "completed callbacks) costs more than its own matching (docs/perf.md).",
+     offsetof(SmConfig, recv_min), UCS_CONFIG_TYPE_MEMUNITS},
+
     {"COPY", "auto",
      "How the sender copies eager messages of 4 KiB and more into the receiver's descriptors:\n"
      " cached - ordinary stores: the receiver reads the lines from the sender's cache.\n"

@@ -93,6 +93,8 @@ ucs_status_t SmIface::apply_config(const SmConfig &config) {
     if (!choose_bcopy_max(config.bcopy_max)) {
         return UCS_ERR_INVALID_PARAM;
     }
+    recv_min_        = (config.recv_min == UCS_MEMUNITS_AUTO) ? size_t{geometry_.seg_size} + 1
+                                                              : config.recv_min;
     budget_         = config.progress_budget;
     print_stats_    = config.print_stats;
     check_interval_ = seconds_to_ns(config.peer_check_interval);
@@ -286,7 +288,7 @@ ucs_status_t SmIface::query(uct_iface_attr_t *attr) const {
     if (tag_enabled()) {
         attr->cap.flags |= UCT_IFACE_FLAG_TAG_EAGER_SHORT | UCT_IFACE_FLAG_TAG_EAGER_BCOPY |
                            UCT_IFACE_FLAG_TAG_EAGER_ZCOPY | UCT_IFACE_FLAG_TAG_RNDV_ZCOPY;
-        attr->cap.tag.recv.min_recv        = 0;
+        attr->cap.tag.recv.min_recv        = recv_min_;
         attr->cap.tag.recv.max_zcopy       = SIZE_MAX;
         attr->cap.tag.recv.max_iov         = tags_.limits().max_iov;
         attr->cap.tag.recv.max_outstanding = tags_.limits().list_size;

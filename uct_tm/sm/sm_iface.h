@@ -405,6 +405,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     uint32_t   inline_cap_     = 0;
     size_t     eager_max_      = 0;
     size_t     bcopy_max_      = 0; /* am.max_bcopy and tag.eager.max_bcopy */
+    size_t     recv_min_       = 0; /* tag.recv.min_recv (RECV_MIN) */
     CopyMode   copy_mode_;
     unsigned   budget_         = 32;
     uint32_t   iface_serial_   = 0;
