@@ -7,6 +7,7 @@
  * tag, imm, length) and every byte delivered, and that nothing beyond the
  * posted buffers was written.
  */
+#include "sm/sm_desc_ring.h"
 #include "tag_fixture.h"
 
 #include <gtest/gtest.h>
@@ -290,17 +291,26 @@ TEST_P(TagTest, SmDescriptorsRotateOnlyUnderABacklog) {
     EXPECT_EQ(std::set<const void *>(seen.begin(), seen.end()).size(), kElems);
     /* Batches of 3 posted before the receiver progresses: the first two of
      * each are read with another queued, so 2 rotations per batch draw all
-     * 12 spares within 6 batches. */
-    for (size_t b = 0; b < kBatches; ++b) {
-        std::vector<std::unique_ptr<Send>> batch;
-        for (size_t k = 0; k < kBatch; ++k) {
-            batch.push_back(std::make_unique<Send>(Path::kBcopy, 0x5eed, 0, seed++, 1000));
-            ASSERT_EQ(batch.back()->post(ep_), UCS_OK) << "room for " << kBatch << " of 4";
+     * 12 spares within 6 batches -- of messages of kRotateMinBytes; smaller
+     * ones keep their descriptors queued or not. */
+    auto batches = [&](size_t length) {
+        for (size_t b = 0; b < kBatches; ++b) {
+            std::vector<std::unique_ptr<Send>> batch;
+            const size_t                       before = rx_->unexp.complete_messages();
+            for (size_t k = 0; k < kBatch; ++k) {
+                batch.push_back(std::make_unique<Send>(Path::kBcopy, 0x5eed, 0, seed++, length));
+                ASSERT_EQ(batch.back()->post(ep_), UCS_OK) << "room for " << kBatch << " of 4";
+            }
+            ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == before + kBatch; }));
         }
-        const size_t want = kOneByOne + (b + 1) * kBatch;
-        ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() == want; }));
-    }
-    const std::set<const void *> batched(seen.begin() + kOneByOne, seen.end());
+    };
+    batches(1000);
+    const std::set<const void *> small(seen.begin() + kOneByOne, seen.end());
+    EXPECT_EQ(small, std::set<const void *>(seen.begin(), seen.begin() + kOneByOne))
+        << "messages below kRotateMinBytes keep their descriptors";
+    const size_t big_from = seen.size();
+    batches(uct_tm::sm::kRotateMinBytes);
+    const std::set<const void *> batched(seen.begin() + big_from, seen.end());
     EXPECT_EQ(batched.size(), kDescs) << "every descriptor used once messages queue";
     EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
 }

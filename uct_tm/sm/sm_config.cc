@@ -34,7 +34,7 @@ ucs_config_field_t sm_config_table[] = {
      "may keep (UCT_CB_PARAM_FLAG_DESC) before messages are delivered for copying instead.\n"
      "Descriptors are reused least recently used first, so FIFO_SIZE + SPARE_DESCS also sets\n"
      "how long a descriptor rests before a sender writes it again: long enough to leave the\n"
-     "receiver's cache (docs/perf.md).",
+     "receiver's cache (docs/perf.md). One that carried less than 4 KiB is not rotated.",
      offsetof(SmConfig, spare_descs), UCS_CONFIG_TYPE_UINT},
 
     {"EAGER_MAX", "256k",

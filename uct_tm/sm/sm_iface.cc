@@ -541,7 +541,7 @@ void SmIface::dispatch_general(ElemHeader *e) {
         drop(m, "unknown kind");
         return;
     }
-    if (m.desc) {
+    if (m.desc && (m.length >= kRotateMinBytes)) {
         rotate_desc(e);
     }
 }
