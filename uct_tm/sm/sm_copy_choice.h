@@ -15,10 +15,10 @@
  * taken tried every kProbeEvery-th transfer of its class. A copy chosen
  * alone (none in flight, and a pause since the last: a ping-pong's, a
  * blocking receive's) takes the faster way: on vCPUs placed far apart the
- * pipelined copy ran 1.2-1.4x CMA's. Copies in a window queue behind each other on the owner, so their
- * times do not measure throughput (a pure time rule picked CMA in osu_bw,
- * which the pipelined copy doubles): there it is kept unless it ran
- * kSlowerBy times CMA's.
+ * pipelined copy ran 1.2-1.4x CMA's. Copies in a window queue behind each
+ * other on the owner, so their times do not measure throughput (a pure
+ * time rule picked CMA in osu_bw, which the pipelined copy doubles): there
+ * it is kept unless it ran kSlowerBy times CMA's.
  */
 #ifndef UCT_TM_SM_SM_COPY_CHOICE_H_
 #define UCT_TM_SM_SM_COPY_CHOICE_H_
