@@ -1337,6 +1337,11 @@ int split_get_owner_main(int sock, const std::string &tl, size_t length, size_t 
  * its pieces (it progresses: it served the invitation), does not progress
  * (the getter reads every piece itself, without waiting), or is asked for
  * more than it registered (it refuses to write any). */
+/* A get_zcopy of memory the owner registered (UCP's own rendezvous reads
+ * the sender's buffer so): the data arrives whole, whether the owner writes
+ * its pieces (it progresses: it served the invitation), does not progress
+ * (the getter reads every piece itself, without waiting), or is asked for
+ * more than it registered (it refuses to write any). */
 TEST_P(TagMultiProc, SplitGetOfRegisteredMemory) {
     if (GetParam() != "tm_sm") {
         GTEST_SKIP() << "tm_sm's split copy";
@@ -1347,12 +1352,10 @@ TEST_P(TagMultiProc, SplitGetOfRegisteredMemory) {
         bool        progress;
         bool        served;
     };
-    constexpr size_t kLength = (3u << 20) + 4567; /* from RNDV_SPLIT_MIN, pieces and a tail */
-    for (const Case &k :
-         {Case{"owner progresses", kLength, kLength, true, true},
-          Case{"owner does not progress", kLength, kLength, false, false},
-          Case{"key wider than the registration", kLength, 2 * kLength, true, false}}) {
-        SCOPED_TRACE(k.name);
+    /* One owner, gets of its memory for a second (at least four: the first
+     * invitation also has the owner map our segment, which may take longer
+     * than our whole copy), then its count of invitations served. */
+    const auto gets_of_one_owner = [this](const Case &k, unsigned long *served) {
         const std::string tl   = GetParam();
         const uint64_t    seed = test_seed() ^ k.claimed ^ k.progress;
         children_.clear();
@@ -1366,11 +1369,6 @@ TEST_P(TagMultiProc, SplitGetOfRegisteredMemory) {
         uct_tm::sm::PackedRkey key;
         uct_rkey_bundle_t      rkey;
         ASSERT_NO_FATAL_FAILURE(read_owner_key(c, &key, &rkey));
-
-        /* Several: the first invitation also has the owner map our segment,
-         * which may take longer than our whole copy. A progressing owner
-         * answers an invitation only if it runs while we still copy, which
-         * a loaded host may not let it do for a while: gets for a second. */
         const auto start = std::chrono::steady_clock::now();
         for (int get = 0;
              (get < 4) ||
@@ -1381,11 +1379,26 @@ TEST_P(TagMultiProc, SplitGetOfRegisteredMemory) {
         }
         uct_rkey_release(env_->component(), &rkey);
         ASSERT_TRUE(write_msg(c.sock, "bye"));
-        std::string served;
-        ASSERT_TRUE(read_msg(c.sock, &served, idle, 60));
-        EXPECT_EQ(std::stoul(served) > 0, k.served) << served << " invitations served";
-        EXPECT_EQ(reap(c), 0);
+        std::string text;
+        ASSERT_TRUE(read_msg(c.sock, &text, idle, 60));
+        *served = std::stoul(text);
+        EXPECT_EQ(reap(c), 0) << text;
         uct_ep_destroy(ep);
+    };
+    constexpr size_t kLength = (3u << 20) + 4567; /* from RNDV_SPLIT_MIN, pieces and a tail */
+    for (const Case &k :
+         {Case{"owner progresses", kLength, kLength, true, true},
+          Case{"owner does not progress", kLength, kLength, false, false},
+          Case{"key wider than the registration", kLength, 2 * kLength, true, false}}) {
+        SCOPED_TRACE(k.name);
+        /* A progressing owner answers only if it runs while we still copy,
+         * which a loaded host may not let it do within a second: up to three
+         * owners, one must serve. Owners that must not serve get one try. */
+        unsigned long served = 0;
+        for (int attempt = 0; (attempt < (k.served ? 3 : 1)) && (served == 0); ++attempt) {
+            ASSERT_NO_FATAL_FAILURE(gets_of_one_owner(k, &served));
+        }
+        EXPECT_EQ(served > 0, k.served) << served << " invitations served";
     }
 }
 
