@@ -371,6 +371,82 @@ TEST_P(TagTest, SmBcopyAboveOneDescriptorArrivesWhole) {
     EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
 }
 
+/* A bcopy's pack callback and where it packed. */
+struct RecordedPack {
+    std::string data;
+    const char *dest = nullptr;
+};
+
+size_t pack_recorded(void *dest, void *arg) {
+    auto *p = static_cast<RecordedPack *>(arg);
+    p->dest = static_cast<const char *>(dest);
+    memcpy(dest, p->data.data(), p->data.size());
+    return p->data.size();
+}
+
+/* With BCOPY_MAX above SEG_SIZE (UCX before 1.16) a bcopy is packed through
+ * a window at the receiver's descriptor when the last one fitted a
+ * descriptor: one that fits is where the receiver finds it (the pack target
+ * and the delivered data are the same memory), a longer one arrives whole.
+ * After a longer one, and with BCOPY_IN_PLACE=n, each is packed into one
+ * buffer of the sender's and copied in. */
+TEST_P(TagTest, SmBcopyPacksInPlaceThroughWindows) {
+    if (GetParam() != "tm_sm") {
+        GTEST_SKIP() << "tm_sm's bcopy windows";
+    }
+    for (const bool in_place : {true, false}) {
+        SCOPED_TRACE(std::string("BCOPY_IN_PLACE=") + (in_place ? "y" : "n"));
+        /* COPY=cached: streamed copies are packed aside (the stream tier's) */
+        const Settings s = {{"BCOPY_MAX", "64k"},
+                            {"BCOPY_IN_PLACE", in_place ? "y" : "n"},
+                            {"COPY", "cached"}};
+        reopen(s, s);
+        rx_->unexp.hold_descs(1);
+        const size_t seg = tx_->attr.cap.am.max_zcopy; /* one descriptor */
+        struct Case {
+            size_t length;
+            bool   windowed; /* with BCOPY_IN_PLACE=y */
+        };
+        std::set<const char *> aside;
+        for (const Case &k : {Case{1000, true}, Case{seg, true}, Case{seg + 1, true},
+                              Case{3 * seg + 5, false}, Case{1000, false}, Case{1000, true}}) {
+            SCOPED_TRACE(std::to_string(k.length) + " B");
+            const bool   windowed = in_place && k.windowed;
+            RecordedPack pack;
+            pack.data.resize(k.length);
+            fill_pattern(&pack.data[0], k.length, k.length);
+            const size_t before = rx_->unexp.complete_messages();
+            ssize_t      sent;
+            ASSERT_TRUE(wait([&] {
+                sent = uct_ep_tag_eager_bcopy(ep_, 0x7a9 + k.length, 0, pack_recorded, &pack, 0);
+                return sent != UCS_ERR_NO_RESOURCE;
+            }));
+            ASSERT_EQ(sent, static_cast<ssize_t>(k.length));
+            ASSERT_TRUE(wait([&] { return rx_->unexp.complete_messages() > before; }));
+            EXPECT_EQ(rx_->unexp.messages.back().data, pack.data);
+            if (windowed) {
+                EXPECT_EQ(reinterpret_cast<uintptr_t>(pack.dest + seg) % 4096, 0u)
+                    << "a window's payload ends on a page";
+            } else {
+                aside.insert(pack.dest);
+            }
+            if (k.length <= seg) {
+                /* Held by the receiver: is the memory it got the one packed into? */
+                ASSERT_EQ(rx_->unexp.held.size(), 1u);
+                const char *got = rx_->unexp.held[0].data;
+                const_cast<volatile char *>(pack.dest)[0] ^= 0x5a;
+                const bool aliased = (got[0] == (pack.data[0] ^ 0x5a));
+                const_cast<volatile char *>(pack.dest)[0] ^= 0x5a;
+                EXPECT_EQ(aliased, windowed) << "one copy only through a window";
+                EXPECT_EQ(rx_->unexp.check_held(), "");
+            }
+            rx_->unexp.release_held();
+        }
+        EXPECT_EQ(aside.size(), 1u) << "one buffer of the sender's for those packed aside";
+        EXPECT_EQ(rx_->unexp.violations, std::vector<std::string>{});
+    }
+}
+
 /* A large bcopy that finds room for its first fragment only is accepted and
  * kept by the endpoint: later sends wait behind it (NO_RESOURCE, flush not
  * done) until the receiver makes room, and everything arrives in order. */

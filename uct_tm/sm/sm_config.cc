@@ -44,11 +44,18 @@ ucs_config_field_t sm_config_table[] = {
 
     {"BCOPY_MAX", "auto",
      "Largest bcopy message (am_bcopy, tag_eager_bcopy), from SEG_SIZE to EAGER_MAX. Above\n"
-     "SEG_SIZE every bcopy is packed aside first and a larger one travels in SEG_SIZE\n"
+     "SEG_SIZE a bcopy is packed as BCOPY_IN_PLACE says and a larger one travels in SEG_SIZE\n"
      "fragments (an active message is handed up whole). auto: EAGER_MAX when built for UCX\n"
      "before 1.16, whose protocols (v1) switch to rendezvous no later than max_bcopy;\n"
      "SEG_SIZE from 1.16, whose protocols take eager zero-copy for larger messages.",
      offsetof(SmConfig, bcopy_max), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"BCOPY_IN_PLACE", "y",
+     "With BCOPY_MAX above SEG_SIZE, pack each bcopy at the receiver's descriptor through a\n"
+     "window of virtual memory that continues it with this process's spill area, instead of\n"
+     "into a buffer of our own that is then copied in whole: a message up to SEG_SIZE is\n"
+     "copied once. Each receiver then lays out its descriptors on page boundaries.",
+     offsetof(SmConfig, bcopy_in_place), UCS_CONFIG_TYPE_BOOL},
 
     {"RECV_MIN", "auto",
      "The smallest receive tm_sm asks to have posted to its tag list, reported as\n"

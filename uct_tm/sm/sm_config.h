@@ -23,6 +23,7 @@ struct SmConfig {
     unsigned         spare_descs;
     size_t           eager_max;
     size_t           bcopy_max;    /* UCS_MEMUNITS_AUTO: by UCX release */
+    int              bcopy_in_place; /* through pack windows (sm_pack_windows.h) */
     size_t           recv_min;     /* UCS_MEMUNITS_AUTO: SEG_SIZE + 1 */
     int              copy;         /* CopyMode::Setting */
     double           copy_slow_bw; /* bytes per second */

@@ -91,6 +91,12 @@ class CopyMode {
     }
 
     void     bcopy_packed(size_t size) { last_bcopy_large_ = large(size); }
+    /* Whether the next bcopy may be streamed (plan(kUnknownSize), without
+     * its side effects): packed aside then, into our own memory. */
+    bool may_stream_bcopy() const {
+        return last_bcopy_large_ &&
+               ((setting_ == Setting::kStream) || ((setting_ == Setting::kAuto) && streaming_));
+    }
     void     count_streamed() { ++streamed_; }
     bool     streaming() const { return streaming_; }
     uint64_t streamed() const { return streamed_; } /* messages copied with streaming stores */

@@ -104,8 +104,8 @@ class FifoWriter {
 
     /* Payload area of the descriptor the owner attached to `e`; null if the
      * owner's index is out of range (a corrupt segment). */
-    char *desc_payload(const ElemHeader *e) const {
-        const uint32_t d = e->desc;
+    char *desc_payload(const ElemHeader *e) const { return desc_payload_of(e->desc); }
+    char *desc_payload_of(uint32_t d) const {
         if (ucs_unlikely(d >= num_descs_)) {
             return nullptr;
         }

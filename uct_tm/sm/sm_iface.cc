@@ -67,11 +67,16 @@ ucs_status_t SmIface::apply_config(const SmConfig &config) {
                   config.progress_budget);
         return UCS_ERR_INVALID_PARAM;
     }
+    /* Peers that pack beyond a descriptor (as we would) get windows onto ours. */
+    bcopy_in_place_ = config.bcopy_in_place && ((config.bcopy_max == UCS_MEMUNITS_AUTO)
+                                                    ? (abi::kUcxRelease < 116)
+                                                    : (config.bcopy_max > config.seg_size));
     if ((config.staging_chunk_size > (16u << 20)) ||
         !make_geometry(config.fifo_size, static_cast<uint32_t>(config.fifo_elem_size),
-                       config.spare_descs, static_cast<uint32_t>(config.seg_size), params().rx_headroom,
-                       config.max_peers, config.rndv_slots, config.staging_chunks,
-                       static_cast<uint32_t>(config.staging_chunk_size), &geometry_)) {
+                       config.spare_descs, static_cast<uint32_t>(config.seg_size),
+                       params().rx_headroom, config.max_peers, config.rndv_slots,
+                       config.staging_chunks, static_cast<uint32_t>(config.staging_chunk_size),
+                       bcopy_in_place_, &geometry_)) {
         ucs_error("tm_sm: FIFO_SIZE %u (power of two, >= 2), FIFO_ELEM_SIZE %zu (multiple of 64, "
                   ">= 128), SEG_SIZE %zu, MAX_PEERS %u, RNDV_SLOTS %u, STAGING_CHUNKS %u or "
                   "STAGING_CHUNK_SIZE %zu (multiple of 4k) out of range",
@@ -93,6 +98,7 @@ ucs_status_t SmIface::apply_config(const SmConfig &config) {
     if (!choose_bcopy_max(config.bcopy_max)) {
         return UCS_ERR_INVALID_PARAM;
     }
+    bcopy_in_place_  = bcopy_in_place_ && (bcopy_max_ > geometry_.seg_size);
     recv_min_        = (config.recv_min == UCS_MEMUNITS_AUTO) ? size_t{geometry_.seg_size} + 1
                                                               : config.recv_min;
     budget_         = config.progress_budget;
@@ -132,6 +138,9 @@ ucs_status_t SmIface::create_segment(uct_md_h md, const SmConfig &config) {
             bounce_.resize(bcopy_max_); /* bcopy packs here when streamed or fragmented */
         }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
+    }
+    if (bcopy_in_place_ && (spill_.create(bcopy_max_) != UCS_OK)) {
+        bcopy_in_place_ = false; /* logged: bcopies are packed aside */
     }
     for (uint32_t i = 0; i < geometry_.fifo_elems; ++i) {
         elem_desc_[i]        = i;
@@ -191,7 +200,8 @@ void SmIface::print_counters(FILE *stream) const {
         "of ours split with their reader; the other side wrote %lu of our splits' %lu pieces; "
         "copies timed for RNDV_COPY: %lu by CMA, %lu pipelined; %lu dropped; "
         "%lu eager messages sent with streaming stores (auto turned them on %lu times); "
-        "%lu bcopy sends waited for FIFO room\n",
+        "%lu bcopy sends waited for FIFO room; bcopies that may exceed a descriptor: %lu "
+        "packed in place, %lu aside\n",
         iface_serial_, static_cast<int>(getpid()), (unsigned long)counters_.received,
         (unsigned long)t.posts, (unsigned long)t.matches, (unsigned long)t.cancels,
         (unsigned long)t.refused, (unsigned long)counters_.unexpected,
@@ -203,7 +213,8 @@ void SmIface::print_counters(FILE *stream) const {
         (unsigned long)rndv_.copy_choice().chosen(CopyChoice::kCma),
         (unsigned long)rndv_.copy_choice().chosen(CopyChoice::kPipelined), (unsigned long)dropped_,
         (unsigned long)copy_mode_.streamed(), (unsigned long)copy_mode_.switches(),
-        (unsigned long)counters_.backlogged);
+        (unsigned long)counters_.backlogged, (unsigned long)counters_.packed_in_place,
+        (unsigned long)counters_.packed_aside);
 }
 
 SmIface::~SmIface() {
@@ -1184,6 +1195,9 @@ ucs_status_t SmIface::find_or_attach(const IfaceAddress &remote, RemotePeer **ou
         }) != UCS_OK) {
         delete peer;
         return UCS_ERR_NO_MEMORY;
+    }
+    if (bcopy_in_place_) {
+        peer->enable_pack_windows(spill_);
     }
     peer->refs = 1;
     *out       = peer;

@@ -232,6 +232,8 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
         uint64_t received        = 0; /* FIFO elements handled */
         uint64_t unexpected      = 0; /* tagged messages handed to eager_cb / rndv_cb */
         uint64_t backlogged      = 0; /* bcopy sends that waited for FIFO room (Backlog) */
+        uint64_t packed_in_place = 0; /* bcopies beyond one descriptor's reach: in a window */
+        uint64_t packed_aside    = 0; /* ... or into bounce_ */
     };
     void print_counters(FILE *stream) const;
 
@@ -255,12 +257,14 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     ssize_t send_bcopy(SmEp *ep, Kind kind, uct_pack_callback_t pack_cb, void *arg,
                        const Fill &fill);
     /* A bcopy that may not fit the receiver's descriptors (BCOPY_MAX above
-     * its SEG_SIZE): packed into bounce_, then sent in fragments. */
+     * its SEG_SIZE): packed through a window at its first element's
+     * descriptor (sm_pack_windows.h) or else into bounce_; sent in
+     * fragments when longer than the descriptor. */
     [[gnu::noinline]] ssize_t send_bcopy_bounced(SmEp *ep, Kind kind, uint8_t am_id,
                                                  uct_tag_t tag, uint64_t imm,
                                                  uct_pack_callback_t pack_cb, void *arg);
     void         publish_drop(SmEp *ep, uint64_t seq);
-    ssize_t      backlog_bcopy(SmEp *ep, const Fragments &f);
+    ssize_t                   backlog_bcopy(SmEp *ep, const Fragments &f, const char *packed);
     [[gnu::noinline]] bool send_backlog(SmEp *ep);
     void         drop_backlog(SmEp *ep);
     /* A short send larger than the receiver's FIFO element: through its
@@ -427,6 +431,9 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     DescRing              spare_descs_; /* neither attached nor held by the layer above */
     std::vector<char>     bounce_;      /* BCOPY_MAX: a bcopy packed aside, to go in fragments
                                            or with streamed copies (CopyMode) */
+    bool                  bcopy_in_place_ = false; /* BCOPY_IN_PLACE, BCOPY_MAX above SEG_SIZE */
+    SpillArea             spill_;                  /* behind every peer's pack windows */
+    bool                  last_bcopy_spilled_ = false; /* it went beyond its first descriptor */
 
     /* tag matching */
     TagEngine                tags_;

@@ -6,9 +6,9 @@
 namespace uct_tm {
 namespace sm {
 
-bool make_geometry(uint32_t fifo_elems, uint32_t elem_size, uint32_t spare_descs,
-                   uint32_t seg_size, size_t rx_headroom, uint32_t max_peers,
-                   uint32_t rndv_slots, uint32_t staging_chunks, uint32_t staging_chunk_size,
+bool make_geometry(uint32_t fifo_elems, uint32_t elem_size, uint32_t spare_descs, uint32_t seg_size,
+                   size_t rx_headroom, uint32_t max_peers, uint32_t rndv_slots,
+                   uint32_t staging_chunks, uint32_t staging_chunk_size, bool page_end_payloads,
                    Geometry *out) {
     if ((fifo_elems < 2) || (fifo_elems > (1u << 20)) || (fifo_elems & (fifo_elems - 1)) ||
         (elem_size < 2 * kCacheLine) || (elem_size > 4096) || (elem_size % kCacheLine) ||
@@ -29,6 +29,10 @@ bool make_geometry(uint32_t fifo_elems, uint32_t elem_size, uint32_t spare_descs
     g.desc_payload = static_cast<uint32_t>(align_up(rx_headroom + sizeof(void *), kCacheLine));
     g.seg_size     = static_cast<uint32_t>(align_up(seg_size, kCacheLine));
     g.desc_stride  = g.desc_payload + g.seg_size;
+    if (page_end_payloads) { /* each payload ends a page (sm_pack_windows.h) */
+        g.desc_stride  = static_cast<uint32_t>(align_up(g.desc_stride, 4096));
+        g.desc_payload = g.desc_stride - g.seg_size;
+    }
     g.descs_offset = align_up(g.fifo_offset + uint64_t{fifo_elems} * elem_size, 4096);
     g.max_peers    = max_peers;
     g.peers_offset = align_up(g.descs_offset + uint64_t{g.num_descs} * g.desc_stride, kCacheLine);

@@ -262,10 +262,13 @@ constexpr bool rndv_move_allowed(uint32_t from, uint32_t to) {
 
 inline size_t align_up(size_t value, size_t align) { return (value + align - 1) & ~(align - 1); }
 
-/* Lays out a segment; false if the parameters do not fit. */
-bool make_geometry(uint32_t fifo_elems, uint32_t elem_size, uint32_t spare_descs,
-                   uint32_t seg_size, size_t rx_headroom, uint32_t max_peers,
-                   uint32_t rndv_slots, uint32_t staging_chunks, uint32_t staging_chunk_size,
+/* Lays out a segment; false if the parameters do not fit. With
+ * `page_end_payloads` each descriptor's payload ends on a page boundary
+ * (the headroom in front grows to fill the page): senders can pack into it
+ * through a window (sm_pack_windows.h). */
+bool make_geometry(uint32_t fifo_elems, uint32_t elem_size, uint32_t spare_descs, uint32_t seg_size,
+                   size_t rx_headroom, uint32_t max_peers, uint32_t rndv_slots,
+                   uint32_t staging_chunks, uint32_t staging_chunk_size, bool page_end_payloads,
                    Geometry *out);
 
 /* Checks a geometry read from a peer's segment of `segment_size` bytes. */

@@ -9,6 +9,7 @@
 
 #include "sm_fifo.h"
 #include "sm_layout.h"
+#include "sm_pack_windows.h"
 #include "sm_split_help.h"
 
 #include "base/process_watch.h"
@@ -118,6 +119,17 @@ class RemotePeer {
 
     void touch_descriptors() { descriptor_touch_.before_fragments(segment_, geometry_); }
 
+    /* Windows to pack bcopies at its descriptors; not onto a named segment,
+     * which another process may cut short under them (TruncationGuard
+     * watches our one mapping of it). */
+    void enable_pack_windows(const SpillArea &spill) {
+        if (!shm_is_named(segment_.id())) {
+            pack_windows_.init(static_cast<char *>(segment_.address()), geometry_, spill);
+        }
+    }
+    /* Where to pack a bcopy into descriptor `d`, or null (PackWindows). */
+    char *pack_window(uint32_t d) { return pack_windows_.payload(d); }
+
     /* Bookkeeping owned by the iface. */
     uint32_t                refs = 0;      /* endpoints + peer-table entries using it */
     std::vector<ControlMsg> outbox;        /* FINs waiting for FIFO room */
@@ -133,6 +145,7 @@ class RemotePeer {
     IfaceAddress   address_{};
     ShmSegment     segment_;
     DescriptorTouch descriptor_touch_;
+    PackWindows     pack_windows_;
     SegmentHeader *header_     = nullptr;
     Geometry       geometry_{};
     FifoWriter     fifo_;

@@ -202,8 +202,10 @@ ucs_status_t SmIface::send_short_by_desc(SmEp *ep, Kind kind, uint8_t am_id, uct
                        prefix_length + length, (kind == Kind::kAm) ? 1 : SIZE_MAX);
 }
 
-/* A bcopy packed aside: larger than the receiver's descriptors (BCOPY_MAX
- * above SEG_SIZE, or a receiver with smaller ones), sent in fragments. */
+/* A bcopy that may exceed the receiver's descriptors (BCOPY_MAX above its
+ * SEG_SIZE, or a receiver with smaller ones): packed through the window of
+ * its first element's descriptor, where up to SEG_SIZE of it already is in
+ * place, else into bounce_; a longer one goes in fragments. */
 ssize_t SmIface::send_bcopy_bounced(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_t tag,
                                     uint64_t imm, uct_pack_callback_t pack_cb, void *arg) {
     if (ucs_unlikely(pack_cb == nullptr)) {
@@ -220,7 +222,17 @@ ssize_t SmIface::send_bcopy_bounced(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_
     if (ucs_unlikely(!fifo.claim(1, &seq))) {
         return UCS_ERR_NO_RESOURCE;
     }
-    const size_t    length = pack_cb(bounce_.data(), arg);
+    /* Through a window when the last bcopy fitted a descriptor: one that did
+     * not saves a copy of one fragment of several, and its spill would fault
+     * a page at a time in every new window (descriptors rotate). Streamed
+     * copies (CopyMode) go from our own memory. */
+    const uint32_t  desc   = fifo.elem(seq)->desc; /* read once: the receiver's memory */
+    char *const     window = (last_bcopy_spilled_ || copy_mode_.may_stream_bcopy())
+                                 ? nullptr
+                                 : ep->peer->pack_window(desc);
+    char *const     placed = (window != nullptr) ? fifo.desc_payload_of(desc) : nullptr;
+    char *const     packed = (window != nullptr) ? window : bounce_.data();
+    const size_t    length = pack_cb(packed, arg);
     const size_t    seg    = ep->peer->geometry().seg_size;
     const size_t    nfrags = std::max<size_t>(1, (length + seg - 1) / seg);
     const Fragments frags{kind, am_id, tag, imm, length, nfrags};
@@ -237,12 +249,17 @@ ssize_t SmIface::send_bcopy_bounced(SmEp *ep, Kind kind, uint8_t am_id, uct_tag_
         /* The rest cannot follow the first element now: that one goes as a
          * drop and the message waits in the endpoint's backlog. */
         publish_drop(ep, seq);
-        return backlog_bcopy(ep, frags);
+        return backlog_bcopy(ep, frags, packed);
     }
     copy_mode_.bcopy_packed(length);
-    const ucs_status_t sent =
-        publish_fragments(ep, seq, nfrags, frags, [&](char *dst, size_t offset, size_t n, bool stream) {
-            copy_to_peer(dst, bounce_.data() + offset, n, stream);
+    last_bcopy_spilled_ = (nfrags > 1);
+    ++((window != nullptr) ? counters_.packed_in_place : counters_.packed_aside);
+    const ucs_status_t sent = publish_fragments(
+        ep, seq, nfrags, frags, [&](char *dst, size_t offset, size_t n, bool stream) {
+            /* the first fragment is in place, unless its element's descriptor changed */
+            if ((offset != 0) || (dst != placed)) {
+                copy_to_peer(dst, packed + offset, n, stream);
+            }
         });
     return (sent == UCS_OK) ? static_cast<ssize_t>(length) : static_cast<ssize_t>(sent);
 }
@@ -260,10 +277,10 @@ void SmIface::publish_drop(SmEp *ep, uint64_t seq) {
 /* The packed message is the endpoint's until the receiver's FIFO has room
  * for all its fragments: the caller may reuse its data at once, and later
  * sends on the endpoint wait behind it (tx_ready). */
-ssize_t SmIface::backlog_bcopy(SmEp *ep, const Fragments &f) {
+ssize_t SmIface::backlog_bcopy(SmEp *ep, const Fragments &f, const char *packed) {
     Backlog           &b      = ep->backlog;
     const ucs_status_t status = alloc_status([&] {
-        b.data.assign(bounce_.data(), bounce_.data() + f.total);
+        b.data.assign(packed, packed + f.total);
         backlogged_.push_back(ep);
     });
     if (status != UCS_OK) {
