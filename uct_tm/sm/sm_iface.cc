@@ -69,7 +69,7 @@ ucs_status_t SmIface::apply_config(const SmConfig &config) {
     }
     /* Peers that pack beyond a descriptor (as we would) get windows onto ours. */
     bcopy_in_place_ = config.bcopy_in_place && ((config.bcopy_max == UCS_MEMUNITS_AUTO)
-                                                    ? (abi::kUcxRelease < 116)
+                                                    ? kBcopyBeyondSegByDefault
                                                     : (config.bcopy_max > config.seg_size));
     if ((config.staging_chunk_size > (16u << 20)) ||
         !make_geometry(config.fifo_size, static_cast<uint32_t>(config.fifo_elem_size),
@@ -139,7 +139,8 @@ ucs_status_t SmIface::create_segment(uct_md_h md, const SmConfig &config) {
         }) != UCS_OK) {
         return UCS_ERR_NO_MEMORY;
     }
-    if (bcopy_in_place_ && (spill_.create(bcopy_max_) != UCS_OK)) {
+    if (bcopy_in_place_ &&
+        (ShmSegment::create(bcopy_max_, ShmBacking::kMemfd, false, &spill_) != UCS_OK)) {
         bcopy_in_place_ = false; /* logged: bcopies are packed aside */
     }
     for (uint32_t i = 0; i < geometry_.fifo_elems; ++i) {
@@ -256,7 +257,7 @@ SmIface::~SmIface() {
  * estimates, and a bcopy no larger than a descriptor is packed in place. */
 bool SmIface::choose_bcopy_max(size_t configured) {
     if (configured == UCS_MEMUNITS_AUTO) {
-        bcopy_max_ = (abi::kUcxRelease < 116) ? eager_max_ : geometry_.seg_size;
+        bcopy_max_ = kBcopyBeyondSegByDefault ? eager_max_ : geometry_.seg_size;
         return true;
     }
     if ((configured < geometry_.seg_size) || (configured > eager_max_)) {

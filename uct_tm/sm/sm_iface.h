@@ -246,6 +246,9 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     IfaceAddress self_address() const;
     uint32_t     geometry_seg_max() const { return geometry_.seg_size; }
     bool         choose_bcopy_max(size_t configured);
+    /* BCOPY_MAX auto is EAGER_MAX before UCX 1.16 (v1 caps its rendezvous
+     * threshold at max_bcopy), SEG_SIZE from 1.16. */
+    static constexpr bool kBcopyBeyondSegByDefault = abi::kUcxRelease < 116;
     ucs_status_t apply_config(const SmConfig &config);
     ucs_status_t create_segment(uct_md_h md, const SmConfig &config);
 
@@ -432,7 +435,7 @@ class SmIface : public IfaceBase<SmIface, SmEp> {
     std::vector<char>     bounce_;      /* BCOPY_MAX: a bcopy packed aside, to go in fragments
                                            or with streamed copies (CopyMode) */
     bool                  bcopy_in_place_ = false; /* BCOPY_IN_PLACE, BCOPY_MAX above SEG_SIZE */
-    SpillArea             spill_;                  /* behind every peer's pack windows */
+    ShmSegment            spill_;                  /* behind every peer's pack windows */
     bool                  last_bcopy_spilled_ = false; /* it went beyond its first descriptor */
 
     /* tag matching */

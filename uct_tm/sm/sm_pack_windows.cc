@@ -31,24 +31,6 @@ bool map_again(char *from, size_t length, char *to) {
 
 }  // namespace
 
-SpillArea::~SpillArea() {
-    if (address_ != nullptr) {
-        munmap(address_, size_);
-    }
-}
-
-ucs_status_t SpillArea::create(size_t size) {
-    const size_t length = align_up(size, page_bytes());
-    void *p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        ucs_error("tm_sm: cannot map a %zu-byte spill area for bcopy windows: %m", length);
-        return UCS_ERR_NO_MEMORY;
-    }
-    address_ = static_cast<char *>(p);
-    size_    = length;
-    return UCS_OK;
-}
-
 bool payloads_end_on_pages(const Geometry &g) {
     const size_t page = page_bytes();
     return (g.descs_offset % page == 0) && (g.desc_stride % page == 0) &&
@@ -64,16 +46,16 @@ PackWindows::~PackWindows() {
     }
 }
 
-void PackWindows::init(char *segment, const Geometry &g, const SpillArea &spill) {
-    if ((spill.address() == nullptr) || !payloads_end_on_pages(g)) {
+void PackWindows::init(char *segment, const Geometry &g, const ShmSegment &spill) {
+    if (!spill.valid() || !payloads_end_on_pages(g)) {
         return;
     }
     if (alloc_status([&] { windows_.assign(g.num_descs, nullptr); }) != UCS_OK) {
         return; /* no windows: bcopies are packed aside */
     }
-    segment_        = segment;
+    descs_          = segment + g.descs_offset;
+    desc_stride_    = g.desc_stride;
     spill_          = &spill;
-    geometry_       = g;
     desc_pages_     = align_up(g.seg_size, page_bytes());
     window_size_    = desc_pages_ + spill.size();
     payload_offset_ = desc_pages_ - g.seg_size;
@@ -96,9 +78,9 @@ char *PackWindows::make(uint32_t d) {
     void *range  = mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
                         0);
     char *window = static_cast<char *>(range);
-    char *end    = segment_ + geometry_.descs_offset + (uint64_t{d} + 1) * geometry_.desc_stride;
+    char        *end    = descs_ + (uint64_t{d} + 1) * desc_stride_; /* of its payload */
     if ((range == MAP_FAILED) || !map_again(end - desc_pages_, desc_pages_, window) ||
-        !map_again(spill_->address(), spill_->size(), window + desc_pages_)) {
+        !map_again(static_cast<char *>(spill_->address()), spill_->size(), window + desc_pages_)) {
         ucs_debug("tm_sm: no bcopy window for descriptor %u: %m", d);
         if (range != MAP_FAILED) {
             munmap(range, length);

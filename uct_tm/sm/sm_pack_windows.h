@@ -21,6 +21,8 @@
 
 #include "sm_layout.h"
 
+#include "base/shm_segment.h"
+
 #include <ucs/type/status.h>
 
 #include <cstddef>
@@ -31,25 +33,6 @@ namespace uct_tm {
 namespace sm {
 
 inline constexpr uint32_t kMaxPackWindows = 8192;
-
-/* This process's memory behind every window: shared anonymous pages, which
- * mremap can map again at another address (not for a private mapping). */
-class SpillArea {
-  public:
-    SpillArea() = default;
-    ~SpillArea();
-    SpillArea(const SpillArea &)            = delete;
-    SpillArea &operator=(const SpillArea &) = delete;
-
-    /* `size` bytes, rounded up to pages. */
-    ucs_status_t create(size_t size);
-    char        *address() const { return address_; }
-    size_t       size() const { return size_; }
-
-  private:
-    char  *address_ = nullptr;
-    size_t size_    = 0;
-};
 
 /* A geometry whose descriptor payloads each end on a page boundary: what
  * windows need (make_geometry lays one out so on request). */
@@ -64,9 +47,11 @@ class PackWindows {
     PackWindows &operator=(const PackWindows &) = delete;
 
     /* Windows onto the descriptors of a peer's segment mapped at `segment`
-     * (its whole segment, from offset 0), backed by `spill`. Does nothing
-     * (payload() stays null) unless payloads_end_on_pages(g). */
-    void init(char *segment, const Geometry &g, const SpillArea &spill);
+     * (its whole segment, from offset 0), backed by `spill`: this process's
+     * memory behind every window, a shared mapping (mremap maps those again
+     * elsewhere, not private ones). Does nothing (payload() stays null)
+     * unless payloads_end_on_pages(g). */
+    void init(char *segment, const Geometry &g, const ShmSegment &spill);
 
     /* The pack target of descriptor `d`: its payload, with room for the
      * spill's size behind it; null when there is no window (not enabled,
@@ -85,9 +70,9 @@ class PackWindows {
 
     char *make(uint32_t d);
 
-    char               *segment_ = nullptr;
-    const SpillArea    *spill_   = nullptr;
-    Geometry            geometry_{};
+    char               *descs_          = nullptr; /* the peer's descriptors, in our mapping */
+    size_t              desc_stride_    = 0;
+    const ShmSegment   *spill_          = nullptr;
     size_t              desc_pages_     = 0; /* the pages ending at a payload's end */
     size_t              window_size_    = 0; /* desc_pages_ + the spill's */
     size_t              payload_offset_ = 0; /* of the payload in its window */

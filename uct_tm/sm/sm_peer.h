@@ -122,7 +122,7 @@ class RemotePeer {
     /* Windows to pack bcopies at its descriptors; not onto a named segment,
      * which another process may cut short under them (TruncationGuard
      * watches our one mapping of it). */
-    void enable_pack_windows(const SpillArea &spill) {
+    void enable_pack_windows(const ShmSegment &spill) {
         if (!shm_is_named(segment_.id())) {
             pack_windows_.init(static_cast<char *>(segment_.address()), geometry_, spill);
         }
