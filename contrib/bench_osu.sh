@@ -44,6 +44,9 @@
 #                every release; sm,self and shm,self work too, but from 1.22 pick sysv)
 #   TM_ENV       VAR=VALUE settings, space-separated, for the tm_sm side only (a setting's
 #                effect: one table with it, one without)
+#   NOISE=1      run tm_sm twice per round (tm_sm, then tm_sm_again): summary.md adds, per
+#                row, the range over sizes of the median tm_sm_again / tm_sm, the spread of
+#                identical runs that a ratio above must exceed to mean anything
 #   OSU_TIMEOUT  seconds per benchmark run before it counts as a hang (default 300; QUICK 120)
 #   OSU_LAT_ITERS, OSU_MLAT_ITERS, OSU_BW_ITERS   OSU's options for osu_latency, osu_multi_lat
 #                and the bandwidth tests (default "-x 200 -i 3000", "-x 100 -i 1000",
@@ -68,6 +71,8 @@ all_benches="osu_latency osu_bw osu_bibw osu_mbw_mr-2 osu_mbw_mr-4 osu_multi_lat
 mpis=${MPIS:-openmpi mpich}
 sizes=${SIZES:-$(for ((s = 1; s <= 4194304; s *= 2)); do printf '%d ' $s; done)}
 peer=${UCX_PEER:-posix,cma,self}
+impls="posix tm_sm"
+[[ ${NOISE:-0} == 1 ]] && impls="posix tm_sm tm_sm_again"
 jobs=${UCX_JOBS:-$(nproc)}
 python=/usr/bin/python3
 
@@ -307,7 +312,7 @@ for ((r = 1; r <= rounds; r++)); do
     for ((i = 0; i < ${#releases[@]}; i++)); do
         for mpi in $mpis; do
             for case in $benches; do
-                for impl in posix tm_sm; do
+                for impl in $impls; do
                     run_case "$r" "${releases[i]}" "${prefixes[i]}" "${plugins[i]}" "$mpi" \
                         "${osu_dir[$mpi]}" "$case" "$impl"
                 done
@@ -363,12 +368,25 @@ def collect():
         key = (r["release"], r["mpi"], r["case"])
         if key not in keys:
             keys.append(key)
-    ratios = {}
+    ratios, again = {}, {}
     for key, per in vals.items():
         for (size, _), v in per.items():
             if v.get("posix", 0) > 0 and "tm_sm" in v:
                 ratios.setdefault(key, {}).setdefault(size, []).append(v["tm_sm"] / v["posix"])
-    return ratios, keys
+            if v.get("tm_sm", 0) > 0 and "tm_sm_again" in v:
+                again.setdefault(key, {}).setdefault(size, []).append(v["tm_sm_again"] / v["tm_sm"])
+    return ratios, again, keys
+
+
+def noise(again, keys):
+    """Per row, the range over sizes of the median tm_sm_again / tm_sm (NOISE=1)."""
+    lines = []
+    for key in sorted(keys, key=lambda k: (k[2], k[1], k[0])):
+        meds = [statistics.median(rs) for s, rs in again.get(key, {}).items() if s in sizes]
+        if meds:
+            lines.append("- %s %s UCX %s: %.2f-%.2fx" % (key[2], key[1], key[0], min(meds),
+                                                          max(meds)))
+    return lines
 
 
 def failures(key):
@@ -444,7 +462,7 @@ def plot(ratios, keys):
     return written
 
 
-ratios, keys = collect()
+ratios, again, keys = collect()
 lines, rows, notes, met, total = table(ratios, keys)
 with open(os.path.join(out, "ratios.csv"), "w", newline="") as f:
     w = csv.writer(f)
@@ -458,6 +476,10 @@ md = setup + ["", "Ratio tm_sm / `UCX_TLS=%s` per size: median over rounds of ea
               "a figure; -: none; hang, fail: no figure, a run hung or failed." % (peer, rounds),
               ""] + lines + [""]
 md += ["Targets met: %d of %d cells." % (met, total), ""]
+spread = noise(again, keys)
+if spread:
+    md += ["Identical runs (tm_sm_again / tm_sm, per size the median of the per-round ratios; "
+           "the range over sizes):"] + spread + [""]
 if notes:
     md += ["Runs that did not finish (their logs are in logs/):"] + notes + [""]
 open(os.path.join(out, "summary.md"), "w").write("\n".join(md) + "\n")
