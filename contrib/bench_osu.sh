@@ -378,10 +378,15 @@ def collect():
     return ratios, again, keys
 
 
+def row_order(key):
+    """Rows by benchmark, then MPI, then release."""
+    return key[2], key[1], key[0]
+
+
 def noise(again, keys):
     """Per row, the range over sizes of the median tm_sm_again / tm_sm (NOISE=1)."""
     lines = []
-    for key in sorted(keys, key=lambda k: (k[2], k[1], k[0])):
+    for key in sorted(keys, key=row_order):
         meds = [statistics.median(rs) for s, rs in again.get(key, {}).items() if s in sizes]
         if meds:
             lines.append("- %s %s UCX %s: %.2f-%.2fx" % (key[2], key[1], key[0], min(meds),
@@ -414,7 +419,7 @@ def table(ratios, keys):
     head = "| benchmark | MPI | UCX | " + " | ".join(size_name(s) for s in sizes) + " | met |"
     lines = [head, "|---|---|---|" + "---:|" * len(sizes) + "---|"]
     rows, notes, met, total = [], [], 0, 0
-    for key in sorted(keys, key=lambda k: (k[2], k[1], k[0])):
+    for key in sorted(keys, key=row_order):
         cells, ok_n, n, fails = [], 0, 0, failures(key)
         for s in sizes:
             rs = ratios.get(key, {}).get(s, [])
