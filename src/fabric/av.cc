@@ -73,21 +73,23 @@ const char *av_straddr(fid_av *, const void *addr, char *buf, size_t *len) {
     return buf;
 }
 
-fi_ops_av make_av_ops() {
+template <template <auto> class W> fi_ops_av make_av_ops() {
     fi_ops_av o{};
     o.size      = sizeof(o);
-    o.insert    = av_insert;
+    o.insert    = W<av_insert>::fn;
     o.insertsvc = TM_FI_NOSYS(fi_ops_av, insertsvc);
     o.insertsym = TM_FI_NOSYS(fi_ops_av, insertsym);
-    o.remove    = av_remove;
-    o.lookup    = av_lookup;
-    o.straddr   = av_straddr;
+    o.remove    = W<av_remove>::fn;
+    o.lookup    = W<av_lookup>::fn;
+    o.straddr   = av_straddr; /* reads only its arguments */
     o.av_set    = TM_FI_NOSYS(fi_ops_av, av_set);
     return o;
 }
 
-fi_ops    g_fid_ops = make_fid_ops(close_bound<Av>);
-fi_ops_av g_av_ops  = make_av_ops();
+fi_ops    g_fid_ops        = make_fid_ops(close_bound<Av>);
+fi_ops    g_fid_ops_serial = make_fid_ops(Serial<close_bound<Av>>::fn);
+fi_ops_av g_av_ops         = make_av_ops<Direct>();
+fi_ops_av g_av_ops_serial  = make_av_ops<Serial>();
 
 }  // namespace
 
@@ -95,8 +97,8 @@ Av::Av(Domain &domain, fi_av_type type, void *context) : h_{}, domain_(domain), 
     h_.self            = this;
     h_.fid.fid.fclass  = FI_CLASS_AV;
     h_.fid.fid.context = context;
-    h_.fid.fid.ops     = &g_fid_ops;
-    h_.fid.ops         = &g_av_ops;
+    h_.fid.fid.ops     = domain.ops(g_fid_ops, g_fid_ops_serial);
+    h_.fid.ops         = domain.ops(g_av_ops, g_av_ops_serial);
 }
 
 const Name *Av::lookup(fi_addr_t addr) const {

@@ -58,21 +58,24 @@ int cntr_wait(fid_cntr *f, uint64_t threshold, int timeout) {
     return (cntr == nullptr) ? -FI_EINVAL : cntr->wait(threshold, timeout);
 }
 
-fi_ops_cntr make_cntr_ops() {
+/* fi_cntr_wait takes a serialized domain's lock per attempt (Cntr::wait). */
+template <template <auto> class W> fi_ops_cntr make_cntr_ops() {
     fi_ops_cntr o{};
     o.size    = sizeof(o);
-    o.read    = cntr_read;
-    o.readerr = cntr_readerr;
-    o.add     = cntr_add;
-    o.set     = cntr_set;
+    o.read    = W<cntr_read>::fn;
+    o.readerr = W<cntr_readerr>::fn;
+    o.add     = W<cntr_add>::fn;
+    o.set     = W<cntr_set>::fn;
     o.wait    = cntr_wait;
-    o.adderr  = cntr_adderr;
-    o.seterr  = cntr_seterr;
+    o.adderr  = W<cntr_adderr>::fn;
+    o.seterr  = W<cntr_seterr>::fn;
     return o;
 }
 
-fi_ops      g_fid_ops  = make_fid_ops(close_bound<Cntr>);
-fi_ops_cntr g_cntr_ops = make_cntr_ops();
+fi_ops      g_fid_ops         = make_fid_ops(close_bound<Cntr>);
+fi_ops      g_fid_ops_serial  = make_fid_ops(Serial<close_bound<Cntr>>::fn);
+fi_ops_cntr g_cntr_ops        = make_cntr_ops<Direct>();
+fi_ops_cntr g_cntr_ops_serial = make_cntr_ops<Serial>();
 
 }  // namespace
 
@@ -81,8 +84,8 @@ Cntr::Cntr(Domain &domain, bool waitable, void *context)
     h_.self            = this;
     h_.fid.fid.fclass  = FI_CLASS_CNTR;
     h_.fid.fid.context = context;
-    h_.fid.fid.ops     = &g_fid_ops;
-    h_.fid.ops         = &g_cntr_ops;
+    h_.fid.fid.ops     = domain.ops(g_fid_ops, g_fid_ops_serial);
+    h_.fid.ops         = domain.ops(g_cntr_ops, g_cntr_ops_serial);
 }
 
 uint64_t Cntr::read() {
@@ -101,8 +104,9 @@ int Cntr::wait(uint64_t threshold, int timeout) {
     }
     const Deadline deadline(timeout);
     const uint64_t error = errors_;
+    std::mutex    *lock  = domain_.serial_lock();
     for (;;) {
-        if (read() >= threshold) {
+        if (holding(lock, [&] { return read(); }) >= threshold) {
             return 0;
         }
         if (errors_ != error) {

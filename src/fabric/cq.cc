@@ -60,13 +60,14 @@ const char *cq_strerror(fid_cq *, int prov_errno, const void *, char *buf, size_
     return buf;
 }
 
-/* The blocking reads poll (FI_PROGRESS_MANUAL: they progress as they wait). */
-fi_ops_cq make_cq_ops() {
+/* The blocking reads poll (FI_PROGRESS_MANUAL: they progress as they
+ * wait), taking a serialized domain's lock per attempt (Cq::wait_read). */
+template <template <auto> class W> fi_ops_cq make_cq_ops() {
     fi_ops_cq o{};
     o.size      = sizeof(o);
-    o.read      = cq_read;
-    o.readfrom  = cq_readfrom;
-    o.readerr   = cq_readerr;
+    o.read      = W<cq_read>::fn;
+    o.readfrom  = W<cq_readfrom>::fn;
+    o.readerr   = W<cq_readerr>::fn;
     o.sread     = cq_sread;
     o.sreadfrom = cq_sreadfrom;
     o.signal    = cq_signal;
@@ -74,8 +75,10 @@ fi_ops_cq make_cq_ops() {
     return o;
 }
 
-fi_ops    g_fid_ops = make_fid_ops(close_bound<Cq>);
-fi_ops_cq g_cq_ops  = make_cq_ops();
+fi_ops    g_fid_ops        = make_fid_ops(close_bound<Cq>);
+fi_ops    g_fid_ops_serial = make_fid_ops(Serial<close_bound<Cq>>::fn);
+fi_ops_cq g_cq_ops         = make_cq_ops<Direct>();
+fi_ops_cq g_cq_ops_serial  = make_cq_ops<Serial>();
 
 size_t entry_size(fi_cq_format format) {
     switch (format) {
@@ -93,8 +96,8 @@ Cq::Cq(Domain &domain, fi_cq_format format, bool waitable, void *context)
     h_.self            = this;
     h_.fid.fid.fclass  = FI_CLASS_CQ;
     h_.fid.fid.context = context;
-    h_.fid.fid.ops     = &g_fid_ops;
-    h_.fid.ops         = &g_cq_ops;
+    h_.fid.fid.ops     = domain.ops(g_fid_ops, g_fid_ops_serial);
+    h_.fid.ops         = domain.ops(g_cq_ops, g_cq_ops_serial);
 }
 
 void Cq::progress() { progress_each(endpoints_); }
@@ -157,8 +160,9 @@ ssize_t Cq::wait_read(void *buf, size_t count, fi_addr_t *sources, int timeout) 
         return -FI_ENOSYS; /* FI_WAIT_NONE: no blocking reads */
     }
     const Deadline deadline(timeout);
+    std::mutex    *lock = domain_.serial_lock();
     for (;;) {
-        const ssize_t ret = read(buf, count, sources);
+        const ssize_t ret = holding(lock, [&] { return read(buf, count, sources); });
         if (ret != -FI_EAGAIN) {
             return ret;
         }

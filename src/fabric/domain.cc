@@ -26,14 +26,14 @@ int domain_close(fid *f) {
     return 0;
 }
 
-fi_ops_domain make_domain_ops() {
+template <template <auto> class W> fi_ops_domain make_domain_ops() {
     fi_ops_domain o{};
     o.size             = sizeof(o);
-    o.av_open          = open_av;
-    o.cq_open          = open_cq;
-    o.endpoint         = open_endpoint;
+    o.av_open          = W<open_av>::fn;
+    o.cq_open          = W<open_cq>::fn;
+    o.endpoint         = W<open_endpoint>::fn;
     o.scalable_ep      = TM_FI_NOSYS(fi_ops_domain, scalable_ep);
-    o.cntr_open        = open_cntr;
+    o.cntr_open        = W<open_cntr>::fn;
     o.poll_open        = TM_FI_NOSYS(fi_ops_domain, poll_open);
     o.stx_ctx          = TM_FI_NOSYS(fi_ops_domain, stx_ctx);
     o.srx_ctx          = TM_FI_NOSYS(fi_ops_domain, srx_ctx);
@@ -43,19 +43,44 @@ fi_ops_domain make_domain_ops() {
     return o;
 }
 
-fi_ops        g_fid_ops    = make_fid_ops(domain_close);
-fi_ops_domain g_domain_ops = make_domain_ops();
+/* Closing is not serialized: the lock is the domain's own. */
+fi_ops        g_fid_ops           = make_fid_ops(domain_close);
+fi_ops_domain g_domain_ops        = make_domain_ops<Direct>();
+fi_ops_domain g_domain_ops_serial = make_domain_ops<Serial>();
+
+/* The domain of a child object of class Obj, or null. */
+template <typename Obj> Domain *domain_of(const fid *f) {
+    Obj *obj = object_of<Obj>(f);
+    return (obj == nullptr) ? nullptr : &obj->domain();
+}
+
+Domain *domain_of_fid(const fid *f) {
+    switch ((f == nullptr) ? 0 : f->fclass) {
+    case FI_CLASS_DOMAIN: return object_of<Domain>(f);
+    case FI_CLASS_EP: return domain_of<Endpoint>(f);
+    case FI_CLASS_CQ: return domain_of<Cq>(f);
+    case FI_CLASS_CNTR: return domain_of<Cntr>(f);
+    case FI_CLASS_AV: return domain_of<Av>(f);
+    case FI_CLASS_MR: return domain_of<Mr>(f);
+    default: return nullptr;
+    }
+}
 
 }  // namespace
 
-Domain::Domain(Fabric &fabric, std::string transport, void *context)
-    : h_{}, fabric_(fabric), transport_(std::move(transport)) {
+std::mutex *serial_lock(const fid *f) {
+    Domain *domain = domain_of_fid(f);
+    return (domain == nullptr) ? nullptr : domain->serial_lock();
+}
+
+Domain::Domain(Fabric &fabric, std::string transport, bool serialized, void *context)
+    : h_{}, fabric_(fabric), transport_(std::move(transport)), serialized_(serialized) {
     h_.self            = this;
     h_.fid.fid.fclass  = FI_CLASS_DOMAIN;
     h_.fid.fid.context = context;
     h_.fid.fid.ops     = &g_fid_ops;
-    h_.fid.ops         = &g_domain_ops;
-    h_.fid.mr          = &g_mr_ops;
+    h_.fid.ops         = ops(g_domain_ops, g_domain_ops_serial);
+    h_.fid.mr          = ops(g_mr_ops, g_mr_ops_serial);
 }
 
 int open_domain(fid_fabric *fabric_fid, fi_info *info, fid_domain **domain, void *context) {
@@ -68,11 +93,12 @@ int open_domain(fid_fabric *fabric_fid, fi_info *info, fid_domain **domain, void
     if (!offered(name)) {
         return -FI_ENODATA; /* not a transport of this provider */
     }
-    if ((info->domain_attr->threading != FI_THREAD_UNSPEC) &&
-        (info->domain_attr->threading != FI_THREAD_DOMAIN)) {
+    const fi_threading threading = info->domain_attr->threading;
+    if (!threading_known(threading)) {
         return -FI_EINVAL;
     }
-    Domain *d = new (std::nothrow) Domain(*fabric, name, context);
+    /* FI_THREAD_UNSPEC in an info the application built: the safe level */
+    Domain *d = new (std::nothrow) Domain(*fabric, name, threading != FI_THREAD_DOMAIN, context);
     if (d == nullptr) {
         return -FI_ENOMEM;
     }

@@ -7,6 +7,7 @@
 
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
+#include <ucs/debug/log_def.h>
 
 #include <algorithm>
 #include <cstring>
@@ -68,12 +69,12 @@ int ep_setopt(fid *f, int level, int name, const void *value, size_t len) {
     return (ep == nullptr) ? -FI_EINVAL : ep->setopt(level, name, value, len);
 }
 
-fi_ops_ep make_ep_ops() {
+template <template <auto> class W> fi_ops_ep make_ep_ops() {
     fi_ops_ep o{};
     o.size         = sizeof(o);
-    o.cancel       = ep_cancel;
-    o.getopt       = ep_getopt;
-    o.setopt       = ep_setopt;
+    o.cancel       = W<ep_cancel>::fn;
+    o.getopt       = W<ep_getopt>::fn;
+    o.setopt       = W<ep_setopt>::fn;
     o.tx_ctx       = TM_FI_NOSYS(fi_ops_ep, tx_ctx);
     o.rx_ctx       = TM_FI_NOSYS(fi_ops_ep, rx_ctx);
     o.rx_size_left = TM_FI_NOSYS(fi_ops_ep, rx_size_left);
@@ -81,11 +82,11 @@ fi_ops_ep make_ep_ops() {
     return o;
 }
 
-fi_ops_cm make_cm_ops() {
+template <template <auto> class W> fi_ops_cm make_cm_ops() {
     fi_ops_cm o{};
     o.size     = sizeof(o);
     o.setname  = TM_FI_NOSYS(fi_ops_cm, setname);
-    o.getname  = ep_getname;
+    o.getname  = W<ep_getname>::fn;
     o.getpeer  = TM_FI_NOSYS(fi_ops_cm, getpeer);
     o.connect  = TM_FI_NOSYS(fi_ops_cm, connect);
     o.listen   = TM_FI_NOSYS(fi_ops_cm, listen);
@@ -132,9 +133,13 @@ fi_ops_atomic make_atomic_ops() {
     return o;
 }
 
-fi_ops        g_fid_ops    = make_fid_ops(ep_close, ep_bind, ep_control);
-fi_ops_ep     g_ep_ops     = make_ep_ops();
-fi_ops_cm     g_cm_ops     = make_cm_ops();
+fi_ops        g_fid_ops        = make_fid_ops(ep_close, ep_bind, ep_control);
+fi_ops        g_fid_ops_serial = make_fid_ops(Serial<ep_close>::fn, Serial<ep_bind>::fn,
+                                              Serial<ep_control>::fn);
+fi_ops_ep     g_ep_ops         = make_ep_ops<Direct>();
+fi_ops_ep     g_ep_ops_serial  = make_ep_ops<Serial>();
+fi_ops_cm     g_cm_ops         = make_cm_ops<Direct>();
+fi_ops_cm     g_cm_ops_serial  = make_cm_ops<Serial>();
 fi_ops_rma    g_rma_ops    = make_rma_ops();
 fi_ops_atomic g_atomic_ops = make_atomic_ops();
 
@@ -147,11 +152,11 @@ Endpoint::Endpoint(Domain &domain, const fi_info &info, uct_tm_proto_worker_h wo
     h_.self            = this;
     h_.fid.fid.fclass  = FI_CLASS_EP;
     h_.fid.fid.context = context;
-    h_.fid.fid.ops     = &g_fid_ops;
-    h_.fid.ops         = &g_ep_ops;
-    h_.fid.cm          = &g_cm_ops;
-    h_.fid.msg         = &g_msg_ops;
-    h_.fid.tagged      = &g_tagged_ops;
+    h_.fid.fid.ops     = domain.ops(g_fid_ops, g_fid_ops_serial);
+    h_.fid.ops         = domain.ops(g_ep_ops, g_ep_ops_serial);
+    h_.fid.cm          = domain.ops(g_cm_ops, g_cm_ops_serial);
+    h_.fid.msg         = domain.ops(g_msg_ops, g_msg_ops_serial);
+    h_.fid.tagged      = domain.ops(g_tagged_ops, g_tagged_ops_serial);
     h_.fid.rma         = &g_rma_ops;
     h_.fid.atomic      = &g_atomic_ops;
     h_.fid.collective  = nullptr; /* FI_COLLECTIVE is not offered */
@@ -437,6 +442,8 @@ int open_endpoint(fid_domain *domain_fid, fi_info *info, fid_ep **ep, void *cont
     uct_tm_proto_worker_h worker = nullptr;
     const ucs_status_t    status = uct_tm_proto_worker_create(&params, &worker);
     if (status != UCS_OK) {
+        ucs_warn("tm fabric: no endpoint over %s: %s", params.transports,
+                 ucs_status_string(status));
         return fi_error(status);
     }
     Endpoint *e = new (std::nothrow) Endpoint(*domain, *info, worker, context);

@@ -294,7 +294,9 @@ inline void *first_desc(void *const *desc, size_t count) {
 }
 
 extern fi_ops_tagged g_tagged_ops;
+extern fi_ops_tagged g_tagged_ops_serial;
 extern fi_ops_msg    g_msg_ops;
+extern fi_ops_msg    g_msg_ops_serial;
 
 }  // namespace fabric
 }  // namespace uct_tm

@@ -4,6 +4,7 @@
  * the application's hints.
  */
 #include "getinfo.h"
+#include "serial.h"
 
 #include <ucs/debug/log_def.h>
 
@@ -130,7 +131,7 @@ bool domain_matches(const fi_domain_attr *a, const std::string &tl, uint64_t cap
     if (a == nullptr) {
         return true;
     }
-    const bool threading = (a->threading == FI_THREAD_UNSPEC) || (a->threading == FI_THREAD_DOMAIN);
+    const bool threading = threading_known(a->threading);
     const bool progress  = ((a->control_progress == FI_PROGRESS_UNSPEC) ||
                            (a->control_progress == FI_PROGRESS_MANUAL)) &&
                           ((a->data_progress == FI_PROGRESS_UNSPEC) ||
@@ -186,7 +187,11 @@ void fill_ep_domain(fi_info *info, const fi_info *hints, const std::string &tl) 
     ep->rx_ctx_cnt       = 1;
     fi_domain_attr *d    = info->domain_attr;
     d->name              = strdup(tl.c_str());
-    d->threading         = FI_THREAD_DOMAIN;
+    /* the level asked for; unasked, the one that lets the application most */
+    d->threading         = ((hints != nullptr) && (hints->domain_attr != nullptr) &&
+                    (hints->domain_attr->threading != FI_THREAD_UNSPEC))
+                               ? hints->domain_attr->threading
+                               : FI_THREAD_SAFE;
     d->control_progress  = FI_PROGRESS_MANUAL;
     d->data_progress     = FI_PROGRESS_MANUAL;
     d->resource_mgmt     = FI_RM_DISABLED;

@@ -31,7 +31,8 @@ int mr_close(fid *f) {
     return 0;
 }
 
-fi_ops g_fid_ops = make_fid_ops(mr_close);
+fi_ops g_fid_ops        = make_fid_ops(mr_close);
+fi_ops g_fid_ops_serial = make_fid_ops(Serial<mr_close>::fn);
 
 int mr_reg(fid *f, const void *buf, size_t len, uint64_t access, uint64_t offset,
            uint64_t requested_key, uint64_t flags, fid_mr **mr, void *context) {
@@ -73,25 +74,26 @@ int mr_regattr(fid *f, const fi_mr_attr *attr, uint64_t flags, fid_mr **mr) {
                    attr->requested_key, flags, mr, attr->context);
 }
 
-fi_ops_mr make_mr_ops() {
+template <template <auto> class W> fi_ops_mr make_mr_ops() {
     fi_ops_mr o{};
     o.size    = sizeof(o);
-    o.reg     = mr_reg;
-    o.regv    = mr_regv;
-    o.regattr = mr_regattr;
+    o.reg     = W<mr_reg>::fn;
+    o.regv    = W<mr_regv>::fn;
+    o.regattr = W<mr_regattr>::fn;
     return o;
 }
 
 }  // namespace
 
-fi_ops_mr g_mr_ops = make_mr_ops();
+fi_ops_mr g_mr_ops        = make_mr_ops<Direct>();
+fi_ops_mr g_mr_ops_serial = make_mr_ops<Serial>();
 
 Mr::Mr(Domain &domain, const void *buf, size_t len, uint64_t key, void *context)
     : h_{}, domain_(domain), buf_(static_cast<const uint8_t *>(buf)), len_(len) {
     h_.self            = this;
     h_.fid.fid.fclass  = FI_CLASS_MR;
     h_.fid.fid.context = context;
-    h_.fid.fid.ops     = &g_fid_ops;
+    h_.fid.fid.ops     = domain.ops(g_fid_ops, g_fid_ops_serial);
     h_.fid.mem_desc    = this;
     h_.fid.key         = key;
 }

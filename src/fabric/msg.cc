@@ -76,24 +76,25 @@ ssize_t injectdata(fid_ep *f, const void *buf, size_t len, uint64_t data, fi_add
                                                        FI_INJECT | FI_REMOTE_CQ_DATA);
 }
 
-fi_ops_msg make_msg_ops() {
+template <template <auto> class W> fi_ops_msg make_msg_ops() {
     fi_ops_msg o{};
     o.size       = sizeof(o);
-    o.recv       = recv;
-    o.recvv      = recvv;
-    o.recvmsg    = recvmsg;
-    o.send       = send;
-    o.sendv      = sendv;
-    o.sendmsg    = sendmsg;
-    o.inject     = inject;
-    o.senddata   = senddata;
-    o.injectdata = injectdata;
+    o.recv       = W<recv>::fn;
+    o.recvv      = W<recvv>::fn;
+    o.recvmsg    = W<recvmsg>::fn;
+    o.send       = W<send>::fn;
+    o.sendv      = W<sendv>::fn;
+    o.sendmsg    = W<sendmsg>::fn;
+    o.inject     = W<inject>::fn;
+    o.senddata   = W<senddata>::fn;
+    o.injectdata = W<injectdata>::fn;
     return o;
 }
 
 }  // namespace
 
-fi_ops_msg g_msg_ops = make_msg_ops();
+fi_ops_msg g_msg_ops        = make_msg_ops<Direct>();
+fi_ops_msg g_msg_ops_serial = make_msg_ops<Serial>();
 
 }  // namespace fabric
 }  // namespace uct_tm

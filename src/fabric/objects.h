@@ -8,6 +8,7 @@
 
 #include "provider.h"
 #include "ring.h"
+#include "serial.h"
 
 #include <rdma/fi_eq.h>
 
@@ -68,7 +69,7 @@ class Fabric {
     fid_fabric *fid() { return &h_.fid; }
     uint32_t    api_version() const { return h_.fid.api_version; }
 
-    int domains = 0; /* open domains and EQs: the fabric cannot close before them */
+    std::atomic<int> domains{0}; /* open domains and EQs: the fabric cannot close before them */
 
   private:
     Handle<fid_fabric, Fabric> h_;
@@ -117,18 +118,27 @@ class Domain {
     static constexpr size_t kClass = FI_CLASS_DOMAIN;
     using Fid                      = fid_domain;
 
-    Domain(Fabric &fabric, std::string transport, void *context);
+    /* serialized: every call on its objects takes the domain's lock (serial.h) */
+    Domain(Fabric &fabric, std::string transport, bool serialized, void *context);
     fid_domain        *fid() { return &h_.fid; }
     Fabric            &fabric() { return fabric_; }
     const std::string &transport() const { return transport_; }
+    bool               serialized() const { return serialized_; }
+    std::mutex        *serial_lock() { return serialized_ ? &lock_ : nullptr; }
+    /* The ops table its objects use: the plain one or the serialized one. */
+    template <typename T> T *ops(T &plain, T &serial) const {
+        return serialized_ ? &serial : &plain;
+    }
 
-    int                              children = 0; /* open endpoints, AVs, CQs and MRs */
-    std::unordered_set<const void *> mrs;          /* the live MRs' descs */
+    std::atomic<int>                 children{0}; /* open endpoints, AVs, CQs and MRs */
+    std::unordered_set<const void *> mrs;         /* the live MRs' descs */
 
   private:
     Handle<fid_domain, Domain> h_;
     Fabric                    &fabric_;
     std::string                transport_; /* the layer's "tl[:device]" */
+    bool                       serialized_;
+    std::mutex                 lock_;
 };
 
 int open_domain(fid_fabric *fabric, fi_info *info, fid_domain **domain, void *context);
@@ -302,6 +312,7 @@ class Mr {
 Mr *mr_of_desc(Domain &domain, void *desc);
 
 extern fi_ops_mr g_mr_ops;
+extern fi_ops_mr g_mr_ops_serial;
 
 }  // namespace fabric
 }  // namespace uct_tm

@@ -84,24 +84,25 @@ ssize_t tinjectdata(fid_ep *f, const void *buf, size_t len, uint64_t data, fi_ad
                                                       FI_INJECT | FI_REMOTE_CQ_DATA);
 }
 
-fi_ops_tagged make_tagged_ops() {
+template <template <auto> class W> fi_ops_tagged make_tagged_ops() {
     fi_ops_tagged o{};
     o.size       = sizeof(o);
-    o.recv       = trecv;
-    o.recvv      = trecvv;
-    o.recvmsg    = trecvmsg;
-    o.send       = tsend;
-    o.sendv      = tsendv;
-    o.sendmsg    = tsendmsg;
-    o.inject     = tinject;
-    o.senddata   = tsenddata;
-    o.injectdata = tinjectdata;
+    o.recv       = W<trecv>::fn;
+    o.recvv      = W<trecvv>::fn;
+    o.recvmsg    = W<trecvmsg>::fn;
+    o.send       = W<tsend>::fn;
+    o.sendv      = W<tsendv>::fn;
+    o.sendmsg    = W<tsendmsg>::fn;
+    o.inject     = W<tinject>::fn;
+    o.senddata   = W<tsenddata>::fn;
+    o.injectdata = W<tinjectdata>::fn;
     return o;
 }
 
 }  // namespace
 
-fi_ops_tagged g_tagged_ops = make_tagged_ops();
+fi_ops_tagged g_tagged_ops        = make_tagged_ops<Direct>();
+fi_ops_tagged g_tagged_ops_serial = make_tagged_ops<Serial>();
 
 }  // namespace fabric
 }  // namespace uct_tm

@@ -244,7 +244,7 @@ Side connect_side(const Options &o, int fd) {
     }
     ucs_status_t st = uct_tm_proto_worker_create(&wp, &s.worker);
     if (st != UCS_OK) {
-        die("worker_create", st);
+        die(("worker_create over " + o.transports).c_str(), st);
     }
     size_t len = 0;
     uct_tm_proto_worker_address(s.worker, nullptr, &len);

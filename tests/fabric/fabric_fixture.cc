@@ -27,28 +27,28 @@ const char *test_domain() {
     return ((domain != nullptr) && (*domain != '\0')) ? domain : "tm_sm";
 }
 
-fi_info *tm_hints(const char *domain, uint64_t caps) {
+fi_info *tm_hints(const char *domain, uint64_t caps, fi_threading threading) {
     fi_info *hints                    = fi_allocinfo();
     hints->caps                       = caps;
     hints->ep_attr->type              = FI_EP_RDM;
     hints->fabric_attr->prov_name     = strdup("tm");
     hints->domain_attr->name          = (domain != nullptr) ? strdup(domain) : nullptr;
-    hints->domain_attr->threading     = FI_THREAD_DOMAIN;
+    hints->domain_attr->threading     = threading;
     hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
     return hints;
 }
 
-fi_info *tm_info(const char *domain, uint64_t caps) {
+fi_info *tm_info(const char *domain, uint64_t caps, fi_threading threading) {
     (void)g_path_set;
-    fi_info  *hints = tm_hints(domain, caps);
+    fi_info  *hints = tm_hints(domain, caps, threading);
     fi_info  *info  = nullptr;
     const int ret   = fi_getinfo(fi_version(), nullptr, nullptr, 0, hints, &info);
     fi_freeinfo(hints);
     return (ret == 0) ? info : nullptr;
 }
 
-int Fabric::open(const char *domain_name, uint64_t caps) {
-    info = tm_info(domain_name, caps);
+int Fabric::open(const char *domain_name, uint64_t caps, fi_threading threading) {
+    info = tm_info(domain_name, caps, threading);
     if (info == nullptr) {
         return -FI_ENODATA;
     }
@@ -70,11 +70,13 @@ void Fabric::close() {
     *this = Fabric{};
 }
 
-int Ep::open(Fabric &f, fi_cq_format format, fi_av_type av_type, uint64_t bind_flags) {
+int Ep::open(Fabric &f, fi_cq_format format, fi_av_type av_type, uint64_t bind_flags,
+             fi_wait_obj wait_obj) {
     fi_av_attr av_attr{};
     av_attr.type = av_type;
     fi_cq_attr cq_attr{};
-    cq_attr.format = format;
+    cq_attr.format   = format;
+    cq_attr.wait_obj = wait_obj;
     int ret        = fi_av_open(f.domain, &av_attr, &av, nullptr);
     ret            = ret ? ret : fi_cq_open(f.domain, &cq_attr, &cq, nullptr);
     ret            = ret ? ret : fi_endpoint(f.domain, f.info, &ep, nullptr);

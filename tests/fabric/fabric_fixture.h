@@ -28,9 +28,11 @@ inline constexpr uint64_t kCaps        = FI_TAGGED | FI_MSG | FI_SOURCE | FI_DIR
 const char *test_domain();
 
 /* Hints for the provider "tm" (caller frees with fi_freeinfo). */
-fi_info *tm_hints(const char *domain = test_domain(), uint64_t caps = kCaps);
+fi_info *tm_hints(const char *domain = test_domain(), uint64_t caps = kCaps,
+                  fi_threading threading = FI_THREAD_DOMAIN);
 /* fi_getinfo with those hints; nullptr if none matched. */
-fi_info *tm_info(const char *domain = test_domain(), uint64_t caps = kCaps);
+fi_info *tm_info(const char *domain = test_domain(), uint64_t caps = kCaps,
+                 fi_threading threading = FI_THREAD_DOMAIN);
 
 /* The fabric and domain the endpoints of a test share. */
 struct Fabric {
@@ -39,7 +41,8 @@ struct Fabric {
     fid_domain *domain = nullptr;
 
     /* 0 or a libfabric error. */
-    int  open(const char *domain_name = test_domain(), uint64_t caps = kCaps);
+    int  open(const char *domain_name = test_domain(), uint64_t caps = kCaps,
+              fi_threading threading = FI_THREAD_DOMAIN);
     void close();
 };
 
@@ -49,7 +52,8 @@ struct Ep {
     fid_cq *cq = nullptr;
     fid_ep *ep = nullptr;
 
-    int  open(Fabric &f, fi_cq_format format, fi_av_type av_type, uint64_t bind_flags = 0);
+    int  open(Fabric &f, fi_cq_format format, fi_av_type av_type, uint64_t bind_flags = 0,
+              fi_wait_obj wait_obj = FI_WAIT_NONE);
     void close();
     std::vector<char> name() const;
     /* Inserts a peer's name; its fi_addr_t (FI_ADDR_NOTAVAIL on failure). */

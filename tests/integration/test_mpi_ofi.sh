@@ -5,8 +5,10 @@
 # queues, derived datatypes. Open MPI asks for FI_LOCAL_COMM and FI_REMOTE_COMM: the provider
 # offers it one domain, "tm_sm,tcp". Checks rank 0's verdict line, that every rank opened that
 # domain (mtl_base_verbose's "mtl:ofi:provider" line) and, from tm_sm's counters, that tm_sm
-# carried the messages (every rank received over it). Skips (77) without Open MPI's mtl ofi or
-# a built provider. PROVIDER_PATH: the directory holding libtm-fi.so.
+# carried the messages (every rank received over it). Then mpi_threads under
+# MPI_THREAD_MULTIPLE (Open MPI then asks for FI_THREAD_SAFE): 4 threads per rank exchanging at
+# once, 2 and 4 ranks. Skips (77) without Open MPI's mtl ofi or a built provider.
+# PROVIDER_PATH: the directory holding libtm-fi.so.
 set -u
 [ "${INTEGRATION_TESTS:-yes}" != no ] || { echo "SKIP: INTEGRATION_TESTS=no"; exit 77; }
 mpirun=${MPIRUN:-mpirun}
@@ -44,6 +46,25 @@ for np in 2 4; do
         fail=1
     else
         echo "ok: Open MPI pml cm, mtl ofi, provider tm (domain tm_sm,tcp), $np ranks; $(grep "^mpi_tag_test: PASS" <<<"$out")"
+    fi
+done
+# MPI_THREAD_MULTIPLE: the verdict line and that every rank opened the domain.
+[ -x ./mpi_threads ] || { echo "FAIL: mpi_threads not built"; exit 1; }
+for np in 2 4; do
+    out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
+        "$mpirun" -np "$np" --oversubscribe --mca pml cm --mca mtl ofi \
+        --mca mtl_ofi_provider_include tm --mca mtl_base_verbose 1 --mca btl self \
+        --mca osc '^ucx' ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH} -x FI_PROVIDER_PATH="$provider_path" \
+        ./mpi_threads 2>&1)
+    rc=$?
+    domains=$(grep -c 'mtl:ofi:provider: tm_sm,tcp$' <<<"$out")
+    if [ "$rc" -ne 0 ] || [ "$(grep -c "^mpi_threads: PASS ($np ranks" <<<"$out")" -ne 1 ] ||
+        [ "$domains" -ne "$np" ]; then
+        echo "FAIL: Open MPI mtl ofi over tm, MPI_THREAD_MULTIPLE, $np ranks: exit $rc, $domains domains"
+        tail -20 <<<"$out"
+        fail=1
+    else
+        echo "ok: Open MPI mtl ofi over tm, MPI_THREAD_MULTIPLE; $(grep "^mpi_threads: PASS" <<<"$out")"
     fi
 done
 exit $fail
