@@ -146,6 +146,43 @@ TEST(FabricThreads, SafeDomainTakesPostsAndReadsFromManyThreads) {
     p.close();
 }
 
+/* Control calls from many threads at once: each opens its endpoint, CQ
+ * and AV in the shared domain, sends itself a message and closes them;
+ * the domain then closes (no child left counted). */
+TEST(FabricThreads, SafeDomainOpensAndClosesFromManyThreads) {
+    Fabric f;
+    ASSERT_EQ(0, f.open(test_domain(), kCaps, FI_THREAD_SAFE));
+    std::atomic<int> good{0};
+    auto             worker = [&](int t) {
+        for (int i = 0; i < 10; ++i) {
+            Ep e;
+            if (e.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE) != 0) {
+                e.close();
+                continue;
+            }
+            const fi_addr_t    self = e.insert(e.name());
+            uint64_t           in = 0, out = tag_of(t, i);
+            fi_cq_tagged_entry c[2];
+            const bool         posted = (self != FI_ADDR_NOTAVAIL) &&
+                                (fi_trecv(e.ep, &in, sizeof(in), nullptr, FI_ADDR_UNSPEC, out, 0,
+                                                      &in) == 0) &&
+                                (fi_tsend(e.ep, &out, sizeof(out), nullptr, self, out, &out) == 0);
+            good += posted && (wait_cq(e.cq, &c[0], nullptr) == 1) &&
+                    (wait_cq(e.cq, &c[1], nullptr) == 1) && (in == out);
+            e.close();
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back(worker, t);
+    }
+    for (std::thread &t : threads) {
+        t.join();
+    }
+    EXPECT_EQ(kThreads * 10, good.load());
+    f.close(); /* expects fi_close of the domain to return 0 */
+}
+
 /* fi_cq_sread takes the domain's lock per attempt: while one thread waits
  * in it, another sends the message it waits for. */
 TEST(FabricThreads, BlockingReadLetsOtherThreadsPost) {

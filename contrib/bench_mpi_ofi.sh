@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Open MPI's ping-pong over the libfabric provider tm (pml cm, mtl ofi) against pml ucx over
+# UCX's shared memory and over tm_sm, interleaved (docs/libfabric.md, "Open MPI").
+#
+# Usage: contrib/bench_mpi_ofi.sh [BUILD_DIR]
+#   BUILD_DIR  a build with the provider, configured --with-ucx=PREFIX: every process loads
+#              that UCX (a release build, e.g. contrib/ucx_cache.sh's; Open MPI's pml ucx too)
+# Environment:
+#   ROUNDS     rounds (default 5); each runs the three cases back to back
+#   SIZE       message bytes (default 8); ITERS round trips per batch (default 20000)
+#   UCX_PEER   UCX_TLS of the reference (default posix,cma,self)
+#   OUT        output directory (default BUILD_DIR/bench_mpi_ofi)
+#
+# Cases (tests/integration/mpi_pingpong.c, one-way latency, median of 11 batches):
+#   ofi_tm     --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tm
+#   ucx_peer   --mca pml ucx, UCX_TLS=UCX_PEER
+#   ucx_tm_sm  --mca pml ucx, UCX_TLS=tm_sm,self (the plugin preloaded)
+# libfabric's shm provider is no case: it offers no FI_REMOTE_COMM, so mtl ofi cannot use it.
+# Prints each round and the medians of the per-round ratios against ucx_peer.
+set -euo pipefail
+
+# shellcheck source=bench_common.sh
+source "$(dirname "$0")/bench_common.sh" bench_mpi_ofi "$@"
+provider_dir=$build_dir/src/fabric/.libs
+plugin=$build_dir/uct_tm/.libs/libuct_tm.so
+size=${SIZE:-8}
+iters=${ITERS:-20000}
+[ -e "$provider_dir/libtm-fi.so" ] && [ -e "$plugin" ] ||
+    { echo "bench_mpi_ofi.sh: $build_dir has no provider or plugin (build with libfabric)" >&2; exit 2; }
+command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
+    { echo "bench_mpi_ofi.sh: Open MPI (mpicc, mpirun) missing" >&2; exit 2; }
+mpicc -O2 -o "$out/mpi_pingpong" "$src_dir/tests/integration/mpi_pingpong.c"
+
+# pingpong CASE: one-way microseconds, or nan.
+pingpong() {
+    local args=(-np 2 --bind-to core --mca btl self --mca osc '^ucx' -x LD_LIBRARY_PATH)
+    case $1 in
+    ofi_tm) args+=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include tm
+                   -x FI_PROVIDER_PATH="$provider_dir") ;;
+    ucx_peer) args+=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any
+                     -x UCX_TLS="$peer") ;;
+    ucx_tm_sm) args+=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any
+                      -x "UCX_TLS=tm_sm,self" -x LD_PRELOAD="$plugin") ;;
+    esac
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
+        mpirun "${args[@]}" "$out/mpi_pingpong" "$size" "$iters" 11 2>/dev/null |
+        awk '/^mpi_pingpong/ {print $4; found = 1} END {if (!found) print "nan"}'
+}
+
+cases=(ofi_tm ucx_peer ucx_tm_sm)
+echo "round,case,us" >"$raw"
+echo "UCX $ucx_version ($ucx_libdir), $size B, revision $revision; one-way us per case"
+for r in $(seq "$rounds"); do
+    line="round $r:"
+    for c in "${cases[@]}"; do
+        v=$(pingpong "$c")
+        echo "$r,$c,$v" >>"$raw"
+        line+=" $c $v"
+    done
+    echo "$line"
+    round_done "$r"
+done
+
+python3 - "$raw" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+by = {}
+for r in rows:
+    by.setdefault(r["round"], {})[r["case"]] = float(r["us"])
+for case in ("ofi_tm", "ucx_tm_sm"):
+    ratios = [v[case] / v["ucx_peer"] for v in by.values()
+              if v.get(case, float("nan")) == v.get(case) and v.get("ucx_peer", 0) > 0]
+    if ratios:
+        print("%s / ucx_peer per round: median %.2fx (%.2f-%.2f, %d rounds)"
+              % (case, statistics.median(ratios), min(ratios), max(ratios), len(ratios)))
+for case in ("ofi_tm", "ucx_peer", "ucx_tm_sm"):
+    vals = [v[case] for v in by.values() if v.get(case) == v.get(case)]
+    if vals:
+        print("%s: median %.3f us (%.3f-%.3f)" % (case, statistics.median(vals), min(vals), max(vals)))
+PY
