@@ -36,8 +36,11 @@ ucx_run() { # test size -> "lat rate MBps"
     [ -n "$line" ] && echo "$line" | awk '{printf "%s %s %.1f\n", $3, $9, $7 * 1.048576}' || echo "nan nan nan"
 }
 tm_run() { # test size depth -> "lat rate MBps"
-    local iters=$(( $2 >= 1048576 ? 1000 : ($2 >= 65536 ? 10000 : 100000) ))
-    "$tm" -t "$1" -s "$2" -n "$iters" -D "$3" --no-header 2>/dev/null | awk 'NF == 6 {print $3, $5, $6}'
+    local iters=$(( $2 >= 1048576 ? 1000 : ($2 >= 65536 ? 10000 : 100000) )) line
+    # the depth's receives stay posted in tm_sm's tag list (TAG_LIST_SIZE, 1024 by default)
+    line=$(UCX_TM_SM_TAG_LIST_SIZE=$(( $3 + 1024 )) "$tm" -t "$1" -s "$2" -n "$iters" -D "$3" \
+           --no-header 2>/dev/null | awk 'NF == 6 {print $3, $5, $6}' || true)
+    echo "${line:-nan nan nan}"
 }
 
 for r in $(seq 1 "$rounds"); do
