@@ -62,19 +62,19 @@ for r in $(seq "$rounds"); do
 done
 
 python3 - "$raw" <<'PY'
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
+import csv, math, statistics, sys
 by = {}
-for r in rows:
-    by.setdefault(r["round"], {})[r["case"]] = float(r["us"])
+for r in csv.DictReader(open(sys.argv[1])):
+    us = float(r["us"])
+    if not math.isnan(us):
+        by.setdefault(r["round"], {})[r["case"]] = us
 for case in ("ofi_tm", "ucx_tm_sm"):
-    ratios = [v[case] / v["ucx_peer"] for v in by.values()
-              if v.get(case, float("nan")) == v.get(case) and v.get("ucx_peer", 0) > 0]
+    ratios = [v[case] / v["ucx_peer"] for v in by.values() if case in v and v.get("ucx_peer", 0) > 0]
     if ratios:
         print("%s / ucx_peer per round: median %.2fx (%.2f-%.2f, %d rounds)"
               % (case, statistics.median(ratios), min(ratios), max(ratios), len(ratios)))
 for case in ("ofi_tm", "ucx_peer", "ucx_tm_sm"):
-    vals = [v[case] for v in by.values() if v.get(case) == v.get(case)]
+    vals = [v[case] for v in by.values() if case in v]
     if vals:
         print("%s: median %.3f us (%.3f-%.3f)" % (case, statistics.median(vals), min(vals), max(vals)))
 PY

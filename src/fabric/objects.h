@@ -123,7 +123,6 @@ class Domain {
     fid_domain        *fid() { return &h_.fid; }
     Fabric            &fabric() { return fabric_; }
     const std::string &transport() const { return transport_; }
-    bool               serialized() const { return serialized_; }
     std::mutex        *serial_lock() { return serialized_ ? &lock_ : nullptr; }
     /* The ops table its objects use: the plain one or the serialized one. */
     template <typename T> T *ops(T &plain, T &serial) const {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -70,6 +71,17 @@ void drain(fid_cq *cq, bool receives) {
     }
 }
 
+/* Runs fn(t) on kThreads threads, t = 0 .. kThreads - 1, and joins them. */
+void on_threads(const std::function<void(int)> &fn) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back(fn, t);
+    }
+    for (std::thread &t : threads) {
+        t.join();
+    }
+}
+
 }  // namespace
 
 TEST(FabricThreads, EveryLevelIsOffered) {
@@ -116,13 +128,7 @@ TEST(FabricThreads, SafeDomainTakesPostsAndReadsFromManyThreads) {
             drain(p.b.cq, true);
         }
     };
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-        threads.emplace_back(worker, t);
-    }
-    for (std::thread &t : threads) {
-        t.join();
-    }
+    on_threads(worker);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     auto       done     = [](const std::vector<Slot> &v) {
         for (const Slot &s : v) {
@@ -172,13 +178,7 @@ TEST(FabricThreads, SafeDomainOpensAndClosesFromManyThreads) {
             e.close();
         }
     };
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-        threads.emplace_back(worker, t);
-    }
-    for (std::thread &t : threads) {
-        t.join();
-    }
+    on_threads(worker);
     EXPECT_EQ(kThreads * 10, good.load());
     f.close(); /* expects fi_close of the domain to return 0 */
 }
