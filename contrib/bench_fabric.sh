@@ -11,7 +11,8 @@
 #   NO_CALLGRIND=1       skip the instruction counts
 #
 # Prints instructions per iteration of each loop (callgrind, 60000 minus 20000
-# iterations, so set-up cancels) and their difference; then per round the
+# iterations, so set-up cancels) and their difference, and the layer's loop
+# with 1000 other receives from the same peer held (a deep MPI queue); then per round the
 # time per iteration of each (Google Benchmark, CPU time) and the difference,
 # and the medians over rounds.
 set -euo pipefail
@@ -26,23 +27,30 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 if [ "${NO_CALLGRIND:-0}" != 1 ] && command -v valgrind >/dev/null; then
-    for b in Fabric Layer; do
+    for b in Fabric Layer Deep; do
+        case $b in
+        Fabric) filter='^FabricTaggedInject(/|$)' ;;
+        Layer) filter='^LayerTaggedInject/0(/|$)' ;;
+        Deep) filter='^LayerTaggedInject/1000(/|$)' ;;
+        esac
         for n in 20000 60000; do
             BENCH_FABRIC_ITERS=$n "$build_dir/libtool" --mode=execute valgrind --tool=callgrind \
-                --callgrind-out-file="$tmp/$b.$n" "$bench" --benchmark_filter="^${b}TaggedInject" \
+                --callgrind-out-file="$tmp/$b.$n" "$bench" --benchmark_filter="$filter" \
                 >/dev/null 2>&1
         done
     done
     total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
     fab=$(( ($(total "$tmp/Fabric.60000") - $(total "$tmp/Fabric.20000")) / 40000 ))
     lay=$(( ($(total "$tmp/Layer.60000") - $(total "$tmp/Layer.20000")) / 40000 ))
+    deep=$(( ($(total "$tmp/Deep.60000") - $(total "$tmp/Deep.20000")) / 40000 ))
     echo "instructions per iteration: libfabric $fab, layer $lay, provider $((fab - lay))"
+    echo "layer with 1000 receives from the peer held: $deep"
 fi
 
 for r in $(seq "$rounds"); do
     "$bench" --benchmark_format=csv 2>/dev/null |
         awk -F, -v r="$r" '/TaggedInject/ {gsub(/"/, "", $1); t[$1] = $4}
-            END {f = t["FabricTaggedInject"]; l = t["LayerTaggedInject"];
+            END {f = t["FabricTaggedInject"]; l = t["LayerTaggedInject/0"];
                  printf "round %d: libfabric %.1f ns, layer %.1f ns, provider %.1f ns\n", r, f, l, f - l}'
 done | tee "$tmp/rounds"
 awk '{f[NR] = $4; l[NR] = $7; d[NR] = $10}

@@ -556,17 +556,12 @@ void TagMatcher::remove_posted(uint32_t idx) {
     posted_.release(idx);
 }
 
-/* Earliest-posted receive matching `tag` over every class, removed; false if
- * none. The heads of every class are merged by posting sequence. */
-bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
-    Impl    &im       = *impl_;
-    uint32_t best     = kNoIndex;
-    uint64_t best_seq = UINT64_MAX;
-    Tag      best_mask = 0;
-    /* where the best candidate heads its key's ring (null: overflow ring) */
-    BucketTable      *best_table = nullptr;
-    BucketTable::Ref  best_slot  = nullptr;
-    BucketTable::Hash best_hash{};
+/* Earliest-posted receive matching `tag` over every class (nothing staged);
+ * best.idx is kNoIndex if none. The heads of every class are merged by
+ * posting sequence. */
+[[gnu::always_inline]] inline TagMatcher::Found TagMatcher::find_posted_any(Tag tag) {
+    Impl &im = *impl_;
+    Found best;
     /* One lookup per class in use: start every home-group load first so the
      * misses overlap instead of queueing behind each other. */
     const bool              exact = exact_.size() != 0;
@@ -584,12 +579,7 @@ bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
     if (exact) {
         const BucketTable::Ref slot = exact_.find_fast(tag, eh, exact_key());
         if (slot != nullptr) {
-            best       = *slot;
-            best_seq   = posted_[best].seq;
-            best_mask  = kExactMask;
-            best_table = &exact_;
-            best_slot  = slot;
-            best_hash  = eh;
+            best = Found{*slot, posted_[*slot].seq, kExactMask, &exact_, slot, eh};
         }
     }
     for (size_t i = 0; i < im.active.size(); ++i) {
@@ -597,34 +587,38 @@ bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
         const Tag               key  = tag & c.mask;
         const BucketTable::Hash h    = (i < nprefetch) ? hashes[i] : c.table.hash(key);
         const BucketTable::Ref  slot = c.table.find_fast(key, h, PostedKey{&posted_, c.mask});
-        if ((slot != nullptr) && (posted_[*slot].seq < best_seq)) {
-            best       = *slot;
-            best_seq   = posted_[best].seq;
-            best_mask  = c.mask;
-            best_table = &c.table;
-            best_slot  = slot;
-            best_hash  = h;
+        if ((slot != nullptr) && (posted_[*slot].seq < best.seq)) {
+            best = Found{*slot, posted_[*slot].seq, c.mask, &c.table, slot, h};
         }
     }
     if (im.overflow_head != kNoIndex) {
-        const uint32_t i = scan_overflow(tag, best_seq);
+        const uint32_t i = scan_overflow(tag, best.seq);
         if (i != kNoIndex) {
-            best       = i;
-            best_mask  = im.overflow_masks[i];
-            best_table = nullptr;
+            best = Found{i, posted_[i].seq, im.overflow_masks[i], nullptr, nullptr, {}};
         }
     }
-    if (best == kNoIndex) {
+    return best;
+}
+
+bool TagMatcher::take_posted_any(Tag tag, Receive *recv) {
+    const Found best = find_posted_any(tag);
+    if (best.idx == kNoIndex) {
         return false;
     }
-    const PostedEntry &e = posted_[best];
-    *recv                = Receive{e.tag, best_mask, e.ctx};
-    if (best_table == nullptr) {
-        remove_posted(best);
+    const PostedEntry &e = posted_[best.idx];
+    *recv                = Receive{e.tag, best.mask, e.ctx};
+    if (best.table == nullptr) {
+        remove_posted(best.idx);
     } else {
-        unlink_head(best, best_table, best_slot, best_hash);
+        unlink_head(best.idx, best.table, best.slot, best.hash);
     }
     return true;
+}
+
+void *TagMatcher::peek_posted(Tag tag) {
+    unstage_all();
+    const Found best = find_posted_any(tag);
+    return (best.idx == kNoIndex) ? nullptr : posted_[best.idx].ctx;
 }
 
 ArriveResult TagMatcher::arrive_general(Tag tag, uint64_t cookie, bool queue) {

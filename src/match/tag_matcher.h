@@ -229,6 +229,13 @@ class TagMatcher {
     }
 
     /*
+     * The context of the receive match_posted(tag) would return, left
+     * posted; null if none. Lets a caller holding receives in several
+     * matchers (by source) take the earliest by its own posting order.
+     */
+    void *peek_posted(Tag tag);
+
+    /*
      * A burst of n arrivals (e.g. the headers one FIFO or CQ poll returned):
      * exactly as n calls arrive(tags[i], cookies[i]) -- or match_posted(tags[i])
      * -- in index order, with the results in out[0, n). The difference is
@@ -320,7 +327,18 @@ class TagMatcher {
     ArriveResult arrive_general(Tag tag, uint64_t cookie, bool queue);
     ArriveResult queue_unexpected(Tag tag, uint64_t cookie);
     bool         take_posted_any(Tag tag, Receive *recv);
-    /* take_posted_any()'s steps, inlined into it (tag_matcher.cc) */
+    /* The earliest posted receive a tag matches, where it heads its key's
+     * ring (table null: the overflow ring); idx kNoIndex if none. */
+    struct Found {
+        uint32_t    idx   = UINT32_MAX;
+        uint64_t    seq   = UINT64_MAX;
+        Tag         mask  = 0;
+        Table      *table = nullptr;
+        Table::Ref  slot  = nullptr;
+        Table::Hash hash{};
+    };
+    /* take_posted_any()'s and peek_posted()'s steps (tag_matcher.cc) */
+    Found        find_posted_any(Tag tag);
     uint32_t     scan_overflow(Tag tag, uint64_t before);
     void         unlink_head(uint32_t idx, Table *table, Table::Ref slot, Table::Hash h);
     void         remove_posted(uint32_t idx);

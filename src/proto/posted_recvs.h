@@ -1,16 +1,17 @@
 /*
- * PostedRecvs: the receives software holds, tiers 1 and 2 of docs/proto.md
- * "Ordering". Tier 1 is the tag matcher (O(1) exact, per-mask indexes);
- * tier 2 is a posting-ordered list for source-filtered receives (the
- * matcher has no source) and every receive posted after one, so that tier
- * 1 only ever holds receives older than all of tier 2. Tier 0, the
- * transport's tag list, is TagList's. Tier 3 holds the untagged receives
- * (fi_msg), in posting order: untagged messages match nothing else.
+ * PostedRecvs: the receives software holds, tiers 1 to 3 of docs/proto.md
+ * "Ordering". Tier 1 is the tag matcher for receives from any source;
+ * tier 2 holds directed receives by source (SourceRecvs). An arrival from
+ * source s takes the earlier, by posting sequence, of tier 1's match and
+ * s's. Tier 0, the transport's
+ * tag list, is TagList's. Tier 3 holds the untagged receives (fi_msg), in
+ * posting order: untagged messages match nothing else.
  */
 #ifndef UCT_TM_PROTO_POSTED_RECVS_H_
 #define UCT_TM_PROTO_POSTED_RECVS_H_
 
 #include "request.h"
+#include "source_recvs.h"
 
 #include "match/tag_matcher.h"
 
@@ -18,6 +19,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
+#include <unordered_map>
 
 namespace uct_tm {
 namespace proto {
@@ -26,42 +29,41 @@ class PostedRecvs {
   public:
     PostedRecvs(match::TagMatcher &matcher, RequestPool &reqs) : matcher_(matcher), reqs_(reqs) {}
 
-    /* Neither tier holds a receive: a new one may go to the tag list. */
-    bool empty() const { return (matcher_.posted_count() == 0) && tier2_empty(); }
-    bool tier2_empty() const { return tier2_live_ == 0; }
+    /* No tier holds a tagged receive: a new one may go to the tag list. */
+    bool empty() const { return (matcher_.posted_count() == 0) && (directed_live_ == 0); }
+    bool directed_empty() const { return directed_live_ == 0; }
 
     /* The next posting sequence number (receives of every tier). */
     uint64_t next_seq() { return next_seq_++; }
 
-    /* Holds receive `r`: in tier 2 if it filters on its source or tier 2
-     * is in use, else in tier 1. An error (the matcher's) holds nothing.
-     * Inline: the receive post of a worker without tag list. */
+    /* Holds receive `r` (its seq set): in its source's matcher if it filters
+     * on the source, else in tier 1. An error (the matcher's) holds
+     * nothing; throws std::bad_alloc. Inline: the receive post of a worker
+     * without tag list. */
     [[gnu::always_inline]] ucs_status_t hold(Request &r) {
-        if (r.has_source || (tier2_live_ != 0)) {
-            tier2_.push_back(r.self);
-            ++tier2_live_;
-            r.tier = 2;
-            return UCS_OK;
+        if (r.has_source) {
+            const ucs_status_t status = recvs_of(r.src_filter).hold(r);
+            r.tier                    = 2;
+            directed_live_ += (status == UCS_OK);
+            return status;
         }
         const match::PostResult pr = matcher_.post_expected_only(r.tag, r.mask, &r);
-        if (pr.status != UCS_OK) {
-            return pr.status;
-        }
-        r.mh   = pr.handle;
-        r.tier = 1;
-        return UCS_OK;
+        r.mh                       = pr.handle;
+        r.tier                     = 1;
+        return pr.status;
     }
 
     /* The earliest held receive a message (tag, source) matches, taken out
      * of its tier; or null. Inline: every software arrival asks. */
     [[gnu::always_inline]] Request *match(uint64_t tag, uint32_t source) {
-        if (matcher_.posted_count() != 0) {
-            const match::ArriveResult ar = matcher_.match_posted(tag);
-            if (ar.matched) {
-                return static_cast<Request *>(ar.recv.ctx);
-            }
+        SourceRecvs *d = (directed_live_ != 0) ? held_from(source) : nullptr;
+        if (d == nullptr) {
+            return (matcher_.posted_count() != 0) ? take_from(matcher_, tag) : nullptr;
         }
-        return (tier2_live_ != 0) ? match_tier2(tag, source) : nullptr;
+        if (matcher_.posted_count() == 0) {
+            return take_directed(*d, tag);
+        }
+        return match_both(*d, tag);
     }
 
     /* Holds untagged receive `r` last in tier 3; throws std::bad_alloc. */
@@ -104,7 +106,11 @@ class PostedRecvs {
             }
             return false;
         }
-        forget_tier2(); /* its entry is skipped from now on (the request is done) */
+        SourceRecvs *d = held_from(r.src_filter);
+        if ((d == nullptr) || !d->withdraw(r)) {
+            return false;
+        }
+        --directed_live_;
         return true;
     }
 
@@ -119,35 +125,66 @@ class PostedRecvs {
         }
     }
 
-    /* The earliest tier-2 receive that matches, taken out; or null. */
-    Request *match_tier2(uint64_t tag, uint32_t source) {
-        for (auto it = tier2_.begin(); it != tier2_.end(); ++it) {
-            Request *r = reqs_.lookup(*it);
-            if ((r == nullptr) || r->done || (r->rstate != RecvState::kPosted)) {
-                continue;
-            }
-            if (match::tag_matches(tag, r->tag, r->mask) &&
-                (!r->has_source || (r->src_filter == source))) {
-                take(tier2_, it);
-                forget_tier2();
-                return r;
-            }
-        }
-        return nullptr;
+    static Request *take_from(match::TagMatcher &m, uint64_t tag) {
+        const match::ArriveResult ar = m.match_posted(tag);
+        return ar.matched ? static_cast<Request *>(ar.recv.ctx) : nullptr;
     }
 
-    void forget_tier2() {
-        --tier2_live_;
-        if (tier2_live_ == 0) {
-            tier2_.clear();
+    Request *take_directed(SourceRecvs &d, uint64_t tag) {
+        Request *r = d.take(tag);
+        directed_live_ -= (r != nullptr);
+        return r;
+    }
+
+    /* Receives in tier 1 and from the source: the earlier match. */
+    Request *match_both(SourceRecvs &d, uint64_t tag) {
+        const auto    *any = static_cast<const Request *>(matcher_.peek_posted(tag));
+        const Request *src = d.peek(tag);
+        if ((src != nullptr) && ((any == nullptr) || (src->seq < any->seq))) {
+            return take_directed(d, tag);
         }
+        return (any != nullptr) ? take_from(matcher_, tag) : nullptr;
+    }
+
+    /* `source`'s receives if it has any, else null. Mostly the source
+     * asked last: one compare. */
+    SourceRecvs *held_from(uint32_t source) {
+        SourceRecvs *d = (source == last_source_) ? last_recvs_ : find_source(source);
+        return ((d != nullptr) && (d->size() != 0)) ? d : nullptr;
+    }
+
+    SourceRecvs *find_source(uint32_t source) {
+        const auto it = by_source_.find(source);
+        if (it == by_source_.end()) {
+            return nullptr;
+        }
+        last_source_ = source;
+        last_recvs_  = it->second.get();
+        return last_recvs_;
+    }
+
+    /* `source`'s receives, made at its first directed receive; throws
+     * std::bad_alloc. Kept once made: a peer's receives come and go. */
+    SourceRecvs &recvs_of(uint32_t source) {
+        if (SourceRecvs *d = (source == last_source_) ? last_recvs_ : find_source(source)) {
+            return *d;
+        }
+        auto         d = std::make_unique<SourceRecvs>();
+        SourceRecvs &q = *d;
+        by_source_.emplace(source, std::move(d));
+        last_source_ = source;
+        last_recvs_  = &q;
+        return q;
     }
 
     match::TagMatcher   &matcher_;
     RequestPool         &reqs_;
-    std::deque<uint64_t> tier2_; /* handles in posting order; done ones skipped */
     std::deque<uint64_t> untagged_; /* tier 3: handles in posting order */
-    size_t               tier2_live_ = 0;
+    /* tier 2: the directed receives of each source that had one */
+    std::unordered_map<uint32_t, std::unique_ptr<SourceRecvs>> by_source_;
+    uint32_t                                                   last_source_   = UINT32_MAX;
+    SourceRecvs                                               *last_recvs_    = nullptr;
+    size_t                                                     directed_live_ = 0;
     uint64_t             next_seq_   = 0;
 };
 

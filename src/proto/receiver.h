@@ -96,7 +96,7 @@ class Receiver {
      * two loads fewer on the 8 B receive path. */
     bool software_idle() const {
         return (matcher_.unexpected_count() == 0) && (matcher_.posted_count() == 0) &&
-               posted_.tier2_empty() && !gathers_.open();
+               posted_.directed_empty() && !gathers_.open();
     }
 
     /* The queues, for the arrival paths, cancellation and endpoint teardown. */

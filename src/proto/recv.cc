@@ -3,10 +3,9 @@
  * a message's arrival matched across the receive tiers or queued as
  * unexpected, probe, truncation. The ordering rule and its proof are in docs/proto.md
  * "Ordering": tier 0 (the transport's tag list) holds receives older than
- * every tier-1 receive (the matcher), which are older than every tier-2
- * receive (source-filtered ones and those posted after them); a receive
- * joins tier k only while every tier above k is empty, so the first tier
- * with a match holds the earliest matching receive.
+ * every software one, as it takes receives only while software holds none;
+ * in software, tier 1 (the matcher, any source) and tier 2 (a matcher per
+ * source) are merged by posting sequence at each arrival.
  */
 #include "receiver.h"
 
@@ -213,7 +212,7 @@ bool Receiver::enqueue_unexpected(uint32_t idx) {
     Unexpected        &u      = unexpected_[idx];
     const ucs_status_t status = u.untagged
                                     ? alloc_status([&] { unexpected_.enqueue_untagged(idx); })
-                                    : unexpected_.enqueue(idx);
+                                    : alloc_status([&] { return unexpected_.enqueue(idx); });
     if (status != UCS_OK) {
         ucs_error("tm_proto: unexpected queue refused a message: %s", ucs_status_string(status));
         if (!u.rndv) {
@@ -295,7 +294,7 @@ void Receiver::fill_info(uct_tm_proto_info_t *info, const Unexpected &u) const {
 }
 
 /* Inlined into recv_general(): tier 0 while software holds no receive (and
- * no tagged message is arriving in fragments), else tier 1 or 2. */
+ * no tagged message is arriving in fragments), else tier 1 or (directed) 2. */
 [[gnu::always_inline]] inline ucs_status_t Receiver::post_recv(Request &r) {
     r.seq = posted_.next_seq();
     /* a vectored receive goes to the tag list as an iov list if the

@@ -3,8 +3,8 @@
  * Eager data is buffered here (counted against the unexpected cap);
  * a rendezvous request keeps only its header until a receive asks for the
  * data. The tag matcher holds (tag, slot index) for matching in arrival
- * order; UnexpectedQueue's arrival list keeps the same order for
- * source-filtered searches. A message a probe claimed (PEEK|CLAIM) stays
+ * order; UnexpectedQueue keeps the same order per source for directed
+ * receives and probes. A message a probe claimed (PEEK|CLAIM) stays
  * here, out of matching, until recv_claimed or discard_claimed takes it.
  */
 #ifndef UCT_TM_PROTO_UNEXPECTED_H_
@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <unordered_map>
 #include <vector>
 
 namespace uct_tm {
@@ -37,6 +38,7 @@ struct Unexpected {
     bool     discard  = false; /* dropped while fragments are still coming */
     bool     held     = false; /* buffered receives: reported once it arrived whole */
     bool     untagged = false; /* fi_msg: in the untagged arrival list, not the matcher */
+    bool     taken     = false; /* out of matching: a receive took it (fragments may still come) */
     uint32_t source   = 0;
     bool     has_data = false; /* remote data sent (rdata) */
     uint64_t rdata    = 0;
@@ -115,16 +117,20 @@ class UnexpectedQueue {
     /* A fresh slot for a message about to be queued; throws std::bad_alloc. */
     uint32_t allocate() { return pool_.allocate(); }
 
-    /* Queues slot `idx` (its tag set) for matching, last in arrival order;
-     * on an error the caller releases the slot. */
+    /* Queues slot `idx` (its tag and source set) for matching, last in
+     * arrival order; on an error the caller releases the slot. Throws
+     * std::bad_alloc (nothing queued). */
     ucs_status_t enqueue(uint32_t idx) {
-        Unexpected               &u  = pool_[idx];
+        Unexpected &u    = pool_[idx];
+        Arrivals   &from = arrivals_of(u.source);
+        from.handles.push_back(pool_.handle(idx));
         const match::ArriveResult ar = matcher_.arrive(u.tag, idx);
         if (ar.status != UCS_OK) {
+            from.handles.pop_back();
             return ar.status;
         }
         u.mh = ar.handle;
-        arrival_.push_back(pool_.handle(idx));
+        ++from.live;
         return UCS_OK;
     }
 
@@ -159,31 +165,18 @@ class UnexpectedQueue {
         if (count() == 0) {
             return false;
         }
-        if (!has_source) {
-            match::Message     m;
-            const ucs_status_t status =
-                    remove ? matcher_.claim(tag, mask, &m) : matcher_.peek(tag, mask, &m);
-            if (status != UCS_OK) {
-                return false;
-            }
-            *idx = static_cast<uint32_t>(m.cookie);
-            return true;
+        if (has_source) {
+            return find_from(tag, mask, source, idx, remove);
         }
-        trim();
-        for (uint64_t h : arrival_) {
-            uint32_t    i;
-            Unexpected *u = pool_.lookup(h, &i);
-            if ((u == nullptr) || u->claimed || (u->source != source) ||
-                !match::tag_matches(u->tag, tag, mask)) {
-                continue;
-            }
-            if (remove && (matcher_.take(u->mh) != UCS_OK)) {
-                return false;
-            }
-            *idx = i;
-            return true;
+        match::Message     m;
+        const ucs_status_t status = remove ? matcher_.claim(tag, mask, &m)
+                                           : matcher_.peek(tag, mask, &m);
+        if (status != UCS_OK) {
+            return false;
         }
-        return false;
+        *idx              = static_cast<uint32_t>(m.cookie);
+        pool_[*idx].taken = remove;
+        return true;
     }
 
     /* A probe claimed message `idx` (already out of matching): the handle
@@ -214,11 +207,15 @@ class UnexpectedQueue {
                 return true;
             }
         }
-        for (uint64_t handle : arrival_) {
+        const auto from = arrivals_.find(source);
+        if (from == arrivals_.end()) {
+            return false;
+        }
+        for (uint64_t handle : from->second.handles) {
             uint32_t    idx;
             Unexpected *u = pool_.lookup(handle, &idx);
-            if ((u != nullptr) && u->rndv && !u->claimed && (u->source == source) &&
-                (u->sreq == sreq) && (matcher_.take(u->mh) == UCS_OK)) {
+            if ((u != nullptr) && u->rndv && !u->claimed && !u->taken && (u->sreq == sreq) &&
+                (matcher_.take(u->mh) == UCS_OK)) {
                 remove(idx);
                 return true;
             }
@@ -228,8 +225,13 @@ class UnexpectedQueue {
 
     /* Frees a message out of matching (or never queued). */
     void remove(uint32_t idx) {
+        const Unexpected &u      = pool_[idx];
+        const bool        listed = !u.untagged && (u.mh.generation != 0);
+        const uint32_t    source = u.source;
         pool_.release(idx);
-        trim();
+        if (listed) {
+            forget(source);
+        }
     }
 
     /* Frees a slot enqueue() refused. */
@@ -239,26 +241,72 @@ class UnexpectedQueue {
     template <typename Fn> void for_each_live(Fn &&fn) { pool_.for_each_live(fn); }
 
   private:
-    /* Drops the handles of freed messages from the arrival list: its front
-     * at once, the rest once they outnumber the live ones. */
-    void trim() {
-        uint32_t idx;
-        while (!arrival_.empty() && (pool_.lookup(arrival_.front(), &idx) == nullptr)) {
-            arrival_.pop_front();
+    /* One source's queued messages (handles in arrival order; freed ones
+     * dropped at the front at once, elsewhere once they outnumber the live). */
+    struct Arrivals {
+        std::deque<uint64_t> handles;
+        size_t               live = 0;
+    };
+
+    /* The earliest message from `source` matching, as find(). */
+    bool find_from(uint64_t tag, uint64_t mask, uint32_t source, uint32_t *idx, bool remove) {
+        const auto from = arrivals_.find(source);
+        if (from == arrivals_.end()) {
+            return false;
         }
-        if (arrival_.size() > 2 * pool_.live() + 64) {
-            arrival_.erase(std::remove_if(arrival_.begin(), arrival_.end(),
-                                          [this](uint64_t h) {
-                                              uint32_t i;
-                                              return pool_.lookup(h, &i) == nullptr;
-                                          }),
-                           arrival_.end());
+        for (uint64_t h : from->second.handles) {
+            uint32_t    i;
+            Unexpected *u = pool_.lookup(h, &i);
+            if ((u == nullptr) || u->claimed || u->taken ||
+                !match::tag_matches(u->tag, tag, mask)) {
+                continue;
+            }
+            if (remove) {
+                if (matcher_.take(u->mh) != UCS_OK) {
+                    continue; /* not reached: taken ones are marked */
+                }
+                u->taken = true;
+            }
+            *idx = i;
+            return true;
+        }
+        return false;
+    }
+
+    /* `source`'s list, made at its first message; throws std::bad_alloc.
+     * Mostly the source of the message before: one compare. */
+    Arrivals &arrivals_of(uint32_t source) {
+        if ((last_ == nullptr) || (source != last_source_)) {
+            last_        = &arrivals_[source]; /* nodes stay put: none is erased */
+            last_source_ = source;
+        }
+        return *last_;
+    }
+
+    /* A queued message of `source` was freed. */
+    void forget(uint32_t source) {
+        Arrivals &from = arrivals_of(source);
+        --from.live;
+        std::deque<uint64_t> &q = from.handles;
+        uint32_t              idx;
+        while (!q.empty() && (pool_.lookup(q.front(), &idx) == nullptr)) {
+            q.pop_front();
+        }
+        if (q.size() > 2 * from.live + 64) {
+            q.erase(std::remove_if(q.begin(), q.end(),
+                                   [this](uint64_t h) {
+                                       uint32_t i;
+                                       return pool_.lookup(h, &i) == nullptr;
+                                   }),
+                    q.end());
         }
     }
 
     match::TagMatcher   &matcher_;
     UnexpectedPool       pool_;
-    std::deque<uint64_t> arrival_; /* handles in arrival order */
+    std::unordered_map<uint32_t, Arrivals> arrivals_; /* tagged messages by source */
+    Arrivals                              *last_        = nullptr;
+    uint32_t                               last_source_ = 0;
     std::deque<uint64_t> untagged_; /* untagged messages in matching, in arrival order */
 };
 

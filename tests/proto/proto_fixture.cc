@@ -115,6 +115,32 @@ uct_tm_proto_stats_t stats_of(uct_tm_proto_worker_h w) {
     return st;
 }
 
+ucs_status_t connect_third(const std::string &param, uct_tm_proto_worker_h b, ThirdWorker *t) {
+    ucs_status_t st = make_pair(param, &t->q);
+    if (st != UCS_OK) {
+        return st;
+    }
+    auto addr_of = [](uct_tm_proto_worker_h w) {
+        size_t len = 0;
+        uct_tm_proto_worker_address(w, nullptr, &len);
+        std::vector<char> a(len);
+        if (uct_tm_proto_worker_address(w, a.data(), &len) != UCS_OK) {
+            a.clear();
+        }
+        return a;
+    };
+    const auto addr_b = addr_of(b), addr_c = addr_of(t->c());
+    st = uct_tm_proto_ep_create(t->c(), addr_b.data(), addr_b.size(), &t->cb);
+    if ((st != UCS_OK) && (st != UCS_INPROGRESS)) {
+        return st;
+    }
+    st = uct_tm_proto_ep_create(b, addr_c.data(), addr_c.size(), &t->bc);
+    if ((st != UCS_OK) && (st != UCS_INPROGRESS)) {
+        return st;
+    }
+    return connect_eps(t->cb, t->bc);
+}
+
 std::vector<char> pattern(size_t length, uint32_t seed) {
     std::vector<char> v(length);
     uint32_t          x = seed * 2654435761u + 1;

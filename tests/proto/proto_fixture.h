@@ -76,6 +76,25 @@ inline bool same_bytes(const void *a, const void *b, size_t n) {
     return (n == 0) || (memcmp(a, b, n) == 0);
 }
 
+/* A third worker c with endpoints to and from b (as
+ * ProtoTest.EndpointAddressIsCheckedBeforeUse makes one); destroyed with the
+ * test, failed or not. */
+struct ThirdWorker {
+    Pair              q;
+    uct_tm_proto_ep_h bc = nullptr; /* b -> c */
+    uct_tm_proto_ep_h cb = nullptr; /* c -> b */
+    ~ThirdWorker() {
+        if (bc != nullptr) {
+            uct_tm_proto_ep_destroy(bc);
+        }
+        destroy_pair(&q);
+    }
+    uct_tm_proto_worker_h c() const { return q.a; }
+};
+
+/* Makes worker c over `param`'s transports and connects it with b. */
+ucs_status_t connect_third(const std::string &param, uct_tm_proto_worker_h b, ThirdWorker *t);
+
 /* Transports tested: tm_sm (ours, when the plugin registered it) with tag
  * offload and without ("tm_sm+sw": receives matched in software, data over
  * AM), posix, tcp, and a worker over two ifaces ("tm_sm,posix"). */

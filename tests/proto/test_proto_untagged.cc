@@ -290,48 +290,6 @@ TEST_P(UntaggedTest, ReceivesTakeMessagesInOrder) {
     expect_no_requests();
 }
 
-/* A third worker c with endpoints to and from b (as
- * ProtoTest.EndpointAddressIsCheckedBeforeUse makes one); destroyed with the
- * test, failed or not. */
-struct ThirdWorker {
-    Pair              q;
-    uct_tm_proto_ep_h bc = nullptr; /* b -> c */
-    uct_tm_proto_ep_h cb = nullptr; /* c -> b */
-    ~ThirdWorker() {
-        if (bc != nullptr) {
-            uct_tm_proto_ep_destroy(bc);
-        }
-        destroy_pair(&q);
-    }
-    uct_tm_proto_worker_h c() const { return q.a; }
-};
-
-ucs_status_t connect_third(const std::string &param, uct_tm_proto_worker_h b, ThirdWorker *t) {
-    ucs_status_t st = make_pair(param, &t->q);
-    if (st != UCS_OK) {
-        return st;
-    }
-    auto addr_of = [](uct_tm_proto_worker_h w) {
-        size_t len = 0;
-        uct_tm_proto_worker_address(w, nullptr, &len);
-        std::vector<char> a(len);
-        if (uct_tm_proto_worker_address(w, a.data(), &len) != UCS_OK) {
-            a.clear();
-        }
-        return a;
-    };
-    const auto addr_b = addr_of(b), addr_c = addr_of(t->c());
-    st = uct_tm_proto_ep_create(t->c(), addr_b.data(), addr_b.size(), &t->cb);
-    if ((st != UCS_OK) && (st != UCS_INPROGRESS)) {
-        return st;
-    }
-    st = uct_tm_proto_ep_create(b, addr_c.data(), addr_c.size(), &t->bc);
-    if ((st != UCS_OK) && (st != UCS_INPROGRESS)) {
-        return st;
-    }
-    return connect_eps(t->cb, t->bc);
-}
-
 /* FI_DIRECTED_RECV: with messages from a and from c, an untagged receive
  * whose source is b's endpoint to c takes c's message, though a's arrived
  * first (message first) or arrives first (receive first); a receive from

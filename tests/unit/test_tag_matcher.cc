@@ -254,6 +254,48 @@ TEST_P(TagMatcherOrdering, AllPermutationsOfDistinctMasksMatchInPostingOrder) {
     EXPECT_EQ(120u, n_perms);
 }
 
+/* peek_posted() names the receive match_posted() then takes, and leaves it
+ * posted: over every class and the overflow list, in every posting order. */
+TEST_P(TagMatcherOrdering, PeekPostedNamesWhatMatchPostedTakes) {
+    const auto         &specs = matching_specs();
+    std::vector<size_t> perm(specs.size());
+    std::iota(perm.begin(), perm.end(), 0);
+    do {
+        TagMatcher m(opts());
+        for (size_t i : perm) post_queued(m, specs[i].tag, specs[i].mask, ctx(i));
+        post_queued(m, kT ^ 1, kExactMask, ctx(99)); /* matches nothing asked */
+        for (size_t k = 0; k < perm.size(); ++k) {
+            const size_t held = m.posted_count();
+            ASSERT_EQ(ctx(perm[k]), m.peek_posted(kT)) << "arrival " << k;
+            ASSERT_EQ(held, m.posted_count()) << "peek_posted took the receive";
+            const ArriveResult a = m.match_posted(kT);
+            ASSERT_TRUE(a.matched);
+            ASSERT_EQ(ctx(perm[k]), a.recv.ctx);
+        }
+        EXPECT_EQ(nullptr, m.peek_posted(kT));
+        EXPECT_EQ(1u, m.posted_count());
+    } while (std::next_permutation(perm.begin(), perm.end()));
+}
+
+/* Receives the matcher holds staged (exact posts not yet in the index)
+ * are seen by peek_posted() as by match_posted(), oldest first. */
+TEST(TagMatcherPeekPosted, SeesStagedReceives) {
+    MatcherOptions o;
+    o.staging_min_index_bytes = 0; /* stage from the first post */
+    TagMatcher m(o);
+    for (uintptr_t i = 1; i <= 40; ++i) post_queued(m, kT + i, kExactMask, ctx(i));
+    post_queued(m, kT + 7, kExactMask, ctx(1007));
+    for (uintptr_t i : {7, 1007}) {
+        ASSERT_EQ(ctx(i), m.peek_posted(kT + 7));
+        const ArriveResult a = m.match_posted(kT + 7);
+        ASSERT_TRUE(a.matched);
+        EXPECT_EQ(ctx(i), a.recv.ctx);
+    }
+    EXPECT_EQ(nullptr, m.peek_posted(kT + 7));
+    EXPECT_EQ(ctx(40), m.peek_posted(kT + 40));
+    EXPECT_EQ(39u, m.posted_count());
+}
+
 TEST_P(TagMatcherOrdering, AllPermutationsWithNonMatchingReceivesInterleaved) {
     /* 4 receives that match kT, 3 that do not (same mask classes as some of
      * the matching ones, so that the index buckets are shared). */
