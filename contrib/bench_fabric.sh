@@ -12,7 +12,8 @@
 #
 # Prints instructions per iteration of each loop (callgrind, 60000 minus 20000
 # iterations, so set-up cancels) and their difference, and the layer's loop
-# with 1000 other receives from the same peer held (a deep MPI queue); then per round the
+# with 1000 other receives from the same peer held (a deep MPI queue), and
+# an fi_cq_read that finds nothing (a turn of an application's wait loop); then per round the
 # time per iteration of each (Google Benchmark, CPU time) and the difference,
 # and the medians over rounds.
 set -euo pipefail
@@ -27,11 +28,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 if [ "${NO_CALLGRIND:-0}" != 1 ] && command -v valgrind >/dev/null; then
-    for b in Fabric Layer Deep; do
+    for b in Fabric Layer Deep Empty; do
         case $b in
         Fabric) filter='^FabricTaggedInject(/|$)' ;;
         Layer) filter='^LayerTaggedInject/0(/|$)' ;;
         Deep) filter='^LayerTaggedInject/1000(/|$)' ;;
+        Empty) filter='^FabricEmptyRead(/|$)' ;;
         esac
         for n in 20000 60000; do
             BENCH_FABRIC_ITERS=$n "$build_dir/libtool" --mode=execute valgrind --tool=callgrind \
@@ -44,7 +46,9 @@ if [ "${NO_CALLGRIND:-0}" != 1 ] && command -v valgrind >/dev/null; then
     lay=$(( ($(total "$tmp/Layer.60000") - $(total "$tmp/Layer.20000")) / 40000 ))
     deep=$(( ($(total "$tmp/Deep.60000") - $(total "$tmp/Deep.20000")) / 40000 ))
     echo "instructions per iteration: libfabric $fab, layer $lay, provider $((fab - lay))"
+    empty=$(( ($(total "$tmp/Empty.60000") - $(total "$tmp/Empty.20000")) / 40000 ))
     echo "layer with 1000 receives from the peer held: $deep"
+    echo "an fi_cq_read that finds nothing (a turn of a wait loop): $empty"
 fi
 
 for r in $(seq "$rounds"); do

@@ -834,11 +834,10 @@ void Worker::ep_destroy(Endpoint *ep) {
 
 /* The ifaces after the first (tcp beside tm_sm): a tcp poll is a system
  * call, several times the cost of a tm_sm poll, so an idle one is polled
- * every kSecondaryIdle only, and on every call again for kSecondaryLinger
- * after it last had events. */
+ * every kSecondaryIdle only (progress() asks every 16th call), and on every
+ * call again for kSecondaryLinger after it last had events. */
 unsigned Worker::poll_secondary() {
-    if (!secondary_busy_ &&
-        (((++secondary_calls_ & 15) != 0) || (Clock::now() < secondary_next_))) {
+    if (!secondary_busy_ && (Clock::now() < secondary_next_)) {
         return 0;
     }
     unsigned n = 0;

@@ -260,7 +260,8 @@ class Worker : public Owner {
 /* Inline into the C entry point: a caller polls it in its wait loop. */
 [[gnu::always_inline]] inline unsigned Worker::progress() {
     unsigned n = uct_worker_progress(uworker_);
-    if (ucs_unlikely(has_secondary_)) {
+    /* an idle second transport only every 16th call, asked inline */
+    if (ucs_unlikely(has_secondary_) && (secondary_busy_ || ((++secondary_calls_ & 15) == 0))) {
         n += poll_secondary();
     }
     const bool     tick = (++progress_calls_ % kKeepaliveEvery) == 0; /* busy or not */
