@@ -16,6 +16,7 @@
 #include "proto_fixture.h"
 
 #include <deque>
+#include <memory>
 #include <random>
 
 namespace uct_tm_test {
@@ -44,18 +45,23 @@ class DirectedTest : public ProtoTest {
   protected:
     void SetUp() override {
         ProtoTest::SetUp();
-        ASSERT_EQ(UCS_OK, connect_third(GetParam(), p_.b, &t_));
+        ASSERT_EQ(UCS_OK, connect_third(GetParam(), p_.b, t_.get()));
         ids_[0] = uct_tm_proto_worker_id(p_.a);
-        ids_[1] = uct_tm_proto_worker_id(t_.c());
+        ids_[1] = uct_tm_proto_worker_id(t_->c());
+    }
+    /* c and b's endpoint to it go before b does */
+    void TearDown() override {
+        t_.reset();
+        ProtoTest::TearDown();
     }
     bool progress_until(const std::function<bool()> &done) {
         return wait_for(p_, [&] {
-            uct_tm_proto_worker_progress(t_.c());
+            uct_tm_proto_worker_progress(t_->c());
             return done();
         });
     }
     uct_tm_proto_ep_h from(int src) const {
-        return (src < 0) ? nullptr : (src == 0) ? p_.ba : t_.bc;
+        return (src < 0) ? nullptr : (src == 0) ? p_.ba : t_->bc;
     }
     /* Sends message `id` (8 B, the id also as remote data) from a or c. */
     void send_from(int src, uint64_t tag, uint64_t id) {
@@ -64,11 +70,11 @@ class DirectedTest : public ProtoTest {
         params.data                     = id;
         uct_tm_proto_request_t req      = 0;
         payloads_.push_back(id); /* the send's buffer until it completes */
-        const ucs_status_t st = uct_tm_proto_send((src == 0) ? p_.ab : t_.cb, &payloads_.back(),
+        const ucs_status_t st = uct_tm_proto_send((src == 0) ? p_.ab : t_->cb, &payloads_.back(),
                                                   sizeof(id), tag, &params, &req);
         ASSERT_TRUE((st == UCS_OK) || (st == UCS_INPROGRESS)) << ucs_status_string(st);
         if (st == UCS_INPROGRESS) {
-            sends_.push_back({(src == 0) ? p_.a : t_.c(), req});
+            sends_.push_back({(src == 0) ? p_.a : t_->c(), req});
         }
     }
     /* Receive `r` completed with message `m`. */
@@ -103,10 +109,10 @@ class DirectedTest : public ProtoTest {
     void post_one(ModelRecv r);
     void probe(std::mt19937_64 &rng);
 
-    ThirdWorker                                                           t_;
-    uint32_t                                                              ids_[2] = {};
-    std::vector<std::unique_ptr<ModelRecv>>                               posted_;
-    std::vector<ModelMsg>                                                 unexpected_;
+    std::unique_ptr<ThirdWorker>            t_      = std::make_unique<ThirdWorker>();
+    uint32_t                                ids_[2] = {};
+    std::vector<std::unique_ptr<ModelRecv>> posted_;
+    std::vector<ModelMsg>                   unexpected_;
     std::vector<std::pair<uct_tm_proto_worker_h, uct_tm_proto_request_t>> sends_;
     std::deque<uint64_t>                                                  payloads_;
 };
