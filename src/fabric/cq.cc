@@ -111,8 +111,6 @@ Cq::Cq(Domain &domain, fi_cq_format format, bool waitable, void *context)
     h_.fid.ops         = domain.ops(g_cq_ops, g_cq_ops_serial);
 }
 
-void Cq::progress() { progress_each(endpoints_); }
-
 /* Doubles the ring (false if memory ran out, nothing changed); out of
  * line: hold_room() stays small where it is inlined. */
 bool Cq::make_room() noexcept {

@@ -190,7 +190,6 @@ class Cq : public Bindings {
     int     signal();
 
   private:
-    void    progress();
     ssize_t read_entries(void *buf, size_t count, fi_addr_t *sources) noexcept;
     void    write(const Completion &c, void *slot) const;
     bool make_room() noexcept;

@@ -3,9 +3,9 @@
  * "Ordering". Tier 1 is the tag matcher for receives from any source;
  * tier 2 holds directed receives by source (SourceRecvs). An arrival from
  * source s takes the earlier, by posting sequence, of tier 1's match and
- * s's. Tier 0, the transport's
- * tag list, is TagList's. Tier 3 holds the untagged receives (fi_msg), in
- * posting order: untagged messages match nothing else.
+ * s's. Tier 0, the transport's tag list, is TagList's. Tier 3 holds the
+ * untagged receives (fi_msg), in posting order: untagged messages match
+ * nothing else.
  */
 #ifndef UCT_TM_PROTO_POSTED_RECVS_H_
 #define UCT_TM_PROTO_POSTED_RECVS_H_
@@ -36,8 +36,8 @@ class PostedRecvs {
     /* The next posting sequence number (receives of every tier). */
     uint64_t next_seq() { return next_seq_++; }
 
-    /* Holds receive `r` (its seq set): in its source's matcher if it filters
-     * on the source, else in tier 1. An error (the matcher's) holds
+    /* Holds receive `r` (its seq set): with its source's receives if it
+     * filters on the source, else in tier 1. An error (the matcher's) holds
      * nothing; throws std::bad_alloc. Inline: the receive post of a worker
      * without tag list. */
     [[gnu::always_inline]] ucs_status_t hold(Request &r) {

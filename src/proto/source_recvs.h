@@ -71,7 +71,8 @@ class SourceRecvs {
     }
 
   private:
-    static constexpr unsigned kShort = 8; /* a power of two: the ring's index wraps by masking */
+    static constexpr unsigned kShort = 8;
+    static_assert((kShort & (kShort - 1)) == 0, "the ring's index wraps by masking");
 
     struct Entry {
         uint64_t tag;

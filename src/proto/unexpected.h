@@ -174,8 +174,10 @@ class UnexpectedQueue {
         if (status != UCS_OK) {
             return false;
         }
-        *idx              = static_cast<uint32_t>(m.cookie);
-        pool_[*idx].taken = remove;
+        *idx = static_cast<uint32_t>(m.cookie);
+        if (remove) {
+            pool_[*idx].taken = true;
+        }
         return true;
     }
 

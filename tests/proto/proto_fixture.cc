@@ -50,6 +50,16 @@ ucs_status_t make_pair(const std::string &transports, Pair *pair,
     return status;
 }
 
+std::vector<char> worker_address(uct_tm_proto_worker_h w) {
+    size_t len = 0;
+    uct_tm_proto_worker_address(w, nullptr, &len);
+    std::vector<char> addr(len);
+    if (uct_tm_proto_worker_address(w, addr.data(), &len) != UCS_OK) {
+        addr.clear();
+    }
+    return addr;
+}
+
 std::vector<char> ep_address(uct_tm_proto_ep_h ep) {
     size_t len = 0;
     if (uct_tm_proto_ep_address(ep, nullptr, &len) != UCS_ERR_BUFFER_TOO_SMALL) {
@@ -120,16 +130,7 @@ ucs_status_t connect_third(const std::string &param, uct_tm_proto_worker_h b, Th
     if (st != UCS_OK) {
         return st;
     }
-    auto addr_of = [](uct_tm_proto_worker_h w) {
-        size_t len = 0;
-        uct_tm_proto_worker_address(w, nullptr, &len);
-        std::vector<char> a(len);
-        if (uct_tm_proto_worker_address(w, a.data(), &len) != UCS_OK) {
-            a.clear();
-        }
-        return a;
-    };
-    const auto addr_b = addr_of(b), addr_c = addr_of(t->c());
+    const auto addr_b = worker_address(b), addr_c = worker_address(t->c());
     st = uct_tm_proto_ep_create(t->c(), addr_b.data(), addr_b.size(), &t->cb);
     if ((st != UCS_OK) && (st != UCS_INPROGRESS)) {
         return st;

@@ -36,6 +36,8 @@ void         apply_transport(const std::string &param, uct_tm_proto_worker_param
 ucs_status_t make_pair(const std::string &transports, Pair *pair,
                        const uct_tm_proto_worker_params_t *extra = nullptr);
 void         destroy_pair(Pair *pair);
+/* Worker `w`'s address (uct_tm_proto_worker_address), empty on error. */
+std::vector<char> worker_address(uct_tm_proto_worker_h w);
 /* Endpoint `ep`'s address (uct_tm_proto_ep_address), empty on error. */
 std::vector<char> ep_address(uct_tm_proto_ep_h ep);
 /* Connects endpoints ab (a -> b) and ba (b -> a) to each other with their

@@ -40,16 +40,6 @@ bool recv_blob(int fd, std::vector<char> *blob) {
     return uct_tm::fd_transfer(fd, blob->data(), len, false);
 }
 
-std::vector<char> worker_address(uct_tm_proto_worker_h w) {
-    size_t len = 0;
-    uct_tm_proto_worker_address(w, nullptr, &len);
-    std::vector<char> addr(len);
-    if (uct_tm_proto_worker_address(w, addr.data(), &len) != UCS_OK) {
-        addr.clear();
-    }
-    return addr;
-}
-
 /* One side's worker and its endpoint to the other side, connected over the
  * socket `fd`; false on any failure. */
 bool connect_over(int fd, const std::string &param, uct_tm_proto_worker_h *w, uct_tm_proto_ep_h *ep,
