@@ -10,8 +10,8 @@
 #   contrib/test.sh --rxe    guest tier: the suites on Soft-RoCE in QEMU guests alone (tm_rc and
 #                            tm_dc conformance, the protocol layer over them, UCP in the guest,
 #                            two hosts), for verbs work
-#   contrib/test.sh --full   what .ci/run runs: both tiers, then the clang++ -Werror build, the
-#                            test programs built --enable-debug (assertions on), the suites under
+#   contrib/test.sh --full   what .ci/run runs: both tiers, then the test programs built with
+#                            clang++ -Werror --enable-debug (assertions on) and run, the suites under
 #                            ASan/LSan/UBSan, the installed plugin, a 60 s soak (contrib/soak.sh),
 #                            make distcheck (without rdma-core), the tarball's Debian packages
 #                            (with rdma-core and the libfabric provider) built, installed, run and
@@ -129,22 +129,17 @@ guest_tier() {  # build-dir; status: 0 if every guest suite passed
 guest_tests() { local s; for s in "${RXE_SUITES[@]}"; do echo "${s#*:}"; done; }
 
 # The later stages' builds, libraries and test programs, each logged in its directory.
-# clang: -O0, its warnings come from its front end (g++'s build ran the code at -O2).
-clang_build() {
-    mkdir -p "$build-clang"
-    { "$src/contrib/build.sh" "$build-clang" CXX=clang++ CXXFLAGS="-O0" --without-fuzzer &&
-        make -C "$build-clang" -j"$(nproc)" check TESTS=; } >"$build-clang/build.log" 2>&1
-}
+# The debug build is clang's: -Werror with clang's front end (g++'s build ran the code at
+# -O2) and the assertions on, in one build of the tree rather than two.
 debug_build() {
     mkdir -p "$build-debug"
-    { "$src/contrib/build.sh" "$build-debug" --enable-debug --without-fuzzer &&
+    { "$src/contrib/build.sh" "$build-debug" CXX=clang++ --enable-debug --without-fuzzer &&
         make -C "$build-debug" -j"$(nproc)" check TESTS=; } >"$build-debug/build.log" 2>&1
 }
-# All three at the lowest priority while the guests run: the emulation keeps about one of
+# Both at the lowest priority while the guests run: the emulation keeps about one of
 # the two cores busy, these compile on the other and give way whenever a guest wants it
 # (the stages build again later, which finds them up to date or shows the failure).
 later_builds() {
-    clang_build || true
     debug_build || true
     mkdir -p "$build-asan"
     "$src/contrib/sanitize.sh" --build-only "$build-asan" || true
@@ -192,10 +187,7 @@ else
 fi
 
 if [[ $tier == full ]]; then
-    stage "clang++ -Werror build, the test programs too (built, not run)"
-    clang_build || { tail -40 "$build-clang/build.log"; extra_rc=1; }
-
-    stage "debug build (--enable-debug): the test programs with assertions on"
+    stage "debug build (clang++ -Werror, --enable-debug): the test programs with assertions on"
     if debug_build; then
         debug_rc=0 before_p=$passed before_f=$failed
         RXE_TESTS=no INTEGRATION_TESTS=no make -C "$build-debug" -j"$(nproc)" check \

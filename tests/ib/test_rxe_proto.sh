@@ -41,10 +41,13 @@ cd "$builddir/tests/proto" || exit 1
 # shellcheck disable=SC2016 # the script below is expanded by the guest's shell
 exec "$top_srcdir/contrib/rxe_qemu.sh" /bin/sh -c '
 perf=$1; seed=$2; fab=$3
+t0=$(date +%s)
+# heading TEXT: a section title with the guest seconds so far (where the minutes go)
+heading() { echo "== $* [$(($(date +%s) - t0))s]"; }
 # runs gtest program $1 over transports $2 (UCT_TM_PROTO_TEST_TRANSPORTS), $3 names the mode
 run() {
     prog=$1; tls=$2; what=$3; shift 3
-    echo "== $prog over $tls: $what"
+    heading "$prog over $tls: $what"
     UCT_TM_PROTO_TEST_TRANSPORTS=$tls UCX_TM_RC_PRINT_STATS=y UCX_TM_DC_PRINT_STATS=y \
         timeout 600 ./$prog --gtest_color=no "$@" \
         > /tmp/proto.log 2>&1
@@ -75,7 +78,7 @@ run() {
 fabric() {
     [ -x ../fabric/test_fabric ] && [ -e "$fab/libtm-fi.so" ] ||
         { echo "not run: test_fabric over tm_dc (the provider is not built)"; return 0; }
-    echo "== test_fabric over tm_dc: $1"
+    heading "test_fabric over tm_dc: $1"
     (cd ../fabric && TEST_FABRIC_DOMAIN=tm_dc FI_PROVIDER_PATH=$fab UCX_TM_DC_PRINT_STATS=y \
         timeout 900 ./test_fabric --gtest_color=no --gtest_filter="$fabric_tests") > /tmp/fabric.log 2>&1
     rc=$?
@@ -123,7 +126,7 @@ run test_proto_alloc tm_rc+sw "software matching, offload off"
 (export UCX_TM_RC_TX_QUEUE_LEN=8
  run test_proto_api tm_rc "software matching, UCX_TM_RC_TX_QUEUE_LEN=8" \
      "--gtest_filter=transports/ProtoIov.*") || exit 1
-echo "== two processes: tm_proto_perf -x tm_rc --check"
+heading "two processes: tm_proto_perf -x tm_rc --check"
 timeout 300 $perf -x tm_rc -t tag_lat -s 8,4k,64k,1m -n 50 --check || { echo "FAIL: tm_proto_perf"; exit 1; }
 timeout 300 $perf -x tm_rc -t tag_bw -s 8,64k -n 200 -w 16 --check -u || { echo "FAIL: tm_proto_perf -u"; exit 1; }
 echo "PASS: tm_proto_perf over tm_rc"

@@ -18,10 +18,11 @@
 #     with contrib/rxe_host.sh as the agent, mpi_tag_test passing with tm_sm
 #     inside each host and tm_dc between them, through UCP (pml ucx) and
 #     through the libfabric provider (mtl ofi; tm_dc, and tcp, between);
-#   - failures: host2's link taken down in the middle of a stream, and the
-#     receiver killed on host2 (tm_perftest, tm_proto_perf): the sender
-#     reports the lost peer (exit 2) within the bound its settings give, the
-#     receiver ends too, no process is left and no shared memory leaked.
+#   - failures: host2's link taken down in the middle of streams
+#     (tm_perftest and tm_proto_perf streaming at once), and the receiver
+#     killed on host2 (each tool): each sender reports the lost peer (exit 2)
+#     after the failure, within the bound its settings give, the receivers
+#     end too, no process is left and no shared memory leaked.
 # Exits 77 (SKIP) when QEMU cannot run here, or RXE_TESTS=no.
 # Run from the build's tests/integration (make check), where ucp_tag_test is built.
 set -uo pipefail
@@ -49,10 +50,14 @@ export LD_PRELOAD=$plugin
 fail() { echo "FAIL: $*"; exit 1; }
 pass() { echo "PASS: $*"; }
 now() { date +%s.%N; }
+# since T0: seconds from T0 (a `now`) to now
+since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }
+# heading TEXT: a section's title with the guest's seconds so far (where the minutes go)
+heading() { echo "== $* [${SECONDS}s]"; }
 
 "$H" wait host2 300 || fail "host2's agent does not answer"
 
-echo "== two hosts"
+heading "two hosts"
 gid_of() { cat /sys/class/infiniband/rxe0/ports/1/gids/1; }
 gid1=$(gid_of) gid2=$("$H" host2 cat /sys/class/infiniband/rxe0/ports/1/gids/1)
 boot1=$(cat /proc/sys/kernel/random/boot_id) boot2=$("$H" host2 cat /proc/sys/kernel/random/boot_id)
@@ -62,18 +67,26 @@ echo "host2: $("$H" host2 hostname) GID $gid2 boot $boot2"
 [[ $boot1 != "$boot2" ]] || fail "the two hosts share a kernel"
 pass "two hosts, distinct kernels and GIDs"
 
-# across NAME SETTINGS RECEIVER SENDER: RECEIVER on host2, SENDER here, both
-# under SETTINGS (VAR=VALUE...); logs in /tmp/NAME.{rcv,snd}; fails unless
-# both exit 0.
-across() {
+# The emulated link takes milliseconds a message and the guests wait on it
+# most of the time: pairs that do not depend on each other run at once.
+declare -A rpid spid
+# start NAME SETTINGS RECEIVER SENDER: RECEIVER on host2, SENDER here, both
+# under SETTINGS (VAR=VALUE...) and in the background; logs in /tmp/NAME.{rcv,snd}.
+start() {
     local name=$1 settings=$2 rcv=$3 snd=$4
-    echo "== $name${settings:+ ($settings)}"
     "$H" host2 "cd $PWD && env $settings $rcv" >"/tmp/$name.rcv" 2>&1 &
-    local rpid=$!
-    env $settings $snd >"/tmp/$name.snd" 2>&1
-    local src=$?
-    wait "$rpid"
-    local rrc=$?
+    rpid[$name]=$!
+    env $settings $snd >"/tmp/$name.snd" 2>&1 &
+    spid[$name]=$!
+}
+# finish NAME [SETTINGS]: fails unless both sides of NAME exit 0.
+finish() {
+    local name=$1 settings=${2:-} src rrc
+    wait "${spid[$name]}"
+    src=$?
+    wait "${rpid[$name]}"
+    rrc=$?
+    heading "$name${settings:+ ($settings)}"
     grep -v "^\[" "/tmp/$name.snd" | tail -12
     if ((src != 0 || rrc != 0)); then
         echo "-- receiver (host2):"; tail -20 "/tmp/$name.rcv"
@@ -95,13 +108,21 @@ tmp="-x tm_rc --check --timeout 120"
 model="UCX_TM_RC_TM_MODEL=y UCX_TM_RC_PRINT_STATS=y"
 # (rendezvous sizes kept small: the virtual link drops a packet now and then,
 # and RC retransmits it after its ACK timeout, about 1 s)
-across perftest_sw "" "./tm_perftest -p 9101" "./tm_perftest $tmp -s 8,4k,64k -n 20 -p 9101 10.9.0.2"
-across perftest_sw_unexp "" "./tm_perftest -p 9102" "./tm_perftest $tmp -U -s 8,4k,64k -n 20 -p 9102 10.9.0.2"
+start perftest_sw "" "./tm_perftest -p 9101" "./tm_perftest $tmp -s 8,4k,64k -n 20 -p 9101 10.9.0.2"
+start perftest_sw_unexp "" "./tm_perftest -p 9102" "./tm_perftest $tmp -U -s 8,4k,64k -n 20 -p 9102 10.9.0.2"
+start perftest_model "$model" "./tm_perftest -p 9103" "./tm_perftest $tmp -s 8,4k,64k -n 20 -p 9103 10.9.0.2"
+random="$model UCX_TM_RC_TM_MODEL_SEED=$seed"
+start perftest_model_random "$random" "./tm_perftest -p 9104" "./tm_perftest $tmp -s 8,4k,64k -n 20 -p 9104 10.9.0.2"
+ppt="-x tm_rc --check -v -T 120"
+start proto_sw "" "./tm_proto_perf -p 9105" "./tm_proto_perf $ppt -s 8,4k,64k,256k -n 5 -p 9105 10.9.0.2"
+start proto_model "$model" "./tm_proto_perf -p 9106" "./tm_proto_perf $ppt -s 8,4k,64k -n 20 -p 9106 10.9.0.2"
+
+finish perftest_sw
+finish perftest_sw_unexp
 pass "tm_perftest over tm_rc between hosts, software matching"
-across perftest_model "$model" "./tm_perftest -p 9103" "./tm_perftest $tmp -s 8,4k,64k -n 20 -p 9103 10.9.0.2"
+finish perftest_model "$model"
 model_clean /tmp/perftest_model.rcv
-across perftest_model_random "$model UCX_TM_RC_TM_MODEL_SEED=$seed" "./tm_perftest -p 9104" \
-    "./tm_perftest $tmp -s 8,4k,64k -n 20 -p 9104 10.9.0.2"
+finish perftest_model_random "$random"
 model_clean /tmp/perftest_model_random.rcv
 pass "tm_perftest over tm_rc between hosts, device model (fixed order; random order, seed $seed)"
 
@@ -112,20 +133,22 @@ offloaded() {
     grep "^# receiver" "$1"
     [[ ${n:-0} -gt 0 ]] || fail "the protocol layer offloaded no receive to tm_rc"
 }
-ppt="-x tm_rc --check -v -T 120"
-across proto_sw "" "./tm_proto_perf -p 9105" "./tm_proto_perf $ppt -s 8,4k,64k,256k -n 5 -p 9105 10.9.0.2"
+finish proto_sw
 offloaded /tmp/proto_sw.rcv
-across proto_model "$model" "./tm_proto_perf -p 9106" "./tm_proto_perf $ppt -s 8,4k,64k -n 20 -p 9106 10.9.0.2"
+finish proto_model "$model"
 offloaded /tmp/proto_model.rcv
 model_clean /tmp/proto_model.rcv
 pass "the protocol layer over tm_rc between hosts, software matching and device model"
 
 cd "$builddir/tests/integration" || exit 1
 ucp="UCX_TLS=tm_rc,tcp,self UCP_TAG_TEST_SOCKADDR=10.9.0.2 UCX_LOG_LEVEL=info UCX_TM_RC_PRINT_STATS=y"
+ucp_model="$ucp UCX_TM_RC_TM_MODEL=y UCX_TM_RC_TM_MODEL_SEED=$seed"
+start ucp_software "$ucp" "timeout 600 ./ucp_tag_test -p 9107" "timeout 600 ./ucp_tag_test -p 9107 10.9.0.2"
+start ucp_model "$ucp_model" "timeout 600 ./ucp_tag_test -p 9108" "timeout 600 ./ucp_tag_test -p 9108 10.9.0.2"
 for mode in software model; do
     settings=$ucp
-    [[ $mode == model ]] && settings="$ucp UCX_TM_RC_TM_MODEL=y UCX_TM_RC_TM_MODEL_SEED=$seed"
-    across "ucp_$mode" "$settings" "timeout 600 ./ucp_tag_test -p 9107" "timeout 600 ./ucp_tag_test -p 9107 10.9.0.2"
+    [[ $mode == model ]] && settings=$ucp_model
+    finish "ucp_$mode" "$settings"
     cases=$(sed -n 's/^PASS (sender): \([0-9]*\) cases, 0 failures$/\1/p' "/tmp/ucp_$mode.snd")
     grep -q "^PASS (receiver): ${cases:-none} cases, 0 failures$" "/tmp/ucp_$mode.rcv" ||
         { grep -E '^(FAIL|PASS)' "/tmp/ucp_$mode.rcv"; fail "ucp_tag_test's receiver did not pass"; }
@@ -141,7 +164,7 @@ for mode in software model; do
     pass "UCP over tm_rc between hosts, $mode"
 done
 
-echo "== ucx_perftest between the hosts over tm_dc (UCP wires it from worker addresses)"
+heading "ucx_perftest between the hosts over tm_dc (UCP wires it from worker addresses)"
 if command -v ucx_perftest >/dev/null; then
     dc="UCX_TLS=tm_dc,self UCX_TM_DC_PRINT_STATS=y" port=9110
     for t in tag_lat tag_bw; do
@@ -172,7 +195,7 @@ else
     echo "not run: ucx_perftest missing"
 fi
 
-echo "== Open MPI across the hosts"
+heading "Open MPI across the hosts"
 if command -v mpirun >/dev/null && [[ -x ./mpi_tag_test ]]; then
     mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 600
          mpirun -np 4 --host 10.9.0.1:2,10.9.0.2:2 --mca plm_rsh_agent "$H" --mca oob_tcp_if_include eth0
@@ -203,7 +226,7 @@ fi
 # host's ranks only when it first sends to them, so a rank receives from
 # senders it holds no address of: the layer answers those over the endpoint
 # their hello lets it create (docs/proto.md, Endpoints).
-echo "== Open MPI over the libfabric provider tm across the hosts"
+heading "Open MPI over the libfabric provider tm across the hosts"
 fabric=$builddir/src/fabric/.libs
 if command -v mpirun >/dev/null && [[ -x ./mpi_tag_test && -e $fabric/libtm-fi.so ]]; then
     for remote in tm_dc tcp; do
@@ -237,8 +260,9 @@ fast="UCX_TM_RC_TIMEOUT=14 UCX_TM_RC_RETRY_COUNT=3 UCX_TM_RC_KEEPALIVE_INTERVAL=
 # what ends the sender is the transport's verdict, not the tool giving up.
 bound=90
 
-# stream NAME TOOL PORT: a long stream, receiver on host2 and sender here (in
-# the background); returns once the sender has connected.
+# stream NAME TOOL PORT: a long stream, receiver on host2 and sender here, both
+# in the background (pids in rpid[NAME], spid[NAME]; the sender's end time in
+# /tmp/NAME.end); returns once the sender has connected.
 stream() {
     local name=$1 tool=$2 port=$3 args
     if [[ $tool == tm_perftest ]]; then
@@ -247,33 +271,34 @@ stream() {
         args="-x tm_rc -t tag_bw -s 4k -n 10000000 -T 120"
     fi
     "$H" host2 "cd $tools && env $fast ./$tool -p $port" >"/tmp/$name.rcv" 2>&1 &
-    rpid=$!
-    (cd "$tools" && exec env $fast ./$tool $args -p "$port" 10.9.0.2) >"/tmp/$name.snd" 2>&1 &
-    spid=$!
+    rpid[$name]=$!
+    (cd "$tools" && env $fast ./$tool $args -p "$port" 10.9.0.2; rc=$?; now >"/tmp/$name.end"; exit $rc) \
+        >"/tmp/$name.snd" 2>&1 &
+    spid[$name]=$!
     local until=$((SECONDS + 120))
     until grep -q "^# $tool" "/tmp/$name.snd"; do
-        kill -0 "$spid" 2>/dev/null || { cat "/tmp/$name.snd"; fail "$name: the sender ended before it connected"; }
+        kill -0 "${spid[$name]}" 2>/dev/null || { cat "/tmp/$name.snd"; fail "$name: the sender ended before it connected"; }
         ((SECONDS < until)) || fail "$name: the sender did not connect"
         sleep 0.5
     done
-    sleep 3 # traffic flowing
 }
 
 # sender_fails NAME T0: the sender exits 2 (peer lost) within $bound s of T0
 sender_fails() {
     local name=$1 t0=$2 rc elapsed
-    wait "$spid"
+    wait "${spid[$name]}"
     rc=$?
-    elapsed=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')
+    elapsed=$(awk -v a="$(cat "/tmp/$name.end")" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')
     grep -v "^ *[0-9]" "/tmp/$name.snd" | tail -4
-    echo "sender: exit $rc after ${elapsed}s"
+    echo "$name: sender exit $rc after ${elapsed}s"
+    awk -v e="$elapsed" 'BEGIN { exit !(e >= 0) }' || fail "$name: the sender ended before the failure"
     [[ $rc -eq 2 ]] || fail "$name: the sender exited $rc, not 2 (peer lost)"
     grep -q "peer lost\|ENDPOINT_TIMEOUT\|Endpoint timeout\|Connection reset" "/tmp/$name.snd" ||
         fail "$name: the sender did not say why"
     awk -v e="$elapsed" -v b="$bound" 'BEGIN { exit !(e < b) }' || fail "$name: the sender took ${elapsed}s (bound ${bound}s)"
 }
 
-# nothing_left NAME: no process of the test and no shared memory left on either host
+# nothing_left WHAT: no process of the test and no shared memory left on either host
 nothing_left() {
     local check='pgrep -x tm_perftest; pgrep -x tm_proto_perf; ls /dev/shm' left
     left=$(bash -c "$check")
@@ -282,39 +307,55 @@ nothing_left() {
     [[ -z $left ]] || fail "$1: left on host2: $left"
 }
 
+# The link goes down once under a stream of each tool (raw tm_rc and the
+# protocol layer over it): the outage and the wait for its end serve both.
+tools_under_test=(tm_perftest tm_proto_perf)
+
 # The link: tm_perftest checks its endpoint once a second while it waits
 # (--keepalive), the protocol layer every UCX_TM_PROTO_KEEPALIVE_INTERVAL (1 s),
 # as UCP's keepalive does, so a peer they cannot reach fails the endpoint after
 # tm_rc's retries although nothing is in flight.
-for tool in tm_perftest tm_proto_perf; do
-    stream "linkdown_$tool" "$tool" 9110
-    echo "== $tool: host2's link down for 30 s in the middle of a stream"
-    # (host2's own link: Soft-RoCE retries a send that its link refuses for as
-    # long as the link stays down, where a NIC's retry counter would expire;
-    # the sender on host1 sees what it would see on a real network: no answer)
-    t0=$(now)
-    "$H" host2 'setsid sh -c "ip link set eth0 down; sleep 30; ip link set eth0 up" >/dev/null 2>&1 < /dev/null &'
+port=9110
+for tool in "${tools_under_test[@]}"; do
+    stream "linkdown_$tool" "$tool" $((port++))
+done
+sleep 3 # traffic flowing
+heading "${tools_under_test[*]}: host2's link down for 30 s in the middle of their streams"
+# (host2's own link: Soft-RoCE retries a send that its link refuses for as
+# long as the link stays down, where a NIC's retry counter would expire;
+# the senders on host1 see what they would see on a real network: no answer)
+t0=$(now)
+"$H" host2 'setsid sh -c "ip link set eth0 down; sleep 30; ip link set eth0 up" >/dev/null 2>&1 < /dev/null &'
+for tool in "${tools_under_test[@]}"; do
     sender_fails "linkdown_$tool" "$t0"
-    # the receiver learns of it once its link is back: the sender's end of
-    # the control connection is closed
-    wait "$rpid"
+done
+# the receivers learn of it once their link is back: the senders' ends of
+# the control connections are closed
+for tool in "${tools_under_test[@]}"; do
+    wait "${rpid[linkdown_$tool]}"
     rrc=$?
     tail -2 "/tmp/linkdown_$tool.rcv"
+    echo "linkdown_$tool: receiver exit $rrc after $(since "$t0")s"
     [[ $rrc -eq 2 ]] || fail "link down, $tool: the receiver exited $rrc, not 2"
-    nothing_left "link down, $tool"
-    pass "$tool: link down mid-stream: both sides report the lost peer, nothing left"
-    # the link is back before the next stream starts
-    until "$H" host2 true 2>/dev/null; do sleep 1; done
 done
+nothing_left "link down"
+pass "${tools_under_test[*]}: link down mid-stream: both sides report the lost peer, nothing left"
+# the link is back before the next streams start
+until "$H" host2 true 2>/dev/null; do sleep 1; done
+echo "host2 answers again $(since "$t0")s after the link went down"
 
-for tool in tm_perftest tm_proto_perf; do
-    stream "kill_$tool" "$tool" 9111
-    echo "== $tool: the receiver killed on host2 in the middle of a stream"
+for tool in "${tools_under_test[@]}"; do
+    stream "kill_$tool" "$tool" $((port++))
+    sleep 3 # traffic flowing
+    heading "$tool: the receiver killed on host2 in the middle of its stream"
     t0=$(now)
     "$H" host2 pkill -9 -x "$tool"
     sender_fails "kill_$tool" "$t0"
-    wait "$rpid"
+    wait "${rpid[kill_$tool]}"
+    rrc=$?
+    [[ $rrc -eq 137 ]] || { tail -3 "/tmp/kill_$tool.rcv"; fail "kill, $tool: the receiver exited $rrc, not killed"; }
     nothing_left "kill, $tool"
     pass "$tool: receiver killed on the other host: the sender reports it, nothing left"
 done
+heading "done"
 echo "PASS: all between two hosts"
