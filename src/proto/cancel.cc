@@ -50,21 +50,24 @@ ucs_status_t Worker::cancel_recv(Request &r) {
     if (r.rstate == RecvState::kOffloaded) {
         return rx_.tag_list().cancel(r);
     }
-    if (r.rstate != RecvState::kPosted) {
-        return UCS_OK; /* matched: it completes normally */
+    if (r.rstate == RecvState::kPosted) {
+        withdraw_recv(r, UCS_ERR_CANCELED);
     }
+    return UCS_OK; /* else matched: it completes normally */
+}
+
+void Worker::withdraw_recv(Request &r, ucs_status_t status) {
     if (!rx_.posted().withdraw(r)) {
-        return UCS_OK;
+        return;
     }
     if (r.multi) {
-        /* released: it completes CANCELED once the messages it took are reported */
-        r.multi_status = UCS_ERR_CANCELED;
+        /* released: it completes with `status` once the messages it took are reported */
+        r.multi_status = status;
         r.set_state(RecvState::kArriving);
         rx_.multi_maybe_done(r);
-        return UCS_OK;
+        return;
     }
-    completions_.complete(r, UCS_ERR_CANCELED);
-    return UCS_OK;
+    completions_.complete(r, status);
 }
 
 ucs_status_t Worker::cancel_send(Request &r) {

@@ -132,7 +132,12 @@ class Receiver {
                                  uint64_t *req);
     ucs_status_t recv_untagged(void *buffer, size_t length, Endpoint *source,
                                const uct_tm_proto_op_params_t *params, uint64_t *req);
-    ucs_status_t post_untagged(Request &r, uint64_t handle, uint64_t *req);
+    ucs_status_t post_untagged(Request &r, uint64_t handle, const Endpoint *source, uint64_t *req);
+    /* A receive directed at a failed endpoint waits for nothing: it is refused
+     * with the failure (docs/proto.md "Peer failure"). */
+    static bool source_failed(const Endpoint *source) {
+        return (source != nullptr) && (source->failure != UCS_OK);
+    }
     Request     *new_child(Request &m);
     void         lend(Request &m, Request &c, uint64_t length);
     ucs_status_t recv_offloaded(void *buffer, size_t length, uint64_t tag, uint64_t mask,

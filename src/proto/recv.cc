@@ -392,7 +392,7 @@ Receiver::recv_contiguous(void *buffer, size_t length, uint64_t tag, uint64_t ma
     if constexpr (kUntagged) {
         r->has_source = source != nullptr;
         r->src_filter = (source != nullptr) ? source->peer_id : 0;
-        return post_untagged(*r, handle, req);
+        return post_untagged(*r, handle, source, req);
     }
     return match_or_post_inline(*r, handle, tag, mask, source, req);
 }
@@ -412,7 +412,7 @@ ucs_status_t Receiver::match_or_post(Request &r, uint64_t handle, uint64_t tag, 
     if (r.untagged) { /* recvv */
         r.has_source = source != nullptr;
         r.src_filter = (source != nullptr) ? source->peer_id : 0;
-        return post_untagged(r, handle, req);
+        return post_untagged(r, handle, source, req);
     }
     return match_or_post_inline(r, handle, tag, mask, source, req);
 }
@@ -430,7 +430,8 @@ Receiver::match_or_post_inline(Request &r, uint64_t handle, uint64_t tag, uint64
         unexpected_.find(tag, mask, r.has_source, r.src_filter, &idx, true)) {
         deliver_unexpected(r, idx);
     } else {
-        const ucs_status_t status = post_recv(r);
+        const ucs_status_t status = ucs_unlikely(source_failed(source)) ? source->failure
+                                                                        : post_recv(r);
         if (status != UCS_OK) {
             reqs_.release(handle);
             return status;
@@ -534,12 +535,17 @@ ucs_status_t Receiver::recv_untagged(void *buffer, size_t length, Endpoint *sour
 
 /* An untagged receive: the earliest untagged message that arrived, or tier
  * 3; a multi-receive takes as many as it has room for first. */
-[[gnu::noinline]] ucs_status_t Receiver::post_untagged(Request &r, uint64_t handle, uint64_t *req) {
+[[gnu::noinline]] ucs_status_t Receiver::post_untagged(Request &r, uint64_t handle,
+                                                       const Endpoint *source, uint64_t *req) {
     uint32_t idx;
     if (!r.multi && unexpected_.find_untagged(r.has_source, r.src_filter, &idx)) {
         deliver_unexpected(r, idx);
         *req = handed_out(r);
         return UCS_INPROGRESS;
+    }
+    if (ucs_unlikely(source_failed(source))) {
+        reqs_.release(handle);
+        return source->failure;
     }
     if (alloc_status([&] { posted_.hold_untagged(r); }) != UCS_OK) {
         reqs_.release(handle);

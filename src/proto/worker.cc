@@ -757,6 +757,24 @@ void Worker::end_arrivals(const Endpoint *ep, ucs_status_t status) {
     }
 }
 
+void Worker::end_directed(const Endpoint *ep, ucs_status_t status) {
+    bool reachable = false;
+    peers_.for_each([&](const Endpoint *e) {
+        reachable |= (e != ep) && (e->peer_id == ep->peer_id) && e->connected &&
+                     (e->failure == UCS_OK);
+    });
+    if (reachable) {
+        return;
+    }
+    for (uint32_t i = 0; i < reqs_.issued(); ++i) {
+        Request &r = reqs_.at(i);
+        if ((r.kind == ReqKind::kRecv) && !r.done && (r.rstate == RecvState::kPosted) &&
+            r.has_source && (r.src_filter == ep->peer_id)) {
+            withdraw_recv(r, status);
+        }
+    }
+}
+
 /* Sends the control messages the transport refused, then the batch; false
  * while either still waits for room. */
 bool Worker::send_queued_now(Endpoint *ep) {
@@ -905,6 +923,7 @@ void Worker::ep_failed(uct_ep_h uep, ucs_status_t status) {
      * fails that write. */
     end_sends(ep, ep->failure, true);
     end_arrivals(ep, ep->failure);
+    end_directed(ep, ep->failure);                           /* nothing more can come from it */
     if ((config_.err_handler != nullptr) && !ep->implicit) { /* a handle the application knows */
         config_.err_handler(config_.err_handler_arg, static_cast<uct_tm_proto_ep_h>(ep), ep->failure);
     }

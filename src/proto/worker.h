@@ -187,6 +187,9 @@ class Worker : public Owner {
     void         end_sends(Endpoint *ep, ucs_status_t status, bool keep_writes);
     /* Completes with the peer's `status` every receive waiting for data from it. */
     void                 end_arrivals(const Endpoint *ep, ucs_status_t status);
+    /* Completes with `status` every receive directed at worker `peer` that no
+     * message took yet, unless another endpoint to it still works. */
+    void                 end_directed(const Endpoint *ep, ucs_status_t status);
     bool                 send_queued_now(Endpoint *ep);
     void         send_batch_before_close(Endpoint *ep);
     static constexpr int kCloseFlushTries = 100000;
@@ -223,6 +226,8 @@ class Worker : public Owner {
     /* --- cancel.cc --- */
     ucs_status_t cancel_send(Request &r);
     ucs_status_t cancel_recv(Request &r);
+    /* Takes posted receive `r` out of its queue and completes it with `status`. */
+    void withdraw_recv(Request &r, ucs_status_t status);
 
     unsigned poll_secondary();
     using Clock = std::chrono::steady_clock;

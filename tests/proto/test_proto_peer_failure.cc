@@ -4,8 +4,10 @@
  * the receiver to take the data) and a synchronous one (waiting for the
  * match). Both must complete with an error, not wait forever; a send after
  * that fails at once; the worker's error handler is called once, with the
- * endpoint; the endpoint and the worker are then destroyed cleanly. The transport reports the dead peer through the iface error
- * handler, found by the layer's keepalive (uct_ep_check) if not sooner.
+ * endpoint; the endpoint and the worker are then destroyed cleanly. The
+ * transport reports the dead peer through the iface error handler, found by
+ * the layer's keepalive (uct_ep_check) if not sooner. Receives directed at
+ * the dead peer fail too (DirectedReceivesFromADeadPeerFail).
  */
 #include "fd_io.h"
 #include "proto_fixture.h"
@@ -201,6 +203,119 @@ TEST_P(ProtoPeerFailureTest, SendsWaitingOnADeadPeerFail) {
     uct_tm_proto_request_t later = 0;
     const ucs_status_t     s     = uct_tm_proto_send(ep, small.data(), small.size(), 9, nullptr, &later);
     EXPECT_LT(s, UCS_OK) << ucs_status_string(s);
+}
+
+/* The peer: connects and says so, sends one message tagged
+ * kTagBeforeDeath, says so once it went out, and progresses until it is
+ * killed. */
+constexpr uint64_t kTagBeforeDeath = 11;
+constexpr size_t   kDirected       = 12; /* more than a source's ring holds: its matcher too */
+
+[[noreturn]] void run_sending_peer(int fd, const std::string &param) {
+    alarm(60);
+    uct_tm_proto_worker_h   w   = nullptr;
+    uct_tm_proto_ep_h       ep  = nullptr;
+    const std::vector<char> msg = pattern(64, 3);
+    uct_tm_proto_request_t  req = 0;
+    char                    ok  = connect_over(fd, param, &w, &ep) ? 1 : 0;
+    if (!uct_tm::fd_transfer(fd, &ok, 1, true) || !ok) {
+        _exit(1);
+    }
+    ucs_status_t st = uct_tm_proto_send(ep, msg.data(), msg.size(), kTagBeforeDeath, nullptr, &req);
+    for (int i = 0; (st == UCS_INPROGRESS) && (i < 10000000); ++i) {
+        uct_tm_proto_worker_progress(w);
+        st = uct_tm_proto_request_test(w, req, nullptr);
+    }
+    char reply = (st == UCS_OK) ? 1 : 0;
+    uct_tm::fd_transfer(fd, &reply, 1, true);
+    for (;;) {
+        uct_tm_proto_worker_progress(w);
+    }
+}
+
+/* Receives directed at a peer that dies wait for a message that cannot
+ * come: those posted complete with the endpoint's failure (a spilled deep
+ * queue of them, a tagged and an untagged one), a later one is refused
+ * with it, and one for a message that arrived before the death still takes
+ * it. Receives from any source stay posted. */
+TEST_P(ProtoPeerFailureTest, DirectedReceivesFromADeadPeerFail) {
+    ForkedPeer peer;
+    ASSERT_TRUE(peer.start(GetParam(), run_sending_peer))
+        << "the two workers did not connect over " << GetParam();
+    uct_tm_proto_worker_h w        = peer.w;
+    uct_tm_proto_ep_h     ep       = peer.ep;
+    const Failures       &failures = peer.failures;
+
+    std::vector<char>                   buf(64);
+    std::vector<uct_tm_proto_request_t> directed(kDirected + 1);
+    for (size_t i = 0; i < kDirected; ++i) {
+        ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(w, buf.data(), buf.size(), 100 + i,
+                                                    ~uint64_t{0}, ep, nullptr, &directed[i]));
+    }
+    uct_tm_proto_op_params_t untagged = {};
+    untagged.flags                    = UCT_TM_PROTO_OP_UNTAGGED;
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(w, buf.data(), buf.size(), 0, 0, ep, &untagged,
+                                                &directed[kDirected]));
+    uct_tm_proto_request_t any = 0;
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(w, buf.data(), buf.size(), 200, ~uint64_t{0},
+                                                nullptr, nullptr, &any));
+    char   sent = 0;
+    pollfd p    = {peer.fd, POLLIN, 0};
+    for (int i = 0; (i < 10000000) && (poll(&p, 1, 0) == 0); ++i) {
+        uct_tm_proto_worker_progress(w); /* the peer's send may wait on us */
+    }
+    ASSERT_TRUE(uct_tm::fd_transfer(peer.fd, &sent, 1, false) && sent)
+        << "the peer's message did not go out";
+    uct_tm_proto_info_t info;
+    ucs_status_t        seen = UCS_ERR_NO_ELEM;
+    for (int i = 0; (seen != UCS_OK) && (i < 1000000); ++i) {
+        uct_tm_proto_worker_progress(w);
+        seen = uct_tm_proto_probe(w, kTagBeforeDeath, ~uint64_t{0}, ep, UCT_TM_PROTO_PROBE_PEEK,
+                                  &info, nullptr);
+    }
+    ASSERT_EQ(UCS_OK, seen) << "the peer's message did not arrive";
+
+    peer.kill_peer();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while ((failures.calls == 0) && (std::chrono::steady_clock::now() < deadline)) {
+        uct_tm_proto_worker_progress(w);
+    }
+    ASSERT_EQ(1, failures.calls) << "the dead peer was not found";
+    for (size_t i = 0; i < directed.size(); ++i) {
+        EXPECT_EQ(failures.status, uct_tm_proto_request_test(w, directed[i], nullptr))
+            << "directed receive " << i;
+        uct_tm_proto_request_release(w, directed[i]);
+    }
+    EXPECT_EQ(UCS_INPROGRESS, uct_tm_proto_request_test(w, any, nullptr))
+        << "a receive from any source";
+
+    /* later: refused with the failure, nothing posted -- unless what it
+     * asks for arrived before the death */
+    uct_tm_proto_request_t late = 0;
+    EXPECT_EQ(failures.status,
+              uct_tm_proto_recv(w, buf.data(), buf.size(), 300, ~uint64_t{0}, ep, nullptr, &late));
+    EXPECT_EQ(failures.status,
+              uct_tm_proto_recv(w, buf.data(), buf.size(), 0, 0, ep, &untagged, &late));
+    std::vector<char>      got(64);
+    uct_tm_proto_request_t before = 0;
+    ASSERT_EQ(UCS_INPROGRESS, uct_tm_proto_recv(w, got.data(), got.size(), kTagBeforeDeath,
+                                                ~uint64_t{0}, ep, nullptr, &before));
+    ucs_status_t st = UCS_INPROGRESS;
+    for (int i = 0; (st == UCS_INPROGRESS) && (i < 1000); ++i) {
+        uct_tm_proto_worker_progress(w);
+        st = uct_tm_proto_request_test(w, before, nullptr);
+    }
+    EXPECT_EQ(UCS_OK, st) << ucs_status_string(st);
+    EXPECT_EQ(pattern(64, 3), got);
+    uct_tm_proto_request_release(w, before);
+    EXPECT_EQ(UCS_OK, uct_tm_proto_request_cancel(w, any));
+    st = UCS_INPROGRESS;
+    for (int i = 0; (st == UCS_INPROGRESS) && (i < 100000); ++i) {
+        uct_tm_proto_worker_progress(w); /* a transport's tag list may cancel later */
+        st = uct_tm_proto_request_test(w, any, nullptr);
+    }
+    EXPECT_EQ(UCS_ERR_CANCELED, st) << ucs_status_string(st);
+    uct_tm_proto_request_release(w, any);
 }
 
 /* Messages a peer begins and never finishes (written by hand through a raw

@@ -337,7 +337,10 @@ ucs_status_t uct_tm_proto_send(uct_tm_proto_ep_h ep, const void *buffer, size_t 
  * endpoint's peer. Always returns UCS_INPROGRESS and a request (or an error).
  * The earliest-posted matching receive takes each message. A longer message
  * fills the buffer and completes with UCS_ERR_MESSAGE_TRUNCATED and the
- * sender's length. */
+ * sender's length. A receive from `source` completes with its failure when
+ * the endpoint fails (the error handler's status); posted at an endpoint
+ * that failed, it returns that status, nothing posted, unless a message
+ * that arrived before matches. */
 ucs_status_t uct_tm_proto_recv(uct_tm_proto_worker_h worker, void *buffer, size_t length,
                                uct_tm_proto_tag_t tag, uct_tm_proto_tag_t mask,
                                uct_tm_proto_ep_h source, const uct_tm_proto_op_params_t *params,
