@@ -170,7 +170,7 @@ if command -v ucx_perftest >/dev/null; then
     for t in tag_lat tag_bw; do
         port=$((port + 1))
         "$H" host2 "env $dc timeout 300 ucx_perftest -p $port -t $t -s 16384 -n 500" >"/tmp/uperf_$t.rcv" 2>&1 &
-        rpid=$!
+        server=$!
         # the client connects once the server listens (it starts slowly on a loaded machine)
         for _ in $(seq 60); do
             sleep 1
@@ -178,7 +178,7 @@ if command -v ucx_perftest >/dev/null; then
             src=$?
             grep -q "Connection refused" "/tmp/uperf_$t.snd" || break
         done
-        wait "$rpid"
+        wait "$server"
         rrc=$?
         grep -i final "/tmp/uperf_$t.snd" | tail -n 1
         ((src == 0 && rrc == 0)) || {
