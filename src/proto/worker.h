@@ -187,8 +187,8 @@ class Worker : public Owner {
     void         end_sends(Endpoint *ep, ucs_status_t status, bool keep_writes);
     /* Completes with the peer's `status` every receive waiting for data from it. */
     void                 end_arrivals(const Endpoint *ep, ucs_status_t status);
-    /* Completes with `status` every receive directed at worker `peer` that no
-     * message took yet, unless another endpoint to it still works. */
+    /* Completes with `status` every receive directed at `ep`'s peer that no
+     * message took yet, unless another connected endpoint to it still works. */
     void                 end_directed(const Endpoint *ep, ucs_status_t status);
     bool                 send_queued_now(Endpoint *ep);
     void         send_batch_before_close(Endpoint *ep);

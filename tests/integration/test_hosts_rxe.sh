@@ -50,8 +50,8 @@ export LD_PRELOAD=$plugin
 fail() { echo "FAIL: $*"; exit 1; }
 pass() { echo "PASS: $*"; }
 now() { date +%s.%N; }
-# since T0: seconds from T0 (a `now`) to now
-since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }
+# since T0 [T]: seconds from T0 to T (both `now`s; T defaults to now)
+since() { awk -v a="${2:-$(now)}" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }
 # heading TEXT: a section's title with the guest's seconds so far (where the minutes go)
 heading() { echo "== $* [${SECONDS}s]"; }
 
@@ -263,7 +263,7 @@ bound=90
 
 # stream NAME TOOL PORT: a long stream, receiver on host2 and sender here, both
 # in the background (pids in rpid[NAME], spid[NAME]; the sender's end time in
-# /tmp/NAME.end); returns once the sender has connected.
+# /tmp/NAME.end); returns once the sender has connected and sent a while.
 stream() {
     local name=$1 tool=$2 port=$3 args
     if [[ $tool == tm_perftest ]]; then
@@ -282,6 +282,7 @@ stream() {
         ((SECONDS < until)) || fail "$name: the sender did not connect"
         sleep 0.5
     done
+    sleep 3 # traffic flowing
 }
 
 # sender_fails NAME T0: the sender exits 2 (peer lost) within $bound s of T0
@@ -289,7 +290,7 @@ sender_fails() {
     local name=$1 t0=$2 rc elapsed
     wait "${spid[$name]}"
     rc=$?
-    elapsed=$(awk -v a="$(cat "/tmp/$name.end")" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')
+    elapsed=$(since "$t0" "$(cat "/tmp/$name.end")")
     grep -v "^ *[0-9]" "/tmp/$name.snd" | tail -4
     echo "$name: sender exit $rc after ${elapsed}s"
     awk -v e="$elapsed" 'BEGIN { exit !(e >= 0) }' || fail "$name: the sender ended before the failure"
@@ -309,7 +310,7 @@ nothing_left() {
 }
 
 # One stream at a time: each tool's sender must see the peer lost only once
-# the failure is there, which the fast settings below cannot promise with two
+# the failure is there, which the fast settings above cannot promise with two
 # streams loading the emulated guests (a run with the host loaded saw a
 # sender give up 10.8 s before the link went down, and rxe locked a CPU).
 tools_under_test=(tm_perftest tm_proto_perf)
@@ -321,7 +322,6 @@ port=9110
 # tm_rc's retries although nothing is in flight.
 for tool in "${tools_under_test[@]}"; do
     stream "linkdown_$tool" "$tool" $((port++))
-    sleep 3 # traffic flowing
     heading "$tool: host2's link down for 30 s in the middle of a stream"
     # (host2's own link: Soft-RoCE retries a send that its link refuses for as
     # long as the link stays down, where a NIC's retry counter would expire;
@@ -344,7 +344,6 @@ done
 
 for tool in "${tools_under_test[@]}"; do
     stream "kill_$tool" "$tool" $((port++))
-    sleep 3 # traffic flowing
     heading "$tool: the receiver killed on host2 in the middle of its stream"
     t0=$(now)
     "$H" host2 pkill -9 -x "$tool"
