@@ -175,7 +175,52 @@ int run_silent_peer(const char *domain, int sock) {
     return 0;
 }
 
-class FabricPeerDeath : public ::testing::TestWithParam<const char *> {};
+/* An endpoint over the domain GetParam() with a silent peer in a forked
+ * process at `peer`, for the test to kill. */
+class FabricPeerDeath : public ::testing::TestWithParam<const char *> {
+  protected:
+    void SetUp() override {
+        if (!offered(GetParam())) {
+            GTEST_SKIP() << GetParam() << " is not offered on this host";
+        }
+        pid_ = fork_peer(&sock_, [](int s) { return run_silent_peer(GetParam(), s); });
+        ASSERT_GE(pid_, 0);
+        ASSERT_EQ(0, f.open(GetParam()));
+        ASSERT_EQ(0, e.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
+        std::vector<char> theirs;
+        char              ready = 0;
+        ASSERT_TRUE(exchange(sock_, e.name(), &theirs));
+        ASSERT_EQ(1, read(sock_, &ready, 1));
+        peer = e.insert(theirs);
+        ASSERT_NE(FI_ADDR_NOTAVAIL, peer);
+    }
+
+    void TearDown() override {
+        kill_peer();
+        e.close();
+        f.close();
+    }
+
+    /* SIGKILL to the peer and its exit collected; false if that failed. */
+    bool kill_peer() {
+        if (pid_ <= 0) {
+            return pid_ == 0;
+        }
+        int        status = 0;
+        const bool killed = (kill(pid_, SIGKILL) == 0) && (waitpid(pid_, &status, 0) == pid_);
+        close(sock_);
+        pid_ = 0;
+        return killed;
+    }
+
+    Fabric    f;
+    Ep        e;
+    fi_addr_t peer = FI_ADDR_NOTAVAIL;
+
+  private:
+    pid_t pid_  = 0;
+    int   sock_ = -1;
+};
 
 /* A peer killed while sends wait on it: a rendezvous send (its receiver
  * never took the data) and fi_tinject's queued behind the credits it never
@@ -184,22 +229,6 @@ class FabricPeerDeath : public ::testing::TestWithParam<const char *> {};
  * hang; nothing completes as a success. */
 TEST_P(FabricPeerDeath, SendsWaitingOnItEndInErrors) {
     constexpr size_t kInjects = 512; /* 2 MiB of 4 KiB injects: past any credit window */
-    if (!offered(GetParam())) {
-        GTEST_SKIP() << GetParam() << " is not offered on this host";
-    }
-    int         sock = -1;
-    const pid_t pid  = fork_peer(&sock, [](int s) { return run_silent_peer(GetParam(), s); });
-    ASSERT_GE(pid, 0);
-    Fabric f;
-    Ep     e;
-    ASSERT_EQ(0, f.open(GetParam()));
-    ASSERT_EQ(0, e.open(f, FI_CQ_FORMAT_TAGGED, FI_AV_TABLE));
-    std::vector<char> theirs;
-    char              ready = 0;
-    ASSERT_TRUE(exchange(sock, e.name(), &theirs));
-    ASSERT_EQ(1, read(sock, &ready, 1));
-    const fi_addr_t peer = e.insert(theirs);
-    ASSERT_NE(FI_ADDR_NOTAVAIL, peer);
 
     const std::vector<char> big = pattern(1 << 20, 1), small = pattern(4096, 2);
     int                     ctx = 0;
@@ -207,10 +236,7 @@ TEST_P(FabricPeerDeath, SendsWaitingOnItEndInErrors) {
     for (size_t i = 0; i < kInjects; ++i) {
         ASSERT_EQ(0, fi_tinject(e.ep, small.data(), small.size(), peer, 2)) << i;
     }
-    kill(pid, SIGKILL);
-    int status = 0;
-    ASSERT_EQ(pid, waitpid(pid, &status, 0));
-    close(sock);
+    ASSERT_TRUE(kill_peer());
 
     size_t     send_errors = 0, inject_errors = 0, successes = 0;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -230,8 +256,60 @@ TEST_P(FabricPeerDeath, SendsWaitingOnItEndInErrors) {
     EXPECT_EQ(1u, send_errors) << "the rendezvous send still waits on the dead peer";
     EXPECT_LT(0u, inject_errors) << "no queued inject reported its failure";
     EXPECT_EQ(0u, successes);
-    e.close();
-    f.close();
+}
+
+/* Receives directed at a peer that dies wait for messages that cannot come
+ * (Open MPI's mtl ofi posts every MPI_Recv with a source this way): the
+ * tagged and the untagged one end as error completions with their context
+ * and kind, a later one is refused at once, and a receive from any source
+ * stays posted (fi_cancel still finds it). */
+TEST_P(FabricPeerDeath, ReceivesDirectedAtItEndInErrors) {
+
+    std::vector<char> buf(64);
+    int               tagged = 0, untagged = 0, any = 0;
+    ASSERT_EQ(0, fi_trecv(e.ep, buf.data(), buf.size(), nullptr, peer, 5, 0, &tagged));
+    ASSERT_EQ(0, fi_recv(e.ep, buf.data(), buf.size(), nullptr, peer, &untagged));
+    ASSERT_EQ(0, fi_trecv(e.ep, buf.data(), buf.size(), nullptr, FI_ADDR_UNSPEC, 5, 0, &any));
+    ASSERT_TRUE(kill_peer());
+
+    fi_cq_err_entry tagged_err{}, untagged_err{};
+    size_t          others   = 0;
+    const auto      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (((tagged_err.err == 0) || (untagged_err.err == 0)) &&
+           (std::chrono::steady_clock::now() < deadline)) {
+        fi_cq_tagged_entry c{};
+        const ssize_t      ret = fi_cq_read(e.cq, &c, 1);
+        others += (ret == 1);
+        if (ret == -FI_EAVAIL) {
+            const fi_cq_err_entry err  = read_err(e.cq);
+            fi_cq_err_entry      *into = (err.op_context == &tagged)     ? &tagged_err
+                                         : (err.op_context == &untagged) ? &untagged_err
+                                                                         : nullptr;
+            others += (into == nullptr) || (into->err != 0);
+            if (into != nullptr) {
+                *into = err;
+            }
+        }
+    }
+    ASSERT_NE(0, tagged_err.err) << "the directed tagged receive still waits on the dead peer";
+    ASSERT_NE(0, untagged_err.err) << "the directed untagged receive still waits";
+    EXPECT_EQ(uint64_t{FI_RECV | FI_TAGGED}, tagged_err.flags & (FI_RECV | FI_TAGGED | FI_MSG));
+    EXPECT_EQ(uint64_t{FI_RECV | FI_MSG}, untagged_err.flags & (FI_RECV | FI_TAGGED | FI_MSG));
+    EXPECT_TRUE((tagged_err.err == FI_ECONNRESET) || (tagged_err.err == FI_ETIMEDOUT))
+        << fi_strerror(tagged_err.err);
+    EXPECT_EQ(tagged_err.err, untagged_err.err);
+    EXPECT_EQ(0u, others) << "another completion, or one twice";
+
+    int           later = 0;
+    const ssize_t ret   = fi_trecv(e.ep, buf.data(), buf.size(), nullptr, peer, 5, 0, &later);
+    EXPECT_EQ(-tagged_err.err, ret) << "a receive directed at the dead peer was posted";
+
+    ASSERT_EQ(0, fi_cancel(&e.ep->fid, &any)) << "the receive from any source did not stay";
+    fi_cq_tagged_entry c{};
+    EXPECT_EQ(-FI_EAVAIL, wait_cq(e.cq, &c, nullptr));
+    const fi_cq_err_entry canceled = read_err(e.cq);
+    EXPECT_EQ(&any, canceled.op_context);
+    EXPECT_EQ(FI_ECANCELED, canceled.err);
 }
 
 INSTANTIATE_TEST_SUITE_P(domains, FabricPeerDeath, ::testing::Values("tm_sm", "tm_sm,tcp"),
