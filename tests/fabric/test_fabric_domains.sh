@@ -2,7 +2,8 @@
 # test_fabric again over the provider's other domains on this host: posix,
 # tcp, and the combined tm_sm,tcp (the default run is over tm_sm; the
 # Soft-RoCE guest runs it over tm_dc, tests/ib/test_rxe_proto.sh). The
-# suites that name their own domains (FabricInfo, FabricFork, FabricPeerDeath) ran already.
+# suites that name their own domains (FabricInfo, FabricFork, FabricPeerDeath) ran already;
+# FabricPeerDeath's env/ cases run here over posix and tcp.
 status=0
 for domain in posix tcp tm_sm,tcp; do
     echo "== test_fabric over $domain"

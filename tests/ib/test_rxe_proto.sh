@@ -96,9 +96,9 @@ fabric() {
     esac
     echo "PASS: test_fabric over tm_dc, $1"
 }
-# every call, completion format and error path; one CQ format and AV type
-# of the data suite (the host runs all eight)
-fabric_tests="formats/FabricPair.*/7:FabricErrors.*:FabricMultiRecv.*:FabricTrio.*:FabricCntr.*:FabricAv.*"
+# every call, completion format and error path (a peer killed: env/); one
+# CQ format and AV type of the data suite (the host runs all eight)
+fabric_tests="formats/FabricPair.*/7:FabricErrors.*:FabricMultiRecv.*:FabricTrio.*:FabricCntr.*:FabricAv.*:env/FabricPeerDeath.*"
 # the suites parameterized on the transport (ProtoWire.* runs its own, on the host)
 api="--gtest_filter=transports/*:peer_failure/*"
 # the stress with buffered receives in software matching only (the guest is slow)
