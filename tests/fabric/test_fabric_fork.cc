@@ -264,7 +264,6 @@ TEST_P(FabricPeerDeath, SendsWaitingOnItEndInErrors) {
  * and kind, a later one is refused at once, and a receive from any source
  * stays posted (fi_cancel still finds it). */
 TEST_P(FabricPeerDeath, ReceivesDirectedAtItEndInErrors) {
-
     std::vector<char> buf(64);
     int               tagged = 0, untagged = 0, any = 0;
     ASSERT_EQ(0, fi_trecv(e.ep, buf.data(), buf.size(), nullptr, peer, 5, 0, &tagged));
