@@ -13,7 +13,10 @@
 # this host, over FI_TM_DOMAIN (default tm_sm), with out-of-band address
 # exchange (-E: the provider resolves no node names).
 #
-#   LIBFABRIC_SRC    a git repository or URL of libfabric (default: GitHub)
+#   FABTESTS_SRC     libfabric's source: a source tree (its fabtests/ is
+#                    built, whatever release it is), or a git repository or
+#                    URL (the release FABTESTS_TAG is cloned from it); default
+#                    LIBFABRIC_SRC, else GitHub
 #   FABTESTS_TAG     the release whose fabtests to build (default v1.17.0,
 #                    as Debian 12's libfabric)
 #   FABTESTS_CACHE   where the build goes (default ~/.cache/uct-tm/fabtests)
@@ -52,8 +55,12 @@ declare -A excluded=(
     # (a worker's address exists once its endpoint does; names go out of band)
     [fi_getinfo_test]="no node-name resolution (docs/libfabric.md, Limits)"
 )
-src=${LIBFABRIC_SRC:-https://github.com/ofiwg/libfabric.git}
+src=${FABTESTS_SRC:-${LIBFABRIC_SRC:-https://github.com/ofiwg/libfabric.git}}
 tag=${FABTESTS_TAG:-v1.17.0}
+if [ -d "$src/fabtests" ]; then # a source tree: cached under its path's checksum
+    src=$(cd "$src" && pwd)
+    tag=tree-$(cksum <<<"$src" | cut -d' ' -f1)
+fi
 cache=${FABTESTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/uct-tm/fabtests}
 prov=${FABTESTS_PROVIDER:-tm}
 domain=${FI_TM_DOMAIN:-tm_sm}
@@ -81,7 +88,13 @@ prefix=$cache/install-$tag
 [ "$libfabric" = /usr ] || prefix=$prefix-$(tr / _ <<<"$libfabric")
 if [ ! -x "$prefix/bin/fi_rdm_tagged_pingpong" ]; then
     mkdir -p "$cache"
-    [ -d "$tree" ] || git clone --quiet --depth 1 --branch "$tag" "$src" "$tree"
+    if [ ! -d "$tree" ]; then
+        if [ -d "$src/fabtests" ]; then
+            mkdir -p "$tree" && cp -a "$src/fabtests" "$tree/"
+        else
+            git clone --quiet --depth 1 --branch "$tag" "$src" "$tree"
+        fi
+    fi
     (cd "$tree/fabtests" && ./autogen.sh >/dev/null &&
         ./configure --quiet --prefix="$prefix" --with-libfabric="$libfabric" &&
         nice -n 19 make --quiet -j2 && make --quiet install) >"$cache/build-$tag.log" 2>&1 ||

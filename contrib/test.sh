@@ -17,6 +17,9 @@
 #                            (with rdma-core and the libfabric provider) built, installed, run and
 #                            purged, and its RPMs built with and without rdma-core and the
 #                            provider (contrib/packages.sh)
+#   FABTESTS_SRC=SRC         also (host and full tiers): libfabric's fabtests over the provider
+#                            tm, built from that libfabric source (contrib/fabtests.sh), over
+#                            each domain of FABTESTS_DOMAINS (default tm_sm); said skipped without
 #   UCT_TM_UCX_TREES="t1 t2" also: the UCX compatibility matrix over those UCX source trees
 #                            (contrib/ucx_matrix.sh; colon- or space-separated)
 # The builds after the first run the test programs, not the integration scripts again
@@ -145,6 +148,28 @@ later_builds() {
     "$src/contrib/sanitize.sh" --build-only "$build-asan" || true
 }
 
+# libfabric's fabtests over the provider tm (contrib/fabtests.sh: built once from
+# FABTESTS_SRC, outside the tree), over each domain of FABTESTS_DOMAINS (default tm_sm).
+fabtests_stage() {
+    local domain log
+    if [[ -z ${FABTESTS_SRC:-} ]]; then
+        echo "SKIP: fabtests (set FABTESTS_SRC to a libfabric source tree, git repository or URL)"
+        return 0
+    fi
+    if [[ ! -f $build/src/fabric/.libs/libtm-fi.so ]]; then
+        echo "SKIP: fabtests (this build has no libfabric provider)"
+        return 0
+    fi
+    for domain in ${FABTESTS_DOMAINS:-tm_sm}; do
+        stage "fabtests over the provider tm, domain $domain (contrib/fabtests.sh)"
+        log=$build/fabtests-${domain//,/_}.log
+        FI_TM_DOMAIN=$domain FABTESTS_TIMEOUT=${FABTESTS_TIMEOUT:-60} \
+            "$src/contrib/fabtests.sh" "$build" | tee "$log" || extra_rc=1
+        passed=$((passed + $(grep -c '^PASS: ' "$log" || true)))
+        failed=$((failed + $(grep -c '^FAIL: ' "$log" || true)))
+    done
+}
+
 passed=0 failed=0 check_rc=0 extra_rc=0
 if [[ $tier != rxe ]]; then
     stage "format: the changed lines against .clang-format (contrib/check_format.sh)"
@@ -162,6 +187,9 @@ cd "$build"
 if [[ $tier != rxe ]]; then
     stage "host tier: make check (the guest suites skipped: RXE_TESTS=no)"
     RXE_TESTS=no make -j"$(nproc)" check || check_rc=$?
+fi
+if [[ $tier != rxe ]]; then
+    fabtests_stage
 fi
 if [[ $tier != host ]]; then
     heading="guest tier: Soft-RoCE in QEMU guests (tests/ib, tests/integration *_rxe.sh)"
