@@ -35,6 +35,8 @@ case ${1:-} in
 *) echo "usage: $0 [--rxe | --full]" >&2; exit 2 ;;
 esac
 [[ $tier != full ]] || export TM_FULL_CHECK=1 # deps.sh: the packaging tools too
+# a source tree named relative to where this was started (the stages run elsewhere)
+[[ ! -d ${FABTESTS_SRC:-} ]] || FABTESTS_SRC=$(cd "$FABTESTS_SRC" && pwd)
 
 # A stage's heading says when it started, minutes into this script; the table at
 # the end how long each took: where a CI run with a time budget spends it.
