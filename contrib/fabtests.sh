@@ -57,9 +57,11 @@ declare -A excluded=(
 )
 src=${FABTESTS_SRC:-${LIBFABRIC_SRC:-https://github.com/ofiwg/libfabric.git}}
 tag=${FABTESTS_TAG:-v1.17.0}
+from_tree=
 if [ -d "$src/fabtests" ]; then # a source tree: cached under its path's checksum
     src=$(cd "$src" && pwd)
     tag=tree-$(cksum <<<"$src" | cut -d' ' -f1)
+    from_tree=1
 fi
 cache=${FABTESTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/uct-tm/fabtests}
 prov=${FABTESTS_PROVIDER:-tm}
@@ -88,12 +90,12 @@ prefix=$cache/install-$tag
 [ "$libfabric" = /usr ] || prefix=$prefix-$(tr / _ <<<"$libfabric")
 if [ ! -x "$prefix/bin/fi_rdm_tagged_pingpong" ]; then
     mkdir -p "$cache"
-    if [ ! -d "$tree" ]; then
-        if [ -d "$src/fabtests" ]; then
-            mkdir -p "$tree" && cp -a "$src/fabtests" "$tree/"
-        else
-            git clone --quiet --depth 1 --branch "$tag" "$src" "$tree"
-        fi
+    if [ -d "$tree" ]; then
+        : # copied or cloned before, its build failed or was removed: build again
+    elif [ -n "$from_tree" ]; then
+        mkdir -p "$tree" && cp -a "$src/fabtests" "$tree/"
+    else
+        git -c advice.detachedHead=false clone --quiet --depth 1 --branch "$tag" "$src" "$tree"
     fi
     (cd "$tree/fabtests" && ./autogen.sh >/dev/null &&
         ./configure --quiet --prefix="$prefix" --with-libfabric="$libfabric" &&

@@ -150,6 +150,12 @@ later_builds() {
     "$src/contrib/sanitize.sh" --build-only "$build-asan" || true
 }
 
+# Adds a stage log's PASS: and FAIL: lines (one test each) to the counts.
+count_log() {  # log
+    passed=$((passed + $(grep -c '^PASS: ' "$1" || true)))
+    failed=$((failed + $(grep -c '^FAIL: ' "$1" || true)))
+}
+
 # libfabric's fabtests over the provider tm (contrib/fabtests.sh: built once from
 # FABTESTS_SRC, outside the tree), over each domain of FABTESTS_DOMAINS (default tm_sm).
 fabtests_stage() {
@@ -167,8 +173,7 @@ fabtests_stage() {
         log=$build/fabtests-${domain//,/_}.log
         FI_TM_DOMAIN=$domain FABTESTS_TIMEOUT=${FABTESTS_TIMEOUT:-60} \
             "$src/contrib/fabtests.sh" "$build" | tee "$log" || extra_rc=1
-        passed=$((passed + $(grep -c '^PASS: ' "$log" || true)))
-        failed=$((failed + $(grep -c '^FAIL: ' "$log" || true)))
+        count_log "$log"
     done
 }
 
@@ -189,8 +194,6 @@ cd "$build"
 if [[ $tier != rxe ]]; then
     stage "host tier: make check (the guest suites skipped: RXE_TESTS=no)"
     RXE_TESTS=no make -j"$(nproc)" check || check_rc=$?
-fi
-if [[ $tier != rxe ]]; then
     fabtests_stage
 fi
 if [[ $tier != host ]]; then
@@ -232,8 +235,7 @@ if [[ $tier == full ]]; then
     stage "the suites under ASan, LSan and UBSan (contrib/sanitize.sh)"
     mkdir -p "$build-asan"
     "$src/contrib/sanitize.sh" "$build-asan" | tee "$build-asan/sanitize.log" || extra_rc=1
-    passed=$((passed + $(grep -c '^PASS: ' "$build-asan/sanitize.log" || true)))
-    failed=$((failed + $(grep -c '^FAIL: ' "$build-asan/sanitize.log" || true)))
+    count_log "$build-asan/sanitize.log"
 
     stage "installed plugin: stock ucx_info, UCX's module name, uct-tm.pc"
     rm -rf "$build/inst"
@@ -273,8 +275,7 @@ if [[ $tier == full ]]; then
     stage "packages: the tarball's .debs built, linted, installed, run, purged; its RPMs (contrib/packages.sh)"
     if [[ -n "$tarball" ]]; then
         "$src/contrib/packages.sh" "$tarball" "$build/packages" | tee "$build/packages.log" || extra_rc=1
-        passed=$((passed + $(grep -c '^PASS: ' "$build/packages.log" || true)))
-        failed=$((failed + $(grep -c '^FAIL: ' "$build/packages.log" || true)))
+        count_log "$build/packages.log"
     else
         failed=$((failed + 1)); echo "FAIL: packages: no release tarball"
     fi
